@@ -1,0 +1,164 @@
+"""Config schema (pure): TOML text in, validated objects out, every error naming its key path.
+
+pydantic with ``extra="forbid"`` makes a typo (``[mqtt] hots = ...``) an error instead of a
+silently ignored key, which on a headless board is the difference between "syncs" and "doesn't".
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from edge_agent.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.9/3.10
+    import tomli as tomllib
+
+DEFAULT_CONFIG_PATH = Path("/etc/edge-agent/config.toml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DeviceConfig(_Section):
+    id: str = Field(default="edge-0", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    # where durable state lives (queue, TensorRT engine cache, status file)
+    state_dir: str = "/var/lib/edge-agent"
+
+
+class CameraConfig(_Section):
+    # int index, /dev/videoN, rtsp:// or http:// URL, GStreamer pipeline ("... ! appsink"),
+    # a video file, or a folder of images replayed in name order
+    source: Union[int, str] = 0
+    loop: bool = False
+    width: Optional[int] = Field(default=None, gt=0)
+    height: Optional[int] = Field(default=None, gt=0)
+    fps: Optional[float] = Field(default=None, gt=0)
+    # capture cadence: 0 = as fast as inference goes; otherwise seconds between frames
+    interval_s: float = Field(default=0.0, ge=0)
+    stall_timeout_s: float = Field(default=10.0, gt=0)
+    reconnect_max_s: float = Field(default=30.0, gt=0)
+
+
+class DetectorConfig(_Section):
+    model: str = ""
+    labels: Optional[str] = None
+    conf_threshold: float = Field(default=0.25, ge=0, le=1)
+    iou_threshold: float = Field(default=0.45, ge=0, le=1)
+    max_det: int = Field(default=300, gt=0)
+    # class names to keep (empty = all)
+    classes: list[str] = Field(default_factory=list)
+    provider: Optional[str] = None
+    threads: Optional[int] = Field(default=None, gt=0)
+
+
+class ClassifierConfig(_Section):
+    model: str
+    labels: Optional[str] = None
+    # detector classes whose crops are classified (empty = all)
+    classes: list[str] = Field(default_factory=list)
+    crop_padding: float = Field(default=0.1, ge=0, le=1)
+    top_k: int = Field(default=1, gt=0)
+    provider: Optional[str] = None
+
+
+class SensorConfig(_Section):
+    port: str
+    baudrate: int = Field(default=9600, gt=0)
+    protocol: Literal["jsonl", "kv", "csv", "regex"] = "jsonl"
+    # csv: column names in order; regex: a pattern with named groups
+    csv_fields: list[str] = Field(default_factory=list)
+    regex: Optional[str] = None
+    # a reading that triggers capture + inference, e.g. "pir >= 1"
+    trigger: Optional[str] = None
+    attach_to_results: bool = True
+    publish: bool = False
+
+
+class MqttConfig(_Section):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(default=1883, gt=0, lt=65536)
+    topic_prefix: str = "edge"
+    keepalive_s: int = Field(default=30, gt=0)
+    username: Optional[str] = None
+    # password comes from a file (systemd LoadCredential=) or an env variable, never from the TOML
+    password_file: Optional[str] = None
+    password_env: str = "EDGE_AGENT_MQTT_PASSWORD"
+    tls_ca: Optional[str] = None
+    tls_cert: Optional[str] = None
+    tls_key: Optional[str] = None
+    inflight: int = Field(default=100, gt=0)
+    newest_first: bool = False
+    rate_limit_per_s: float = Field(default=0.0, ge=0)
+    reconnect_min_s: float = Field(default=1.0, gt=0)
+    reconnect_max_s: float = Field(default=60.0, gt=0)
+    status_interval_s: float = Field(default=60.0, gt=0)
+
+
+class QueueConfig(_Section):
+    path: str = "/var/lib/edge-agent/outbox.db"
+    max_messages: int = Field(default=1_000_000, gt=0)
+    max_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
+    max_age_days: float = Field(default=90.0, gt=0)
+    policy: Literal["drop_oldest", "reject_new"] = "drop_oldest"
+    flush_interval_s: float = Field(default=1.0, ge=0)
+    flush_batch: int = Field(default=100, gt=0)
+
+
+class OutputConfig(_Section):
+    mode: Literal["event", "every_frame"] = "event"
+    heartbeat_s: float = Field(default=60.0, gt=0)
+    snapshot: bool = False
+    snapshot_max_bytes: int = Field(default=64 * 1024, gt=1024)
+
+
+class HealthConfig(_Section):
+    status_file: str = "/run/edge-agent/status.json"
+    prometheus_port: Optional[int] = Field(default=None, gt=0, lt=65536)
+
+
+class Config(_Section):
+    device: DeviceConfig = Field(default_factory=DeviceConfig)
+    camera: CameraConfig = Field(default_factory=CameraConfig)
+    detector: DetectorConfig = Field(default_factory=DetectorConfig)
+    classifier: Optional[ClassifierConfig] = None
+    sensor: Optional[SensorConfig] = None
+    mqtt: MqttConfig = Field(default_factory=MqttConfig)
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
+
+    @field_validator("classifier", "sensor", mode="before")
+    @classmethod
+    def _empty_table_is_none(cls, value: object) -> object:
+        return None if value == {} else value
+
+
+def _format_validation_error(source: str, err: ValidationError) -> str:
+    lines = []
+    for item in err.errors():
+        path = ".".join(str(p) for p in item["loc"]) or "<root>"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"{source}: unknown key '{path}' (not part of the edge-agent config)")
+        else:
+            lines.append(f"{source}: {path} = {item.get('input')!r}: {item['msg']}")
+    return "; ".join(lines)
+
+
+def parse_config(text: str, source: str = "<config>") -> Config:
+    """Parse TOML text into a validated :class:`Config`; errors name ``source`` and the key path."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(source, exc)) from None

@@ -1,0 +1,19 @@
+"""Fixtures shared by every test area (each area has its own folder and conftest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+MODELS = REPO / "models"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``../shared`` (real third-party models and photos); tests using it skip when it is absent."""
+    if not (SHARED / "models").is_dir():
+        pytest.skip(f"shared test data absent: {SHARED} (real YOLOv8n models and photos live there)")
+    return SHARED
