@@ -18,6 +18,8 @@ from edge_agent import __version__
 from edge_agent.errors import EdgeAgentError
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "edge_agent.app.infer_cmd",
+    "edge_agent.app.inspect_cmd",
 )
 
 log = logging.getLogger("edge_agent")
@@ -39,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else (logging.DEBUG if verbose >= 2 else logging.INFO)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

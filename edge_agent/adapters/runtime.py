@@ -1,0 +1,336 @@
+"""The onnxruntime adapter: load a model file on the planned providers and describe it.
+
+Everything onnxruntime-specific lives here: session options, provider fallback, metadata,
+and turning ORT's own exception zoo into one clear :class:`ModelError` naming the file.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from edge_agent.adapters.board import BoardInfo, detect_board
+from edge_agent.core.onnx_wire import GraphSummary, WireError, summarize
+from edge_agent.core.providers import CPU, XNNPACK, ProviderPlan, plan_providers
+from edge_agent.errors import ModelError, ProviderError
+
+log = logging.getLogger(__name__)
+
+_ORT_DTYPES: dict[str, npt.DTypeLike] = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(uint8)": np.uint8,
+    "tensor(int8)": np.int8,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+}
+
+
+def _ort_errors() -> tuple[type[BaseException], ...]:
+    from onnxruntime.capi import onnxruntime_pybind11_state as st
+
+    names = (
+        "Fail",
+        "InvalidArgument",
+        "NoSuchFile",
+        "NoModel",
+        "InvalidProtobuf",
+        "InvalidGraph",
+        "NotImplemented",
+        "RuntimeException",
+        "EPFail",
+        "EngineError",
+    )
+    return (RuntimeError, *(getattr(st, n) for n in names if hasattr(st, n)))
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[Union[int, str, None], ...]
+    type: str
+
+    @property
+    def dtype(self) -> npt.DTypeLike:
+        return _ORT_DTYPES.get(self.type, np.float32)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "shape": list(self.shape), "type": self.type}
+
+
+def parse_names(raw: Optional[str]) -> dict[int, str]:
+    """Ultralytics writes ``names`` as a Python dict literal; also accept JSON dicts and lists."""
+    if not raw:
+        return {}
+    try:
+        val = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        try:
+            val = json.loads(raw)
+        except ValueError:
+            return {}
+    if isinstance(val, dict):
+        return {int(k): str(v) for k, v in val.items()}
+    if isinstance(val, (list, tuple)):
+        return {i: str(v) for i, v in enumerate(val)}
+    return {}
+
+
+def read_labels_file(path: Union[str, Path]) -> dict[int, str]:
+    """One label per line (blank lines skipped), or a JSON list/dict."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelError(f"{p}: cannot read labels file: {exc.strerror or exc}") from None
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")):
+        names = parse_names(stripped)
+        if not names:
+            raise ModelError(f"{p}: labels file looks like JSON but is not a list or dict of names")
+        return names
+    return {i: line.strip() for i, line in enumerate(ln for ln in text.splitlines() if ln.strip())}
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class ModelInfo:
+    path: str
+    sha256: str
+    size_bytes: int
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    metadata: dict[str, str]
+    names: dict[int, str]
+    task: Optional[str]
+    imgsz: Optional[tuple[int, int]]
+    stride: Optional[int]
+    graph: GraphSummary
+    providers: list[str] = field(default_factory=list)
+    provider_reason: str = ""
+    load_ms: float = 0.0
+
+    @property
+    def quant_kind(self) -> str:
+        return self.graph.quant_kind
+
+    @property
+    def model_id(self) -> str:
+        return f"{Path(self.path).name}@{self.sha256[:12]}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "sha256": self.sha256,
+            "size_bytes": self.size_bytes,
+            "inputs": [t.to_json() for t in self.inputs],
+            "outputs": [t.to_json() for t in self.outputs],
+            "task": self.task,
+            "imgsz": list(self.imgsz) if self.imgsz else None,
+            "stride": self.stride,
+            "names": {str(k): v for k, v in self.names.items()},
+            "quantization": self.quant_kind,
+            "opsets": self.graph.opsets,
+            "producer": self.graph.producer,
+            "op_counts": dict(self.graph.op_counts.most_common()),
+            "metadata": {k: v for k, v in self.metadata.items() if k != "names"},
+            "providers": self.providers,
+            "provider_reason": self.provider_reason,
+            "load_ms": round(self.load_ms, 1),
+        }
+
+
+def _imgsz(raw: Optional[str]) -> Optional[tuple[int, int]]:
+    if not raw:
+        return None
+    try:
+        val = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(val, int):
+        return (val, val)
+    if isinstance(val, (list, tuple)) and len(val) == 2 and all(isinstance(v, int) for v in val):
+        return (int(val[0]), int(val[1]))
+    return None
+
+
+class OnnxModel:
+    """An onnxruntime session plus what we know about the model. Warmed up once at load."""
+
+    def __init__(
+        self,
+        path: Union[str, Path],
+        provider: Optional[str] = None,
+        threads: Optional[int] = None,
+        labels: Optional[Union[str, Path]] = None,
+        board: Optional[BoardInfo] = None,
+        state_dir: str = "/var/lib/edge-agent",
+        warmup: bool = True,
+        available_providers: Optional[Sequence[str]] = None,
+    ) -> None:
+        import onnxruntime as ort
+
+        self.path = Path(path)
+        t0 = time.perf_counter()
+        data = self._read(self.path)
+        try:
+            graph = summarize(data)
+        except WireError as exc:
+            raise ModelError(f"{self.path}: not an ONNX model or truncated ({exc})") from None
+        board = board or detect_board()
+        available = list(available_providers or ort.get_available_providers())
+        plan = plan_providers(board.kind, available, board.physical_cores, provider, threads, state_dir)
+        self.session, used = self._create_session(ort, data, plan)
+        meta = dict(self.session.get_modelmeta().custom_metadata_map)
+        inputs = [TensorInfo(i.name, tuple(i.shape), i.type) for i in self.session.get_inputs()]
+        outputs = [TensorInfo(o.name, tuple(o.shape), o.type) for o in self.session.get_outputs()]
+        names = read_labels_file(labels) if labels else parse_names(meta.get("names"))
+        stride_raw = meta.get("stride", "")
+        self.info = ModelInfo(
+            path=str(self.path),
+            sha256=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            inputs=inputs,
+            outputs=outputs,
+            metadata=meta,
+            names=names,
+            task=meta.get("task"),
+            imgsz=_imgsz(meta.get("imgsz")),
+            stride=int(stride_raw) if stride_raw.isdigit() else None,
+            graph=graph,
+            providers=used,
+            provider_reason=plan.reason,
+        )
+        if graph.quant_kind == "dynamic_int8" and graph.op_counts["ConvInteger"]:
+            log.warning(
+                "%s: dynamic INT8 convolutions (ConvInteger x%d) are usually slower than FP32 on CPU "
+                "(1.7-6x measured); make a static INT8 model with `edge-agent quantize`",
+                self.path,
+                graph.op_counts["ConvInteger"],
+            )
+        if warmup:
+            self.run(self.dummy_inputs())
+        self.info.load_ms = (time.perf_counter() - t0) * 1000
+        log.info(
+            "loaded %s (%s) on %s [%s] in %.0f ms",
+            self.path.name,
+            graph.quant_kind,
+            ", ".join(used),
+            plan.reason,
+            self.info.load_ms,
+        )
+
+    @staticmethod
+    def _read(path: Path) -> bytes:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ModelError(f"{path}: model file not found") from None
+        except OSError as exc:
+            raise ModelError(f"{path}: cannot read model: {exc.strerror or exc}") from None
+        if not data:
+            raise ModelError(f"{path}: model file is empty (expected an ONNX model)")
+        return data
+
+    def _create_session(self, ort: Any, data: bytes, plan: ProviderPlan) -> tuple[Any, list[str]]:
+        """Try the planned providers; a provider that fails to initialise is dropped with a warning."""
+        chain = list(plan.providers)
+        errors = _ort_errors()
+        while chain:
+            so = ort.SessionOptions()
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            so.log_severity_level = 3
+            if plan.intra_op_threads:
+                so.intra_op_num_threads = plan.intra_op_threads
+            if chain[0][0] == XNNPACK:
+                # XNNPACK has its own pool; a spinning ORT pool beside it only steals cycles
+                so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            try:
+                sess = ort.InferenceSession(
+                    data,
+                    sess_options=so,
+                    providers=[n for n, _ in chain],
+                    provider_options=[o for _, o in chain],
+                )
+            except errors as exc:
+                msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                if chain[0][0] == CPU or len(chain) == 1:
+                    raise ModelError(f"{self.path}: onnxruntime cannot load it: {msg}") from None
+                log.warning(
+                    "%s: provider %s failed to initialise (%s); falling back",
+                    self.path.name,
+                    chain[0][0],
+                    msg,
+                )
+                chain = chain[1:]
+                continue
+            used = list(sess.get_providers())
+            wanted = chain[0][0]
+            if wanted not in used:
+                log.warning(
+                    "%s: %s was requested but onnxruntime fell back to %s", self.path.name, wanted, used
+                )
+            return sess, used
+        raise ProviderError(f"{self.path}: no execution provider could be initialised")
+
+    @property
+    def input(self) -> TensorInfo:
+        return self.info.inputs[0]
+
+    def input_hw(self, default: tuple[int, int] = (640, 640)) -> tuple[int, int]:
+        """Static H, W of the image input; else the metadata ``imgsz``; else ``default``."""
+        shape = self.input.shape
+        layout_nhwc = len(shape) == 4 and shape[3] in (1, 3) and shape[1] not in (1, 3)
+        h, w = (
+            (shape[1], shape[2]) if layout_nhwc else (shape[2], shape[3]) if len(shape) == 4 else (None, None)
+        )
+        if isinstance(h, int) and isinstance(w, int) and h > 0 and w > 0:
+            return (h, w)
+        return self.info.imgsz or default
+
+    @property
+    def dynamic_batch(self) -> bool:
+        return not isinstance(self.input.shape[0], int) if self.input.shape else False
+
+    def dummy_inputs(self) -> dict[str, npt.NDArray[np.generic]]:
+        feeds = {}
+        for t in self.info.inputs:
+            if t is self.input and len(t.shape) == 4:
+                h, w = self.input_hw()
+                nhwc = t.shape[3] in (1, 3) and t.shape[1] not in (1, 3)
+                c = t.shape[3] if nhwc else t.shape[1]
+                c = c if isinstance(c, int) else 3
+                shape: tuple[int, ...] = (1, h, w, c) if nhwc else (1, c, h, w)
+            else:
+                shape = tuple(d if isinstance(d, int) and d > 0 else 1 for d in t.shape)
+            feeds[t.name] = np.zeros(shape, dtype=t.dtype)
+        return feeds
+
+    def run(self, feeds: Mapping[str, npt.NDArray[np.generic]]) -> list[npt.NDArray[np.generic]]:
+        try:
+            out: list[npt.NDArray[np.generic]] = self.session.run(None, dict(feeds))
+        except _ort_errors() as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelError(f"{self.path}: inference failed: {first}") from None
+        return out
+
+    def run_single(self, tensor: npt.NDArray[np.generic]) -> list[npt.NDArray[np.generic]]:
+        return self.run({self.input.name: tensor})

@@ -1,0 +1,124 @@
+"""``edge-agent infer``: run the detector (+ optional classifier) on test images."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+from edge_agent.errors import EdgeAgentError, ImageError
+
+log = logging.getLogger(__name__)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--provider",
+        help="execution provider(s) to use, e.g. cpu, xnnpack, cuda, tensorrt (default: per board)",
+    )
+    p.add_argument("--threads", type=int, help="intra-op threads (default: per board)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("infer", help="detect (and classify) objects in images", description=__doc__)
+    p.add_argument("images", nargs="*", help="image files, folders or globs (default: bundled samples)")
+    p.add_argument("--model", "-m", help="detector ONNX (default: bundled demo detector)")
+    p.add_argument("--labels", help="labels file overriding the model's class names (one per line)")
+    p.add_argument("--classifier", help="classifier ONNX applied to detected crops")
+    p.add_argument("--classifier-labels", help="labels file for the classifier")
+    p.add_argument(
+        "--classify-classes", help="comma-separated detector classes whose crops are classified (default all)"
+    )
+    p.add_argument("--crop-padding", type=float, default=0.1, help="crop padding as a fraction of box size")
+    p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (default 0.25)")
+    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default 0.45)")
+    p.add_argument("--max-det", type=int, default=300)
+    p.add_argument("--classes", help="comma-separated detector classes to keep (default all)")
+    p.add_argument("--save", metavar="DIR", help="write annotated images to DIR")
+    p.add_argument("--json", action="store_true", help="one JSON object per image on stdout")
+    add_model_args(p)
+    p.set_defaults(func=run)
+
+
+def _split(s: Optional[str]) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()] if s else []
+
+
+def run(args: argparse.Namespace) -> int:
+    from edge_agent.adapters.images import expand_inputs, read_image
+    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file, demo_samples
+    from edge_agent.app.pipeline import Classifier, Detector, DetectorParams, run_cascade
+    from edge_agent.core.schema import ImageResult
+
+    model_path = Path(args.model) if args.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
+    det_model = OnnxModel(model_path, provider=args.provider, threads=args.threads, labels=args.labels)
+    detector = Detector(det_model, DetectorParams(args.conf, args.iou, args.max_det))
+    if args.classes:
+        detector.params.classes = detector.class_ids(_split(args.classes))
+    classifier = None
+    cls_ids = None
+    if args.classifier:
+        cm = OnnxModel(
+            args.classifier, provider=args.provider, threads=args.threads, labels=args.classifier_labels
+        )
+        classifier = Classifier(cm)
+        if args.classify_classes:
+            cls_ids = detector.class_ids(_split(args.classify_classes))
+    inputs = args.images or [str(demo_samples())]
+    save_dir = Path(args.save) if args.save else None
+    if save_dir:
+        save_dir.mkdir(parents=True, exist_ok=True)
+    failures = processed = 0
+    used_names: set[str] = set()
+    for path in expand_inputs(inputs):
+        try:
+            img = read_image(path)
+            dets, timings = run_cascade(img, detector, classifier, cls_ids, args.crop_padding)
+        except ImageError as exc:
+            sys.stderr.write(f"edge-agent infer: error: {exc}\n")
+            failures += 1
+            continue
+        processed += 1
+        result = ImageResult(str(path), img.shape[1], img.shape[0], dets, timings)
+        if args.json:
+            sys.stdout.write(json.dumps(result.to_json(), separators=(",", ":")) + "\n")
+        else:
+            print_table(result, sys.stdout)
+        if save_dir:
+            from edge_agent.app.annotate import draw_detections, save_image
+
+            name = _unique_name(path, used_names)
+            save_image(save_dir / name, draw_detections(img, dets))
+    sys.stdout.flush()
+    if processed == 0 and failures == 0:
+        raise EdgeAgentError(f"no images found in {', '.join(inputs)}")
+    return 1 if failures else 0
+
+
+def _unique_name(path: Path, used: set[str]) -> str:
+    name = f"{path.stem}.jpg"
+    i = 1
+    while name in used:
+        name = f"{path.stem}_{i}.jpg"
+        i += 1
+    used.add(name)
+    return name
+
+
+def print_table(result: Any, out: TextIO) -> None:
+    t = result.timings_ms
+    timing = " ".join(f"{k} {v:.1f}" for k, v in t.items())
+    out.write(
+        f"{result.image}  {result.width}x{result.height}  {len(result.detections)} detections  ({timing} ms)\n"
+    )
+    if not result.detections:
+        return
+    out.write(f"  {'label':<16} {'conf':>5}  {'x1':>7} {'y1':>7} {'x2':>7} {'y2':>7}  classification\n")
+    for d in result.detections:
+        x1, y1, x2, y2 = d.box
+        cls = f"{d.classification.label} {d.classification.confidence:.2f}" if d.classification else ""
+        out.write(f"  {d.label:<16} {d.confidence:5.2f}  {x1:7.1f} {y1:7.1f} {x2:7.1f} {y2:7.1f}  {cls}\n")

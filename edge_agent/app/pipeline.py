@@ -1,0 +1,190 @@
+"""Detector, classifier and their cascade: the pure core wired to an :class:`OnnxModel`.
+
+Used by ``infer``, ``bench``, ``validate`` and the agent loop, so timings are measured the same
+way everywhere: ``pre`` (letterbox + blob), ``infer`` (``session.run``), ``post`` (decode + NMS).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import numpy.typing as npt
+
+from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.core.classify import Classification, to_probabilities, top_k
+from edge_agent.core.preprocess import ClassifierPreprocess, preprocess_classifier, preprocess_detector
+from edge_agent.core.schema import Detection, to_detection_list
+from edge_agent.core.yolo import Detections, decode, detector_layout
+from edge_agent.errors import ModelError
+
+
+@dataclass
+class DetectorParams:
+    conf_threshold: float = 0.25
+    iou_threshold: float = 0.45
+    max_det: int = 300
+    classes: Optional[list[int]] = None
+
+
+@dataclass
+class DetectOutput:
+    detections: Detections
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    raw: Optional[npt.NDArray[np.generic]] = None
+
+
+class Detector:
+    """A YOLOv8/YOLO11-style detector. Refuses, at load, a model whose output isn't one."""
+
+    def __init__(self, model: OnnxModel, params: Optional[DetectorParams] = None) -> None:
+        self.model = model
+        self.params = params or DetectorParams()
+        out = model.info.outputs[0]
+        nc = len(model.info.names) or None
+        if detector_layout(out.shape, nc) is None and detector_layout(out.shape) is None:
+            raise ModelError(
+                f"{model.path}: output '{out.name}' has shape {list(out.shape)}; expected a YOLO detector "
+                f"output [1, 4+nc, N] or [1, N, 4+nc]"
+                + (f" (task in metadata: {model.info.task})" if model.info.task else "")
+            )
+        if model.info.task and model.info.task not in ("detect",):
+            raise ModelError(
+                f"{model.path}: metadata says task '{model.info.task}', expected a 'detect' model"
+            )
+        self.input_hw = model.input_hw()
+        self.dtype = model.input.dtype
+        if not model.info.names:
+            n = out.shape[1] if detector_layout(out.shape) == "channels_first" else out.shape[2]
+            if isinstance(n, int):
+                model.info.names = {i: f"class{i}" for i in range(n - 4)}
+
+    @property
+    def names(self) -> dict[int, str]:
+        return self.model.info.names
+
+    def class_ids(self, labels: Sequence[str]) -> list[int]:
+        """Class names (or numeric ids) -> ids, with an error naming an unknown one."""
+        by_name = {v: k for k, v in self.names.items()}
+        ids = []
+        for lab in labels:
+            if lab in by_name:
+                ids.append(by_name[lab])
+            elif lab.isdigit() and int(lab) in self.names:
+                ids.append(int(lab))
+            else:
+                known = ", ".join(list(by_name)[:20])
+                raise ModelError(f"{self.model.path}: unknown class '{lab}' (model classes: {known}...)")
+        return ids
+
+    def detect(self, image_bgr: npt.NDArray[np.uint8], keep_raw: bool = False) -> DetectOutput:
+        t0 = time.perf_counter()
+        blob, lb = preprocess_detector(image_bgr, self.input_hw, self.dtype)
+        t1 = time.perf_counter()
+        raw = self.model.run_single(blob)[0]
+        t2 = time.perf_counter()
+        p = self.params
+        try:
+            dets = decode(raw, lb, p.conf_threshold, p.iou_threshold, p.max_det, p.classes)
+        except ValueError as exc:
+            raise ModelError(f"{self.model.path}: {exc}") from None
+        t3 = time.perf_counter()
+        ms = {"pre": (t1 - t0) * 1e3, "infer": (t2 - t1) * 1e3, "post": (t3 - t2) * 1e3}
+        return DetectOutput(dets, ms, raw if keep_raw else None)
+
+
+def classifier_preprocess_for(model: OnnxModel) -> ClassifierPreprocess:
+    """Defaults from the model: input shape/layout, then a ``preprocess`` JSON in the metadata."""
+    shape = model.input.shape
+    nhwc = len(shape) == 4 and shape[3] in (1, 3) and shape[1] not in (1, 3)
+    h, w = model.input_hw(default=(224, 224))
+    kwargs: dict[str, object] = {"size_hw": (h, w), "layout": "NHWC" if nhwc else "NCHW"}
+    raw = model.info.metadata.get("preprocess")
+    if raw:
+        try:
+            hints = json.loads(raw)
+        except ValueError:
+            raise ModelError(f"{model.path}: metadata 'preprocess' is not JSON: {raw[:80]!r}") from None
+        if hints.get("resize") in ("shorter_side", "stretch"):
+            kwargs["resize"] = hints["resize"]
+        if "crop" in hints:
+            kwargs["center_crop"] = bool(hints["crop"])
+        for key in ("mean", "std"):
+            if key in hints:
+                kwargs[key] = tuple(float(v) for v in hints[key])
+        if "scale" in hints:
+            kwargs["scale"] = float(hints["scale"])
+        if hints.get("color") in ("RGB", "BGR"):
+            kwargs["color"] = hints["color"]
+    return ClassifierPreprocess(**kwargs)  # type: ignore[arg-type]
+
+
+class Classifier:
+    """An image classifier; batches crops when the model's batch axis is dynamic."""
+
+    def __init__(
+        self, model: OnnxModel, preprocess: Optional[ClassifierPreprocess] = None, top_k: int = 1
+    ) -> None:
+        self.model = model
+        out = model.info.outputs[0]
+        if len(out.shape) != 2:
+            raise ModelError(
+                f"{model.path}: output '{out.name}' has shape {list(out.shape)}; expected classifier scores [N, classes]"
+            )
+        self.pp = preprocess or classifier_preprocess_for(model)
+        self.k = top_k
+        self.dtype = model.input.dtype
+        if not model.info.names and isinstance(out.shape[1], int):
+            model.info.names = {i: f"class{i}" for i in range(out.shape[1])}
+
+    def classify(self, images_bgr: list[npt.NDArray[np.uint8]]) -> list[list[Classification]]:
+        if not images_bgr:
+            return []
+        batches = [images_bgr] if self.model.dynamic_batch else [[img] for img in images_bgr]
+        results: list[list[Classification]] = []
+        for batch in batches:
+            tensor = preprocess_classifier(batch, self.pp, self.dtype)
+            scores = self.model.run_single(tensor)[0]
+            results.extend(top_k(to_probabilities(np.asarray(scores)), self.model.info.names, self.k))
+        return results
+
+
+def crop_boxes(
+    image_bgr: npt.NDArray[np.uint8], boxes: npt.NDArray[np.float32], padding: float
+) -> list[npt.NDArray[np.uint8]]:
+    """Crops of ``boxes`` grown by ``padding`` x their size on each side, clipped to the image."""
+    h, w = image_bgr.shape[:2]
+    crops = []
+    for x1, y1, x2, y2 in boxes:
+        pw, ph = (x2 - x1) * padding, (y2 - y1) * padding
+        a, b = int(max(0, np.floor(x1 - pw))), int(max(0, np.floor(y1 - ph)))
+        c, d = int(min(w, np.ceil(x2 + pw))), int(min(h, np.ceil(y2 + ph)))
+        crops.append(image_bgr[b : max(d, b + 1), a : max(c, a + 1)])
+    return crops
+
+
+def run_cascade(
+    image_bgr: npt.NDArray[np.uint8],
+    detector: Detector,
+    classifier: Optional[Classifier] = None,
+    classify_classes: Optional[Sequence[int]] = None,
+    padding: float = 0.1,
+) -> tuple[list[Detection], dict[str, float]]:
+    """Detect, then classify the crops of the chosen detector classes (all when None)."""
+    out = detector.detect(image_bgr)
+    dets = to_detection_list(out.detections, detector.names)
+    timings = dict(out.timings_ms)
+    if classifier is not None and dets:
+        t0 = time.perf_counter()
+        chosen = [i for i, d in enumerate(dets) if classify_classes is None or d.class_id in classify_classes]
+        if chosen:
+            crops = crop_boxes(image_bgr, out.detections.boxes[chosen], padding)
+            for i, top in zip(chosen, classifier.classify(crops)):
+                d = dets[i]
+                dets[i] = Detection(d.label, d.class_id, d.confidence, d.box, top[0])
+        timings["classify"] = (time.perf_counter() - t0) * 1e3
+    return dets, timings

@@ -1,0 +1,145 @@
+"""Just enough of the ONNX protobuf wire format to list a model's operators, without ``onnx``.
+
+The runtime must tell FP32 / FP16 / QDQ / QOperator / dynamic INT8 models apart (to warn about
+slow dynamic-INT8 convolutions) but ``onnx`` is not a runtime dependency, and onnxruntime does not
+expose the graph. Protobuf's wire format is simple: walk ModelProto -> graph -> node -> op_type
+and skip every other field by its length (initializers are skipped without being copied).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+QuantKind = Literal["fp32", "fp16", "qdq_int8", "qoperator_int8", "dynamic_int8", "mixed"]
+
+# field numbers from onnx.proto3
+_MODEL_IR_VERSION, _MODEL_PRODUCER, _MODEL_GRAPH, _MODEL_OPSET = 1, 2, 7, 8
+_GRAPH_NODE, _GRAPH_INITIALIZER = 1, 5
+_NODE_OP_TYPE, _NODE_DOMAIN = 4, 7
+_OPSET_DOMAIN, _OPSET_VERSION = 1, 2
+_TENSOR_DATA_TYPE = 2
+_FLOAT16 = 10
+
+
+class WireError(ValueError):
+    """The bytes are not a well-formed protobuf message (truncated or not ONNX)."""
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise WireError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise WireError("varint too long")
+
+
+def iter_fields(buf: bytes) -> list[tuple[int, int, Union[int, bytes]]]:
+    """(field number, wire type, value) of one message; length-delimited values are bytes."""
+    out: list[tuple[int, int, Union[int, bytes]]] = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        num, wt = key >> 3, key & 7
+        if num == 0:
+            raise WireError("field number 0")
+        if wt == 0:
+            val, pos = _varint(buf, pos)
+            out.append((num, wt, val))
+        elif wt == 1:
+            pos += 8
+        elif wt == 2:
+            length, pos = _varint(buf, pos)
+            if pos + length > end:
+                raise WireError(f"field {num} runs past the end ({pos + length} > {end} bytes)")
+            out.append((num, wt, buf[pos : pos + length]))
+            pos += length
+        elif wt == 5:
+            pos += 4
+        else:
+            raise WireError(f"unsupported wire type {wt}")
+        if pos > end:
+            raise WireError("truncated message")
+    return out
+
+
+def _int(v: Union[int, bytes]) -> int:
+    if not isinstance(v, int):
+        raise WireError("expected a varint field")
+    return v
+
+
+def _bytes(v: Union[int, bytes]) -> bytes:
+    if not isinstance(v, bytes):
+        raise WireError("expected a length-delimited field")
+    return v
+
+
+@dataclass
+class GraphSummary:
+    ir_version: int = 0
+    producer: str = ""
+    opsets: dict[str, int] = field(default_factory=dict)
+    op_counts: Counter[str] = field(default_factory=Counter)
+    fp16_initializers: int = 0
+
+    @property
+    def quant_kind(self) -> QuantKind:
+        return classify_quantization(self.op_counts, self.fp16_initializers)
+
+
+def summarize(model_bytes: bytes) -> GraphSummary:
+    """Operators, opsets and producer of a serialized ModelProto. Raises WireError when malformed."""
+    s = GraphSummary()
+    graph: Union[int, bytes, None] = None
+    for num, wt, val in iter_fields(model_bytes):
+        if num == _MODEL_IR_VERSION and wt == 0:
+            s.ir_version = _int(val)
+        elif num == _MODEL_PRODUCER and wt == 2:
+            s.producer = _bytes(val).decode("utf-8", "replace")
+        elif num == _MODEL_OPSET and wt == 2:
+            dom, ver = "", 0
+            for n2, _w2, v2 in iter_fields(_bytes(val)):
+                if n2 == _OPSET_DOMAIN:
+                    dom = _bytes(v2).decode()
+                elif n2 == _OPSET_VERSION:
+                    ver = _int(v2)
+            s.opsets[dom or "ai.onnx"] = ver
+        elif num == _MODEL_GRAPH and wt == 2:
+            graph = val
+    if graph is None:
+        raise WireError("no graph in the model")
+    for num, wt, val in iter_fields(_bytes(graph)):
+        if num == _GRAPH_NODE and wt == 2:
+            for n2, w2, v2 in iter_fields(_bytes(val)):
+                if n2 == _NODE_OP_TYPE and w2 == 2:
+                    s.op_counts[_bytes(v2).decode("utf-8", "replace")] += 1
+        elif num == _GRAPH_INITIALIZER and wt == 2:
+            for n2, w2, v2 in iter_fields(_bytes(val)):
+                if n2 == _TENSOR_DATA_TYPE and w2 == 0 and v2 == _FLOAT16:
+                    s.fp16_initializers += 1
+    return s
+
+
+def classify_quantization(op_counts: Counter[str], fp16_initializers: int = 0) -> QuantKind:
+    """Name the quantization scheme from the operator mix."""
+    dynamic = op_counts["ConvInteger"] + op_counts["MatMulInteger"] + op_counts["DynamicQuantizeLinear"]
+    qop = op_counts["QLinearConv"] + op_counts["QLinearMatMul"]
+    qdq = op_counts["QuantizeLinear"] + op_counts["DequantizeLinear"]
+    candidates: tuple[tuple[QuantKind, int], ...] = (("dynamic_int8", dynamic), ("qoperator_int8", qop))
+    kinds: list[QuantKind] = [k for k, n in candidates if n]
+    if not kinds and qdq:
+        kinds.append("qdq_int8")
+    if len(kinds) > 1:
+        return "mixed"
+    if kinds:
+        return kinds[0]
+    return "fp16" if fp16_initializers else "fp32"

@@ -1,0 +1,146 @@
+"""Image -> tensor preprocessing for detectors (letterbox) and classifiers (resize/crop/normalise).
+
+Pure functions: ndarray in, ndarray out. The detector path is on the hot loop, so it does one
+resize, one border and one fused blob conversion (``cv2.dnn.blobFromImage`` does BGR->RGB, /255
+and HWC->NCHW in a single C++ pass) instead of three numpy passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+PAD_VALUE = 114
+
+
+@dataclass(frozen=True)
+class Letterbox:
+    """How an original image was placed in the model input (to map boxes back)."""
+
+    scale_x: float  # resized width / original width
+    scale_y: float  # resized height / original height
+    pad_left: int
+    pad_top: int
+    orig_w: int
+    orig_h: int
+
+
+def letterbox(
+    image: npt.NDArray[np.uint8], size_hw: tuple[int, int], pad_value: int = PAD_VALUE
+) -> tuple[npt.NDArray[np.uint8], Letterbox]:
+    """Resize keeping aspect ratio and pad (centred) to ``size_hw``.
+
+    The scale is taken from the limiting side of *each* axis separately (height against height,
+    width against width): the Ultralytics ONNXRuntime example mixes them up for non-square inputs.
+    """
+    h, w = image.shape[:2]
+    dst_h, dst_w = size_hw
+    r = min(dst_h / h, dst_w / w)
+    new_w = max(1, min(dst_w, int(round(w * r))))
+    new_h = max(1, min(dst_h, int(round(h * r))))
+    if (new_w, new_h) != (w, h):
+        interp = cv2.INTER_AREA if r < 1 else cv2.INTER_LINEAR
+        resized = cv2.resize(image, (new_w, new_h), interpolation=interp)
+    else:
+        resized = image
+    left = (dst_w - new_w) // 2
+    top = (dst_h - new_h) // 2
+    out = cv2.copyMakeBorder(
+        resized,
+        top,
+        dst_h - new_h - top,
+        left,
+        dst_w - new_w - left,
+        cv2.BORDER_CONSTANT,
+        value=(pad_value, pad_value, pad_value),
+    )
+    return out, Letterbox(new_w / w, new_h / h, left, top, w, h)
+
+
+def to_blob(
+    image_bgr: npt.NDArray[np.uint8],
+    dtype: npt.DTypeLike = np.float32,
+    scale: float = 1.0 / 255.0,
+    swap_rb: bool = True,
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    layout: Literal["NCHW", "NHWC"] = "NCHW",
+) -> npt.NDArray[np.generic]:
+    """HWC uint8 BGR -> [1,C,H,W] (or [1,H,W,C]) in ``dtype``: (pixel*scale - mean) / std."""
+    if image_bgr.ndim == 2:
+        image_bgr = cv2.cvtColor(image_bgr, cv2.COLOR_GRAY2BGR)
+    blob = cv2.dnn.blobFromImage(image_bgr, scalefactor=scale, swapRB=swap_rb, crop=False)
+    if any(m != 0.0 for m in mean) or any(s != 1.0 for s in std):
+        m = np.asarray(mean, dtype=np.float32).reshape(1, 3, 1, 1)
+        s = np.asarray(std, dtype=np.float32).reshape(1, 3, 1, 1)
+        blob = (blob - m) / s
+    if layout == "NHWC":
+        blob = np.ascontiguousarray(blob.transpose(0, 2, 3, 1))
+    out: npt.NDArray[np.generic] = blob.astype(dtype, copy=False)
+    return out
+
+
+def preprocess_detector(
+    image_bgr: npt.NDArray[np.uint8], size_hw: tuple[int, int], dtype: npt.DTypeLike = np.float32
+) -> tuple[npt.NDArray[np.generic], Letterbox]:
+    """The Ultralytics detector input: letterbox (pad 114), RGB, 0..1, NCHW, the model's dtype."""
+    padded, lb = letterbox(image_bgr, size_hw)
+    return to_blob(padded, dtype=dtype), lb
+
+
+@dataclass(frozen=True)
+class ClassifierPreprocess:
+    """How a classifier wants its input; defaults match Ultralytics ``-cls`` exports."""
+
+    size_hw: tuple[int, int] = (224, 224)
+    resize: Literal["shorter_side", "stretch"] = "shorter_side"
+    center_crop: bool = True
+    scale: float = 1.0 / 255.0
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    color: Literal["RGB", "BGR"] = "RGB"
+    layout: Literal["NCHW", "NHWC"] = "NCHW"
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def resize_for_classifier(
+    image_bgr: npt.NDArray[np.uint8], pp: ClassifierPreprocess
+) -> npt.NDArray[np.uint8]:
+    """Resize (shorter side to target, then centre crop; or stretch) to exactly ``pp.size_hw``."""
+    dst_h, dst_w = pp.size_hw
+    h, w = image_bgr.shape[:2]
+    if pp.resize == "stretch" or not pp.center_crop:
+        stretched: npt.NDArray[np.uint8] = cv2.resize(
+            image_bgr, (dst_w, dst_h), interpolation=cv2.INTER_LINEAR
+        )
+        return stretched
+    r = max(dst_h / h, dst_w / w)
+    new_w, new_h = max(dst_w, int(round(w * r))), max(dst_h, int(round(h * r)))
+    interp = cv2.INTER_AREA if r < 1 else cv2.INTER_LINEAR
+    resized: npt.NDArray[np.uint8] = cv2.resize(image_bgr, (new_w, new_h), interpolation=interp)
+    top = (new_h - dst_h) // 2
+    left = (new_w - dst_w) // 2
+    return resized[top : top + dst_h, left : left + dst_w]
+
+
+def preprocess_classifier(
+    images_bgr: list[npt.NDArray[np.uint8]], pp: ClassifierPreprocess, dtype: npt.DTypeLike = np.float32
+) -> npt.NDArray[np.generic]:
+    """A batch of crops -> one [N,...] tensor laid out as the classifier wants."""
+    blobs = [
+        to_blob(
+            resize_for_classifier(img, pp),
+            dtype=dtype,
+            scale=pp.scale,
+            swap_rb=pp.color == "RGB",
+            mean=pp.mean,
+            std=pp.std,
+            layout=pp.layout,
+        )
+        for img in images_bgr
+    ]
+    return np.concatenate(blobs, axis=0)
