@@ -56,6 +56,7 @@ class Detector:
             raise ModelError(
                 f"{model.path}: metadata says task '{model.info.task}', expected a 'detect' model"
             )
+        self.num_classes = nc if detector_layout(out.shape, nc) is not None else None
         self.input_hw = model.input_hw()
         self.dtype = model.input.dtype
         if not model.info.names:
@@ -89,7 +90,9 @@ class Detector:
         t2 = time.perf_counter()
         p = self.params
         try:
-            dets = decode(raw, lb, p.conf_threshold, p.iou_threshold, p.max_det, p.classes)
+            dets = decode(
+                raw, lb, p.conf_threshold, p.iou_threshold, p.max_det, p.classes, num_classes=self.num_classes
+            )
         except ValueError as exc:
             raise ModelError(f"{self.model.path}: {exc}") from None
         t3 = time.perf_counter()
@@ -161,9 +164,12 @@ def crop_boxes(
     crops = []
     for x1, y1, x2, y2 in boxes:
         pw, ph = (x2 - x1) * padding, (y2 - y1) * padding
-        a, b = int(max(0, np.floor(x1 - pw))), int(max(0, np.floor(y1 - ph)))
-        c, d = int(min(w, np.ceil(x2 + pw))), int(min(h, np.ceil(y2 + ph)))
-        crops.append(image_bgr[b : max(d, b + 1), a : max(c, a + 1)])
+        # at least one pixel, even for a degenerate box clipped onto the image border
+        a = min(w - 1, max(0, int(np.floor(x1 - pw))))
+        b = min(h - 1, max(0, int(np.floor(y1 - ph))))
+        c = max(a + 1, min(w, int(np.ceil(x2 + pw))))
+        d = max(b + 1, min(h, int(np.ceil(y2 + ph))))
+        crops.append(image_bgr[b:d, a:c])
     return crops
 
 

@@ -54,9 +54,10 @@ def detector_layout(shape: Sequence[object], num_classes: Optional[int] = None) 
         if b == want:
             return "channels_last"
         return None
-    if isinstance(a, int) and a >= 5 and (not isinstance(b, int) or a < b):
+    a_ok, b_ok = isinstance(a, int) and a >= 5, isinstance(b, int) and b >= 5
+    if a_ok and (not b_ok or a < b):  # type: ignore[operator]
         return "channels_first"
-    if isinstance(b, int) and b >= 5 and (not isinstance(a, int) or b < a):
+    if b_ok and (not a_ok or b < a):  # type: ignore[operator]
         return "channels_last"
     return None
 
@@ -111,6 +112,7 @@ def decode(
     max_det: int = 300,
     classes: Optional[Sequence[int]] = None,
     max_candidates: int = 30000,
+    num_classes: Optional[int] = None,
 ) -> Detections:
     """Raw detector output -> detections in original-image pixels, clipped to the image."""
     out = np.asarray(output)
@@ -118,7 +120,7 @@ def decode(
         out = out[0]
     if out.ndim != 2:
         raise ValueError(f"detector output must be [1, 4+nc, N] or [1, N, 4+nc], got shape {output.shape}")
-    layout = detector_layout((1, *out.shape))
+    layout = detector_layout((1, *out.shape), num_classes)
     if layout == "channels_last":
         out = out.T
     elif layout is None:
@@ -141,7 +143,10 @@ def decode(
     boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
     keep = (nms_cv2 if cand.size > 64 else nms)(boxes, scores, class_ids, iou_threshold)[:max_det]
     boxes = scale_boxes(boxes[keep], letterbox)
-    return Detections(boxes, scores[keep].astype(np.float32), class_ids[keep])
+    # a box lying wholly in the letterbox padding collapses to zero area when clipped: drop it
+    visible = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    keep = keep[visible]
+    return Detections(boxes[visible], scores[keep].astype(np.float32), class_ids[keep])
 
 
 def scale_boxes(boxes_xyxy: FloatArray, lb: Letterbox) -> FloatArray:

@@ -1,0 +1,126 @@
+"""Small ONNX models the tests build themselves (onnx.helper), so the suite runs on a fresh clone.
+
+They are real models with hand-checkable behaviour, not random weights:
+- a "bright patch" detector: per stride-8 cell, score = brightest channel mean of the cell (0..1),
+  box = the cell's square, output [1, 4+1, N] exactly like an Ultralytics export;
+- a colour classifier: logits = 10 x mean of each RGB channel (so a red crop says "red");
+- a small conv net for quantization-kind tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _save(model: onnx.ModelProto, path: Path, meta: dict[str, str]) -> Path:
+    for k, v in meta.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = k, v
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def make_bright_detector(path: Path, imgsz: int = 64, stride: int = 8, transposed: bool = False) -> Path:
+    """Detector for bright square patches: each stride cell is an anchor scored by its brightness."""
+    g = imgsz // stride
+    n = g * g
+    ys, xs = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
+    cx = (xs.reshape(-1) + 0.5) * stride
+    cy = (ys.reshape(-1) + 0.5) * stride
+    boxes = np.stack([cx, cy, np.full(n, stride), np.full(n, stride)]).astype(np.float32)[None]  # [1,4,N]
+    nodes = [
+        helper.make_node(
+            "AveragePool", ["images"], ["pooled"], kernel_shape=[stride, stride], strides=[stride, stride]
+        ),
+        helper.make_node("ReduceMax", ["pooled", "axes1"], ["gray"], keepdims=1),
+        helper.make_node("Reshape", ["gray", "score_shape"], ["scores"]),
+        helper.make_node("Concat", ["boxes", "scores"], ["cat"], axis=1),
+    ]
+    inits = [
+        numpy_helper.from_array(boxes, "boxes"),
+        numpy_helper.from_array(np.array([1], np.int64), "axes1"),
+        numpy_helper.from_array(np.array([1, 1, n], np.int64), "score_shape"),
+    ]
+    out_shape = [1, 5, n]
+    if transposed:
+        nodes.append(helper.make_node("Transpose", ["cat"], ["output0"], perm=[0, 2, 1]))
+        out_shape = [1, n, 5]
+    else:
+        nodes[-1].output[0] = "output0"
+    graph = helper.make_graph(
+        nodes,
+        "bright",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, imgsz, imgsz])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, out_shape)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    meta = {"names": "{0: 'bright'}", "imgsz": f"[{imgsz}, {imgsz}]", "stride": str(stride), "task": "detect"}
+    return _save(model, path, meta)
+
+
+def make_color_classifier(
+    path: Path, size: int = 32, dynamic_batch: bool = True, probs: bool = False
+) -> Path:
+    """Classifier whose logits are 10 x the mean of each RGB channel: names red, green, blue."""
+    batch: object = "N" if dynamic_batch else 1
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["images"], ["gap"]),
+        helper.make_node("Flatten", ["gap"], ["flat"]),
+        helper.make_node("Mul", ["flat", "ten"], ["logits" if probs else "output0"]),
+    ]
+    if probs:
+        nodes.append(helper.make_node("Softmax", ["logits"], ["output0"], axis=1))
+    graph = helper.make_graph(
+        nodes,
+        "color",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [batch, 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [batch, 3])],
+        [numpy_helper.from_array(np.array([10.0], np.float32), "ten")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    meta = {"names": "{0: 'red', 1: 'green', 2: 'blue'}", "imgsz": f"[{size}, {size}]", "task": "classify"}
+    return _save(model, path, meta)
+
+
+def make_conv_net(path: Path, size: int = 32, fp16: bool = False, seed: int = 0) -> Path:
+    """Conv-Relu-Conv-GAP classifier-shaped net (used for quantization-kind and loading tests)."""
+    rng = np.random.default_rng(seed)
+    dt = np.float16 if fp16 else np.float32
+    et = TensorProto.FLOAT16 if fp16 else TensorProto.FLOAT
+    w1 = rng.normal(0, 0.3, (8, 3, 3, 3)).astype(dt)
+    w2 = rng.normal(0, 0.3, (4, 8, 3, 3)).astype(dt)
+    nodes = [
+        helper.make_node("Conv", ["images", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["c2"], ["gap"]),
+        helper.make_node("Flatten", ["gap"], ["output0"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "convnet",
+        [helper.make_tensor_value_info("images", et, [1, 3, size, size])],
+        [helper.make_tensor_value_info("output0", et, [1, 4])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return _save(model, path, {"task": "classify"})
+
+
+def bright_scene(
+    h: int, w: int, squares: list[tuple[int, int, int]], color: tuple[int, int, int] = (255, 255, 255)
+) -> np.ndarray:
+    """A black BGR image with filled squares (x, y, side) in ``color``."""
+    img = np.zeros((h, w, 3), np.uint8)
+    for x, y, s in squares:
+        img[y : y + s, x : x + s] = color
+    return img
