@@ -17,7 +17,12 @@ import numpy.typing as npt
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.classify import Classification, to_probabilities, top_k
-from edge_agent.core.preprocess import ClassifierPreprocess, preprocess_classifier, preprocess_detector
+from edge_agent.core.preprocess import (
+    ClassifierPreprocess,
+    Letterbox,
+    preprocess_classifier,
+    preprocess_detector,
+)
 from edge_agent.core.schema import Detection, to_detection_list
 from edge_agent.core.yolo import Detections, decode, detector_layout
 from edge_agent.errors import ModelError
@@ -29,6 +34,13 @@ class DetectorParams:
     iou_threshold: float = 0.45
     max_det: int = 300
     classes: Optional[list[int]] = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    blob: npt.NDArray[np.generic]
+    letterbox: Letterbox
+    pre_ms: float
 
 
 @dataclass
@@ -82,22 +94,35 @@ class Detector:
                 raise ModelError(f"{self.model.path}: unknown class '{lab}' (model classes: {known}...)")
         return ids
 
-    def detect(self, image_bgr: npt.NDArray[np.uint8], keep_raw: bool = False) -> DetectOutput:
+    def prepare(self, image_bgr: npt.NDArray[np.uint8]) -> Prepared:
+        """Preprocessing alone, so a loop can run it on another thread while the model infers."""
         t0 = time.perf_counter()
         blob, lb = preprocess_detector(image_bgr, self.input_hw, self.dtype)
+        return Prepared(blob, lb, (time.perf_counter() - t0) * 1e3)
+
+    def detect_prepared(self, prep: Prepared, keep_raw: bool = False) -> DetectOutput:
         t1 = time.perf_counter()
-        raw = self.model.run_single(blob)[0]
+        raw = self.model.run_single(prep.blob)[0]
         t2 = time.perf_counter()
         p = self.params
         try:
             dets = decode(
-                raw, lb, p.conf_threshold, p.iou_threshold, p.max_det, p.classes, num_classes=self.num_classes
+                raw,
+                prep.letterbox,
+                p.conf_threshold,
+                p.iou_threshold,
+                p.max_det,
+                p.classes,
+                num_classes=self.num_classes,
             )
         except ValueError as exc:
             raise ModelError(f"{self.model.path}: {exc}") from None
         t3 = time.perf_counter()
-        ms = {"pre": (t1 - t0) * 1e3, "infer": (t2 - t1) * 1e3, "post": (t3 - t2) * 1e3}
+        ms = {"pre": prep.pre_ms, "infer": (t2 - t1) * 1e3, "post": (t3 - t2) * 1e3}
         return DetectOutput(dets, ms, raw if keep_raw else None)
+
+    def detect(self, image_bgr: npt.NDArray[np.uint8], keep_raw: bool = False) -> DetectOutput:
+        return self.detect_prepared(self.prepare(image_bgr), keep_raw)
 
 
 def classifier_preprocess_for(model: OnnxModel) -> ClassifierPreprocess:
@@ -179,9 +204,11 @@ def run_cascade(
     classifier: Optional[Classifier] = None,
     classify_classes: Optional[Sequence[int]] = None,
     padding: float = 0.1,
+    prepared: Optional[Prepared] = None,
 ) -> tuple[list[Detection], dict[str, float]]:
-    """Detect, then classify the crops of the chosen detector classes (all when None)."""
-    out = detector.detect(image_bgr)
+    """Detect (from ``prepared`` when the caller preprocessed already), then classify the crops
+    of the chosen detector classes (all when None)."""
+    out = detector.detect_prepared(prepared or detector.prepare(image_bgr))
     dets = to_detection_list(out.detections, detector.names)
     timings = dict(out.timings_ms)
     if classifier is not None and dets:
