@@ -20,6 +20,10 @@ from edge_agent.errors import EdgeAgentError
 COMMAND_MODULES: tuple[str, ...] = (
     "edge_agent.app.infer_cmd",
     "edge_agent.app.inspect_cmd",
+    "edge_agent.app.run_cmd",
+    "edge_agent.app.status_cmd",
+    "edge_agent.app.doctor_cmd",
+    "edge_agent.app.config_cmd",
 )
 
 log = logging.getLogger("edge_agent")

@@ -1,0 +1,369 @@
+"""The agent: camera (+ sensor) -> detect -> classify crops -> result -> outbox, beside MQTT sync.
+
+One loop thread owns inference. Capture runs in the camera's thread and, when free-running,
+preprocessing of the next frame runs in a prefetch thread while the model infers the current
+one (onnxruntime releases the GIL), so throughput approaches 1 / session.run. The network is
+never on this path: results go to the local outbox and the sync thread ships them.
+
+The loop itself pings the systemd watchdog, so a hung inference stops the pings and systemd
+restarts us; a helper thread pinging would hide exactly that failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import queue
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, Optional
+
+import cv2
+
+from edge_agent import __version__
+from edge_agent.adapters import sdnotify
+from edge_agent.adapters.camera import Camera
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.adapters.statusfile import write_status
+from edge_agent.adapters.system import clock_synchronised
+from edge_agent.app.modelset import ModelSet
+from edge_agent.app.pipeline import Prepared, run_cascade
+from edge_agent.core.camera_source import Frame
+from edge_agent.core.config import Config
+from edge_agent.core.events import OutputPolicy
+from edge_agent.core.messages import result_message, topics
+from edge_agent.core.schema import ImageResult
+from edge_agent.errors import EdgeAgentError
+
+log = logging.getLogger(__name__)
+
+STATUS_EVERY_S = 2.0
+
+
+class _Prefetch:
+    """Reads + preprocesses the next frame on its own thread (a 1-deep hand-off)."""
+
+    def __init__(self, camera: Camera, models: Callable[[], ModelSet]) -> None:
+        self.camera = camera
+        self.models = models
+        self.q: queue.Queue[tuple[Frame, Prepared, ModelSet]] = queue.Queue(maxsize=1)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            frame = self.camera.read(0.25)
+            if frame is None:
+                continue
+            ms = self.models()
+            item = (frame, ms.detector.prepare(frame.image), ms)
+            while not self.stop.is_set():
+                try:
+                    self.q.put(item, timeout=0.25)
+                    break
+                except queue.Full:
+                    continue
+
+    def get(self, timeout_s: float) -> Optional[tuple[Frame, Prepared, ModelSet]]:
+        try:
+            return self.q.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2.0)
+
+
+class Agent:
+    """Runs until SIGTERM/SIGINT, the end of a finite camera source, or ``max_frames``."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        config_path: Optional[Path] = None,
+        *,
+        max_frames: Optional[int] = None,
+        camera: Optional[Camera] = None,
+        models: Optional[ModelSet] = None,
+        on_result: Optional[Callable[[dict[str, Any]], None]] = None,
+    ) -> None:
+        self.cfg = cfg
+        self.config_path = config_path
+        self.max_frames = max_frames
+        self.on_result = on_result
+        self._camera = camera
+        self._models = models
+        self.stop_event = threading.Event()
+        self.reload_requested = threading.Event()
+        self.frames = 0
+        self.emitted = 0
+        self.errors = 0
+        self.reloads = 0
+        self.reload_failures = 0
+        self.ready_s: Optional[float] = None
+        self._latency: deque[dict[str, float]] = deque(maxlen=50)
+        self._frame_times: deque[float] = deque(maxlen=50)
+        self._t0 = time.monotonic()
+        self._last_mqtt_status = 0.0
+
+    # ---- wiring ---------------------------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        def _stop(signum: int, _frame: Optional[FrameType]) -> None:
+            log.info("signal %s: stopping", signal.Signals(signum).name)
+            self.stop_event.set()
+
+        def _hup(_signum: int, _frame: Optional[FrameType]) -> None:
+            self.reload_requested.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        signal.signal(signal.SIGHUP, _hup)
+
+    def run(self) -> int:
+        cfg = self.cfg
+        models = self._models or ModelSet.from_config(cfg)  # warmed up inside OnnxModel
+        self._models = models
+        outbox = Outbox.from_config(cfg.queue)
+        sync = self._start_sync(outbox)
+        camera = self._camera or Camera(cfg.camera)
+        sensor = self._start_sensor()
+        try:
+            camera.start()
+            self.ready_s = time.monotonic() - self._t0
+            sdnotify.ready()
+            log.info("ready in %.2fs: camera %s, detector %s, provider %s", self.ready_s, camera.name,
+                     models.detector.model.info.model_id, models.provider)
+            self._loop(camera, outbox, sync, sensor)
+        finally:
+            sdnotify.stopping()
+            camera.stop()
+            if sensor is not None:
+                sensor.stop()
+            outbox.flush()
+            if sync is not None:
+                sync.stop()
+            self._write_status(camera, outbox, sync, sensor, final=True)
+            outbox.close()
+        log.info("stopped after %d frames, %d results queued, %d errors", self.frames, self.emitted, self.errors)
+        return 0
+
+    def _start_sync(self, outbox: Outbox) -> Any:
+        if not self.cfg.mqtt.enabled:
+            return None
+        from edge_agent.adapters.mqtt_sync import MqttSync
+
+        sync = MqttSync(self.cfg.mqtt, self.cfg.device.id, outbox, status_extra=self._status_fields)
+        try:
+            sync.start()
+        except EdgeAgentError as exc:
+            # bad credentials/TLS files: results still queue locally; the operator fixes and reloads
+            log.error("MQTT sync disabled: %s", exc)
+            self.errors += 1
+            return None
+        return sync
+
+    def _start_sensor(self) -> Any:
+        if self.cfg.sensor is None:
+            return None
+        from edge_agent.adapters.sensor import SerialSensor
+
+        sensor = SerialSensor(self.cfg.sensor)
+        sensor.start()
+        return sensor
+
+    # ---- the loop -------------------------------------------------------------------------------
+    def _loop(self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any) -> None:
+        cfg = self.cfg
+        wd = sdnotify.watchdog_interval_s()
+        policy = OutputPolicy.from_config(cfg.output)
+        topic = topics(cfg.mqtt.topic_prefix, cfg.device.id)[0]
+        trigger_only = sensor is not None and cfg.sensor is not None and bool(cfg.sensor.trigger) \
+            and cfg.camera.interval_s == 0
+        paced = cfg.camera.interval_s > 0 or trigger_only
+        prefetch = None if paced else _Prefetch(camera, lambda: self._models)  # type: ignore[arg-type,return-value]
+        last_ping = last_status = 0.0
+        next_shot = time.monotonic()
+        try:
+            while not self.stop_event.is_set():
+                now = time.monotonic()
+                if wd is not None and now - last_ping >= wd:
+                    sdnotify.watchdog()
+                    last_ping = now
+                if now - last_status >= STATUS_EVERY_S:
+                    self._write_status(camera, outbox, sync, sensor)
+                    last_status = now
+                if self.reload_requested.is_set():
+                    self.reload_requested.clear()
+                    self._reload()
+                item = self._next(camera, prefetch, sensor, paced, trigger_only, next_shot)
+                if item is None:
+                    if camera.finished and (prefetch is None or prefetch.q.empty()):
+                        log.info("camera source ended")
+                        break
+                    continue
+                next_shot = time.monotonic() + cfg.camera.interval_s
+                frame, prepared, models = item
+                self._process(frame, prepared, models, policy, outbox, topic, sensor)
+                if self.max_frames is not None and self.frames >= self.max_frames:
+                    break
+        finally:
+            if prefetch is not None:
+                prefetch.close()
+
+    def _next(
+        self, camera: Camera, prefetch: Optional[_Prefetch], sensor: Any, paced: bool, trigger_only: bool,
+        next_shot: float,
+    ) -> Optional[tuple[Frame, Optional[Prepared], ModelSet]]:
+        if prefetch is not None:
+            got = prefetch.get(0.25)
+            return (got[0], got[1], got[2]) if got is not None else None
+        if trigger_only:
+            if not sensor.wait_trigger(0.25):
+                return None
+        else:
+            wait = next_shot - time.monotonic()
+            if wait > 0:
+                fired = False
+                if sensor is not None and sensor.cfg.trigger:
+                    fired = sensor.wait_trigger(min(wait, 0.25))  # a trigger shoots early
+                else:
+                    self.stop_event.wait(min(wait, 0.25))
+                if not fired and next_shot > time.monotonic():
+                    return None
+        frame = camera.read(0.25)
+        assert self._models is not None
+        return (frame, None, self._models) if frame is not None else None
+
+    def _process(
+        self, frame: Frame, prepared: Optional[Prepared], models: ModelSet, policy: OutputPolicy,
+        outbox: Outbox, topic: str, sensor: Any,
+    ) -> None:
+        if models is not self._models:  # reloaded meanwhile: prepared for the old model's input size
+            models, prepared = self._models, None  # type: ignore[assignment]
+        t0 = time.monotonic()
+        try:
+            dets, timings = run_cascade(frame.image, models.detector, models.classifier, models.classify_ids,
+                                        models.crop_padding, prepared)
+        except EdgeAgentError as exc:
+            self.errors += 1
+            log.error("frame %d: %s", frame.seq, exc)
+            return
+        timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
+        self.frames += 1
+        self._latency.append(timings)
+        self._frame_times.append(time.monotonic())
+        decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
+        if not decision.emit:
+            return
+        h, w = frame.image.shape[:2]
+        image = frame.name or f"{frame.source}#{frame.seq}"
+        result = ImageResult(image, w, h, dets, timings).to_json()
+        extra: dict[str, Any] = {
+            "seq": frame.seq,
+            "ts_mono": round(frame.ts_mono, 6),
+            "captured_at": frame.ts_wall,
+            "clock_synced": clock_synchronised(),
+            "event": decision.reason,
+            "models": models.describe(),
+        }
+        if sensor is not None and self.cfg.sensor is not None and self.cfg.sensor.attach_to_results:
+            extra["sensor"] = sensor.latest()
+        if self.cfg.output.snapshot:
+            snap = encode_snapshot(frame.image, self.cfg.output.snapshot_max_bytes)
+            if snap is not None:
+                extra["snapshot_jpeg_b64"] = snap
+        body = result_message(result, device_id=self.cfg.device.id, ts=time.time(), extra=extra)
+        try:
+            outbox.put(topic, body)
+        except EdgeAgentError as exc:  # QueueFullError under reject_new, or a disk error
+            self.errors += 1
+            log.error("result of frame %d not queued: %s", frame.seq, exc)
+            return
+        self.emitted += 1
+        if self.on_result is not None:
+            self.on_result(body)
+
+    def _reload(self) -> None:
+        """SIGHUP: re-read the config, load and warm the new models, then swap atomically."""
+        from edge_agent.app.configfile import load_config
+
+        try:
+            new_cfg = load_config(self.config_path) if self.config_path else self.cfg
+            new_models = ModelSet.from_config(new_cfg)
+        except EdgeAgentError as exc:
+            self.reload_failures += 1
+            log.error("reload failed, keeping the running models: %s", exc)
+            return
+        self._models = new_models
+        self.cfg.detector = new_cfg.detector
+        self.cfg.classifier = new_cfg.classifier
+        self.reloads += 1
+        log.info("reloaded: detector %s", new_models.detector.model.info.model_id)
+
+    # ---- health ---------------------------------------------------------------------------------
+    def fps(self) -> float:
+        t = self._frame_times
+        return (len(t) - 1) / (t[-1] - t[0]) if len(t) >= 2 and t[-1] > t[0] else 0.0
+
+    def latency_ms(self) -> dict[str, float]:
+        if not self._latency:
+            return {}
+        keys = set().union(*self._latency)
+        return {k: round(sorted(d.get(k, 0.0) for d in self._latency)[len(self._latency) // 2], 2) for k in keys}
+
+    def _status_fields(self) -> dict[str, Any]:
+        m = self._models
+        return {"models": m.describe() if m else {}, "fps": round(self.fps(), 2), "frames": self.frames}
+
+    def _write_status(self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any, final: bool = False) -> None:
+        q = outbox.stats()
+        broker = sync.state if sync is not None else "disabled"
+        status = {
+            "device_id": self.cfg.device.id,
+            "version": __version__,
+            "state": "stopped" if final else "running",
+            "uptime_s": round(time.monotonic() - self._t0, 1),
+            "ready_s": self.ready_s,
+            "fps": round(self.fps(), 2),
+            "frames": self.frames,
+            "results": self.emitted,
+            "errors": self.errors,
+            "reloads": self.reloads,
+            "latency_ms": self.latency_ms(),
+            "queue": q,
+            "queue_depth": q.get("pending"),
+            "broker": broker,
+            "last_sync": sync.last_sync if sync is not None else None,
+            "camera": camera.stats(),
+            "sensor": sensor.stats() if sensor is not None else None,
+            "provider": self._models.provider if self._models else None,
+            "clock_synced": clock_synchronised(),
+        }
+        sdnotify.status(f"{status['fps']} fps, queue {q.get('pending')}, broker {broker}, camera {camera.state}")
+        try:
+            write_status(self.cfg.health.status_file, status)
+        except (OSError, EdgeAgentError) as exc:
+            log.warning("status file %s not written: %s", self.cfg.health.status_file, exc)
+        now = time.monotonic()
+        if sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s:
+            if sync.publish_status({"fps": status["fps"], "queue_depth": status["queue_depth"]}):
+                self._last_mqtt_status = now
+
+
+def encode_snapshot(image: Any, max_bytes: int) -> Optional[str]:
+    """A JPEG under ``max_bytes`` (lowering quality, then size), base64 for the JSON payload."""
+    img = image
+    for _ in range(4):
+        for quality in (80, 60, 40, 25):
+            ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, quality])
+            if ok and len(buf) <= max_bytes:
+                return base64.b64encode(buf.tobytes()).decode("ascii")
+        img = cv2.resize(img, (max(1, img.shape[1] // 2), max(1, img.shape[0] // 2)), interpolation=cv2.INTER_AREA)
+    return None

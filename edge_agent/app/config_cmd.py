@@ -1,0 +1,123 @@
+"""``edge-agent config example|check``: a commented config file, and validation of one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+EXAMPLE = """\
+# edge-agent configuration (TOML). Unknown keys are errors, so a typo can't be silently ignored.
+# Check a file with:  edge-agent config check /etc/edge-agent/config.toml
+
+[device]
+id = "pi-entrance-01"               # MQTT client id and topic segment: letters, digits, . _ -
+state_dir = "/var/lib/edge-agent"   # queue, TensorRT engine cache (systemd StateDirectory=)
+
+[camera]
+# 0 or "/dev/video0" (USB/V4L2, MJPG), "rtsp://user:pw@host/stream" (TCP), "http://...",
+# a GStreamer pipeline ending in appsink, e.g. Pi CSI:
+#   "libcamerasrc ! video/x-raw,width=1280,height=720 ! videoconvert ! appsink"
+# a video file, or a folder of images replayed in name order
+source = 0
+loop = false              # replay files/folders forever
+width = 1280
+height = 720
+fps = 15
+interval_s = 0.0          # 0 = as fast as inference goes; else seconds between inferences
+stall_timeout_s = 10.0    # no new frame for this long -> reconnect (capped backoff)
+reconnect_max_s = 30.0
+
+[detector]
+model = "/var/lib/edge-agent/models/detector.int8.onnx"
+# labels = "/etc/edge-agent/labels.txt"   # one name per line, overrides the model's names
+conf_threshold = 0.25
+iou_threshold = 0.45
+max_det = 300
+classes = []              # keep only these class names (empty = all)
+# provider = "xnnpack"    # override the per-board choice: cpu, xnnpack, cuda, tensorrt
+# threads = 4
+
+# Optional: classify the crops of some detector classes
+# [classifier]
+# model = "/var/lib/edge-agent/models/classifier.int8.onnx"
+# classes = ["person"]    # detector classes whose crops are classified (empty = all)
+# crop_padding = 0.1
+# top_k = 1
+
+# Optional: a serial sensor (pyserial URL or device)
+# [sensor]
+# port = "/dev/ttyUSB0"
+# baudrate = 9600
+# protocol = "jsonl"      # jsonl | kv (key=value) | csv (with csv_fields) | regex (named groups)
+# csv_fields = ["temp", "hum"]
+# regex = 'T=(?P<temp>[-0-9.]+)'
+# trigger = "pir >= 1"    # capture + infer when this becomes true (besides interval_s)
+# attach_to_results = true
+# publish = false
+
+[mqtt]
+enabled = true
+host = "broker.example.internal"
+port = 8883
+topic_prefix = "edge"     # results on edge/<device>/detections, status on edge/<device>/status
+# username = "pi-entrance-01"
+# password_file = "/run/credentials/edge-agent.service/mqtt-password"  # systemd LoadCredential=
+password_env = "EDGE_AGENT_MQTT_PASSWORD"
+# tls_ca = "/etc/edge-agent/ca.pem"
+# tls_cert = "/etc/edge-agent/client.pem"
+# tls_key = "/etc/edge-agent/client.key"
+inflight = 100            # un-acknowledged QoS 1 messages in flight
+newest_first = false
+rate_limit_per_s = 0      # 0 = unlimited
+status_interval_s = 60
+
+[queue]
+path = "/var/lib/edge-agent/outbox.db"
+max_messages = 1000000
+max_bytes = 536870912     # 512 MiB
+max_age_days = 90
+policy = "drop_oldest"    # or reject_new
+flush_interval_s = 1.0    # group commit: at most this much is lost on power cut
+flush_batch = 100
+
+[output]
+mode = "event"            # event: when the set of detections changes (+ heartbeat); or every_frame
+heartbeat_s = 60
+snapshot = false          # attach a JPEG (base64) to each result
+snapshot_max_bytes = 65536
+
+[health]
+status_file = "/run/edge-agent/status.json"   # read by `edge-agent status`
+# prometheus_port = 9108                      # metrics on 127.0.0.1
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("config", help="print an example config or check one", description=__doc__)
+    s = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    s.add_parser("example", help="print a commented example config").set_defaults(func=example)
+    c = s.add_parser("check", help="validate a config file (unknown keys and bad values are errors)")
+    c.add_argument("file")
+    c.set_defaults(func=check)
+
+
+def example(args: argparse.Namespace) -> int:
+    sys.stdout.write(EXAMPLE)
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    from edge_agent.app.configfile import load_config
+
+    cfg = load_config(args.file)
+    warnings = []
+    for name, path in (("detector.model", cfg.detector.model), ("classifier.model", cfg.classifier.model if cfg.classifier else "")):
+        if path and not Path(path).is_file():
+            warnings.append(f"{args.file}: {name} = {path!r}: file not found (yet)")
+    for w in warnings:
+        sys.stderr.write(f"warning: {w}\n")
+    sys.stdout.write(f"{args.file}: OK (device {cfg.device.id}, camera {cfg.camera.source!r}, mqtt "
+                     f"{cfg.mqtt.host}:{cfg.mqtt.port if cfg.mqtt.enabled else 'disabled'})\n")
+    return 0

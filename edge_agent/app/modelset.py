@@ -1,0 +1,58 @@
+"""The detector (+ optional classifier) the agent runs, built from config and warmed as one unit.
+
+Built completely before it is used, so a SIGHUP reload can construct a new set beside the old
+one and swap a single reference: a model that fails to load never replaces a working one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file
+from edge_agent.app.pipeline import Classifier, Detector, DetectorParams
+from edge_agent.core.config import Config
+
+
+@dataclass
+class ModelSet:
+    detector: Detector
+    classifier: Optional[Classifier] = None
+    classify_ids: Optional[list[int]] = None
+    crop_padding: float = 0.1
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> ModelSet:
+        d = cfg.detector
+        state = cfg.device.state_dir
+        path = Path(d.model) if d.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
+        model = OnnxModel(path, provider=d.provider, threads=d.threads, labels=d.labels, state_dir=state)
+        detector = Detector(model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det))
+        if d.classes:
+            detector.params.classes = detector.class_ids(d.classes)
+        classifier = None
+        ids = None
+        c = cfg.classifier
+        if c is not None:
+            cm = OnnxModel(c.model, provider=c.provider or d.provider, threads=d.threads, labels=c.labels,
+                           state_dir=state)
+            classifier = Classifier(cm, top_k=c.top_k)
+            ids = detector.class_ids(c.classes) if c.classes else None
+        return cls(detector, classifier, ids, c.crop_padding if c else 0.1)
+
+    def describe(self) -> dict[str, dict[str, str]]:
+        """Model ids and hashes carried in every result, so a record says which weights made it."""
+        out = {"detector": self._one(self.detector.model)}
+        if self.classifier is not None:
+            out["classifier"] = self._one(self.classifier.model)
+        return out
+
+    @staticmethod
+    def _one(m: OnnxModel) -> dict[str, str]:
+        return {"id": m.info.model_id, "sha256": m.info.sha256, "quantization": m.info.quant_kind}
+
+    @property
+    def provider(self) -> str:
+        return ",".join(self.detector.model.info.providers)
