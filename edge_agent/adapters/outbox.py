@@ -53,7 +53,9 @@ class Outbox:
     """Thread-safe durable queue: the agent loop ``put()``s, the sync thread claims and acks."""
 
     def __init__(self, path: Union[str, Path], limits: Limits, flush_interval_s: float = 1.0,
-                 flush_batch: int = 100) -> None:
+                 flush_batch: int = 100, max_pages: Optional[int] = None) -> None:
+        """``max_pages`` caps the file at that many SQLite pages (PRAGMA max_page_count): a hard
+        bound on disk use that behaves exactly like a full disk."""
         self.path = Path(path)
         self.limits = limits
         self.flush_interval_s = flush_interval_s
@@ -72,6 +74,9 @@ class Outbox:
             recovery = recover_if_corrupt(self.path, connect)
             self._w = connect(self.path, "FULL")
             self._r = connect(self.path, "NORMAL")
+            if max_pages is not None:
+                for conn in (self._w, self._r):
+                    conn.execute(f"PRAGMA max_page_count={int(max_pages)}").fetchall()
             self._r.execute("UPDATE messages SET state = 0 WHERE state = 1")
             totals = self._w.execute("SELECT count(*), total(size) FROM messages").fetchone()
             self.counters = {k: 0 for k in COUNTERS}
