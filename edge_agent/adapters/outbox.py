@@ -134,10 +134,14 @@ class Outbox:
             self._batch.append((msg_id, topic, data, time.time()))
             self._batch_bytes += len(data)
             n = len(self._batch)
-            if n >= self.flush_batch:
+            if n == 1 or n >= self.flush_batch:  # start the interval clock, or flush now
                 self._cond.notify_all()
         if self.flush_interval_s == 0 or n >= 4 * self.flush_batch:  # sync mode, or flusher is behind
-            self.flush()
+            try:
+                self.flush()
+            except QueueFullError:
+                pass  # disk full under reject_new: this batch is held and retried, new puts refused
+
         return msg_id
 
     def _reject(self, reason: str) -> None:
@@ -287,7 +291,7 @@ class Outbox:
         with self._wlock:
             free = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])
             if free:
-                self._w.execute("PRAGMA incremental_vacuum").fetchall()
+                self._w.executescript("PRAGMA incremental_vacuum;")  # execute() frees only one page
                 self._w.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return free
 

@@ -18,6 +18,7 @@ from edge_agent import __version__
 from edge_agent.errors import EdgeAgentError
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "edge_agent.app.queue_cmd",
 )
 
 log = logging.getLogger("edge_agent")
