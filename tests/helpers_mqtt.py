@@ -188,7 +188,8 @@ class Collector:
         self.client.reconnect_delay_set(1, 1)
         self.client.max_inflight_messages_set(100)
         if tls:
-            self.client.tls_set(ca_certs=str(tls.ca), certfile=str(tls.client_cert), keyfile=str(tls.client_key))
+            self.client.tls_set(ca_certs=str(tls.ca), certfile=str(tls.client_cert),
+                                keyfile=str(tls.client_key))
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = lambda *a: self.connected.clear()
         self.client.on_message = self._on_message

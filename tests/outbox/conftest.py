@@ -12,7 +12,6 @@ from helpers_outbox import big_limits
 from edge_agent.adapters.outbox import Outbox
 
 
-
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     require_mosquitto()

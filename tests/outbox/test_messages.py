@@ -70,5 +70,6 @@ def test_ids_topics_status() -> None:
     assert len(ids) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     assert topics("edge", "pi-7") == ("edge/pi-7/detections", "edge/pi-7/status")
     assert topics("/site/a/", "x") == ("site/a/x/detections", "site/a/x/status")
-    st = status_message("online", device_id="x", version="0.1.0", ts=2.0, extra={"models": ["m"], "state": "no"})
+    st = status_message("online", device_id="x", version="0.1.0", ts=2.0,
+                        extra={"models": ["m"], "state": "no"})
     assert st["state"] == "online" and st["models"] == ["m"]
