@@ -72,7 +72,7 @@ def tls_context(cfg: MqttConfig) -> Optional[ssl.SSLContext]:
 def describe_connect_error(cfg: MqttConfig, exc: OSError) -> str:
     where = f"{cfg.host}:{cfg.port}"
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return (f"TLS handshake with {where} failed: {exc.verify_message or exc} "
+        return (f"TLS handshake with {where} failed: certificate verify failed: {exc.verify_message} "
                 f"(is the broker certificate signed by mqtt.tls_ca = {cfg.tls_ca!r}?)")
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake with {where} failed: {exc.reason or exc}"
