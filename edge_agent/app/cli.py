@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edge_agent.app.status_cmd",
     "edge_agent.app.doctor_cmd",
     "edge_agent.app.config_cmd",
+    "edge_agent.app.queue_cmd",
 )
 
 log = logging.getLogger("edge_agent")

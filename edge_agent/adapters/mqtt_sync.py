@@ -1,0 +1,307 @@
+"""MQTT sync: publishes outbox rows with QoS 1 and deletes a row only after the broker's PUBACK.
+
+paho-mqtt keeps its own queue in RAM, so it is never trusted with durability: each connection gets
+a fresh ``paho.mqtt.client.Client`` (``reconnect_on_failure=False``, ``loop_start()`` network
+thread) and a fresh mid -> row map. Message ids (mids) restart per connection and are never a
+durable key; when the connection drops, un-acked rows go back to pending and the next connection
+sends them again (same message id in the payload, so consumers de-duplicate). Reconnects use a
+capped exponential backoff. The agent loop only ever calls ``Outbox.put()``, never this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import paho.mqtt.client as mqtt
+
+from edge_agent import __version__
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.core.config import MqttConfig
+from edge_agent.core.messages import encode, status_message, topics
+from edge_agent.core.queue_policy import TokenBucket, reconnect_delay
+from edge_agent.errors import SyncError
+
+log = logging.getLogger("edge_agent.mqtt")
+IDLE_POLL_S = 0.25
+STOP_GRACE_S = 2.0
+
+
+def read_password(cfg: MqttConfig) -> Optional[str]:
+    """Password from ``password_file`` (relative paths resolve under systemd's
+    ``$CREDENTIALS_DIRECTORY``) or else the ``password_env`` variable; never from the TOML."""
+    if cfg.username is None:
+        return None
+    if cfg.password_file:
+        path = Path(cfg.password_file)
+        creds = os.environ.get("CREDENTIALS_DIRECTORY")
+        if not path.is_absolute() and creds:
+            path = Path(creds) / path
+        try:
+            return path.read_text(encoding="utf-8").rstrip("\r\n")
+        except OSError as exc:
+            raise SyncError(f"mqtt.password_file = {cfg.password_file!r}: cannot read it ({exc.strerror})"
+                            ) from None
+    return os.environ.get(cfg.password_env)
+
+
+def tls_context(cfg: MqttConfig) -> Optional[ssl.SSLContext]:
+    """An SSLContext when ``tls_ca`` or ``tls_cert`` is set; file problems are reported up front."""
+    if not (cfg.tls_ca or cfg.tls_cert):
+        return None
+    try:
+        ctx = ssl.create_default_context(cafile=cfg.tls_ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise SyncError(f"mqtt.tls_ca = {cfg.tls_ca!r}: cannot load CA certificates ({exc})") from None
+    if cfg.tls_cert:
+        try:
+            ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise SyncError(f"mqtt.tls_cert = {cfg.tls_cert!r} / mqtt.tls_key = {cfg.tls_key!r}: "
+                            f"cannot load the client certificate ({exc})") from None
+    return ctx
+
+
+def describe_connect_error(cfg: MqttConfig, exc: OSError) -> str:
+    where = f"{cfg.host}:{cfg.port}"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"TLS handshake with {where} failed: certificate verify failed: {exc.verify_message} "
+                f"(is the broker certificate signed by mqtt.tls_ca = {cfg.tls_ca!r}?)")
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS handshake with {where} failed: {exc.reason or exc}"
+    return f"cannot connect to {where}: {exc.strerror or exc}"
+
+
+class _Session:
+    """State of one connection; the callbacks run on paho's thread and only append and signal."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        self.wake = wake
+        self.acks: deque[int] = deque()
+        self.mids: dict[int, int] = {}  # paho mid -> outbox row id, valid for this connection only
+        self.answered = threading.Event()
+        self.refused: Optional[str] = None
+        self.lost = threading.Event()
+
+    def on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        if reason.is_failure:
+            self.refused = f"broker refused the connection: {reason}"
+        self.answered.set()
+        self.wake.set()
+
+    def on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        self.lost.set()
+        self.answered.set()
+        self.wake.set()
+
+    def on_publish(self, client: Any, userdata: Any, mid: int, reason: Any, props: Any) -> None:
+        self.acks.append(mid)
+        self.wake.set()
+
+
+class MqttSync:
+    """Drains an :class:`Outbox` to the broker on a thread of its own; see module docstring."""
+
+    def __init__(self, cfg: MqttConfig, device_id: str, outbox: Outbox,
+                 status_extra: Optional[Callable[[], dict[str, Any]]] = None) -> None:
+        self.cfg = cfg
+        self.device_id = device_id
+        self.outbox = outbox
+        self.status_extra = status_extra
+        self.detections_topic, self.status_topic = topics(cfg.topic_prefix, device_id)
+        self.state = "disabled" if not cfg.enabled else "disconnected"
+        self.last_sync: Optional[float] = None
+        self.last_error: Optional[str] = None
+        self.connect_attempts = 0
+        self.connects = 0
+        self.published = 0
+        self.acked = 0
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._progress = threading.Condition()
+        self._client: Any = None
+        self._thread: Optional[threading.Thread] = None
+        self._password: Optional[str] = None
+        self._tls: Optional[ssl.SSLContext] = None
+
+    def start(self) -> None:
+        """Validate credentials/TLS files (SyncError if unusable) and start the sync thread."""
+        if not self.cfg.enabled or self._thread is not None:
+            return
+        self._password = read_password(self.cfg)
+        self._tls = tls_context(self.cfg)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="mqtt-sync", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Publish "offline", disconnect, and return un-acked rows to pending."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def drain(self, timeout_s: float) -> bool:
+        """Block until every queued message is acknowledged (True) or ``timeout_s`` passes (False)."""
+        deadline = time.monotonic() + timeout_s
+        self.outbox.flush()
+        with self._progress:
+            while self.outbox.stats()["pending"] > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._progress.wait(min(left, IDLE_POLL_S))
+                self.outbox.flush()
+        return True
+
+    def publish_status(self, extra: Optional[dict[str, Any]] = None) -> bool:
+        """Publish the retained "online" status (with ``status_extra()`` and ``extra``) if connected."""
+        client = self._client
+        if client is None or self.state != "connected":
+            return False
+        fields: dict[str, Any] = dict(self.status_extra() if self.status_extra else {})
+        fields.update(extra or {})
+        stats = self.outbox.stats()
+        fields.setdefault("queue", {k: stats[k] for k in ("pending", "dropped", "oldest")})
+        body = status_message("online", device_id=self.device_id, version=__version__, ts=time.time(),
+                              extra=fields)
+        info = client.publish(self.status_topic, encode(body), qos=1, retain=True)
+        return bool(info.rc == mqtt.MQTT_ERR_SUCCESS)
+
+    # ---- sync thread -----------------------------------------------------------------------
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            if failures:
+                delay = reconnect_delay(failures, self.cfg.reconnect_min_s, self.cfg.reconnect_max_s)
+                self.state = "disconnected"
+                if self._stop.wait(delay):
+                    break
+            self.state = "connecting"
+            failures = 1 if self._session() else failures + 1
+        self.state = "disconnected"
+
+    def _new_client(self, session: _Session) -> Any:
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.device_id, clean_session=True,
+                             reconnect_on_failure=False)
+        client.max_inflight_messages_set(self.cfg.inflight)
+        client.max_queued_messages_set(0)
+        if self.cfg.username is not None:
+            client.username_pw_set(self.cfg.username, self._password)
+        if self._tls is not None:
+            client.tls_set_context(self._tls)
+        offline = status_message("offline", device_id=self.device_id, version=__version__, ts=time.time())
+        client.will_set(self.status_topic, encode(offline), qos=1, retain=True)
+        client.on_connect = session.on_connect
+        client.on_disconnect = session.on_disconnect
+        client.on_publish = session.on_publish
+        return client
+
+    def _session(self) -> bool:
+        """One connection from CONNECT to loss or stop; True if the broker accepted us."""
+        session = _Session(self._wake)
+        client = self._new_client(session)
+        self.connect_attempts += 1
+        try:
+            client.connect(self.cfg.host, self.cfg.port, self.cfg.keepalive_s)
+        except OSError as exc:
+            self._failed(describe_connect_error(self.cfg, exc))
+            return False
+        client.loop_start()
+        deadline = time.monotonic() + max(10.0, float(self.cfg.keepalive_s))
+        while not session.answered.wait(0.1):
+            if self._stop.is_set() or time.monotonic() > deadline:
+                break
+        if session.refused or session.lost.is_set() or not session.answered.is_set():
+            client.disconnect()
+            client.loop_stop()
+            self._failed(session.refused or f"no CONNACK from {self.cfg.host}:{self.cfg.port}")
+            return False
+        self.state = "connected"
+        self._client = client
+        self.connects += 1
+        self.last_error = None
+        log.info("connected to mqtt %s:%d as %s", self.cfg.host, self.cfg.port, self.device_id)
+        try:
+            self.publish_status()
+            self._pump(client, session)
+        finally:
+            self._end_session(client, session)
+        return True
+
+    def _failed(self, reason: str) -> None:
+        self.last_error = reason
+        log.warning("mqtt: %s; retrying", reason)
+
+    def _pump(self, client: Any, session: _Session) -> None:
+        bucket = TokenBucket(self.cfg.rate_limit_per_s, time.monotonic())
+        next_status = time.monotonic() + self.cfg.status_interval_s
+        grace: Optional[float] = None
+        while True:
+            self._wake.clear()
+            self._apply_acks(session)
+            if session.lost.is_set():
+                log.warning("mqtt: connection to %s:%d lost", self.cfg.host, self.cfg.port)
+                return
+            now = time.monotonic()
+            if self._stop.is_set():  # stop sending; give in-flight messages a moment for their PUBACK
+                grace = grace if grace is not None else now + STOP_GRACE_S
+                if not session.mids or now >= grace:
+                    return
+                self._wake.wait(0.05)
+                continue
+            if now >= next_status:
+                next_status = now + self.cfg.status_interval_s
+                self.publish_status()
+            room = min(self.cfg.inflight - len(session.mids), bucket.available(now))
+            sent = self._send(client, session, room) if room > 0 else 0
+            bucket.take(sent)
+            if sent and sent == room:
+                continue  # a full batch went out: more may be waiting
+            self._wake.wait(min(bucket.wait_s() or IDLE_POLL_S, IDLE_POLL_S))
+
+    def _send(self, client: Any, session: _Session, n: int) -> int:
+        msgs = self.outbox.claim(n, self.cfg.newest_first)
+        for i, msg in enumerate(msgs):
+            info = client.publish(msg.topic, msg.payload, qos=1)
+            if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                self.outbox.release([m.rowid for m in msgs[i:]])
+                session.lost.set()
+                return i
+            session.mids[info.mid] = msg.rowid
+        self.published += len(msgs)
+        return len(msgs)
+
+    def _apply_acks(self, session: _Session) -> None:
+        rowids = []
+        while session.acks:
+            rowid = session.mids.pop(session.acks.popleft(), None)
+            if rowid is not None:  # None: a status publish
+                rowids.append(rowid)
+        if rowids:
+            self.outbox.ack(rowids)
+            self.acked += len(rowids)
+            self.last_sync = time.time()
+            with self._progress:
+                self._progress.notify_all()
+
+    def _end_session(self, client: Any, session: _Session) -> None:
+        if self._stop.is_set() and not session.lost.is_set():
+            body = status_message("offline", device_id=self.device_id, version=__version__, ts=time.time())
+            client.publish(self.status_topic, encode(body), qos=1, retain=True).wait_for_publish(1.0)
+            client.disconnect()
+        client.loop_stop()
+        self._client = None
+        self._apply_acks(session)  # PUBACKs that arrived before the socket closed still count
+        if session.mids:
+            self.outbox.release(list(session.mids.values()))
+            log.info("mqtt: %d un-acked messages back to pending", len(session.mids))
+        self.state = "disconnected"

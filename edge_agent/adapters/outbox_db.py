@@ -1,0 +1,236 @@
+"""File-level outbox operations: schema, integrity check and salvage, read-only inspection.
+
+Greengrass' spooler recreates a corrupt database and loses the backlog. Here a file that fails
+``PRAGMA quick_check`` (or is not a database at all) is moved aside under a timestamped name and
+every row that can still be read is copied, one by one, into a fresh file. What could not be read
+is counted and logged, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from edge_agent.errors import QueueError
+
+log = logging.getLogger("edge_agent.outbox")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages(
+    id INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL, topic TEXT NOT NULL,
+    payload BLOB NOT NULL, size INTEGER NOT NULL, created REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0, state INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+# a gap between the last rows readable from either end is probed id by id up to this many ids
+MAX_PROBE = 5_000_000
+_COLUMNS = "msg_id, topic, payload, size, created, attempts"
+
+
+def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
+    """Open (creating if needed) the outbox file with its pragmas and schema."""
+    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective only before the first table exists
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA journal_size_limit=4194304")
+    conn.executescript(SCHEMA)
+    return conn
+
+
+def is_disk_full(exc: sqlite3.Error) -> bool:
+    """SQLITE_FULL (also what ENOSPC surfaces as) or the same by message on Pythons without codes."""
+    return getattr(exc, "sqlite_errorcode", None) == 13 or "disk is full" in str(exc)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What happened to a corrupt outbox file."""
+
+    moved_to: Path
+    reason: str
+    salvaged: int
+    lost: int
+    # True when the table could not be walked at all, so the loss is unknown (at least ``lost``)
+    lost_unknown: bool
+
+
+def integrity_problem(path: Path) -> Optional[str]:
+    """``None`` if ``path`` is absent or passes ``PRAGMA quick_check``, else what is wrong."""
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    finally:
+        conn.close()
+    if rows == [("ok",)]:
+        return None
+    return "; ".join(str(r[0]) for r in rows[:3])
+
+
+def _move_aside(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+        n += 1
+    for suffix in ("-wal", "-shm"):  # the WAL holds committed rows too: keep it with its database
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(aside.with_name(aside.name + suffix))
+    path.rename(aside)
+    return aside
+
+
+def _scan_ids(src: sqlite3.Connection, order: str) -> tuple[list[int], bool]:
+    """Row ids readable walking the table from one end; ``complete`` is False if the walk broke."""
+    ids: list[int] = []
+    try:
+        for (rid,) in src.execute(f"SELECT id FROM messages ORDER BY id {order}"):
+            ids.append(int(rid))
+    except sqlite3.DatabaseError:
+        return ids, False
+    return ids, True
+
+
+def _candidate_ids(src: sqlite3.Connection) -> tuple[list[int], bool]:
+    asc, complete = _scan_ids(src, "ASC")
+    if complete:
+        return asc, False
+    desc, _ = _scan_ids(src, "DESC")
+    known = set(asc) | set(desc)
+    if not known:
+        return [], True
+    lo = max(asc) if asc else 0
+    hi = min(desc) if desc else max(known) + 1
+    if hi - lo - 1 > MAX_PROBE:
+        log.error("outbox salvage: gap of %d ids between readable rows; probing %d", hi - lo - 1, MAX_PROBE)
+        hi = lo + MAX_PROBE + 1
+    return sorted(known | set(range(lo + 1, hi))), False
+
+
+def _salvage(aside: Path, dest: sqlite3.Connection) -> tuple[int, int, bool]:
+    try:
+        src = sqlite3.connect(f"file:{aside}?mode=ro", uri=True, isolation_level=None)
+    except sqlite3.DatabaseError:
+        return 0, 0, True
+    salvaged = lost = 0
+    try:
+        try:
+            ids, unknown = _candidate_ids(src)
+        except sqlite3.DatabaseError:  # not a database, or no readable schema
+            return 0, 0, True
+        dest.execute("BEGIN IMMEDIATE")
+        for rid in ids:
+            try:
+                row = src.execute(f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (rid,)).fetchone()
+            except sqlite3.DatabaseError:
+                lost += 1
+                continue
+            if row is None:
+                continue
+            msg_id, topic, payload, _size, created, attempts = row
+            if not (isinstance(msg_id, str) and isinstance(topic, str) and isinstance(payload, bytes)):
+                lost += 1
+                continue
+            dest.execute(
+                f"INSERT INTO messages(id, {_COLUMNS}, state) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                (rid, msg_id, topic, payload, len(payload), float(created or 0.0), int(attempts or 0)),
+            )
+            salvaged += 1
+        try:
+            for key, value in src.execute("SELECT key, value FROM meta"):
+                dest.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, int(value)))
+        except sqlite3.DatabaseError:
+            log.warning("outbox salvage: counters in %s unreadable; they restart from zero", aside)
+        dest.execute("COMMIT")
+        return salvaged, lost, unknown
+    finally:
+        src.close()
+
+
+def recover_if_corrupt(path: Path, open_fresh: Callable[[Path], sqlite3.Connection]) -> Optional[Recovery]:
+    """Check ``path``; if corrupt, move it aside and salvage into a fresh file made by ``open_fresh``."""
+    problem = integrity_problem(path)
+    if problem is None:
+        return None
+    aside = _move_aside(path)
+    dest = open_fresh(path)
+    try:
+        salvaged, lost, unknown = _salvage(aside, dest)
+    finally:
+        dest.close()
+    log.error(
+        "outbox %s failed its integrity check (%s): moved aside to %s; salvaged %d messages, lost %d%s",
+        path, problem, aside, salvaged, lost, " (table unreadable: loss unknown)" if unknown else "",
+    )
+    return Recovery(aside, problem, salvaged, lost, unknown)
+
+
+def iso_time(ts: Optional[float]) -> Optional[str]:
+    """Unix time -> ``2026-11-29T19:33:39Z`` (or None)."""
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """Read-only view for ``queue stats/peek/export`` while the service may be writing."""
+    if not path.exists():
+        raise QueueError(f"{path}: no queue file there (check [queue] path)")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=10.0)
+        conn.execute("SELECT 1 FROM messages LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise QueueError(f"{path}: not a readable outbox database: {exc}") from None
+    return conn
+
+
+def read_stats(path: Path) -> dict[str, Any]:
+    """The figures ``Outbox.stats()`` gives, read from the file without taking the writer lock."""
+    conn = open_readonly(path)
+    try:
+        stats: dict[str, Any] = {"pending": 0, "inflight": 0, "unflushed": 0, "bytes": 0}
+        sql = "SELECT state, count(*), total(size) FROM messages GROUP BY state"
+        for state, n, size in conn.execute(sql):
+            stats["pending"] += int(n)
+            stats["bytes"] += int(size)
+            if state == 1:
+                stats["inflight"] = int(n)
+        row = conn.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
+        stats["oldest"] = iso_time(row[0] if row else None)
+        stats["path"] = str(path)
+        counters = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        for key in ("dropped", "expired", "rejected", "salvaged", "lost", "corrupt_files"):
+            stats[key] = int(counters.get(key, 0))
+        return stats
+    finally:
+        conn.close()
+
+
+def iter_messages(path: Path, limit: Optional[int] = None) -> Iterator[dict[str, Any]]:
+    """Stored messages oldest first, as ``{"id", "topic", "created", "attempts", "payload"}``."""
+    conn = open_readonly(path)
+    try:
+        sql = "SELECT id, topic, payload, created, attempts FROM messages ORDER BY id"
+        cursor = conn.execute(sql + " LIMIT ?", (limit,)) if limit is not None else conn.execute(sql)
+        for rowid, topic, payload, created, attempts in cursor:
+            try:
+                body: Any = json.loads(payload)
+            except ValueError:
+                body = payload.decode("utf-8", "replace")
+            yield {"seq": rowid, "topic": topic, "created": iso_time(created), "attempts": attempts,
+                   "payload": body}
+    finally:
+        conn.close()

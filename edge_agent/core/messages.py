@@ -1,0 +1,101 @@
+"""Result message bodies (pure): what the enqueuing side puts in the outbox and MQTT carries.
+
+One schema for every consumer: ``{"schema": 1, "id", "device_id", "ts", "image", "width",
+"height", "detections", "timings_ms"}`` with detections exactly as ``infer --json`` prints them.
+The ``id`` is a uuid hex chosen once, before the message is stored, so a redelivery after a
+crash or reconnect carries the same id and consumers can de-duplicate on it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from edge_agent.errors import QueueError
+
+SCHEMA_VERSION = 1
+_REQUIRED = ("image", "width", "height", "detections")
+_DETECTION_KEYS = ("label", "class_id", "confidence", "box")
+
+
+def new_message_id() -> str:
+    """A fresh message id (uuid4 hex, 32 chars)."""
+    return uuid.uuid4().hex
+
+
+def _check_detection(i: int, det: Any) -> dict[str, Any]:
+    if not isinstance(det, Mapping):
+        raise QueueError(f"result message: detections[{i}] is {type(det).__name__}, expected an object")
+    missing = [k for k in _DETECTION_KEYS if k not in det]
+    if missing:
+        raise QueueError(f"result message: detections[{i}] lacks {', '.join(missing)}")
+    box = det["box"]
+    if not isinstance(box, (list, tuple)) or len(box) != 4:
+        raise QueueError(f"result message: detections[{i}].box = {box!r}, expected [x1, y1, x2, y2]")
+    out = dict(det)
+    out["box"] = [float(v) for v in box]
+    out["class_id"] = int(det["class_id"])
+    out["confidence"] = float(det["confidence"])
+    return out
+
+
+def result_message(
+    result: Mapping[str, Any],
+    *,
+    device_id: str,
+    ts: float,
+    msg_id: Optional[str] = None,
+    extra: Optional[Mapping[str, Any]] = None,
+) -> dict[str, Any]:
+    """Build the message body from one ``infer --json`` result.
+
+    ``msg_id`` may be left out: ``Outbox.put`` then assigns one. ``extra`` (e.g. sensor readings,
+    classifier output) is merged in but may not overwrite the schema keys.
+    """
+    missing = [k for k in _REQUIRED if k not in result]
+    if missing:
+        raise QueueError(f"result message: inference result lacks {', '.join(missing)}")
+    dets = result["detections"]
+    if not isinstance(dets, (list, tuple)):
+        raise QueueError(f"result message: detections is {type(dets).__name__}, expected a list")
+    body: dict[str, Any] = {"schema": SCHEMA_VERSION}
+    if msg_id is not None:
+        body["id"] = msg_id
+    body["device_id"] = device_id
+    body["ts"] = float(ts)
+    body["image"] = result["image"]
+    body["width"] = int(result["width"])
+    body["height"] = int(result["height"])
+    body["detections"] = [_check_detection(i, d) for i, d in enumerate(dets)]
+    body["timings_ms"] = dict(result.get("timings_ms") or {})
+    for key, value in (extra or {}).items():
+        if key in body:
+            raise QueueError(f"result message: extra field {key!r} would overwrite a schema field")
+        body[key] = value
+    return body
+
+
+def encode(payload: Mapping[str, Any]) -> bytes:
+    """Compact JSON (no spaces, UTF-8, no NaN) as stored and published."""
+    try:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise QueueError(f"result message: payload is not JSON-serialisable: {exc}") from None
+
+
+def status_message(state: str, *, device_id: str, version: str, ts: float,
+                   extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The retained ``<prefix>/<device>/status`` body ("online"/"offline")."""
+    body: dict[str, Any] = {"schema": SCHEMA_VERSION, "state": state, "device_id": device_id,
+                            "version": version, "ts": float(ts)}
+    for key, value in (extra or {}).items():
+        body.setdefault(key, value)
+    return body
+
+
+def topics(prefix: str, device_id: str) -> tuple[str, str]:
+    """``(detections topic, status topic)`` for a device."""
+    base = f"{prefix.strip('/')}/{device_id}"
+    return f"{base}/detections", f"{base}/status"

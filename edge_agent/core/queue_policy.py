@@ -1,0 +1,111 @@
+"""Pure decisions for the outbox: what to admit, what to drop, how long to wait before reconnecting.
+
+Kept apart from the SQLite adapter so every branch (caps, policy, oversize, backoff) is unit-tested
+without a database, and the adapter only executes what these functions decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Policy = Literal["drop_oldest", "reject_new"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps on the outbox; ``max_age_s`` applies to rows still waiting to be sent."""
+
+    max_messages: int
+    max_bytes: int
+    max_age_s: float
+    policy: Policy = "drop_oldest"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Outcome of :func:`admit`: ``accept`` (maybe after dropping) or ``reject`` with a reason."""
+
+    accept: bool
+    reason: str = ""
+
+
+def admit(limits: Limits, count: int, nbytes: int, new_bytes: int) -> Admission:
+    """Decide whether one more message of ``new_bytes`` may enter a queue holding ``count``/``nbytes``.
+
+    Under ``drop_oldest`` a message is always admitted (room is made by :func:`plan_drops` when
+    the batch is committed) unless it alone exceeds ``max_bytes``: no policy can store that.
+    """
+    if new_bytes > limits.max_bytes:
+        return Admission(False, f"message of {new_bytes} bytes exceeds queue.max_bytes={limits.max_bytes}")
+    if limits.policy == "drop_oldest":
+        return Admission(True)
+    if count + 1 > limits.max_messages:
+        return Admission(False, f"queue holds {count} messages (queue.max_messages={limits.max_messages})")
+    if nbytes + new_bytes > limits.max_bytes:
+        return Admission(False, f"queue holds {nbytes} bytes (queue.max_bytes={limits.max_bytes})")
+    return Admission(True)
+
+
+def plan_drops(limits: Limits, count: int, nbytes: int, oldest_sizes: Iterable[int]) -> int:
+    """How many of the oldest rows (sizes given oldest first) must go to get under both caps.
+
+    Returns at most the number of sizes offered; the caller offers only droppable rows.
+    """
+    drop = 0
+    for size in oldest_sizes:
+        if count <= limits.max_messages and nbytes <= limits.max_bytes:
+            break
+        count -= 1
+        nbytes -= size
+        drop += 1
+    return drop
+
+
+def over_limits(limits: Limits, count: int, nbytes: int) -> bool:
+    """True when the queue holds more than either cap allows."""
+    return count > limits.max_messages or nbytes > limits.max_bytes
+
+
+def expiry_cutoff(limits: Limits, now: float) -> float:
+    """Rows created before this unix time are older than ``max_age_s`` and are dropped."""
+    return now - limits.max_age_s
+
+
+def reconnect_delay(failures: int, min_s: float, max_s: float) -> float:
+    """Capped exponential backoff: ``min_s`` after the first failure, doubling, never above ``max_s``."""
+    if failures <= 0:
+        return 0.0
+    return float(min(max_s, min_s * (2.0 ** min(failures - 1, 30))))
+
+
+class TokenBucket:
+    """Rate limiter (``rate`` messages/s, burst of one second); ``rate <= 0`` means unlimited.
+
+    Time is passed in, so the arithmetic stays pure and testable.
+    """
+
+    def __init__(self, rate: float, now: float) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self.tokens = self.capacity
+        self.stamp = now
+
+    def available(self, now: float) -> int:
+        """Whole messages that may be sent at ``now``."""
+        if self.rate <= 0:
+            return 1 << 30
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        return int(self.tokens)
+
+    def take(self, n: int) -> None:
+        if self.rate > 0:
+            self.tokens -= n
+
+    def wait_s(self) -> float:
+        """Seconds until at least one token is available (0 when unlimited)."""
+        if self.rate <= 0 or self.tokens >= 1:
+            return 0.0
+        return (1.0 - self.tokens) / self.rate

@@ -1,0 +1,75 @@
+"""The result message body: schema, detections exactly as ``infer --json`` gives them, compact JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from edge_agent.core.messages import encode, new_message_id, result_message, status_message, topics
+from edge_agent.errors import QueueError
+
+INFER = {
+    "image": "/data/bus.jpg",
+    "width": 810,
+    "height": 1080,
+    "detections": [
+        {"label": "bus", "class_id": 5, "confidence": 0.87, "box": [22.1, 231.0, 805.0, 756.5]},
+        {"label": "person", "class_id": 0, "confidence": 0.5, "box": [48, 398, 245, 902]},
+    ],
+    "timings_ms": {"preprocess": 3.1, "inference": 41.0, "postprocess": 0.9},
+}
+
+
+def test_result_message_body() -> None:
+    body = result_message(INFER, device_id="pi-7", ts=1700000000.25, msg_id="abc")
+    assert body == {
+        "schema": 1, "id": "abc", "device_id": "pi-7", "ts": 1700000000.25,
+        "image": "/data/bus.jpg", "width": 810, "height": 1080,
+        "detections": [
+            {"label": "bus", "class_id": 5, "confidence": 0.87, "box": [22.1, 231.0, 805.0, 756.5]},
+            {"label": "person", "class_id": 0, "confidence": 0.5, "box": [48.0, 398.0, 245.0, 902.0]},
+        ],
+        "timings_ms": {"preprocess": 3.1, "inference": 41.0, "postprocess": 0.9},
+    }
+    assert list(body)[:4] == ["schema", "id", "device_id", "ts"]
+
+
+def test_id_left_for_the_outbox_and_extra_fields() -> None:
+    body = result_message(INFER, device_id="pi-7", ts=1.0, extra={"sensor": {"pir": 1}})
+    assert "id" not in body and body["sensor"] == {"pir": 1}
+    with pytest.raises(QueueError, match="overwrite a schema field"):
+        result_message(INFER, device_id="pi-7", ts=1.0, extra={"width": 3})
+
+
+@pytest.mark.parametrize(
+    ("mutate", "match"),
+    [
+        (lambda r: r.pop("width"), "lacks width"),
+        (lambda r: r.__setitem__("detections", "x"), "expected a list"),
+        (lambda r: r["detections"][0].pop("box"), r"detections\[0\] lacks box"),
+        (lambda r: r["detections"][1].__setitem__("box", [1, 2, 3]), r"detections\[1\].box"),
+    ],
+)
+def test_malformed_results_are_named(mutate: object, match: str) -> None:
+    result = json.loads(json.dumps(INFER))
+    mutate(result)  # type: ignore[operator]
+    with pytest.raises(QueueError, match=match):
+        result_message(result, device_id="d", ts=0.0)
+
+
+def test_encode_is_compact_and_refuses_nan() -> None:
+    assert encode({"a": [1, 2], "b": "é"}) == '{"a":[1,2],"b":"é"}'.encode()
+    with pytest.raises(QueueError, match="not JSON-serialisable"):
+        encode({"c": math.nan})
+
+
+def test_ids_topics_status() -> None:
+    ids = {new_message_id() for _ in range(1000)}
+    assert len(ids) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert topics("edge", "pi-7") == ("edge/pi-7/detections", "edge/pi-7/status")
+    assert topics("/site/a/", "x") == ("site/a/x/detections", "site/a/x/status")
+    st = status_message("online", device_id="x", version="0.1.0", ts=2.0,
+                        extra={"models": ["m"], "state": "no"})
+    assert st["state"] == "online" and st["models"] == ["m"]

@@ -1,0 +1,230 @@
+"""MqttSync against a real mosquitto on 127.0.0.1: backlog, restarts, caps, TLS, credentials."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from helpers_mqtt import Broker, Collector, TlsFiles, require_mosquitto
+from helpers_outbox import big_limits
+
+from edge_agent.adapters.mqtt_sync import MqttSync
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.core.config import MqttConfig
+from edge_agent.core.messages import result_message
+from edge_agent.errors import SyncError
+
+DEVICE = "dev-1"
+DET_TOPIC = f"edge/{DEVICE}/detections"
+
+
+def fast_cfg(port: int, **kw: object) -> MqttConfig:
+    return MqttConfig(port=port, reconnect_min_s=0.2, reconnect_max_s=1.0, **kw)  # type: ignore[arg-type]
+
+
+def fill(ob: Outbox, n: int, start: int = 0) -> list[str]:
+    ids = []
+    for i in range(start, start + n):
+        infer = {"image": f"/cam/{i:06d}.jpg", "width": 640, "height": 480, "timings_ms": {"inference": 9.5},
+                 "detections": [{"label": "person", "class_id": 0, "confidence": 0.9, "box": [1, 2, 30, 40]}]}
+        ids.append(ob.put(DET_TOPIC, result_message(infer, device_id=DEVICE, ts=time.time())))
+    ob.flush()
+    return ids
+
+
+def assert_same_copies(collector: Collector) -> dict[str, list[dict[str, object]]]:
+    """Duplicates are allowed only as identical copies of one message id."""
+    by_id: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for msg in collector.on_topic("/detections"):
+        by_id[str(msg["id"])].append(msg)
+    for copies in by_id.values():
+        assert all(c == copies[0] for c in copies)
+    return by_id
+
+
+def prepare_persistent_collector(broker: Broker) -> None:
+    """Register a persistent subscription, so messages published while it reconnects are kept."""
+    Collector(broker.port).close()
+
+
+def test_backlog_of_10000_while_broker_down_then_up(tmp_path: Path) -> None:
+    require_mosquitto()
+    broker = Broker(tmp_path / "broker")
+    broker.start()
+    prepare_persistent_collector(broker)
+    broker.stop()
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=0.05, flush_batch=1000) as ob:
+        ids = fill(ob, 10_000)
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob, status_extra=lambda: {"models": ["yolov8n"]})
+        sync.start()
+        try:
+            time.sleep(1.0)
+            assert sync.state in ("connecting", "disconnected")
+            assert sync.connect_attempts >= 2 and "cannot connect to 127.0.0.1" in str(sync.last_error)
+            assert ob.stats()["pending"] == 10_000 and sync.last_sync is None
+            broker.start()
+            collector = Collector(broker.port)
+            assert sync.drain(60), sync.last_error
+            assert sync.state == "connected" and sync.last_sync is not None
+            assert collector.wait_for(lambda c: len(c.ids()) >= 10_000, 30)
+            time.sleep(0.2)
+            got = collector.ids()
+            assert len(got) == 10_000 and set(got) == set(ids)
+            assert got == ids  # oldest first
+            assert ob.stats()["pending"] == 0 and sync.acked == 10_000
+            status = collector.on_topic("/status")
+            assert status[0]["state"] == "online" and status[0]["models"] == ["yolov8n"]
+            assert status[0]["device_id"] == DEVICE and "version" in status[0]
+        finally:
+            sync.stop()
+        assert collector.wait_for(lambda c: c.on_topic("/status")[-1]["state"] == "offline", 5)
+        collector.close()
+        broker.stop()
+
+
+def test_broker_restarted_during_drain_loses_nothing(tmp_path: Path) -> None:
+    require_mosquitto()
+    broker = Broker(tmp_path / "broker")
+    broker.start()
+    collector = Collector(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=0.05, flush_batch=1000) as ob:
+        ids = fill(ob, 10_000)
+        sync = MqttSync(fast_cfg(broker.port, rate_limit_per_s=4000.0), DEVICE, ob)
+        sync.start()
+        restarts_at = []
+        try:
+            for threshold in (8000, 5000, 2000):
+                deadline = time.monotonic() + 30
+                while ob.stats()["pending"] > threshold and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                restarts_at.append(ob.stats()["pending"])
+                broker.restart()
+            assert sync.drain(60), sync.last_error
+            assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 30)
+        finally:
+            sync.stop()
+            collector.close()
+            broker.stop()
+        assert all(p > 0 for p in restarts_at), restarts_at  # every restart hit a drain in progress
+        by_id = assert_same_copies(collector)
+        assert set(by_id) == set(ids)  # zero lost, nothing foreign
+        assert sync.connects >= 4
+        assert ob.stats()["pending"] == 0
+
+
+def test_cap_reached_while_offline_sends_only_the_newest(tmp_path: Path, broker: Broker) -> None:
+    collector = Collector(broker.port)
+    limits = big_limits(max_messages=1000)
+    with Outbox(tmp_path / "q.db", limits, flush_interval_s=0.05, flush_batch=100) as ob:
+        ids = fill(ob, 1500)
+        assert ob.stats()["dropped"] == 500
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        sync.start()
+        try:
+            assert sync.drain(30)
+        finally:
+            sync.stop()
+    assert collector.wait_for(lambda c: len(c.ids()) >= 1000, 10)
+    assert collector.ids() == ids[500:]
+    collector.close()
+
+
+def test_tls_with_client_certificate(tmp_path: Path, tls_broker: Broker, tls_files: TlsFiles) -> None:
+    collector = Collector(tls_broker.port)
+    cfg = fast_cfg(tls_broker.tls_port or 0, tls_ca=str(tls_files.ca), tls_cert=str(tls_files.client_cert),
+                   tls_key=str(tls_files.client_key))
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        ids = fill(ob, 200)
+        sync = MqttSync(cfg, DEVICE, ob)
+        sync.start()
+        try:
+            assert sync.drain(20), sync.last_error
+        finally:
+            sync.stop()
+    assert collector.wait_for(lambda c: len(c.ids()) >= 200, 10)
+    assert collector.ids() == ids
+    collector.close()
+
+
+def test_tls_wrong_ca_is_a_clear_error_and_keeps_retrying(
+    tmp_path: Path, tls_broker: Broker, tls_files: TlsFiles
+) -> None:
+    cfg = fast_cfg(tls_broker.tls_port or 0, tls_ca=str(tls_files.wrong_ca),
+                   tls_cert=str(tls_files.client_cert), tls_key=str(tls_files.client_key))
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        fill(ob, 10)
+        sync = MqttSync(cfg, DEVICE, ob)
+        sync.start()
+        try:
+            deadline = time.monotonic() + 10
+            while sync.connect_attempts < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert sync.connect_attempts >= 3
+            assert sync.state != "connected"
+            err = str(sync.last_error)
+            assert "certificate verify failed" in err and str(tls_files.wrong_ca) in err
+            assert not sync.drain(0.3)
+            assert ob.stats()["pending"] == 10
+        finally:
+            sync.stop()
+        assert sync.state == "disconnected"
+    with pytest.raises(SyncError, match=r"mqtt\.tls_ca"):
+        MqttSync(fast_cfg(1, tls_ca=str(tmp_path / "absent.crt")), DEVICE, ob).start()
+
+
+def test_username_and_password_from_credentials_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_mosquitto()
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "mqtt-password").write_text("s3cret-pw\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    with Broker(tmp_path / "auth-broker", users={"dev": "s3cret-pw"}) as broker, \
+            Outbox(tmp_path / "q.db", big_limits()) as ob:
+        fill(ob, 20)
+        bad = MqttSync(fast_cfg(broker.port, username="dev", password_env="EDGE_TEST_PW"), DEVICE, ob)
+        monkeypatch.setenv("EDGE_TEST_PW", "wrong")
+        bad.start()
+        try:
+            deadline = time.monotonic() + 10
+            while bad.connect_attempts < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "refused" in str(bad.last_error) and bad.state != "connected"
+        finally:
+            bad.stop()
+        good = MqttSync(fast_cfg(broker.port, username="dev", password_file="mqtt-password"), DEVICE, ob)
+        good.start()
+        try:
+            assert good.drain(20), good.last_error
+        finally:
+            good.stop()
+        assert "s3cret" not in broker.log_text()
+    with pytest.raises(SyncError, match=r"mqtt\.password_file"):
+        MqttSync(fast_cfg(1, username="u", password_file="nope"), DEVICE, ob).start()
+
+
+def test_status_is_retained(tmp_path: Path, broker: Broker) -> None:
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob, status_extra=lambda: {"models": ["a.onnx"]})
+        sync.start()
+        try:
+            deadline = time.monotonic() + 10
+            while sync.state != "connected" and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert sync.publish_status({"fps": 12.5})
+            late = Collector(broker.port, topic=f"edge/{DEVICE}/status", client_id="late-joiner")
+            assert late.wait_for(lambda c: bool(c.messages), 5)
+            _, payload, retained = late.messages[-1]
+            body = json.loads(payload)
+            assert retained and body["state"] == "online"
+            assert body["fps"] == 12.5 and body["models"] == ["a.onnx"]
+            late.close()
+        finally:
+            sync.stop()
+    disabled = MqttSync(MqttConfig(enabled=False), DEVICE, ob)
+    disabled.start()
+    assert disabled.state == "disabled"

@@ -1,0 +1,71 @@
+"""Pure queue decisions: admission, drop planning, expiry, backoff, rate limit."""
+
+from __future__ import annotations
+
+import pytest
+
+from edge_agent.core.queue_policy import (
+    Limits,
+    TokenBucket,
+    admit,
+    expiry_cutoff,
+    over_limits,
+    plan_drops,
+    reconnect_delay,
+)
+
+
+def test_drop_oldest_always_admits_unless_the_message_alone_is_too_big() -> None:
+    lim = Limits(max_messages=3, max_bytes=100, max_age_s=60)
+    assert admit(lim, count=3, nbytes=100, new_bytes=10).accept
+    big = admit(lim, count=0, nbytes=0, new_bytes=101)
+    assert not big.accept and "exceeds queue.max_bytes=100" in big.reason
+
+
+@pytest.mark.parametrize(
+    ("count", "nbytes", "new", "accept", "why"),
+    [
+        (2, 50, 10, True, ""),
+        (3, 50, 10, False, "max_messages=3"),
+        (1, 95, 10, False, "max_bytes=100"),
+        (2, 90, 10, True, ""),  # exactly at the byte cap is allowed
+    ],
+)
+def test_reject_new(count: int, nbytes: int, new: int, accept: bool, why: str) -> None:
+    lim = Limits(max_messages=3, max_bytes=100, max_age_s=60, policy="reject_new")
+    decision = admit(lim, count, nbytes, new)
+    assert decision.accept is accept
+    assert why in decision.reason
+
+
+def test_plan_drops_by_count_and_by_bytes() -> None:
+    lim = Limits(max_messages=5, max_bytes=1000, max_age_s=60)
+    assert plan_drops(lim, count=8, nbytes=80, oldest_sizes=[10] * 8) == 3
+    # bytes: 1300 held, need to shed 300; oldest are 100, 150, 100 -> three rows
+    assert plan_drops(lim, count=5, nbytes=1300, oldest_sizes=[100, 150, 100, 500]) == 3
+    assert plan_drops(lim, count=5, nbytes=1000, oldest_sizes=[100]) == 0
+    # offered fewer rows than needed: never more than offered
+    assert plan_drops(lim, count=9, nbytes=0, oldest_sizes=[1, 1]) == 2
+    assert over_limits(lim, 6, 0) and over_limits(lim, 5, 1001) and not over_limits(lim, 5, 1000)
+
+
+def test_expiry_cutoff() -> None:
+    assert expiry_cutoff(Limits(1, 1, max_age_s=86400.0), now=100_000.0) == 13_600.0
+
+
+def test_reconnect_delay_is_capped_exponential() -> None:
+    delays = [reconnect_delay(n, 1.0, 60.0) for n in range(0, 10)]
+    assert delays == [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]
+    assert reconnect_delay(10_000, 0.5, 30.0) == 30.0
+
+
+def test_token_bucket() -> None:
+    unlimited = TokenBucket(0, now=0.0)
+    assert unlimited.available(0.0) >= 1 << 20 and unlimited.wait_s() == 0.0
+    b = TokenBucket(10.0, now=0.0)
+    assert b.available(0.0) == 10
+    b.take(10)
+    assert b.available(0.0) == 0
+    assert b.wait_s() == pytest.approx(0.1)
+    assert b.available(0.35) == 3
+    assert b.available(100.0) == 10  # burst capped at one second's worth
