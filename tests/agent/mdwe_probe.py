@@ -21,6 +21,8 @@ try:
 except PermissionError:
     print("MDWE active: RWX mmap refused")
 
+import sqlite3  # noqa: E402
+
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
@@ -35,6 +37,8 @@ so = ort.SessionOptions()
 s = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 out = s.run(None, {s.get_inputs()[0].name: blob.astype(np.float32)})[0]
 print("inference ok", out.shape, float(out[0, 4:].max()))
+con = sqlite3.connect(":memory:")
+print("sqlite ok", con.execute("select 40 + 2").fetchone()[0])
 # ctypes callbacks use libffi closures (the classic W^X casualty)
 CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)
 print("ctypes callback ok", CB(lambda x: x + 1)(41))

@@ -117,13 +117,14 @@ def test_sysusers_creates_user_in_video_and_dialout(tmp_path: Path) -> None:
 
 @pytest.mark.shared
 @pytest.mark.slow
-def test_inference_works_under_write_xor_execute(shared_dir: Path) -> None:
+@pytest.mark.parametrize("model", ["yolov8n-coco-fp32.onnx", "yolov8n-coco-int8-dynamic.onnx"])
+def test_inference_works_under_write_xor_execute(shared_dir: Path, model: str) -> None:
     """Backs MemoryDenyWriteExecute=yes: the CPU inference path needs no W+X memory."""
     proc = subprocess.run(
         [
             sys.executable,
             str(Path(__file__).with_name("mdwe_probe.py")),
-            str(shared_dir / "models/yolov8n-coco-fp32.onnx"),
+            str(shared_dir / "models" / model),
             str(shared_dir / "images/bus.jpg"),
         ],
         capture_output=True,
@@ -134,4 +135,4 @@ def test_inference_works_under_write_xor_execute(shared_dir: Path) -> None:
         pytest.skip(f"kernel without prctl(PR_SET_MDWE) (Linux < 6.3): {proc.stdout.strip()}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "MDWE active" in proc.stdout and "inference ok (1, 84, 8400)" in proc.stdout
-    assert "ctypes callback ok 42" in proc.stdout
+    assert "ctypes callback ok 42" in proc.stdout and "sqlite ok 42" in proc.stdout
