@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 
 from edge_agent.adapters.camera_sources import FrameSource, FrameSourceFactory, build_source_factory
+from edge_agent.core.backoff import backoff_delay
 from edge_agent.core.camera_source import Frame, SourceKind, classify_source, redact_source
 from edge_agent.core.config import CameraConfig
 from edge_agent.errors import CameraError, ImageError
@@ -222,7 +223,7 @@ class Camera:
                     self._set_state("failed")
                     log.error("camera %s: giving up after %d reconnect attempts", self.name, attempts - 1)
                     return
-                delay = min(self.cfg.reconnect_max_s, self.reconnect_min_s * 2 ** max(0, attempts - 1))
+                delay = backoff_delay(attempts, self.reconnect_min_s, self.cfg.reconnect_max_s)
                 if attempts and self._stop.wait(delay):
                     return
                 try:
@@ -235,7 +236,7 @@ class Camera:
                         "camera %s: reopen failed (%s), next try in %.1fs",
                         self.name,
                         exc,
-                        min(self.cfg.reconnect_max_s, self.reconnect_min_s * 2 ** (attempts - 1)),
+                        backoff_delay(attempts, self.reconnect_min_s, self.cfg.reconnect_max_s),
                     )
                     continue
                 if lost_at is not None:

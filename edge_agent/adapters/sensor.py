@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal, Optional, Protocol
 
 import serial
 
+from edge_agent.core.backoff import backoff_delay
 from edge_agent.core.config import SensorConfig
 from edge_agent.core.sensor_parse import EdgeTrigger, Reading, make_parser, parse_trigger
 from edge_agent.errors import SensorError
@@ -152,7 +153,9 @@ class SerialSensor:
             self.garbage += 1
             self.last_error = str(exc)
             # first few at warning level so a wrong protocol setting is obvious; then debug
-            log.log(logging.WARNING if self.garbage <= 5 else logging.DEBUG, "sensor %s: %s", self.cfg.port, exc)
+            log.log(
+                logging.WARNING if self.garbage <= 5 else logging.DEBUG, "sensor %s: %s", self.cfg.port, exc
+            )
             return None
         self.readings += 1
         with self._lock:
@@ -171,7 +174,7 @@ class SerialSensor:
             return
         try:
             cb(reading)
-        except Exception as exc:  # noqa: BLE001 - a user callback must not kill the reader; logged+counted
+        except Exception as exc:  # a user callback must not kill the reader: logged with traceback + counted
             self.callback_errors += 1
             log.exception("sensor callback %r failed: %s", cb, exc)
 
@@ -179,7 +182,7 @@ class SerialSensor:
         attempts = 0
         while not self._stop.is_set():
             if attempts:
-                delay = min(self.reconnect_max_s, self.reconnect_min_s * 2 ** (attempts - 1))
+                delay = backoff_delay(attempts, self.reconnect_min_s, self.reconnect_max_s)
                 if self._stop.wait(delay):
                     break
             try:

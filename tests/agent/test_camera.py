@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -126,7 +127,8 @@ def test_live_source_keeps_only_the_newest_frame() -> None:
         assert g is not None and fake_frame_number(g.image) > fake_frame_number(f.image) and g.seq > f.seq
 
 
-def test_stall_is_detected_and_recovered() -> None:
+def test_stall_is_detected_and_recovered(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="edge_agent.adapters.camera")
     dev = FakeDevice(fps=100, read_timeout_s=0.05)
     with Camera(fast_cfg(0), source_factory=dev.open, reconnect_min_s=0.05) as cam:
         assert cam.read(1.0) is not None
@@ -136,6 +138,9 @@ def test_stall_is_detected_and_recovered() -> None:
         dev.unstall()
         wait_until(lambda: cam.state == "streaming", what="recovered")
         assert cam.stats()["reconnects"] == 1 and dev.opens >= 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("no new frame" in m and "reconnecting" in m for m in messages)
+    assert any("recovered, streaming again" in m for m in messages)
 
 
 def test_frozen_stream_and_failed_reads_trigger_reconnect() -> None:
