@@ -1,0 +1,289 @@
+"""Frame sources: the swappable backend under :class:`edge_agent.adapters.camera.Camera`.
+
+A *frame source factory* is a zero-argument callable that opens the source (raising CameraError
+or OSError when it cannot) and returns an object with ``read()``/``close()``. ``read()`` returns a
+BGR image, or None for "no frame" (the end for a finite source, a failed read for a live one),
+raises :class:`ImageError` for one bad item that should be skipped, and CameraError/OSError when
+the source is gone (the camera then reconnects). Real: :class:`CvCaptureSource` (cv2.VideoCapture)
+and :class:`FolderSourceFactory`; fake: :class:`FakeDevice` (a camera that can be unplugged,
+made to fail, stall or freeze).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Optional, Protocol
+
+import cv2
+import numpy as np
+
+from edge_agent.core.camera_source import (
+    IMAGE_SUFFIXES,
+    SourceKind,
+    classify_source,
+    device_index,
+    redact_source,
+)
+from edge_agent.core.config import CameraConfig
+from edge_agent.errors import CameraError, ImageError
+
+log = logging.getLogger(__name__)
+
+
+class FrameSource(Protocol):
+    """What the Camera needs; a source may also have ``current_name`` (file name of the last image)."""
+
+    name: str
+    finite: bool
+
+    def read(self) -> Optional[np.ndarray]: ...
+
+    def close(self) -> None: ...
+
+
+FrameSourceFactory = Callable[[], FrameSource]
+
+
+def gstreamer_available() -> bool:
+    """Whether this cv2 build can run GStreamer pipelines (the pip wheels cannot)."""
+    for line in cv2.getBuildInformation().splitlines():
+        if line.strip().startswith("GStreamer:"):
+            return line.split(":", 1)[1].strip().upper().startswith("YES")
+    return False
+
+
+class CvCaptureSource:
+    """cv2.VideoCapture configured for the source kind (V4L2 MJPG, RTSP over TCP, GStreamer, file)."""
+
+    def __init__(self, cfg: CameraConfig, kind: SourceKind, timeout_s: float) -> None:
+        self.name = redact_source(cfg.source)
+        self.kind = kind
+        self.finite = kind.finite
+        self.loop = cfg.loop
+        src = cfg.source
+        ms = int(timeout_s * 1000)
+        if kind in (SourceKind.DEVICE_INDEX, SourceKind.V4L2_DEVICE):
+            target = device_index(src) if kind is SourceKind.DEVICE_INDEX else str(src)
+            cap = cv2.VideoCapture(target, cv2.CAP_V4L2)
+            if cap.isOpened():
+                # MJPG first: most USB cameras only reach their full fps at HD sizes compressed
+                cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter.fourcc(*"MJPG"))
+                if cfg.width:
+                    cap.set(cv2.CAP_PROP_FRAME_WIDTH, cfg.width)
+                if cfg.height:
+                    cap.set(cv2.CAP_PROP_FRAME_HEIGHT, cfg.height)
+                if cfg.fps:
+                    cap.set(cv2.CAP_PROP_FPS, cfg.fps)
+                cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)
+        elif kind is SourceKind.NETWORK:
+            if str(src).lower().startswith(("rtsp://", "rtsps://")):
+                # UDP RTP loses packets on Wi-Fi and smears frames; must be set before the open
+                os.environ.setdefault("OPENCV_FFMPEG_CAPTURE_OPTIONS", "rtsp_transport;tcp")
+            params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, ms, cv2.CAP_PROP_READ_TIMEOUT_MSEC, ms]
+            cap = cv2.VideoCapture(str(src), cv2.CAP_FFMPEG, params)
+        elif kind is SourceKind.GSTREAMER:
+            if not gstreamer_available():
+                raise CameraError(
+                    f"camera.source is a GStreamer pipeline but this OpenCV was built without GStreamer "
+                    f"(cv2.getBuildInformation(): GStreamer: NO; the pip opencv wheels are): {self.name!r}"
+                )
+            cap = cv2.VideoCapture(str(src), cv2.CAP_GSTREAMER)
+        else:
+            cap = cv2.VideoCapture(str(src))
+        if not cap.isOpened():
+            cap.release()
+            raise CameraError(f"cannot open camera source {self.name!r} ({kind.value})")
+        self._cap = cap
+
+    def read(self) -> Optional[np.ndarray]:
+        ok, img = self._cap.read()
+        if ok:
+            return np.asarray(img)
+        if self.finite and self.loop and self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0):
+            ok, img = self._cap.read()
+            return np.asarray(img) if ok else None
+        return None
+
+    def close(self) -> None:
+        self._cap.release()
+
+
+class FolderSourceFactory:
+    """Opens a replay of the images in a folder, in name order (use zero-padded names).
+
+    Remembers the last file handed out, so a reopen after the folder vanished resumes after it
+    instead of replaying from the start.
+    """
+
+    def __init__(self, folder: str, loop: bool = False) -> None:
+        self.folder = Path(folder)
+        self.loop = loop
+        self.last_name: Optional[str] = None
+
+    def __call__(self) -> FolderSource:
+        return FolderSource(self)
+
+
+class FolderSource:
+    def __init__(self, factory: FolderSourceFactory) -> None:
+        self._f = factory
+        self.name = str(factory.folder)
+        self.finite = True
+        self._files = self._list()
+        last = factory.last_name
+        self._idx = bisect.bisect_right(self._files, last) if last is not None else 0
+        self._bad_in_a_row = 0
+        self.current_name: Optional[str] = None
+
+    def _list(self) -> list[str]:
+        try:
+            names = [e.name for e in os.scandir(self._f.folder) if e.is_file()]
+        except OSError as exc:
+            raise CameraError(f"camera.source folder {self.name!r}: {exc.strerror or exc}") from None
+        return sorted(n for n in names if Path(n).suffix.lower() in IMAGE_SUFFIXES)
+
+    def read(self) -> Optional[np.ndarray]:
+        while True:
+            if self._idx >= len(self._files):
+                if not self._f.loop:
+                    return None
+                self._files, self._idx = self._list(), 0
+                if not self._files:
+                    raise CameraError(f"camera.source folder {self.name!r} has no images to loop over")
+            if self._bad_in_a_row > len(self._files):
+                # a looping folder of only broken files would otherwise spin forever
+                raise CameraError(f"camera.source folder {self.name!r}: no readable image in a full pass")
+            name = self._files[self._idx]
+            self._idx += 1
+            self._f.last_name = self.current_name = name
+            path = self._f.folder / name
+            try:
+                data = np.fromfile(path, dtype=np.uint8)
+            except OSError as exc:
+                if not self._f.folder.is_dir():
+                    raise CameraError(f"camera.source folder {self.name!r} disappeared") from None
+                raise ImageError(f"{path}: cannot read image: {exc.strerror or exc}") from None
+            img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+            if img is None:
+                self._bad_in_a_row += 1
+                raise ImageError(f"{path}: unreadable or corrupt image, skipped")
+            self._bad_in_a_row = 0
+            return np.asarray(img)
+
+    def close(self) -> None:
+        self._files = []
+
+
+def build_source_factory(cfg: CameraConfig) -> tuple[FrameSourceFactory, SourceKind]:
+    """The real factory for ``cfg.source``; permanent mistakes (no GStreamer, missing file) raise now."""
+    src = cfg.source
+    kind = classify_source(src, is_dir=isinstance(src, str) and os.path.isdir(src))
+    if kind is SourceKind.GSTREAMER and not gstreamer_available():
+        raise CameraError(
+            f"camera.source = {redact_source(src)!r} is a GStreamer pipeline but this OpenCV has no "
+            "GStreamer (cv2.getBuildInformation() shows GStreamer: NO); use the distro's python3-opencv "
+            "or a V4L2 source"
+        )
+    if kind is SourceKind.IMAGE_FOLDER:
+        if not os.path.isdir(str(src)):
+            raise CameraError(f"camera.source = {src!r}: folder not found")
+        return FolderSourceFactory(str(src), cfg.loop), kind
+    if kind is SourceKind.VIDEO_FILE and not os.path.isfile(str(src)):
+        raise CameraError(f"camera.source = {src!r}: no such video file (or folder)")
+    return (lambda: CvCaptureSource(cfg, kind, cfg.stall_timeout_s)), kind
+
+
+class FakeDevice:
+    """A fake live camera for tests: distinct numbered frames at ``fps``, with failure switches.
+
+    ``open`` is the frame source factory. Each image carries its frame number in pixel (0, 0)
+    (3 bytes, little endian) so tests can tell frames apart. Like a real V4L2/RTSP source,
+    ``read()`` blocks until the next frame is due; a stalled read gives up after ``read_timeout_s``
+    (what CAP_PROP_READ_TIMEOUT_MSEC does) and returns None.
+    """
+
+    def __init__(
+        self, fps: float = 100.0, shape: tuple[int, int] = (48, 64), read_timeout_s: float = 0.2
+    ) -> None:
+        self.period = 1.0 / fps
+        self.shape = shape
+        self.read_timeout_s = read_timeout_s
+        self.produced = 0
+        self.opens = 0
+        self.unplugged = False
+        self.fail_reads = 0
+        self.frozen = False
+        self._unstall = threading.Event()
+        self._unstall.set()
+        self._lock = threading.Lock()
+
+    # switches the test flips
+    def unplug(self) -> None:
+        self.unplugged = True
+
+    def replug(self) -> None:
+        self.unplugged = False
+
+    def stall(self) -> None:
+        self._unstall.clear()
+
+    def unstall(self) -> None:
+        self._unstall.set()
+
+    def open(self) -> FakeCapture:
+        if self.unplugged:
+            raise CameraError("fake camera: no such device")
+        self.opens += 1
+        return FakeCapture(self)
+
+    def next_image(self) -> np.ndarray:
+        with self._lock:
+            n = self.produced
+            self.produced += 1
+        img = np.zeros((*self.shape, 3), dtype=np.uint8)
+        img[0, 0] = (n & 0xFF, (n >> 8) & 0xFF, (n >> 16) & 0xFF)
+        return img
+
+
+def fake_frame_number(img: np.ndarray) -> int:
+    """The frame number :class:`FakeDevice` wrote into pixel (0, 0)."""
+    b, g, r = (int(v) for v in img[0, 0])
+    return b | (g << 8) | (r << 16)
+
+
+class FakeCapture:
+    def __init__(self, dev: FakeDevice) -> None:
+        self._dev = dev
+        self.name = "fake"
+        self.finite = False
+        self._next = time.monotonic()
+        self._last: Optional[np.ndarray] = None
+        self._closed = False
+
+    def read(self) -> Optional[np.ndarray]:
+        dev = self._dev
+        if self._closed:
+            raise CameraError("fake camera: read after close")
+        if dev.unplugged:
+            raise CameraError("fake camera: device disconnected")
+        if not dev._unstall.wait(dev.read_timeout_s):
+            return None
+        delay = self._next - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        self._next = max(self._next + dev.period, time.monotonic())
+        if dev.fail_reads > 0:
+            dev.fail_reads -= 1
+            return None
+        if dev.frozen and self._last is not None:
+            return self._last.copy()
+        self._last = dev.next_image()
+        return self._last
+
+    def close(self) -> None:
+        self._closed = True

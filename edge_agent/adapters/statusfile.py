@@ -1,0 +1,84 @@
+"""The status file: a small JSON snapshot the running agent rewrites and ``edge-agent status`` reads.
+
+Written atomically (temp file in the same directory + ``os.replace``) so a reader never sees half a
+file. No fsync: it lives on /run (tmpfs) and is rewritten every few seconds, so durability buys
+nothing and fsync on an SD card costs write amplification.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, TypedDict, Union
+
+from edge_agent.errors import EdgeAgentError
+
+
+class AgentStatus(TypedDict, total=False):
+    """Keys the loop is expected to write (all optional; unknown keys are kept)."""
+
+    device_id: str
+    version: str
+    pid: int
+    started_at: float  # wall clock
+    fps: float
+    latency_ms: dict[str, float]  # e.g. {"preprocess": 3.1, "infer": 41.0, "total": 52.3}
+    queue_depth: int
+    last_sync: Optional[float]  # wall clock of the last broker ack
+    mqtt_connected: bool
+    camera: dict[str, Any]  # Camera.stats()
+    sensor: dict[str, Any]  # SerialSensor.stats()
+    provider: str
+
+
+@dataclass(frozen=True)
+class StatusSnapshot:
+    data: dict[str, Any]
+    written_at: float  # wall clock, from the file
+    age_s: float
+
+    def is_stale(self, max_age_s: float) -> bool:
+        return self.age_s > max_age_s
+
+
+def write_status(path: Union[str, Path], status: Mapping[str, Any], now: Optional[float] = None) -> None:
+    """Atomically replace ``path`` with ``status`` plus ``written_at`` (wall clock); creates the directory."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    body = dict(status)
+    body["written_at"] = time.time() if now is None else now
+    text = json.dumps(body, sort_keys=True, default=str)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_status(path: Union[str, Path], now: Optional[float] = None) -> Optional[StatusSnapshot]:
+    """The last snapshot and its age; None when there is no file (agent not running / never ran)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise EdgeAgentError(f"{p}: cannot read status file: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EdgeAgentError(f"{p}: not a valid status file (JSON: {exc.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("written_at"), (int, float)):
+        raise EdgeAgentError(f"{p}: not a valid status file (expected a JSON object with 'written_at')")
+    written = float(data["written_at"])
+    t = time.time() if now is None else now
+    return StatusSnapshot(data=data, written_at=written, age_s=max(0.0, t - written))

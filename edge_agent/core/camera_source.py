@@ -1,0 +1,109 @@
+"""What a ``camera.source`` string means (pure: no I/O) and the frame record cameras hand out.
+
+The same config key accepts a V4L2 index, a device node, a network URL, a GStreamer pipeline, a
+video file or a folder of images; deciding which *before* touching cv2 lets the adapter pick the
+right backend and options and lets us test the rules without any hardware.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional, Union
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+NETWORK_SCHEMES = frozenset({"rtsp", "rtsps", "http", "https", "rtmp", "udp", "tcp"})
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
+
+
+class SourceKind(str, enum.Enum):
+    DEVICE_INDEX = "device_index"  # 0, "0": V4L2 by index
+    V4L2_DEVICE = "v4l2_device"  # /dev/video0, /dev/v4l/by-id/...
+    NETWORK = "network"  # rtsp://, http:// ...
+    GSTREAMER = "gstreamer"  # "libcamerasrc ! ... ! appsink"
+    VIDEO_FILE = "video_file"  # clip.mp4
+    IMAGE_FOLDER = "image_folder"  # frames/
+
+    @property
+    def finite(self) -> bool:
+        """Files and folders end (or loop); everything else is a live stream."""
+        return self in (SourceKind.VIDEO_FILE, SourceKind.IMAGE_FOLDER)
+
+
+def classify_source(source: Union[int, str], *, is_dir: bool = False) -> SourceKind:
+    """Classify a ``camera.source`` value.
+
+    ``is_dir`` is the one fact that needs the filesystem; the caller passes ``os.path.isdir(source)``.
+    A path ending in ``/`` is a folder even when it does not exist yet.
+    """
+    if isinstance(source, bool):
+        raise TypeError("camera source must be an int or a str, not a bool")
+    if isinstance(source, int):
+        return SourceKind.DEVICE_INDEX
+    text = source.strip()
+    if text.isdigit():
+        return SourceKind.DEVICE_INDEX
+    if "!" in text:
+        return SourceKind.GSTREAMER
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme in NETWORK_SCHEMES:
+        return SourceKind.NETWORK
+    if text.startswith("/dev/"):
+        return SourceKind.V4L2_DEVICE
+    if is_dir or text.endswith("/"):
+        return SourceKind.IMAGE_FOLDER
+    return SourceKind.VIDEO_FILE
+
+
+def device_index(source: Union[int, str]) -> int:
+    """The V4L2 index of ``0``/``"0"``/``"/dev/video0"``."""
+    if isinstance(source, int):
+        return source
+    text = source.strip()
+    return int(text[len("/dev/video") :] if text.startswith("/dev/video") else text)
+
+
+def redact_source(source: Union[int, str]) -> str:
+    """The source as it may appear in logs/status: credentials in URLs replaced by ``***``."""
+    text = str(source)
+    if "://" not in text or "@" not in text:
+        return text
+    parts = urlsplit(text)
+    if parts.username is None and parts.password is None:
+        return text
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+
+
+def csi_pipeline_pi(width: int = 1280, height: int = 720, fps: float = 30) -> str:
+    """A Raspberry Pi CSI camera (libcamera) pipeline ending in an appsink OpenCV can read."""
+    return (
+        f"libcamerasrc ! video/x-raw,width={width},height={height},framerate={int(fps)}/1 "
+        "! videoconvert ! video/x-raw,format=BGR ! appsink drop=true max-buffers=1"
+    )
+
+
+def csi_pipeline_jetson(width: int = 1280, height: int = 720, fps: float = 30, sensor_id: int = 0) -> str:
+    """A Jetson CSI camera (nvarguscamerasrc) pipeline ending in an appsink OpenCV can read."""
+    return (
+        f"nvarguscamerasrc sensor-id={sensor_id} ! video/x-raw(memory:NVMM),width={width},height={height},"
+        f"framerate={int(fps)}/1 ! nvvidconv ! video/x-raw,format=BGRx ! videoconvert "
+        "! video/x-raw,format=BGR ! appsink drop=true max-buffers=1"
+    )
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One captured image (BGR, HxWx3 uint8) with both clocks: monotonic for latency, wall for records."""
+
+    image: np.ndarray
+    ts_mono: float
+    ts_wall: float
+    seq: int
+    source: str
+    # file name for folder replays (None for streams)
+    name: Optional[str] = None
