@@ -138,8 +138,13 @@ class Agent:
             camera.start()
             self.ready_s = time.monotonic() - self._t0
             sdnotify.ready()
-            log.info("ready in %.2fs: camera %s, detector %s, provider %s", self.ready_s, camera.name,
-                     models.detector.model.info.model_id, models.provider)
+            log.info(
+                "ready in %.2fs: camera %s, detector %s, provider %s",
+                self.ready_s,
+                camera.name,
+                models.detector.model.info.model_id,
+                models.provider,
+            )
             self._loop(camera, outbox, sync, sensor)
         finally:
             sdnotify.stopping()
@@ -151,7 +156,9 @@ class Agent:
                 sync.stop()
             self._write_status(camera, outbox, sync, sensor, final=True)
             outbox.close()
-        log.info("stopped after %d frames, %d results queued, %d errors", self.frames, self.emitted, self.errors)
+        log.info(
+            "stopped after %d frames, %d results queued, %d errors", self.frames, self.emitted, self.errors
+        )
         return 0
 
     def _start_sync(self, outbox: Outbox) -> Any:
@@ -184,8 +191,12 @@ class Agent:
         wd = sdnotify.watchdog_interval_s()
         policy = OutputPolicy.from_config(cfg.output)
         topic = topics(cfg.mqtt.topic_prefix, cfg.device.id)[0]
-        trigger_only = sensor is not None and cfg.sensor is not None and bool(cfg.sensor.trigger) \
+        trigger_only = (
+            sensor is not None
+            and cfg.sensor is not None
+            and bool(cfg.sensor.trigger)
             and cfg.camera.interval_s == 0
+        )
         paced = cfg.camera.interval_s > 0 or trigger_only
         prefetch = None if paced else _Prefetch(camera, lambda: self._models)  # type: ignore[arg-type,return-value]
         last_ping = last_status = 0.0
@@ -218,7 +229,12 @@ class Agent:
                 prefetch.close()
 
     def _next(
-        self, camera: Camera, prefetch: Optional[_Prefetch], sensor: Any, paced: bool, trigger_only: bool,
+        self,
+        camera: Camera,
+        prefetch: Optional[_Prefetch],
+        sensor: Any,
+        paced: bool,
+        trigger_only: bool,
         next_shot: float,
     ) -> Optional[tuple[Frame, Optional[Prepared], ModelSet]]:
         if prefetch is not None:
@@ -242,15 +258,27 @@ class Agent:
         return (frame, None, self._models) if frame is not None else None
 
     def _process(
-        self, frame: Frame, prepared: Optional[Prepared], models: ModelSet, policy: OutputPolicy,
-        outbox: Outbox, topic: str, sensor: Any,
+        self,
+        frame: Frame,
+        prepared: Optional[Prepared],
+        models: ModelSet,
+        policy: OutputPolicy,
+        outbox: Outbox,
+        topic: str,
+        sensor: Any,
     ) -> None:
         if models is not self._models:  # reloaded meanwhile: prepared for the old model's input size
             models, prepared = self._models, None  # type: ignore[assignment]
         t0 = time.monotonic()
         try:
-            dets, timings = run_cascade(frame.image, models.detector, models.classifier, models.classify_ids,
-                                        models.crop_padding, prepared)
+            dets, timings = run_cascade(
+                frame.image,
+                models.detector,
+                models.classifier,
+                models.classify_ids,
+                models.crop_padding,
+                prepared,
+            )
         except EdgeAgentError as exc:
             self.errors += 1
             log.error("frame %d: %s", frame.seq, exc)
@@ -316,13 +344,17 @@ class Agent:
         if not self._latency:
             return {}
         keys = set().union(*self._latency)
-        return {k: round(sorted(d.get(k, 0.0) for d in self._latency)[len(self._latency) // 2], 2) for k in keys}
+        return {
+            k: round(sorted(d.get(k, 0.0) for d in self._latency)[len(self._latency) // 2], 2) for k in keys
+        }
 
     def _status_fields(self) -> dict[str, Any]:
         m = self._models
         return {"models": m.describe() if m else {}, "fps": round(self.fps(), 2), "frames": self.frames}
 
-    def _write_status(self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any, final: bool = False) -> None:
+    def _write_status(
+        self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any, final: bool = False
+    ) -> None:
         q = outbox.stats()
         broker = sync.state if sync is not None else "disabled"
         status = {
@@ -346,15 +378,17 @@ class Agent:
             "provider": self._models.provider if self._models else None,
             "clock_synced": clock_synchronised(),
         }
-        sdnotify.status(f"{status['fps']} fps, queue {q.get('pending')}, broker {broker}, camera {camera.state}")
+        sdnotify.status(
+            f"{status['fps']} fps, queue {q.get('pending')}, broker {broker}, camera {camera.state}"
+        )
         try:
             write_status(self.cfg.health.status_file, status)
         except (OSError, EdgeAgentError) as exc:
             log.warning("status file %s not written: %s", self.cfg.health.status_file, exc)
         now = time.monotonic()
-        if sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s:
-            if sync.publish_status({"fps": status["fps"], "queue_depth": status["queue_depth"]}):
-                self._last_mqtt_status = now
+        due = sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s
+        if due and sync.publish_status({"fps": status["fps"], "queue_depth": status["queue_depth"]}):
+            self._last_mqtt_status = now
 
 
 def encode_snapshot(image: Any, max_bytes: int) -> Optional[str]:
@@ -365,5 +399,7 @@ def encode_snapshot(image: Any, max_bytes: int) -> Optional[str]:
             ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, quality])
             if ok and len(buf) <= max_bytes:
                 return base64.b64encode(buf.tobytes()).decode("ascii")
-        img = cv2.resize(img, (max(1, img.shape[1] // 2), max(1, img.shape[0] // 2)), interpolation=cv2.INTER_AREA)
+        img = cv2.resize(
+            img, (max(1, img.shape[1] // 2), max(1, img.shape[0] // 2)), interpolation=cv2.INTER_AREA
+        )
     return None

@@ -113,11 +113,16 @@ def check(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.file)
     warnings = []
-    for name, path in (("detector.model", cfg.detector.model), ("classifier.model", cfg.classifier.model if cfg.classifier else "")):
+    for name, path in (
+        ("detector.model", cfg.detector.model),
+        ("classifier.model", cfg.classifier.model if cfg.classifier else ""),
+    ):
         if path and not Path(path).is_file():
             warnings.append(f"{args.file}: {name} = {path!r}: file not found (yet)")
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
-    sys.stdout.write(f"{args.file}: OK (device {cfg.device.id}, camera {cfg.camera.source!r}, mqtt "
-                     f"{cfg.mqtt.host}:{cfg.mqtt.port if cfg.mqtt.enabled else 'disabled'})\n")
+    sys.stdout.write(
+        f"{args.file}: OK (device {cfg.device.id}, camera {cfg.camera.source!r}, mqtt "
+        f"{cfg.mqtt.host}:{cfg.mqtt.port if cfg.mqtt.enabled else 'disabled'})\n"
+    )
     return 0

@@ -36,8 +36,13 @@ class ModelSet:
         ids = None
         c = cfg.classifier
         if c is not None:
-            cm = OnnxModel(c.model, provider=c.provider or d.provider, threads=d.threads, labels=c.labels,
-                           state_dir=state)
+            cm = OnnxModel(
+                c.model,
+                provider=c.provider or d.provider,
+                threads=d.threads,
+                labels=c.labels,
+                state_dir=state,
+            )
             classifier = Classifier(cm, top_k=c.top_k)
             ids = detector.class_ids(c.classes) if c.classes else None
         return cls(detector, classifier, ids, c.crop_padding if c else 0.1)

@@ -19,27 +19,34 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("queue", help="inspect, drain, export or purge the durable outbox",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "queue", help="inspect, drain, export or purge the durable outbox", description=__doc__
+    )
     actions = parser.add_subparsers(dest="queue_action", metavar="ACTION", required=True)
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--config", "-c", default=str(DEFAULT_CONFIG_PATH),
-                       help="config TOML (default: %(default)s)")
+        p.add_argument(
+            "--config", "-c", default=str(DEFAULT_CONFIG_PATH), help="config TOML (default: %(default)s)"
+        )
         p.set_defaults(func=run)
         return p
 
     action("stats", "pending/bytes/oldest/dropped and other counters").add_argument(
-        "--json", action="store_true", help="one JSON object")
+        "--json", action="store_true", help="one JSON object"
+    )
     action("drain", "publish everything pending to the configured broker, then exit").add_argument(
-        "--timeout", type=float, default=60.0, metavar="S", help="give up after S seconds (default 60)")
+        "--timeout", type=float, default=60.0, metavar="S", help="give up after S seconds (default 60)"
+    )
     action("peek", "show the oldest messages as JSON lines").add_argument(
-        "-n", type=int, default=10, metavar="N", help="how many (default 10)")
+        "-n", type=int, default=10, metavar="N", help="how many (default 10)"
+    )
     action("export", "write every queued message as JSON lines").add_argument(
-        "-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+        "-o", "--output", metavar="FILE", help="file to write (default: stdout)"
+    )
     action("purge", "delete every queued message").add_argument(
-        "--yes", "-y", action="store_true", help="do not ask")
+        "--yes", "-y", action="store_true", help="do not ask"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,8 +116,10 @@ def _drain(cfg: Config, timeout: float) -> int:
         sys.stderr.write(f"drained {before - left} messages to {where}; queue empty\n")
         return 0
     reason = f" (last error: {sync.last_error})" if sync.last_error else ""
-    sys.stderr.write(f"edge-agent queue drain: timed out after {timeout:g}s with {left} messages still "
-                     f"queued{reason}; nothing was lost\n")
+    sys.stderr.write(
+        f"edge-agent queue drain: timed out after {timeout:g}s with {left} messages still "
+        f"queued{reason}; nothing was lost\n"
+    )
     return 1
 
 
@@ -122,8 +131,10 @@ def _purge(cfg: Config, yes: bool) -> int:
         n = outbox.stats()["pending"]
         if not yes:
             if not sys.stdin.isatty():
-                sys.stderr.write(f"edge-agent queue purge: refusing to delete {n} messages without --yes "
-                                 "(no terminal to ask on)\n")
+                sys.stderr.write(
+                    f"edge-agent queue purge: refusing to delete {n} messages without --yes "
+                    "(no terminal to ask on)\n"
+                )
                 return 1
             answer = input(f"Delete {n} queued messages from {cfg.queue.path}? [y/N] ")
             if answer.strip().lower() not in ("y", "yes"):

@@ -13,7 +13,9 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="run the inference loop (the systemd service runs this)", description=__doc__)
+    p = sub.add_parser(
+        "run", help="run the inference loop (the systemd service runs this)", description=__doc__
+    )
     p.add_argument("--config", "-c", help="config file (default /etc/edge-agent/config.toml)")
     p.add_argument("--max-frames", type=int, help="process N frames, flush the queue and exit 0")
     p.set_defaults(func=run)
@@ -88,7 +90,9 @@ def demo(args: argparse.Namespace) -> int:
             for d in dets
         )
         t = body["timings_ms"]
-        out.write(f"{Path(body['image']).name:<18} {len(dets):2d} found  {t.get('total', 0):6.1f} ms  {what}\n")
+        out.write(
+            f"{Path(body['image']).name:<18} {len(dets):2d} found  {t.get('total', 0):6.1f} ms  {what}\n"
+        )
         out.flush()
 
     agent = Agent(cfg, None, max_frames=args.frames, on_result=show)

@@ -39,14 +39,24 @@ def run(args: argparse.Namespace) -> int:
         w = sys.stdout.write
         cam = d.get("camera") or {}
         q = d.get("queue") or {}
-        w(f"device     {d.get('device_id')}  v{d.get('version')}  {d.get('state')}  (status {snap.age_s:.0f}s old)\n")
-        w(f"throughput {d.get('fps')} fps, {d.get('frames')} frames, {d.get('results')} results, {d.get('errors')} errors\n")
+        w(
+            f"device     {d.get('device_id')}  v{d.get('version')}  {d.get('state')}  (status {snap.age_s:.0f}s old)\n"
+        )
+        w(
+            f"throughput {d.get('fps')} fps, {d.get('frames')} frames, {d.get('results')} results, {d.get('errors')} errors\n"
+        )
         w(f"latency    {d.get('latency_ms')} ms (median of recent frames)\n")
-        w(f"camera     {cam.get('state')} {cam.get('source')}  dropped {cam.get('dropped')}  reconnects {cam.get('reconnects')}\n")
-        w(f"queue      {q.get('pending')} pending, {q.get('bytes')} bytes, oldest {q.get('oldest')}, dropped {q.get('dropped')}\n")
+        w(
+            f"camera     {cam.get('state')} {cam.get('source')}  dropped {cam.get('dropped')}  reconnects {cam.get('reconnects')}\n"
+        )
+        w(
+            f"queue      {q.get('pending')} pending, {q.get('bytes')} bytes, oldest {q.get('oldest')}, dropped {q.get('dropped')}\n"
+        )
         w(f"broker     {d.get('broker')}  last sync {d.get('last_sync')}\n")
         w(f"provider   {d.get('provider')}  clock synced: {d.get('clock_synced')}\n")
     if d.get("state") == "running" and snap.is_stale(args.max_age):
-        sys.stderr.write(f"edge-agent status: status is {snap.age_s:.0f}s old: the agent may be hung or stopped\n")
+        sys.stderr.write(
+            f"edge-agent status: status is {snap.age_s:.0f}s old: the agent may be hung or stopped\n"
+        )
         return 1
     return 0

@@ -1,0 +1,279 @@
+"""The agent end to end: ``edge-agent run`` as a subprocess with a folder camera, a pty serial
+sensor, a real mosquitto, a NOTIFY_SOCKET, and real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+import cv2
+import pytest
+from helpers_models import bright_scene, make_bright_detector, make_color_classifier
+from helpers_mqtt import Broker, Collector, require_mosquitto
+
+pytestmark = pytest.mark.slow
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    """Models, a folder of 4 scenes (0..3 red squares), and a state dir."""
+    imgs = tmp_path / "camera"
+    imgs.mkdir()
+    for n in range(4):
+        squares = [(32 + 64 * i, 64, 32) for i in range(n)]
+        cv2.imwrite(str(imgs / f"{n:03d}.png"), bright_scene(128, 256, squares, color=(0, 0, 255)))
+    return {
+        "root": tmp_path,
+        "camera": imgs,
+        "det": make_bright_detector(tmp_path / "det.onnx"),
+        "cls": make_color_classifier(tmp_path / "cls.onnx"),
+        "state": tmp_path / "state",
+    }
+
+
+def write_config(w: dict[str, Path], *, port: int = 1, loop: bool = False, extra: str = "", det: Path | None = None,
+                 mqtt: bool = True, mode: str = "every_frame") -> Path:
+    cfg = w["root"] / "config.toml"
+    cfg.write_text(
+        f"""
+[device]
+id = "cam-1"
+state_dir = "{w['state']}"
+[camera]
+source = "{w['camera']}"
+loop = {str(loop).lower()}
+stall_timeout_s = 1.0
+reconnect_max_s = 0.5
+[detector]
+model = "{det or w['det']}"
+conf_threshold = 0.6
+[classifier]
+model = "{w['cls']}"
+[mqtt]
+enabled = {str(mqtt).lower()}
+host = "127.0.0.1"
+port = {port}
+reconnect_min_s = 0.2
+reconnect_max_s = 1.0
+[queue]
+path = "{w['state']}/outbox.db"
+flush_interval_s = 0.2
+[output]
+mode = "{mode}"
+[health]
+status_file = "{w['state']}/status.json"
+{extra}
+"""
+    )
+    return cfg
+
+
+def start_agent(cfg: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    e = {**os.environ, **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "edge_agent", "run", "--config", str(cfg), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+
+
+def status(w: dict[str, Path]) -> dict[str, Any]:
+    try:
+        return json.loads((w["state"] / "status.json").read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return {}
+
+
+def queue_stats(cfg: Path) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-m", "edge_agent", "queue", "stats", "--config", str(cfg), "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    require_mosquitto()
+    b = Broker(tmp_path / "broker")
+    b.start()
+    yield b
+    b.stop()
+
+
+class PtySensor:
+    """A serial sensor on a pty: a thread writes ``temp=..`` lines like a microcontroller would."""
+
+    def __init__(self, link: Path) -> None:
+        self.master, slave = os.openpty()
+        self.link = link
+        link.symlink_to(os.ttyname(slave))
+        os.close(slave)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self.stop.wait(0.1):
+            lines = b"temp=21.5 hum=40\n" if i % 3 else b"%% garbage \xff line\n"
+            try:
+                os.write(self.master, lines)
+            except OSError:
+                return
+            i += 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        os.close(self.master)
+
+
+def test_results_with_detections_and_sensor_readings_reach_the_broker(world: dict[str, Path], broker: Broker) -> None:
+    sensor = PtySensor(world["root"] / "ttyUSB0")
+    try:
+        cfg = write_config(world, port=broker.port, extra=f'[sensor]\nport = "{sensor.link}"\nprotocol = "kv"\n')
+        col = Collector(broker.port, "edge/#", client_id="e2e-collector")
+        time.sleep(0.5)  # let the sensor deliver a reading before the first frame
+        proc = start_agent(cfg)
+        assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+        assert col.wait_for(lambda c: len(c.on_topic("/detections")) >= 4, 20)
+        msgs = sorted(col.on_topic("/detections"), key=lambda m: m["image"])
+        col.close()
+    finally:
+        sensor.close()
+    assert [m["image"] for m in msgs] == ["000.png", "001.png", "002.png", "003.png"]
+    for n, m in enumerate(msgs):
+        assert len(m["detections"]) == n  # one detection per red square
+        assert all(d["label"] == "bright" and d["classification"]["label"] == "red" for d in m["detections"])
+        assert m["device_id"] == "cam-1" and m["schema"] == 1 and len(m["id"]) == 32
+        assert m["models"]["detector"]["sha256"] == __import__("hashlib").sha256(world["det"].read_bytes()).hexdigest()
+        assert "clock_synced" in m and m["ts_mono"] > 0
+        assert m["sensor"] == {"temp": 21.5, "hum": 40}
+    assert queue_stats(cfg)["pending"] == 0
+
+
+def test_notify_socket_gets_ready_status_and_watchdog(world: dict[str, Path], tmp_path: Path) -> None:
+    sock_path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(0.5)
+    cfg = write_config(world, loop=True, mqtt=False)
+    proc = start_agent(cfg, env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "400000"})
+    got: list[str] = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            "READY=1" in got and got.count("WATCHDOG=1") >= 3 and any(g.startswith("STATUS=") for g in got)
+        ):
+            try:
+                got.extend(sock.recv(4096).decode().split("\n"))
+            except socket.timeout:
+                continue
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        sock.close()
+    assert "READY=1" in got and got.count("WATCHDOG=1") >= 3
+    assert got.index("READY=1") < len(got) - 1
+    assert any(g.startswith("STATUS=") and "fps" in g and "queue" in g for g in got)
+
+
+def test_sigterm_keeps_every_result(world: dict[str, Path]) -> None:
+    # broker port 1 is closed: everything must stay in the queue, nothing lost at SIGTERM
+    cfg = write_config(world, loop=True, port=1)
+    proc = start_agent(cfg)
+    wait_until(lambda: status(world).get("results", 0) >= 10, what="10 results")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    final = status(world)
+    assert final["state"] == "stopped"
+    assert queue_stats(cfg)["pending"] == final["results"] >= 10
+
+
+def test_sighup_swaps_the_model_and_keeps_the_old_one_on_failure(world: dict[str, Path]) -> None:
+    cfg = write_config(world, loop=True, mqtt=False)
+    proc = start_agent(cfg)
+    try:
+        wait_until(lambda: status(world).get("frames", 0) >= 3, what="frames")
+        # a broken model: the reload fails and the agent keeps running on the old one
+        bad = world["root"] / "broken.onnx"
+        bad.write_bytes(world["det"].read_bytes()[:100])
+        write_config(world, loop=True, mqtt=False, det=bad)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.5)
+        frames = status(world).get("frames", 0)
+        wait_until(lambda: status(world).get("frames", 0) > frames + 3, what="frames after failed reload")
+        assert status(world).get("reloads") == 0 and proc.poll() is None
+        # a good new model with other class names: swapped in
+        new = make_bright_detector(world["root"] / "det2.onnx", imgsz=96)
+        write_config(world, loop=True, mqtt=False, det=new)
+        proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: status(world).get("reloads") == 1, what="reload")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    r = subprocess.run([sys.executable, "-m", "edge_agent", "queue", "export", "--config", str(cfg)],
+                       capture_output=True, text=True, timeout=60)
+    shas = {json.loads(line)["payload"]["models"]["detector"]["sha256"][:12] for line in r.stdout.splitlines()}
+    assert len(shas) == 2  # results from the old and the new detector
+
+
+def test_camera_folder_removed_and_restored_recovers(world: dict[str, Path]) -> None:
+    cfg = write_config(world, loop=True, mqtt=False)
+    proc = start_agent(cfg)
+    moved = world["root"] / "camera-away"
+    try:
+        wait_until(lambda: status(world).get("frames", 0) >= 3, what="frames")
+        world["camera"].rename(moved)
+        wait_until(lambda: status(world).get("camera", {}).get("state") == "reconnecting", what="reconnecting")
+        moved.rename(world["camera"])
+        before = status(world)["frames"]
+        wait_until(lambda: status(world).get("camera", {}).get("state") == "streaming"
+                   and status(world)["frames"] > before + 3, what="recovery")
+        assert status(world)["camera"]["reconnects"] >= 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
+@pytest.mark.parametrize(
+    ("snippet", "expected"),
+    [
+        ("[mqtt]\nhots = 'x'\n", "unknown key 'mqtt.hots'"),
+        ("[mqtt]\nport = 'eighty'\n", "mqtt.port = 'eighty'"),
+        ("[queue]\npolicy = 'keep_all'\n", "queue.policy = 'keep_all'"),
+        ("[device\nid = 1\n", "not valid TOML"),
+        ("[output]\nmode = 'sometimes'\n", "output.mode"),
+        ("[sensor]\nport = 'loop://'\ntrigger = 'pir >>> 1'\n", "pir >>> 1"),
+        ("[detector]\nmodel = 'MISSING.onnx'\n", "MISSING.onnx: model file not found"),
+        ("[detector]\nclasses = ['unicorn']\n", "unknown class 'unicorn'"),
+    ],
+)
+def test_invalid_configs_give_one_clear_error(world: dict[str, Path], snippet: str, expected: str) -> None:
+    cfg = world["root"] / "bad.toml"
+    base = f'[camera]\nsource = "{world["camera"]}"\n[queue]\npath = "{world["state"]}/q.db"\n' \
+           f'[health]\nstatus_file = "{world["state"]}/s.json"\n'
+    if "[detector]" in snippet and "MISSING" not in snippet:
+        snippet = snippet.replace("[detector]\n", f'[detector]\nmodel = "{world["det"]}"\n')
+    cfg.write_text(snippet + "\n" + base if "[device" in snippet else base + snippet)
+    r = subprocess.run([sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg), "--max-frames", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in r.stderr
+    assert expected in err[0] and str(cfg) in err[0] or expected in err[0]
