@@ -11,8 +11,6 @@ from edge_agent.core.camera_source import (
     redact_source,
 )
 
-pytestmark = pytest.mark.arm_smoke
-
 
 @pytest.mark.parametrize(
     ("source", "is_dir", "kind"),
