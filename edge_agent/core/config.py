@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edge_agent.errors import ConfigError
 
@@ -79,6 +79,18 @@ class SensorConfig(_Section):
     trigger: Optional[str] = None
     attach_to_results: bool = True
     publish: bool = False
+
+    @model_validator(mode="after")
+    def _protocol_and_trigger_parse(self) -> SensorConfig:
+        # checked here so `config check` and startup fail on a bad regex/trigger, not the reader thread
+        from edge_agent.core.sensor_parse import make_parser, parse_trigger
+
+        try:
+            make_parser(self)
+            parse_trigger(self.trigger)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class MqttConfig(_Section):

@@ -1,0 +1,85 @@
+"""The watchdog is pinged by the loop itself: a hung inference stops the pings."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import pytest
+from helpers_models import bright_scene, make_bright_detector
+
+from edge_agent.adapters.board import BoardInfo
+from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.app.agent import Agent
+from edge_agent.app.modelset import ModelSet
+from edge_agent.app.pipeline import DetectOutput, Detector, Prepared
+from edge_agent.core.config import Config
+
+
+class HangingDetector(Detector):
+    """A real detector whose inference blocks while ``hang`` is set, like a wedged driver call."""
+
+    def __init__(self, *a: object, **kw: object) -> None:
+        super().__init__(*a, **kw)  # type: ignore[arg-type]
+        self.hang = threading.Event()
+        self.release = threading.Event()
+        self.hanging = threading.Event()
+
+    def detect_prepared(self, prep: Prepared, keep_raw: bool = False) -> DetectOutput:
+        if self.hang.is_set():
+            self.hanging.set()
+            self.release.wait(30)
+        return super().detect_prepared(prep, keep_raw)
+
+
+def test_hung_inference_stops_watchdog_pings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    imgs = tmp_path / "cam"
+    imgs.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(imgs / f"{i}.png"), bright_scene(64, 64, [(8 * i, 8, 8)]))
+    det = HangingDetector(OnnxModel(make_bright_detector(tmp_path / "d.onnx"),
+                                    board=BoardInfo("generic-x86", "t", "x86_64", 2)))
+    cfg = Config.model_validate({
+        "device": {"id": "wd", "state_dir": str(tmp_path)},
+        "camera": {"source": str(imgs), "loop": True},
+        "mqtt": {"enabled": False},
+        "queue": {"path": str(tmp_path / "q.db")},
+        "health": {"status_file": str(tmp_path / "status.json")},
+    })
+    sock_path = tmp_path / "n.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(0.05)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(sock_path))
+    monkeypatch.setenv("WATCHDOG_USEC", "200000")  # ping every 0.1 s
+    agent = Agent(cfg, models=ModelSet(det))
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+
+    def pings_during(seconds: float) -> int:
+        n, end = 0, time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                n += sock.recv(4096).decode().split("\n").count("WATCHDOG=1")
+            except socket.timeout:
+                pass
+        return n
+
+    try:
+        assert pings_during(1.0) >= 5  # healthy loop: ~10 pings a second
+        det.hang.set()
+        assert det.hanging.wait(5)
+        pings_during(0.15)  # a ping already in flight when the hang began
+        assert pings_during(1.0) == 0  # wedged inference: systemd would restart us
+        det.hang.clear()
+        det.release.set()
+        assert pings_during(1.0) >= 5  # and the pings come back with the loop
+    finally:
+        det.release.set()
+        agent.stop_event.set()
+        t.join(10)
+        sock.close()
+    assert not t.is_alive()
