@@ -1,0 +1,109 @@
+"""Agent loop benchmark: throughput vs bare session.run, time to READY, peak RSS.
+
+    python tests/bench/bench_agent.py [--model M ...] [--classifier C] [--frames N]
+
+Runs ``edge-agent run`` as a subprocess on a looping folder camera (the shared photos, or the
+bundled samples), listens on a NOTIFY_SOCKET for READY=1, reads fps from the status file, and
+takes peak RSS from the child's rusage. Bare ``session.run`` latency of the same model is measured
+in this process right before and after, and the median of both is the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
+
+
+def bare_run_ms(model: Path, runs: int = 30) -> float:
+    import onnxruntime as ort
+
+    s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    i = s.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in i.shape]
+    x = np.random.default_rng(0).uniform(0, 1, shape).astype(np.float32)
+    for _ in range(3):
+        s.run(None, {i.name: x})
+    t = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        s.run(None, {i.name: x})
+        t.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(t)
+
+
+def run_agent(model: Path, classifier: Path | None, images: list[Path], frames: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        cam = root / "cam"
+        cam.mkdir()
+        for n, img in enumerate(images * 4):
+            shutil.copy(img, cam / f"{n:03d}{img.suffix}")
+        cls = f'[classifier]\nmodel = "{classifier}"\n' if classifier else ""
+        cfg = root / "c.toml"
+        cfg.write_text(
+            f'[device]\nid = "bench"\nstate_dir = "{root}"\n[camera]\nsource = "{cam}"\nloop = true\n'
+            f'[detector]\nmodel = "{model}"\n{cls}[mqtt]\nenabled = false\n[queue]\npath = "{root}/q.db"\n'
+            f'[output]\nmode = "every_frame"\n[health]\nstatus_file = "{root}/status.json"\n'
+        )
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(str(root / "n.sock"))
+        sock.settimeout(120)
+        env = {**os.environ, "NOTIFY_SOCKET": str(root / "n.sock")}
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg),
+                                 "--max-frames", str(frames)], env=env)
+        ready = None
+        while ready is None:
+            msg = sock.recv(4096).decode()
+            if "READY=1" in msg.split("\n"):
+                ready = time.monotonic() - t0
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        rc = proc.wait()
+        peak_kb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        status = json.loads((root / "status.json").read_text())
+        sock.close()
+        if rc != 0:
+            raise SystemExit(f"agent exited {rc}")
+        return {"ready_s": ready, "fps": status["fps"], "frames": status["frames"],
+                "peak_rss_mb": peak_kb / 1024, "latency_ms": status["latency_ms"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", nargs="*", type=Path)
+    ap.add_argument("--classifier", type=Path)
+    ap.add_argument("--frames", type=int, default=60)
+    a = ap.parse_args()
+    models = a.model or [SHARED / "models/yolov8n-coco-fp32.onnx"]
+    images = sorted((SHARED / "images").glob("*.jpg")) if SHARED.is_dir() else sorted((REPO / "models/samples").glob("*"))
+    for m in models:
+        ref1 = bare_run_ms(m)
+        agent = run_agent(m, a.classifier, images, a.frames)
+        ref2 = bare_run_ms(m)
+        ref = statistics.median([ref1, ref2])
+        print(json.dumps({
+            "model": str(m), "classifier": str(a.classifier) if a.classifier else None,
+            "bare_session_run_ms": round(ref, 2), "bare_fps": round(1000 / ref, 2),
+            "agent_fps": agent["fps"], "ratio_agent_vs_bare": round(agent["fps"] * ref / 1000, 3),
+            "ready_s": round(agent["ready_s"], 2), "peak_rss_mb": round(agent["peak_rss_mb"], 1),
+            "agent_latency_ms": agent["latency_ms"],
+        }))
+
+
+if __name__ == "__main__":
+    main()
