@@ -14,6 +14,7 @@ second connection with ``synchronous=NORMAL``: losing one of those only means a 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import sqlite3
@@ -137,11 +138,9 @@ class Outbox:
             if n == 1 or n >= self.flush_batch:  # start the interval clock, or flush now
                 self._cond.notify_all()
         if self.flush_interval_s == 0 or n >= 4 * self.flush_batch:  # sync mode, or flusher is behind
-            try:
+            # disk full under reject_new: this batch is held and retried, later puts are refused
+            with contextlib.suppress(QueueFullError):
                 self.flush()
-            except QueueFullError:
-                pass  # disk full under reject_new: this batch is held and retried, new puts refused
-
         return msg_id
 
     def _reject(self, reason: str) -> None:
@@ -393,6 +392,7 @@ class Outbox:
         with self._lock:
             if self._closed:
                 return
+            self._dirty = True  # write the counters whatever happened since the last commit
         try:
             self.flush()
         finally:
