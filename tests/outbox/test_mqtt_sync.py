@@ -228,3 +228,38 @@ def test_status_is_retained(tmp_path: Path, broker: Broker) -> None:
     disabled = MqttSync(MqttConfig(enabled=False), DEVICE, ob)
     disabled.start()
     assert disabled.state == "disabled"
+
+
+def test_put_never_waits_for_a_stalled_broker(tmp_path: Path, broker: Broker) -> None:
+    """SIGSTOP the broker mid-session: the sync thread is stuck waiting for PUBACKs, put() is not."""
+    import signal
+    import threading
+
+    from edge_agent.adapters.outbox_db import read_stats
+
+    collector = Collector(broker.port)
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=0.05, flush_batch=200) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        sync.start()
+        try:
+            first = fill(ob, 500)
+            assert sync.drain(20)
+            assert broker.proc is not None
+            broker.proc.send_signal(signal.SIGSTOP)
+            try:
+                later: list[str] = []
+                producer = threading.Thread(target=lambda: later.extend(fill(ob, 3000)))
+                producer.start()
+                producer.join(30)
+                assert not producer.is_alive() and len(later) == 3000
+                assert read_stats(path)["pending"] == 3000  # on disk while the broker is frozen
+                assert sync.acked == 500
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
+            assert sync.drain(30)
+        finally:
+            sync.stop()
+    assert collector.wait_for(lambda c: len(c.ids()) >= 3500, 20)
+    assert collector.ids() == first + later
+    collector.close()
