@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import ssl
 import threading
 import time
@@ -27,7 +28,7 @@ from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.config import MqttConfig
 from edge_agent.core.messages import encode, status_message, topics
 from edge_agent.core.queue_policy import TokenBucket, reconnect_delay
-from edge_agent.errors import SyncError
+from edge_agent.errors import QueueError, SyncError
 
 log = logging.getLogger("edge_agent.mqtt")
 IDLE_POLL_S = 0.25
@@ -186,7 +187,12 @@ class MqttSync:
                 if self._stop.wait(delay):
                     break
             self.state = "connecting"
-            failures = 1 if self._session() else failures + 1
+            try:
+                failures = 1 if self._session() else failures + 1
+            except (sqlite3.Error, QueueError) as exc:  # the outbox failed: back off, try again
+                log.error("mqtt sync: outbox error: %s", exc)
+                self.last_error = f"outbox error: {exc}"
+                failures += 1
         self.state = "disconnected"
 
     def _new_client(self, session: _Session) -> Any:

@@ -14,7 +14,7 @@ second connection with ``synchronous=NORMAL``: losing one of those only means a 
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -22,9 +22,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional, Union
+from typing import Any, Optional, Union
 
-from edge_agent.adapters.outbox_db import connect, is_disk_full, iso_time, recover_if_corrupt
+from edge_agent.adapters.outbox_db import connect, is_disk_full, iso_time, lock_queue, recover_if_corrupt
 from edge_agent.core.config import QueueConfig
 from edge_agent.core.messages import encode, new_message_id
 from edge_agent.core.queue_policy import Limits, admit, expiry_cutoff, over_limits, plan_drops
@@ -60,16 +60,7 @@ class Outbox:
         self.limits = limits
         self.flush_interval_s = flush_interval_s
         self.flush_batch = flush_batch
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._lockfile: IO[bytes] = open(self.path.with_name(self.path.name + ".lock"), "wb")  # noqa: SIM115
-        except OSError as exc:
-            raise QueueError(f"{self.path}: cannot create the queue directory or lock file: {exc}") from None
-        try:
-            fcntl.flock(self._lockfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._lockfile.close()
-            raise QueueError(f"{self.path}: queue is in use by another process (stop it first)") from None
+        self._lockfile = lock_queue(self.path)
         try:
             recovery = recover_if_corrupt(self.path, connect)
             self._w = connect(self.path, "FULL")
@@ -82,7 +73,7 @@ class Outbox:
             self.counters = {k: 0 for k in COUNTERS}
             self.counters.update({k: int(v) for k, v in self._w.execute("SELECT key, value FROM meta")
                                   if k in self.counters})
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             self._lockfile.close()
             raise QueueError(f"{self.path}: cannot open the queue database: {exc}") from None
         self._count, self._bytes = int(totals[0]), int(totals[1])
@@ -137,11 +128,9 @@ class Outbox:
             if n == 1 or n >= self.flush_batch:  # start the interval clock, or flush now
                 self._cond.notify_all()
         if self.flush_interval_s == 0 or n >= 4 * self.flush_batch:  # sync mode, or flusher is behind
-            try:
+            # disk full under reject_new: this batch is held and retried, later puts are refused
+            with contextlib.suppress(QueueFullError):
                 self.flush()
-            except QueueFullError:
-                pass  # disk full under reject_new: this batch is held and retried, new puts refused
-
         return msg_id
 
     def _reject(self, reason: str) -> None:
@@ -393,6 +382,7 @@ class Outbox:
         with self._lock:
             if self._closed:
                 return
+            self._dirty = True  # write the counters whatever happened since the last commit
         try:
             self.flush()
         finally:

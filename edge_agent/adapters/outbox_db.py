@@ -8,6 +8,7 @@ is counted and logged, never silently dropped.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import sqlite3
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 from edge_agent.errors import QueueError
 
@@ -43,6 +44,21 @@ def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
     conn.execute("PRAGMA journal_size_limit=4194304")
     conn.executescript(SCHEMA)
     return conn
+
+
+def lock_queue(path: Path) -> IO[bytes]:
+    """Take the single-writer lock beside ``path`` (released by the kernel even on SIGKILL)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lockfile = open(path.with_name(path.name + ".lock"), "wb")  # noqa: SIM115
+    except OSError as exc:
+        raise QueueError(f"{path}: cannot create the queue directory or lock file: {exc}") from None
+    try:
+        fcntl.flock(lockfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lockfile.close()
+        raise QueueError(f"{path}: queue is in use by another process (stop it first)") from None
+    return lockfile
 
 
 def is_disk_full(exc: sqlite3.Error) -> bool:

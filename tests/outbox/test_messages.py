@@ -22,6 +22,7 @@ INFER = {
 }
 
 
+@pytest.mark.arm_smoke
 def test_result_message_body() -> None:
     body = result_message(INFER, device_id="pi-7", ts=1700000000.25, msg_id="abc")
     assert body == {

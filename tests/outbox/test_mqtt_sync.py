@@ -228,3 +228,58 @@ def test_status_is_retained(tmp_path: Path, broker: Broker) -> None:
     disabled = MqttSync(MqttConfig(enabled=False), DEVICE, ob)
     disabled.start()
     assert disabled.state == "disabled"
+
+
+def test_put_never_waits_for_a_stalled_broker(tmp_path: Path, broker: Broker) -> None:
+    """SIGSTOP the broker mid-session: the sync thread is stuck waiting for PUBACKs, put() is not."""
+    import signal
+    import threading
+
+    from edge_agent.adapters.outbox_db import read_stats
+
+    collector = Collector(broker.port)
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=0.05, flush_batch=200) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        sync.start()
+        try:
+            first = fill(ob, 500)
+            assert sync.drain(20)
+            assert broker.proc is not None
+            broker.proc.send_signal(signal.SIGSTOP)
+            try:
+                later: list[str] = []
+                producer = threading.Thread(target=lambda: later.extend(fill(ob, 3000)))
+                producer.start()
+                producer.join(30)
+                assert not producer.is_alive() and len(later) == 3000
+                assert read_stats(path)["pending"] == 3000  # on disk while the broker is frozen
+                assert sync.acked == 500
+                deadline = time.monotonic() + 5
+                while ob.stats()["inflight"] < 100 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                time.sleep(0.3)
+                assert ob.stats()["inflight"] == 100  # the window (mqtt.inflight) is full, never exceeded
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
+            assert sync.drain(30)
+        finally:
+            sync.stop()
+    assert collector.wait_for(lambda c: len(c.ids()) >= 3500, 20)
+    assert collector.ids() == first + later
+    collector.close()
+
+
+def test_newest_first_with_a_small_window(tmp_path: Path, broker: Broker) -> None:
+    collector = Collector(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        ids = fill(ob, 60)
+        sync = MqttSync(fast_cfg(broker.port, newest_first=True, inflight=7), DEVICE, ob)
+        sync.start()
+        try:
+            assert sync.drain(20)
+        finally:
+            sync.stop()
+    assert collector.wait_for(lambda c: len(c.ids()) >= 60, 10)
+    assert collector.ids() == ids[::-1]
+    collector.close()

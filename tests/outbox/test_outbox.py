@@ -110,6 +110,7 @@ def test_second_writer_is_refused(outbox: Outbox) -> None:
         Outbox(outbox.path, big_limits())
 
 
+@pytest.mark.arm_smoke
 def test_drop_oldest_at_count_cap(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "q.db"
     caplog.set_level(logging.WARNING, "edge_agent.outbox")

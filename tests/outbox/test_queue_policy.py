@@ -38,6 +38,7 @@ def test_reject_new(count: int, nbytes: int, new: int, accept: bool, why: str) -
     assert why in decision.reason
 
 
+@pytest.mark.arm_smoke
 def test_plan_drops_by_count_and_by_bytes() -> None:
     lim = Limits(max_messages=5, max_bytes=1000, max_age_s=60)
     assert plan_drops(lim, count=8, nbytes=80, oldest_sizes=[10] * 8) == 3
@@ -53,6 +54,7 @@ def test_expiry_cutoff() -> None:
     assert expiry_cutoff(Limits(1, 1, max_age_s=86400.0), now=100_000.0) == 13_600.0
 
 
+@pytest.mark.arm_smoke
 def test_reconnect_delay_is_capped_exponential() -> None:
     delays = [reconnect_delay(n, 1.0, 60.0) for n in range(0, 10)]
     assert delays == [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]

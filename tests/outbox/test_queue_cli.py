@@ -1,0 +1,134 @@
+"""``edge-agent queue ...`` as a user runs it: a real process, a real file, a real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from helpers_mqtt import Broker, Collector, free_port
+from helpers_outbox import TOPIC, big_limits
+
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.adapters.outbox_db import read_stats
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_config(tmp_path: Path, port: int, **mqtt: object) -> Path:
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in mqtt.items())
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[device]\nid = "dev-1"\n\n[mqtt]\nhost = "127.0.0.1"\nport = {port}\n'
+                   f"reconnect_min_s = 0.2\nreconnect_max_s = 1.0\n{extra}\n"
+                   f'[queue]\npath = "{tmp_path / "q.db"}"\n')
+    return cfg
+
+
+def cli(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edge_agent", *args], cwd=REPO, text=True,
+                          capture_output=True, stdin=stdin, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def fill(path: Path, n: int) -> list[str]:
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        return [ob.put(TOPIC, {"n": i, "pad": "x" * 100}) for i in range(n)]
+
+
+def test_stats_peek_export(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, 1883)
+    ids = fill(tmp_path / "q.db", 25)
+    res = cli("queue", "stats", "--config", str(cfg), "--json")
+    assert res.returncode == 0, res.stderr
+    stats = json.loads(res.stdout)
+    assert stats["pending"] == 25 and stats["dropped"] == 0 and stats["bytes"] > 25 * 100
+    assert isinstance(stats["oldest"], str) and stats["oldest"].endswith("Z")
+    human = cli("queue", "stats", "--config", str(cfg)).stdout
+    assert "pending: 25\n" in human and "dropped: 0\n" in human
+    peek_out = cli("queue", "peek", "--config", str(cfg), "-n", "3").stdout
+    peek = [json.loads(line) for line in peek_out.splitlines()]
+    assert [p["payload"]["id"] for p in peek] == ids[:3] and peek[0]["topic"] == TOPIC
+    out = tmp_path / "export.jsonl"
+    res = cli("queue", "export", "--config", str(cfg), "-o", str(out))
+    assert res.returncode == 0 and "exported 25 messages" in res.stderr
+    assert [json.loads(line)["payload"]["n"] for line in out.read_text().splitlines()] == list(range(25))
+    assert len(cli("queue", "export", "--config", str(cfg)).stdout.splitlines()) == 25
+
+
+def test_stats_on_a_missing_queue_is_one_clear_line(tmp_path: Path) -> None:
+    res = cli("queue", "stats", "--config", str(write_config(tmp_path, 1883)))
+    assert res.returncode == 1
+    assert res.stderr.startswith("edge-agent queue: error: ") and "no queue file" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_purge_asks_unless_yes(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, 1883)
+    fill(tmp_path / "q.db", 10)
+    res = cli("queue", "purge", "--config", str(cfg))
+    assert res.returncode == 1 and "refusing to delete 10 messages without --yes" in res.stderr
+    assert read_stats(tmp_path / "q.db")["pending"] == 10
+    res = cli("queue", "purge", "--config", str(cfg), "--yes")
+    assert res.returncode == 0 and "purged 10 messages" in res.stderr
+    stats = read_stats(tmp_path / "q.db")
+    assert (stats["pending"], stats["dropped"]) == (0, 10)
+
+
+def test_drain_without_a_broker_fails_and_keeps_everything(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, free_port())
+    fill(tmp_path / "q.db", 30)
+    res = cli("queue", "drain", "--config", str(cfg), "--timeout", "1")
+    assert res.returncode == 1
+    assert "30 messages still queued" in res.stderr and "cannot connect to 127.0.0.1" in res.stderr
+    assert read_stats(tmp_path / "q.db")["pending"] == 30
+
+
+def test_drain_refuses_while_another_process_holds_the_queue(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, free_port())
+    with Outbox(tmp_path / "q.db", big_limits()):
+        res = cli("queue", "drain", "--config", str(cfg), "--timeout", "1")
+    assert res.returncode == 1 and "in use by another process" in res.stderr
+
+
+def test_drain_killed_mid_way_and_rerun_loses_nothing(tmp_path: Path, broker: Broker) -> None:
+    collector = Collector(broker.port)
+    cfg = write_config(tmp_path, broker.port, rate_limit_per_s=2500.0)
+    ids = fill(tmp_path / "q.db", 10_000)
+    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "queue", "drain", "--config", str(cfg),
+                             "--timeout", "60"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert collector.wait_for(lambda c: len(c.ids()) >= 2500, 30)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    pending_after_kill = read_stats(tmp_path / "q.db")["pending"]
+    assert 0 < pending_after_kill < 10_000
+    # the broker noticed the dead client and published its last will, retained
+    assert collector.wait_for(lambda c: any(s["state"] == "offline" for s in c.on_topic("/status")), 10)
+    res = cli("queue", "drain", "--config", str(cfg), "--timeout", "60")
+    assert res.returncode == 0, res.stderr
+    assert "queue empty" in res.stderr
+    assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 30)
+    copies: dict[str, list[bytes]] = defaultdict(list)
+    for topic, payload, _ in collector.messages:
+        if topic.endswith("/detections"):
+            copies[json.loads(payload)["id"]].append(payload)
+    assert set(copies) == set(ids)  # zero lost
+    assert all(len(set(c)) == 1 for c in copies.values())  # a duplicate is the same message, same id
+    dups = sum(len(c) - 1 for c in copies.values())
+    assert dups <= 200  # at most the in-flight window of the killed process (mqtt.inflight = 100) + its acks
+    stats = json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)
+    assert (stats["pending"], stats["dropped"]) == (0, 0)
+    collector.close()
+
+
+@pytest.mark.parametrize("action", ["stats", "peek", "export", "drain", "purge"])
+def test_help_for_every_action(action: str) -> None:
+    res = cli("queue", action, "--help")
+    assert res.returncode == 0 and "--config" in res.stdout
