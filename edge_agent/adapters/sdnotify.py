@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Optional
 
 log = logging.getLogger(__name__)
+_failures: dict[str, int] = {}
 
 
 def notify(state: str, env: Optional[Mapping[str, str]] = None) -> bool:
@@ -27,7 +28,10 @@ def notify(state: str, env: Optional[Mapping[str, str]] = None) -> bool:
             sock.connect(addr)
             sock.sendall(state.encode("utf-8"))
     except OSError as exc:
-        log.warning("sd_notify to %r failed: %s", addr.replace("\0", "@"), exc)
+        # once loudly, then quietly: a watchdog ping every few seconds must not flood the journal
+        level = logging.DEBUG if _failures.get(addr) else logging.WARNING
+        _failures[addr] = _failures.get(addr, 0) + 1
+        log.log(level, "sd_notify to %r failed: %s", addr.replace("\0", "@"), exc)
         return False
     return True
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge_agent.core.config import SensorConfig
+from edge_agent.core.config import SensorConfig, parse_config
 from edge_agent.core.sensor_parse import (
     EdgeTrigger,
     Trigger,
@@ -66,17 +66,24 @@ def test_regex_named_groups() -> None:
         p("DHT22: read error")
 
 
-def test_make_parser_config_errors_name_the_key() -> None:
-    with pytest.raises(ConfigError, match=r"sensor\.csv_fields"):
-        make_parser(cfg(protocol="csv"))
-    with pytest.raises(ConfigError, match="unique"):
-        make_parser(cfg(protocol="csv", csv_fields=["a", "a"]))
-    with pytest.raises(ConfigError, match=r"sensor\.regex"):
-        make_parser(cfg(protocol="regex"))
-    with pytest.raises(ConfigError, match="not a valid regular expression"):
-        make_parser(cfg(protocol="regex", regex="(?P<t>"))
-    with pytest.raises(ConfigError, match="named group"):
-        make_parser(cfg(protocol="regex", regex=r"T=(\d+)"))
+def _sensor_toml(**kw: object) -> str:
+    lines = ['[sensor]', 'port = "loop://"'] + [f"{k} = {v!r}".replace("'", '"') if not isinstance(v, str)
+                                                 else f"{k} = '{v}'" for k, v in kw.items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_sensor_config_errors_name_the_key() -> None:
+    # make_parser's checks run as config validation: a bad sensor section fails `config check`
+    for kw, match in (
+        ({"protocol": "csv"}, r"sensor\.csv_fields"),
+        ({"protocol": "csv", "csv_fields": ["a", "a"]}, "unique"),
+        ({"protocol": "regex"}, r"sensor\.regex"),
+        ({"protocol": "regex", "regex": "(?P<t>"}, "not a valid regular expression"),
+        ({"protocol": "regex", "regex": r"T=(\d+)"}, "named group"),
+        ({"trigger": "pir >>> 1"}, "pir >>> 1"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            parse_config(_sensor_toml(**kw), source="test.toml")
     assert make_parser(cfg(protocol="csv", csv_fields=["a"]))("7") == {"a": 7}
 
 

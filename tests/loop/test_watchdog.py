@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -15,7 +16,7 @@ from edge_agent.adapters.board import BoardInfo
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.app.agent import Agent
 from edge_agent.app.modelset import ModelSet
-from edge_agent.app.pipeline import DetectOutput, Detector, Prepared
+from edge_agent.app.pipeline import Detector, DetectOutput, Prepared
 from edge_agent.core.config import Config
 
 
@@ -62,10 +63,8 @@ def test_hung_inference_stops_watchdog_pings(tmp_path: Path, monkeypatch: pytest
     def pings_during(seconds: float) -> int:
         n, end = 0, time.monotonic() + seconds
         while time.monotonic() < end:
-            try:
+            with contextlib.suppress(socket.timeout):
                 n += sock.recv(4096).decode().split("\n").count("WATCHDOG=1")
-            except socket.timeout:
-                pass
         return n
 
     try:
