@@ -46,7 +46,8 @@ def read_password(cfg: MqttConfig) -> Optional[str]:
         if not path.is_absolute() and creds:
             path = Path(creds) / path
         try:
-            return path.read_text(encoding="utf-8").rstrip("\r\n")
+            # empty (the unit's SetCredential= fallback is a lone newline) means "no password"
+            return path.read_text(encoding="utf-8").rstrip("\r\n") or None
         except OSError as exc:
             raise SyncError(f"mqtt.password_file = {cfg.password_file!r}: cannot read it ({exc.strerror})"
                             ) from None

@@ -128,6 +128,9 @@ class Agent:
 
     def run(self) -> int:
         cfg = self.cfg
+        if self._models is None and _has_tensorrt():
+            # a first TensorRT engine build can take minutes: tell systemd before its start timeout hits
+            sdnotify.notify(f"EXTEND_TIMEOUT_USEC={15 * 60 * 1_000_000}")
         models = self._models or ModelSet.from_config(cfg)  # warmed up inside OnnxModel
         self._models = models
         outbox = Outbox.from_config(cfg.queue)
@@ -389,6 +392,12 @@ class Agent:
         due = sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s
         if due and sync.publish_status({"fps": status["fps"], "queue_depth": status["queue_depth"]}):
             self._last_mqtt_status = now
+
+
+def _has_tensorrt() -> bool:
+    import onnxruntime as ort
+
+    return "TensorrtExecutionProvider" in ort.get_available_providers()
 
 
 def encode_snapshot(image: Any, max_bytes: int) -> Optional[str]:
