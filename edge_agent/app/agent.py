@@ -25,12 +25,12 @@ from typing import Any, Optional
 
 import cv2
 
-from edge_agent import __version__
 from edge_agent.adapters import sdnotify
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
+from edge_agent.app.health import build_status, start_metrics
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.pipeline import Prepared, run_cascade
 from edge_agent.core.camera_source import Frame
@@ -110,7 +110,7 @@ class Agent:
         self.ready_s: Optional[float] = None
         self._latency: deque[dict[str, float]] = deque(maxlen=50)
         self._frame_times: deque[float] = deque(maxlen=50)
-        self._t0 = time.monotonic()
+        self.started_mono = time.monotonic()
         self._last_mqtt_status = 0.0
 
     # ---- wiring ---------------------------------------------------------------------------------
@@ -137,9 +137,10 @@ class Agent:
         sync = self._start_sync(outbox)
         camera = self._camera or Camera(cfg.camera)
         sensor = self._start_sensor()
+        metrics = start_metrics(self, camera, outbox, sync)
         try:
             camera.start()
-            self.ready_s = time.monotonic() - self._t0
+            self.ready_s = time.monotonic() - self.started_mono
             sdnotify.ready()
             log.info(
                 "ready in %.2fs: camera %s, detector %s, provider %s",
@@ -151,6 +152,8 @@ class Agent:
             self._loop(camera, outbox, sync, sensor)
         finally:
             sdnotify.stopping()
+            if metrics is not None:
+                metrics.stop()
             camera.stop()
             if sensor is not None:
                 sensor.stop()
@@ -351,6 +354,10 @@ class Agent:
             k: round(sorted(d.get(k, 0.0) for d in self._latency)[len(self._latency) // 2], 2) for k in keys
         }
 
+    @property
+    def models(self) -> Optional[ModelSet]:
+        return self._models
+
     def _status_fields(self) -> dict[str, Any]:
         m = self._models
         return {"models": m.describe() if m else {}, "fps": round(self.fps(), 2), "frames": self.frames}
@@ -358,38 +365,19 @@ class Agent:
     def _write_status(
         self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any, final: bool = False
     ) -> None:
-        q = outbox.stats()
-        broker = sync.state if sync is not None else "disabled"
-        status = {
-            "device_id": self.cfg.device.id,
-            "version": __version__,
-            "state": "stopped" if final else "running",
-            "uptime_s": round(time.monotonic() - self._t0, 1),
-            "ready_s": self.ready_s,
-            "fps": round(self.fps(), 2),
-            "frames": self.frames,
-            "results": self.emitted,
-            "errors": self.errors,
-            "reloads": self.reloads,
-            "latency_ms": self.latency_ms(),
-            "queue": q,
-            "queue_depth": q.get("pending"),
-            "broker": broker,
-            "last_sync": sync.last_sync if sync is not None else None,
-            "camera": camera.stats(),
-            "sensor": sensor.stats() if sensor is not None else None,
-            "provider": self._models.provider if self._models else None,
-            "clock_synced": clock_synchronised(),
-        }
+        status = build_status(self, camera, outbox, sync, sensor, final)
         sdnotify.status(
-            f"{status['fps']} fps, queue {q.get('pending')}, broker {broker}, camera {camera.state}"
+            f"{status['fps']} fps, queue {status['queue_depth']}, broker {status['broker']}, "
+            f"camera {camera.state}"
         )
         try:
             write_status(self.cfg.health.status_file, status)
         except (OSError, EdgeAgentError) as exc:
             log.warning("status file %s not written: %s", self.cfg.health.status_file, exc)
         now = time.monotonic()
-        due = sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s
+        due = (
+            sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s
+        )
         if due and sync.publish_status({"fps": status["fps"], "queue_depth": status["queue_depth"]}):
             self._last_mqtt_status = now
 

@@ -50,7 +50,8 @@ def world(tmp_path: Path) -> dict[str, Path]:
 
 
 def write_config(w: dict[str, Path], *, port: int = 1, loop: bool = False, extra: str = "", det: Path | None = None,
-                 mqtt: bool = True, mode: str = "every_frame", interval: float = 0.0) -> Path:
+                 mqtt: bool = True, mode: str = "every_frame", interval: float = 0.0,
+                 prom_port: int | None = None) -> Path:
     cfg = w["root"] / "config.toml"
     cfg.write_text(
         f"""
@@ -81,6 +82,7 @@ flush_interval_s = 0.2
 mode = "{mode}"
 [health]
 status_file = "{w['state']}/status.json"
+{f"prometheus_port = {prom_port}" if prom_port else ""}
 {extra}
 """
     )
@@ -176,7 +178,10 @@ def test_notify_socket_gets_ready_status_and_watchdog(world: dict[str, Path], tm
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
     sock.settimeout(0.5)
-    cfg = write_config(world, loop=True, mqtt=False)
+    from helpers_mqtt import free_port
+
+    prom = free_port()
+    cfg = write_config(world, loop=True, mqtt=False, prom_port=prom)
     proc = start_agent(cfg, env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "400000"})
     got: list[str] = []
     try:
@@ -188,10 +193,16 @@ def test_notify_socket_gets_ready_status_and_watchdog(world: dict[str, Path], tm
                 got.extend(sock.recv(4096).decode().split("\n"))
             except socket.timeout:
                 continue
+        import urllib.request
+
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{prom}/metrics", timeout=5).read().decode()
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         sock.close()
+    frames = [line for line in metrics.splitlines() if line.startswith("edge_agent_frames_total{")]
+    assert len(frames) == 1 and float(frames[0].split()[-1]) > 0
+    assert 'edge_agent_queue_pending{device="cam-1"}' in metrics
     assert "READY=1" in got and got.count("WATCHDOG=1") >= 3
     assert got.index("READY=1") < len(got) - 1
     assert any(g.startswith("STATUS=") and "fps" in g and "queue" in g for g in got)

@@ -1,0 +1,58 @@
+"""Optional Prometheus text endpoint on 127.0.0.1 (``[health] prometheus_port``).
+
+Loopback only: the board exposes nothing to the network; a local node_exporter-style scraper or an
+SSH tunnel reads it. The numbers come from a callable so this module knows nothing about the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+
+def render(metrics: Mapping[str, float], labels: Mapping[str, str]) -> str:
+    """Prometheus text exposition format, one gauge per metric, ``edge_agent_`` prefixed."""
+    lab = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    lines = []
+    for name, value in sorted(metrics.items()):
+        full = f"edge_agent_{name}"
+        lines.append(f"# TYPE {full} gauge")
+        lines.append(f"{full}{{{lab}}} {float(value):g}")
+    return "\n".join(lines) + "\n"
+
+
+class MetricsServer:
+    def __init__(self, port: int, collect: Callable[[], tuple[Mapping[str, float], Mapping[str, str]]]) -> None:
+        collect_fn = collect
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] != "/metrics":
+                    self.send_error(404, "only /metrics here")
+                    return
+                body = render(*collect_fn()).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("metrics: " + format, *args)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
