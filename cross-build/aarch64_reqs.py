@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 try:
     from packaging.markers import Marker
     from packaging.requirements import Requirement
 except ImportError:  # hosts without the packaging distribution still have pip's vendored copy
-    from pip._vendor.packaging.markers import Marker  # type: ignore[no-redef]
-    from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+    from pip._vendor.packaging.markers import Marker  # type: ignore[assignment]
+    from pip._vendor.packaging.requirements import Requirement  # type: ignore[assignment]
 
 # Host-only tools in the dev extra: linters/type checkers never run on the board, torch is a
 # dev-only extra that would pull gigabytes of aarch64 wheels.
@@ -74,7 +75,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=("runtime", "test"))
     parser.add_argument("--python", default="3.11", help="target Python version (default 3.11)")
-    parser.add_argument("--pyproject", type=Path, default=Path(__file__).resolve().parent.parent / "pyproject.toml")
+    default = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    parser.add_argument("--pyproject", type=Path, default=default)
     args = parser.parse_args()
     sys.stdout.write("".join(f"{line}\n" for line in requirements(args.pyproject, args.kind, args.python)))
     return 0
