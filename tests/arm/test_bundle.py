@@ -180,3 +180,29 @@ def test_infer_runs_on_a_bundled_sample(installed: Installed) -> None:
     out = _run([str(installed.agent), "infer", *args, str(images[0])])
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip(), "infer printed no result"
+
+
+def test_device_smoke_reports_the_installed_runtime(installed: Installed, tmp_path: Path) -> None:
+    (ort_wheel,) = (installed.bundle / "wheels").glob("onnxruntime-*.whl")
+    ort_version = ort_wheel.name.split("-")[1]
+    out = subprocess.run(
+        ["bash", str(installed.bundle / "device-smoke.sh"), "--agent", str(installed.agent)],
+        capture_output=True, text=True, timeout=900, env=_env(), cwd=tmp_path, check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = out.stdout
+    assert f"(edge-agent {__version__})" in report
+    assert re.search(r"^python: +3\.11\.\d+ aarch64$", report, flags=re.M), report
+    assert f"onnxruntime {ort_version} " in report
+    assert "CPUExecutionProvider" in report
+    has_model = (installed.prefix / "models").is_dir() and any((installed.prefix / "models").rglob("*.onnx"))
+    for command in ("doctor", "bench", "infer"):
+        if command != "doctor" and not has_model:
+            assert "-- bench, infer: skipped (no .onnx model found" in report
+            continue
+        # each command either ran and succeeded or is named as missing: never silently absent
+        ran = re.search(rf"^-- edge-agent {command}\b.*?^   exit 0 after", report, flags=re.M | re.S)
+        missing = f"skipped: this edge-agent has no '{command}' command yet" in report
+        assert ran or missing, report
+    (saved,) = tmp_path.glob("edge-agent-smoke-*.txt")
+    assert saved.read_text(encoding="utf-8") == report
