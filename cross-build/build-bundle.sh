@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the offline install bundle for aarch64 boards (no internet needed on the board):
 #
-#   cross-build/build-bundle.sh [-o DIR] [--python 3.11] [--glibc 2.36]
+#   cross-build/build-bundle.sh [-o DIR] [--python 3.11] [--glibc 2.36] [--constraints FILE|none]
 #
 # -> DIR/edge-agent-<version>-aarch64.tar.gz (DIR defaults to ./dist) containing
 #      wheels/      edge-agent's wheel + every runtime dependency for CPython <python> manylinux
@@ -14,7 +14,8 @@
 #
 # Defaults fit Raspberry Pi OS bookworm (Python 3.11, glibc 2.36). JetPack 6 (Ubuntu 22.04):
 # --python 3.10 --glibc 2.35; JetPack 5 (Ubuntu 20.04): --python 3.8 is below requires-python.
-# Versions come from cross-build/constraints-aarch64.txt: the ones the emulated cores tested.
+# Versions come from cross-build/constraints-aarch64.txt: the ones the emulated cores tested
+# (for another --python they float unless --constraints names a file).
 set -euo pipefail
 EA_PROG=build-bundle
 # shellcheck source=cross-build/aarch64-env.sh
@@ -23,17 +24,30 @@ EA_PROG=build-bundle
 out=$EA_REPO/dist
 py=3.11
 glibc=2.36
+constraints=default
 while [ $# -gt 0 ]; do
     case $1 in
         -o | --output) out=$2; shift 2 ;;
         --python) py=$2; shift 2 ;;
         --glibc) glibc=$2; shift 2 ;;
+        --constraints) constraints=$2; shift 2 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) ea_die "unknown argument '$1' (see --help)" ;;
     esac
 done
 [[ $py =~ ^3\.[0-9]+$ ]] || ea_die "--python wants X.Y, got '$py'"
 [[ $glibc =~ ^2\.[0-9]+$ ]] || ea_die "--glibc wants 2.N, got '$glibc'"
+if [ "$constraints" = default ]; then
+    if [ "$py" = "$EA_PY" ]; then
+        constraints=$EA_CONSTRAINTS
+    else
+        # the pins are for 3.11 (numpy 2.3+ has no 3.10 wheels); newest compatible wheels then
+        ea_log "warning: Python $py: versions float (the pins and the emulated tests are for $EA_PY)"
+        constraints=none
+    fi
+fi
+constraint_args=()
+[ "$constraints" = none ] || constraint_args=(-c "$constraints")
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -80,7 +94,7 @@ python3 "$EA_CROSS/aarch64_reqs.py" runtime --python "$py" >"$work/requirements.
 echo pip >>"$work/requirements.txt"
 # shellcheck disable=SC2046
 python3 -m pip download --quiet --disable-pip-version-check --dest "$stage/wheels" \
-    $(ea_pip_platform_flags "$py" "$glibc") -c "$EA_CONSTRAINTS" \
+    $(ea_pip_platform_flags "$py" "$glibc") "${constraint_args[@]}" \
     "$wheel" -r "$work/requirements.txt" >"$work/pip.log" 2>&1 \
     || { grep -v "^WARNING: Location .* is ignored" "$work/pip.log" >&2; ea_die "pip download failed"; }
 for pkg in onnxruntime numpy pip; do
@@ -112,6 +126,7 @@ dirty=$(git -C "$EA_REPO" status --porcelain 2>/dev/null | head -c1)
     echo "version=$version"
     echo "python=$py"
     echo "platform=manylinux_${glibc/./_}_aarch64"
+    echo "constraints=${constraints##*/}"
     echo "commit=$commit${dirty:+-dirty}"
     echo "source_date=$(date -u -d "@$epoch" +%FT%TZ)"
     echo
