@@ -19,6 +19,7 @@
 # qemu-user hands execve to the host kernel untranslated, so no binfmt_misc is involved.
 
 EA_CROSS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck disable=SC2034  # used by the scripts that source this file
 EA_REPO=$(dirname "$EA_CROSS")
 EA_CACHE=${EDGE_AGENT_QEMU_CACHE:-/var/cache/edge-agent-qemu}
 EA_SUITE=bookworm
@@ -121,7 +122,7 @@ ea_ensure_env() {
 
 # Runs under the lock, in its own bash process with `set -euo pipefail`.
 ea_build_env() {
-    local key=$1 final=$EA_CACHE/env-$1 t0=$SECONDS tmp qemu nproc core e site
+    local key=$1 final=$EA_CACHE/env-$1 t0=$SECONDS tmp qemu nproc core site
     rm -rf "$EA_CACHE"/.build-*  # leftovers of a killed setup (we hold the lock, nobody else builds)
     tmp=$(mktemp -d "$EA_CACHE/.build-$key.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
@@ -146,7 +147,7 @@ ea_build_env() {
         --target "$site" $(ea_pip_platform_flags "$EA_PY" 2.36) -c "$EA_CONSTRAINTS" \
         -r <(python3 "$EA_CROSS/aarch64_reqs.py" test --python "$EA_PY") >"$tmp/pip.log" 2>&1 \
         || { grep -v "^WARNING: Location .* is ignored" "$tmp/pip.log" >&2; return 1; }
-    rm -rf "$site/bin"  # console scripts with an x86 host-python shebang
+    rm -rf "${site:?}/bin"  # console scripts with an x86 host-python shebang
 
     # Debian ships no .pyc and the emulated interpreter would otherwise recompile the stdlib on
     # every start (6 s -> 2.5 s per smoke run). Host paths are passed, so nothing is written
@@ -186,7 +187,7 @@ EOF
 ea_prune() {
     local keep=$EA_CACHE/env-$1 d
     for d in "$EA_CACHE"/env-*; do
-        [ -d "$d" ] && [ "$d" != "$keep" ] || continue
+        if [ ! -d "$d" ] || [ "$d" = "$keep" ]; then continue; fi
         if [ -z "$(find "$d/.last-used" -mtime -3 2>/dev/null)" ]; then
             ea_log "removing unused environment $d"
             rm -rf "$d"

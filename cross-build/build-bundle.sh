@@ -17,7 +17,7 @@
 # Versions come from cross-build/constraints-aarch64.txt: the ones the emulated cores tested
 # (for another --python they float unless --constraints names a file).
 set -euo pipefail
-EA_PROG=build-bundle
+EA_PROG="build-bundle"
 # shellcheck source=cross-build/aarch64-env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/aarch64-env.sh"
 
@@ -59,8 +59,9 @@ trap 'rm -rf "$work"' EXIT
 ea_log "building the edge-agent wheel"
 mkdir "$work/src"
 if git -C "$EA_REPO" rev-parse --git-dir >/dev/null 2>&1; then
+    # (tracked files deleted in the work tree are skipped with a warning)
     git -C "$EA_REPO" ls-files -z --cached --others --exclude-standard \
-        | (cd "$EA_REPO" && xargs -0 cp --parents -t "$work/src" 2>/dev/null || true)
+        | tar -C "$EA_REPO" --null -T - --ignore-failed-read -cf - | tar -C "$work/src" -xf -
 else
     cp -r "$EA_REPO"/. "$work/src/"
 fi

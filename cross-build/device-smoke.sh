@@ -66,8 +66,15 @@ run_cmd() {
     [ "$rc" -eq 0 ] || status=1
 }
 
-# `--model` when the command's help has that option, else the model is positional
-model_arg() { "$agent" "$1" --help 2>/dev/null | grep -q -- '--model' && echo --model; }
+# run_model CMD ARGS...: the model as `--model FILE` when CMD's help has that option, else positional
+run_model() {
+    local cmd=$1; shift
+    if "$agent" "$cmd" --help 2>/dev/null | grep -q -- '--model'; then
+        run_cmd "$cmd" --model "$model" "$@"
+    else
+        run_cmd "$cmd" "$model" "$@"
+    fi
+}
 
 {
     echo "== edge-agent device smoke $(date -u +%FT%TZ) =="
@@ -115,8 +122,8 @@ EOF
     echo
     run_cmd doctor
     if [ -n "$model" ]; then
-        run_cmd bench $(model_arg bench) "$model"
-        if [ -n "$image" ]; then run_cmd infer $(model_arg infer) "$model" "$image"; else echo "-- infer: skipped (no image)"; fi
+        run_model bench
+        if [ -n "$image" ]; then run_model infer "$image"; else echo "-- infer: skipped (no image)"; fi
     else
         echo "-- bench, infer: skipped (no .onnx model found; pass --model)"
     fi

@@ -43,7 +43,7 @@ done
 field() { sed -n "s/^$1=//p" "$here/BUNDLE.txt" | head -n1; }
 version=$(field version)
 want_py=$(field python)
-[ -n "$version" ] && [ -n "$want_py" ] || die "$here/BUNDLE.txt is missing or damaged"
+if [ -z "$version" ] || [ -z "$want_py" ]; then die "$here/BUNDLE.txt is missing or damaged"; fi
 [ -z "$ort_wheel" ] || [ -f "$ort_wheel" ] || die "--ort-wheel: no such file: $ort_wheel"
 
 # The wheels are CPython $want_py aarch64 builds: any other interpreter cannot load them.

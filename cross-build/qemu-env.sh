@@ -3,7 +3,7 @@
 #   "$(cross-build/qemu-env.sh)" -c 'import platform; print(platform.machine())'
 # The printed interpreter has the project's dependencies but not the clone: add PYTHONPATH=.
 set -euo pipefail
-EA_PROG=qemu-env
+EA_PROG="qemu-env"
 # shellcheck source=cross-build/aarch64-env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/aarch64-env.sh"
 core=${QEMU_CPU:-cortex-a72}

@@ -9,7 +9,7 @@
 # The environment is cached in ${EDGE_AGENT_QEMU_CACHE:-/var/cache/edge-agent-qemu} under a key
 # made from the dependency list; the clone itself is put on PYTHONPATH (edits need no rebuild).
 set -euo pipefail
-EA_PROG=qemu-test
+EA_PROG="qemu-test"
 # shellcheck source=cross-build/aarch64-env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/aarch64-env.sh"
 
