@@ -21,7 +21,13 @@
 EA_CROSS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck disable=SC2034  # used by the scripts that source this file
 EA_REPO=$(dirname "$EA_CROSS")
-EA_CACHE=${EDGE_AGENT_QEMU_CACHE:-/var/cache/edge-agent-qemu}
+if [ -n "${EDGE_AGENT_QEMU_CACHE:-}" ]; then
+    EA_CACHE=$EDGE_AGENT_QEMU_CACHE
+elif [ "$(id -u)" = 0 ] || [ -w /var/cache/edge-agent-qemu ]; then
+    EA_CACHE=/var/cache/edge-agent-qemu
+else
+    EA_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/edge-agent-qemu
+fi
 EA_SUITE=bookworm
 EA_DEB_PACKAGES=python3.11,libstdc++6
 EA_SOURCES=${EDGE_AGENT_DEBIAN_SOURCES:-/etc/apt/sources.list.d/debian.sources}

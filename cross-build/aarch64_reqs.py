@@ -15,7 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # a developer's older host python
+    import tomli as tomllib
 
 try:
     from packaging.markers import Marker

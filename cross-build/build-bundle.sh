@@ -121,7 +121,7 @@ chmod 755 "$stage/install.sh" "$stage/device-smoke.sh"
 
 epoch=$(git -C "$EA_REPO" log -1 --format=%ct 2>/dev/null || date +%s)
 commit=$(git -C "$EA_REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$EA_REPO" status --porcelain 2>/dev/null | head -c1)
+dirty=$(git -C "$EA_REPO" status --porcelain 2>/dev/null | head -c1 || true)
 {
     echo "name=edge-agent"
     echo "version=$version"
