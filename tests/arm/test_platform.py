@@ -53,6 +53,38 @@ def test_interpreter_is_debian_aarch64_python311_on_the_requested_core() -> None
     assert ("asimddp" in features) == (EMULATED_CORE == "cortex-a76")
 
 
+# sdot v0.4s, v1.16b, v2.16b ; ret -- an ARMv8.2 dot-product instruction (Cortex-A76 has it,
+# A72/A57 do not): the class of instruction that made onnxruntime 1.21 die on a Pi 4
+SDOT_THEN_RET = bytes.fromhex("2094824e" "c0035fd6")
+RUN_RAW_CODE = f"""
+import ctypes, mmap
+page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write({SDOT_THEN_RET!r})
+ctypes.CFUNCTYPE(None)(ctypes.addressof(ctypes.c_char.from_buffer(page)))()
+print("executed")
+"""
+
+
+@needs_emulator
+def test_emulated_core_traps_instructions_it_does_not_have(tmp_path: Path) -> None:
+    """The emulator enforces the core, not just the cpuinfo text: sdot is SIGILL on A72/A57."""
+    import ctypes
+    import signal
+
+    hwcap = ctypes.CDLL(None).getauxval
+    hwcap.restype = ctypes.c_ulong
+    has_dotprod = bool(hwcap(16) & (1 << 20))  # AT_HWCAP, HWCAP_ASIMDDP
+    assert has_dotprod == (EMULATED_CORE == "cortex-a76")
+    # cwd: qemu drops a qemu_*.core file there when core dumps are enabled
+    run = subprocess.run(
+        [sys.executable, "-c", RUN_RAW_CODE], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    if has_dotprod:
+        assert (run.returncode, run.stdout.strip()) == (0, "executed"), run.stderr
+    else:
+        assert run.returncode == -signal.SIGILL, (run.returncode, run.stdout, run.stderr)
+
+
 def test_subprocess_of_sys_executable_runs_the_same_architecture() -> None:
     """Tests that spawn ``sys.executable`` (CLI tests) must stay on the emulated core."""
     code = "import os, platform; print(platform.machine(), os.environ.get('EDGE_AGENT_QEMU_CPU'))"
