@@ -9,12 +9,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 MODELS = {"demo-detector": "detect", "demo-classifier": "classify"}
+ARCH = {
+    "demo-detector": "TinyDet (models/demo_nets.py): Conv-BN-SiLU backbone, top-down neck, strides 8/16/32, "
+                     "decoupled heads, DFL reg_max 8, YOLOv8 TAL assignment + CIoU/BCE/DFL loss; "
+                     "Ultralytics-compatible export tail (DFL -> dist2bbox -> sigmoid -> Concat)",
+    "demo-classifier": "TinyCls (models/demo_nets.py): 4 stride-2 Conv-BN-SiLU stages with residual blocks, "
+                       "global average pool, linear; logits over fill patterns",
+}
 DATA_DIRS = ("data/calib", "data/calib-cls", "data/heldout", "data/heldout-cls", "samples")
 
 
@@ -30,8 +38,14 @@ def _io(path: Path) -> dict[str, list[dict[str, Any]]]:
     def shape(v: Any) -> list[int | str]:
         return [d.dim_param if d.dim_param else d.dim_value for d in v.type.tensor_type.shape.dim]
 
+    params = 0
+    for init in graph.initializer:
+        n = 1
+        for d in init.dims:
+            n *= d
+        params += n
     return {"inputs": [{"name": v.name, "shape": shape(v)} for v in graph.input],
-            "outputs": [{"name": v.name, "shape": shape(v)} for v in graph.output]}
+            "outputs": [{"name": v.name, "shape": shape(v)} for v in graph.output], "stored_values": params}
 
 
 def dir_digest(root: Path, rel: str) -> dict[str, Any]:
@@ -58,6 +72,13 @@ def describe(root: Path) -> dict[str, Any]:
     return {"models": models, "data": data}
 
 
+def _dumps(obj: dict[str, Any]) -> str:
+    """Indented JSON with innermost lists (shapes, metric rows) kept on one line for reading."""
+    text = json.dumps(obj, indent=2)
+    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]",
+                  lambda m: "[" + ", ".join(p.strip() for p in m.group(1).split(",")) + "]", text) + "\n"
+
+
 def update_manifest(root: Path = HERE, made: dict[str, dict[str, Any]] | None = None,
                     metrics: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Rewrite root/MANIFEST.json: fresh hashes; provenance/metrics replaced only where given."""
@@ -73,7 +94,7 @@ def update_manifest(root: Path = HERE, made: dict[str, dict[str, Any]] | None = 
     }
     for stem, task in MODELS.items():
         prev = old.get("models", {}).get(stem, {})
-        entry: dict[str, Any] = {"task": task, "files": now["models"][stem]}
+        entry: dict[str, Any] = {"task": task, "architecture": ARCH[stem], "files": now["models"][stem]}
         entry["made"] = (made or {}).get(f"{stem}.onnx", prev.get("made"))
         prev_metrics = prev.get("metrics", {"fp32": None, "int8": None})
         new_metrics = {"fp32": (metrics or {}).get(f"{stem}.onnx", prev_metrics.get("fp32")),
@@ -84,7 +105,7 @@ def update_manifest(root: Path = HERE, made: dict[str, dict[str, Any]] | None = 
         if "int8_made" in prev:
             entry["int8_made"] = prev["int8_made"]
         out["models"][stem] = entry
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    path.write_text(_dumps(out))
     return out
 
 

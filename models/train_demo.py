@@ -44,7 +44,7 @@ IMGSZ = 160
 VERSION = "1.0.0"
 CLS_MEAN = [0.485, 0.456, 0.406]
 CLS_STD = [0.229, 0.224, 0.225]
-FULL = {"det_scenes": 5000, "det_epochs": 8, "det_batch": 32, "cls_scenes": 3000, "cls_epochs": 12,
+FULL = {"det_scenes": 5000, "det_epochs": 8, "det_batch": 32, "cls_scenes": 4000, "cls_epochs": 18,
         "cls_batch": 128}
 QUICK = {"det_scenes": 256, "det_epochs": 1, "det_batch": 32, "cls_scenes": 120, "cls_epochs": 1,
          "cls_batch": 64}
@@ -77,6 +77,7 @@ def train_detector(cfg: dict[str, int], log: dict[str, object]) -> TinyDet:
     t0 = time.time()
     images, boxes, classes = detector_pool(cfg["det_scenes"], SEEDS["det_train"], IMGSZ)
     print(f"detector pool: {len(images)} scenes in {time.time() - t0:.0f}s", flush=True)
+    torch.manual_seed(SEED)  # per model, so either one can be retrained alone with the same result
     model = TinyDet(len(CLASS_NAMES), IMGSZ)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=5e-4)
     gen = np.random.default_rng(SEED)
@@ -118,6 +119,7 @@ def train_classifier(cfg: dict[str, int], log: dict[str, object]) -> TinyCls:
     print(f"classifier pool: {len(crops)} crops in {time.time() - t0:.0f}s", flush=True)
     mean = torch.tensor(CLS_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(CLS_STD).view(1, 3, 1, 1)
+    torch.manual_seed(SEED + 1)
     model = TinyCls(len(FILL_NAMES))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=5e-4)
     gen = np.random.default_rng(SEED + 1)
@@ -235,7 +237,8 @@ def quantize(root: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", nargs="?", default="all", choices=["all", "data", "eval", "quantize", "manifest"])
+    ap.add_argument("step", nargs="?", default="all",
+                    choices=["all", "data", "detector", "classifier", "eval", "quantize", "manifest"])
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (writes to --out, default /tmp)")
     ap.add_argument("--out", type=Path, help="output folder (default: models/; /tmp/demo-quick with --quick)")
     ap.add_argument("--threads", type=int, default=2,
@@ -255,16 +258,20 @@ def main(argv: list[str] | None = None) -> int:
         update_manifest(root)
         return 0
     t0 = time.time()
-    counts = write_datasets(root, n_heldout=24 if args.quick else 120)
-    print(f"data written: {counts} ({time.time() - t0:.0f}s)", flush=True)
+    if args.step in ("all", "data") or not (root / "data" / "heldout").is_dir():
+        counts = write_datasets(root, n_heldout=24 if args.quick else 120)
+        print(f"data written: {counts} ({time.time() - t0:.0f}s)", flush=True)
     if args.step == "data":
         update_manifest(root)
         return 0
     cfg = QUICK if args.quick else FULL
     made: dict[str, dict[str, object]] = {}
     cmd = f"python models/train_demo.py{' --quick' if args.quick else ''} --threads {args.threads}"
-    for name, train, export in (("demo-detector.onnx", train_detector, export_detector),
-                                ("demo-classifier.onnx", train_classifier, export_classifier)):
+    jobs = (("detector", "demo-detector.onnx", train_detector, export_detector),
+            ("classifier", "demo-classifier.onnx", train_classifier, export_classifier))
+    for step, name, train, export in jobs:
+        if args.step not in ("all", step):
+            continue
         log: dict[str, object] = {"command": cmd, "seed": SEED, "torch": torch.__version__.split("+")[0],
                                   "opset": 17}
         model = train(cfg, log)
