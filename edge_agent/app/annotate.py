@@ -34,11 +34,12 @@ def draw_detections(image_bgr: npt.NDArray[np.uint8], dets: Sequence[Detection])
             text += f" | {d.classification.label} {d.classification.confidence:.2f}"
         (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, thick)
         ty = y1 - 4 if y1 - th - base - 4 >= 0 else min(h - 1, y2 + th + base + 4)
-        cv2.rectangle(out, (x1, ty - th - base), (x1 + tw + 4, ty + 2), color, -1)
+        tx = max(0, min(x1, w - tw - 4))  # keep the label on the picture near the right edge
+        cv2.rectangle(out, (tx, ty - th - base), (tx + tw + 4, ty + 2), color, -1)
         cv2.putText(
             out,
             text,
-            (x1 + 2, ty - base // 2),
+            (tx + 2, ty - base // 2),
             cv2.FONT_HERSHEY_SIMPLEX,
             font_scale,
             (0, 0, 0),
