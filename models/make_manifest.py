@@ -30,7 +30,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _io(path: Path) -> dict[str, list[dict[str, Any]]]:
+def _io(path: Path) -> dict[str, Any]:
     import onnx  # tooling dependency, only needed when an ONNX file is (re)described
 
     graph = onnx.load(str(path), load_external_data=False).graph

@@ -33,6 +33,7 @@ from demo_data import (
     classifier_pool,
     detector_pool,
     write_datasets,
+    write_samples,
 )
 from demo_eval import eval_classifier, eval_detector
 from demo_nets import REG_MAX, STRIDES, TinyCls, TinyDet, detector_loss, fuse_bn
@@ -237,8 +238,8 @@ def quantize(root: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", nargs="?", default="all",
-                    choices=["all", "data", "detector", "classifier", "eval", "quantize", "manifest"])
+    steps = ["all", "data", "detector", "classifier", "samples", "eval", "quantize", "manifest"]
+    ap.add_argument("step", nargs="?", default="all", choices=steps)
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (writes to --out, default /tmp)")
     ap.add_argument("--out", type=Path, help="output folder (default: models/; /tmp/demo-quick with --quick)")
     ap.add_argument("--threads", type=int, default=2,
@@ -257,11 +258,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "manifest":
         update_manifest(root)
         return 0
+    if args.step == "samples":
+        print(f"samples: seeds {write_samples(root, root / 'demo-detector.onnx')}", flush=True)
+        update_manifest(root)
+        return 0
     t0 = time.time()
     if args.step in ("all", "data") or not (root / "data" / "heldout").is_dir():
         counts = write_datasets(root, n_heldout=24 if args.quick else 120)
         print(f"data written: {counts} ({time.time() - t0:.0f}s)", flush=True)
     if args.step == "data":
+        print(f"samples: seeds {write_samples(root, root / 'demo-detector.onnx')}", flush=True)
         update_manifest(root)
         return 0
     cfg = QUICK if args.quick else FULL
@@ -277,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         model = train(cfg, log)
         export(model, root / name)
         made[name] = log
+        if step == "detector":  # demo frames are picked with the fresh detector
+            print(f"samples: seeds {write_samples(root, root / name)}", flush=True)
     update_manifest(root, made=made, metrics=evaluate(root))
     print(f"total {time.time() - t0:.0f}s", flush=True)
     return 0
