@@ -227,12 +227,15 @@ def quantize(root: Path) -> int:
         return 2
     jobs = [("demo-detector.onnx", "demo-detector-int8.onnx", "calib"),
             ("demo-classifier.onnx", "demo-classifier-int8.onnx", "calib-cls")]
+    made: dict[str, dict[str, object]] = {}
     for src, dst, calib in jobs:
         cmd = [sys.executable, "-m", "edge_agent", "quantize", str(root / src), "--calib",
                str(root / "data" / calib), "-o", str(root / dst)]
         print(" ".join(cmd), flush=True)
         subprocess.run(cmd, check=True, cwd=HERE.parent)
-    update_manifest(root, metrics=evaluate(root))
+        made[dst] = {"command": f"python -m edge_agent quantize {src} --calib data/{calib} -o {dst}",
+                     "source": src, "calib": f"data/{calib}"}
+    update_manifest(root, metrics=evaluate(root), int8_made=made)
     return 0
 
 
