@@ -1,9 +1,10 @@
 """Train, export and evaluate edge-agent's own demo models (Apache-2.0; no Ultralytics code or weights).
 
-    python models/train_demo.py            # data + both models + held-out metrics + MANIFEST (~10 min)
-    python models/train_demo.py --quick    # smoke run into /tmp (does not touch the committed files)
-    python models/train_demo.py quantize   # INT8 copies via `edge-agent quantize`, then metrics again
-    python models/train_demo.py eval       # recompute held-out metrics of whatever ONNX files exist
+    python models/train_demo.py --threads 1   # data, both models, samples, metrics, MANIFEST (~11 min)
+    python models/train_demo.py --quick       # smoke run into /tmp (does not touch the committed files)
+    python models/train_demo.py detector      # one step only: data|detector|classifier|samples|manifest
+    python models/train_demo.py quantize      # INT8 copies via `edge-agent quantize`, then metrics again
+    python models/train_demo.py eval          # recompute held-out metrics of whatever ONNX files exist
 
 Dev tooling only: needs torch (CPU) and onnx; the agent itself never imports this.
 """
