@@ -11,7 +11,8 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from demo_eval import imread
+import onnxruntime as ort
+from demo_eval import decode, det_input, imread, iou_matrix, session
 from synth import BASE, CLASS_NAMES, FILL_NAMES, Scene, crop_object, letterbox, make_scene, scene_size
 
 SEEDS = {"det_train": 1_000_000, "calib": 2_000_000, "heldout": 3_000_000, "samples": 4_000_000,
@@ -22,11 +23,15 @@ CROP_MARGIN = 0.15  # cascade crop margin (fraction of box size per side), also 
 JPEG_QUALITY = 90
 
 
-def _jpeg_roundtrip(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Half of the training images get JPEG artefacts like the held-out files and camera frames."""
-    if rng.random() < 0.5:
+def _jpeg_roundtrip(img: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
+    """Half of the training images get JPEG artefacts like the held-out files and camera frames.
+
+    Without rng: always, at the quality the data folders are written with.
+    """
+    if rng is not None and rng.random() < 0.5:
         return img
-    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, int(rng.integers(60, 96))])
+    quality = JPEG_QUALITY if rng is None else int(rng.integers(60, 96))
+    ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, quality])
     assert ok
     out = cv2.imdecode(buf, cv2.IMREAD_COLOR)
     assert out is not None
@@ -91,8 +96,8 @@ def _fresh(path: Path) -> Path:
     return path
 
 
-def write_datasets(root: Path, n_calib: int = 64, n_heldout: int = 120, n_samples: int = 6) -> dict[str, int]:
-    """Write calib/, calib-cls/, heldout/ (+labels/), heldout-cls/<fill>/ under root/data, samples/."""
+def write_datasets(root: Path, n_calib: int = 64, n_heldout: int = 120) -> dict[str, int]:
+    """Write calib/, calib-cls/, heldout/ (+labels/), heldout-cls/<fill>/ under root/data."""
     data = root / "data"
     calib = _fresh(data / "calib")
     for i in range(n_calib):
@@ -119,19 +124,49 @@ def write_datasets(root: Path, n_calib: int = 64, n_heldout: int = 120, n_sample
             crop = crop_object(seen, j, None, CROP_MARGIN)
             _write_jpeg(heldout_cls / FILL_NAMES[int(scene.fills[j])] / f"{stem}_{j}.jpg", crop, 95)
             n_crops += 1
+    return {"calib": n_calib, "calib-cls": min(n_calib, len(crops)), "heldout": n_heldout,
+            "heldout-cls": n_crops}
+
+
+def _detects_all(sess: ort.InferenceSession, scene: Scene) -> bool:
+    """Every labelled shape found (right class, IoU >= 0.5, score >= 0.25) and nothing else."""
+    img = _jpeg_roundtrip(scene.image, None)
+    x, scale, pad = det_input(img, BASE)
+    boxes, _scores, classes = decode(sess.run(None, {"images": x})[0], scale, pad, conf=0.25)
+    if len(boxes) != len(scene.classes):
+        return False
+    ious = iou_matrix(scene.boxes, boxes) * (scene.classes[:, None] == classes[None, :])
+    return bool((ious.max(1) >= 0.5).all())
+
+
+def write_samples(root: Path, detector: Path | None, count: int = 6, candidates: int = 300) -> list[int]:
+    """Demo frames for the README demo: 320x240 "camera" scenes with 3+ shapes of at least 28 px.
+
+    Demo frames should show the detector working, so with ``detector`` only scenes it gets fully
+    right are kept (metrics come from data/heldout, never from these); without one, or when too few
+    pass (``--quick``), the first plain candidates fill up. Returns the seeds used.
+    """
+    sess = session(detector) if detector is not None and detector.exists() else None
+    plain: list[int] = []
+    chosen: list[int] = []
+    for seed in range(SEEDS["samples"], SEEDS["samples"] + candidates):
+        scene = make_scene(seed, 320, 240)
+        sides = np.minimum(scene.boxes[:, 2] - scene.boxes[:, 0], scene.boxes[:, 3] - scene.boxes[:, 1])
+        if len(scene.classes) < 3 or sides.min() < 28:
+            continue
+        plain.append(seed)
+        if sess is not None and _detects_all(sess, scene):
+            chosen.append(seed)
+        if len(chosen) == count:
+            break
+    chosen += [s for s in plain if s not in chosen][:count - len(chosen)]
     samples = _fresh(root / "samples")
     (samples / "labels").mkdir()
-    written, seed = 0, SEEDS["samples"]
-    while written < n_samples:  # demo frames: 320x240 "camera" scenes with at least 3 objects
+    for i, seed in enumerate(chosen):
         scene = make_scene(seed, 320, 240)
-        seed += 1
-        if len(scene.classes) < 3:
-            continue
-        _write_jpeg(samples / f"sample_{written}.jpg", scene.image)
-        (samples / "labels" / f"sample_{written}.txt").write_text(yolo_label_lines(scene))
-        written += 1
-    return {"calib": n_calib, "calib-cls": min(n_calib, len(crops)), "heldout": n_heldout,
-            "heldout-cls": n_crops, "samples": n_samples}
+        _write_jpeg(samples / f"sample_{i}.jpg", scene.image)
+        (samples / "labels" / f"sample_{i}.txt").write_text(yolo_label_lines(scene))
+    return chosen
 
 
 def _heldout_like_crops(seed0: int, scenes: int) -> tuple[list[tuple[np.ndarray, int]], int]:
@@ -149,4 +184,4 @@ def class_names_literal(names: tuple[str, ...]) -> str:
 
 
 __all__ = ["CLASS_NAMES", "FILL_NAMES", "SEEDS", "class_names_literal", "classifier_pool", "detector_pool",
-           "write_datasets", "yolo_label_lines"]
+           "write_datasets", "write_samples", "yolo_label_lines"]

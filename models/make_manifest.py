@@ -30,7 +30,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _io(path: Path) -> dict[str, list[dict[str, Any]]]:
+def _io(path: Path) -> dict[str, Any]:
     import onnx  # tooling dependency, only needed when an ONNX file is (re)described
 
     graph = onnx.load(str(path), load_external_data=False).graph
@@ -58,15 +58,19 @@ def dir_digest(root: Path, rel: str) -> dict[str, Any]:
     return {"files": len(files), "bytes": sum(p.stat().st_size for p in files), "sha256": h.hexdigest()}
 
 
-def describe(root: Path) -> dict[str, Any]:
-    """What the files on disk are now (hashes, sizes, shapes), without provenance or metrics."""
+def describe(root: Path, shapes: bool = True) -> dict[str, Any]:
+    """What the files on disk are now (hashes, sizes, shapes), without provenance or metrics.
+
+    ``shapes=False`` only hashes, so a check also reports files too damaged to parse.
+    """
     models: dict[str, Any] = {}
     for stem in MODELS:
         files: dict[str, Any] = {}
         for kind, name in (("fp32", f"{stem}.onnx"), ("int8", f"{stem}-int8.onnx")):
             path = root / name
             files[kind] = None if not path.exists() else {
-                "path": name, "sha256": sha256(path), "size": path.stat().st_size, **_io(path)}
+                "path": name, "sha256": sha256(path), "size": path.stat().st_size,
+                **(_io(path) if shapes else {})}
         models[stem] = files
     data = {rel: dir_digest(root, rel) for rel in DATA_DIRS if (root / rel).is_dir()}
     return {"models": models, "data": data}
@@ -80,7 +84,8 @@ def _dumps(obj: dict[str, Any]) -> str:
 
 
 def update_manifest(root: Path = HERE, made: dict[str, dict[str, Any]] | None = None,
-                    metrics: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                    metrics: dict[str, dict[str, Any]] | None = None,
+                    int8_made: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Rewrite root/MANIFEST.json: fresh hashes; provenance/metrics replaced only where given."""
     path = root / "MANIFEST.json"
     old: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
@@ -102,8 +107,8 @@ def update_manifest(root: Path = HERE, made: dict[str, dict[str, Any]] | None = 
         if now["models"][stem]["int8"] is None:
             new_metrics["int8"] = None
         entry["metrics"] = new_metrics
-        if "int8_made" in prev:
-            entry["int8_made"] = prev["int8_made"]
+        made8 = (int8_made or {}).get(f"{stem}-int8.onnx", prev.get("int8_made"))
+        entry["int8_made"] = made8 if now["models"][stem]["int8"] is not None else None
         out["models"][stem] = entry
     path.write_text(_dumps(out))
     return out
@@ -112,7 +117,7 @@ def update_manifest(root: Path = HERE, made: dict[str, dict[str, Any]] | None = 
 def check(root: Path = HERE) -> list[str]:
     """Differences between MANIFEST.json and the files (empty list: everything matches)."""
     manifest = json.loads((root / "MANIFEST.json").read_text())
-    now = describe(root)
+    now = describe(root, shapes=False)
     problems = []
     for stem, files in now["models"].items():
         for kind, desc in files.items():

@@ -1,9 +1,10 @@
 """Train, export and evaluate edge-agent's own demo models (Apache-2.0; no Ultralytics code or weights).
 
-    python models/train_demo.py            # data + both models + held-out metrics + MANIFEST (~10 min)
-    python models/train_demo.py --quick    # smoke run into /tmp (does not touch the committed files)
-    python models/train_demo.py quantize   # INT8 copies via `edge-agent quantize`, then metrics again
-    python models/train_demo.py eval       # recompute held-out metrics of whatever ONNX files exist
+    python models/train_demo.py --threads 1   # data, both models, samples, metrics, MANIFEST (~11 min)
+    python models/train_demo.py --quick       # smoke run into /tmp (does not touch the committed files)
+    python models/train_demo.py detector      # one step only: data|detector|classifier|samples|manifest
+    python models/train_demo.py quantize      # INT8 copies via `edge-agent quantize`, then metrics again
+    python models/train_demo.py eval          # recompute held-out metrics of whatever ONNX files exist
 
 Dev tooling only: needs torch (CPU) and onnx; the agent itself never imports this.
 """
@@ -33,6 +34,7 @@ from demo_data import (
     classifier_pool,
     detector_pool,
     write_datasets,
+    write_samples,
 )
 from demo_eval import eval_classifier, eval_detector
 from demo_nets import REG_MAX, STRIDES, TinyCls, TinyDet, detector_loss, fuse_bn
@@ -226,19 +228,22 @@ def quantize(root: Path) -> int:
         return 2
     jobs = [("demo-detector.onnx", "demo-detector-int8.onnx", "calib"),
             ("demo-classifier.onnx", "demo-classifier-int8.onnx", "calib-cls")]
+    made: dict[str, dict[str, object]] = {}
     for src, dst, calib in jobs:
         cmd = [sys.executable, "-m", "edge_agent", "quantize", str(root / src), "--calib",
                str(root / "data" / calib), "-o", str(root / dst)]
         print(" ".join(cmd), flush=True)
         subprocess.run(cmd, check=True, cwd=HERE.parent)
-    update_manifest(root, metrics=evaluate(root))
+        made[dst] = {"command": f"python -m edge_agent quantize {src} --calib data/{calib} -o {dst}",
+                     "source": src, "calib": f"data/{calib}"}
+    update_manifest(root, metrics=evaluate(root), int8_made=made)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", nargs="?", default="all",
-                    choices=["all", "data", "detector", "classifier", "eval", "quantize", "manifest"])
+    steps = ["all", "data", "detector", "classifier", "samples", "eval", "quantize", "manifest"]
+    ap.add_argument("step", nargs="?", default="all", choices=steps)
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (writes to --out, default /tmp)")
     ap.add_argument("--out", type=Path, help="output folder (default: models/; /tmp/demo-quick with --quick)")
     ap.add_argument("--threads", type=int, default=2,
@@ -257,11 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "manifest":
         update_manifest(root)
         return 0
+    if args.step == "samples":
+        print(f"samples: seeds {write_samples(root, root / 'demo-detector.onnx')}", flush=True)
+        update_manifest(root)
+        return 0
     t0 = time.time()
     if args.step in ("all", "data") or not (root / "data" / "heldout").is_dir():
         counts = write_datasets(root, n_heldout=24 if args.quick else 120)
         print(f"data written: {counts} ({time.time() - t0:.0f}s)", flush=True)
     if args.step == "data":
+        print(f"samples: seeds {write_samples(root, root / 'demo-detector.onnx')}", flush=True)
         update_manifest(root)
         return 0
     cfg = QUICK if args.quick else FULL
@@ -277,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         model = train(cfg, log)
         export(model, root / name)
         made[name] = log
+        if step == "detector":  # demo frames are picked with the fresh detector
+            print(f"samples: seeds {write_samples(root, root / name)}", flush=True)
     update_manifest(root, made=made, metrics=evaluate(root))
     print(f"total {time.time() - t0:.0f}s", flush=True)
     return 0

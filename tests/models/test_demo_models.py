@@ -107,6 +107,7 @@ def _meta(sess: ort.InferenceSession) -> dict[str, str]:
     return dict(sess.get_modelmeta().custom_metadata_map)
 
 
+@pytest.mark.arm_smoke
 def test_detector_io_and_metadata(det: ort.InferenceSession) -> None:
     (inp,), (out,) = det.get_inputs(), det.get_outputs()
     assert (inp.name, inp.shape, inp.type) == ("images", [1, 3, 160, 160], "tensor(float)")
@@ -118,6 +119,7 @@ def test_detector_io_and_metadata(det: ort.InferenceSession) -> None:
     assert meta["version"] and meta["description"]
 
 
+@pytest.mark.arm_smoke
 def test_classifier_io_metadata_and_dynamic_batch(cls: ort.InferenceSession) -> None:
     (inp,), (out,) = cls.get_inputs(), cls.get_outputs()
     assert inp.name == "images" and inp.shape[1:] == [3, 64, 64] and isinstance(inp.shape[0], str)
