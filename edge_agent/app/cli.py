@@ -20,6 +20,10 @@ from edge_agent.errors import EdgeAgentError
 COMMAND_MODULES: tuple[str, ...] = (
     "edge_agent.app.infer_cmd",
     "edge_agent.app.inspect_cmd",
+    "edge_agent.app.quantize_cmd",
+    "edge_agent.app.validate_cmd",
+    "edge_agent.app.bench_cmd",
+    "edge_agent.app.export_check_cmd",
 )
 
 log = logging.getLogger("edge_agent")
