@@ -4,8 +4,9 @@
   other processes) hits every model alike; the ratios are taken from medians of the same run.
 * **Peak RSS per model** is measured in a fresh subprocess per model (``ru_maxrss`` is a
   process-lifetime high-water mark, so with several models loaded in one process it can't be
-  attributed): ``peak_rss_mb`` is that process's peak, ``model_rss_mb`` its growth from loading
-  and running the model (the baseline is taken after onnxruntime/numpy/cv2 are imported).
+  attributed): ``peak_rss_mb`` is that process's peak, ``model_rss_mb`` the peak minus the
+  resident size just before loading (after onnxruntime/numpy/cv2 are imported), i.e. what the
+  model's weights, session and activation buffers add.
 """
 
 from __future__ import annotations
@@ -145,8 +146,20 @@ def probe_memory(
     return result
 
 
-def _rss_mb() -> float:
+def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _current_rss_mb() -> float:
+    """Resident set now (``VmRSS``); the peak so far when /proc is unavailable."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return _peak_rss_mb()
 
 
 def _probe_main(argv: Sequence[str]) -> int:
@@ -161,14 +174,14 @@ def _probe_main(argv: Sequence[str]) -> int:
 
     from edge_agent.adapters.runtime import OnnxModel
 
-    base = _rss_mb()
+    base = _current_rss_mb()
     t0 = time.perf_counter()
     model = OnnxModel(a.probe, provider=a.provider, threads=a.threads, warmup=False)
     load_ms = (time.perf_counter() - t0) * 1e3
     feeds = model.dummy_inputs()
     for _ in range(a.runs):
         model.run(feeds)
-    peak = _rss_mb()
+    peak = _peak_rss_mb()
     sys.stdout.write(
         json.dumps({"load_ms": load_ms, "peak_rss_mb": peak, "model_rss_mb": peak - base}) + "\n"
     )

@@ -14,7 +14,7 @@ through it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 LEARNED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 # a Conv whose input comes from these is arithmetic on a distribution (YOLOv8 DFL), not a feature layer
@@ -36,27 +36,38 @@ def ensure_node_names(graph: Any) -> int:
     return added
 
 
-def _is_distribution_conv(node: Any, producer: dict[str, Any]) -> bool:
-    if node.op_type != "Conv" or not node.input:
+def _is_distribution_conv(node: Any, producer: dict[str, int], nodes: list[Any]) -> bool:
+    if node.op_type != "Conv" or not node.input or node.input[0] not in producer:
         return False
-    src = producer.get(node.input[0])
-    return src is not None and src.op_type in _DISTRIBUTION_OPS
+    return bool(nodes[producer[node.input[0]]].op_type in _DISTRIBUTION_OPS)
 
 
-def postprocess_tail(graph: Any) -> list[Any]:
-    """Nodes between the last learned layers and the graph outputs, in graph order."""
-    producer = {out: node for node in graph.node for out in node.output}
+def postprocess_tail_indices(graph: Any) -> list[int]:
+    """Indices (in ``graph.node``) of the nodes between the last learned layers and the outputs.
+
+    Works on indices: protobuf may hand out a fresh Python wrapper per access, so ``id()`` of a
+    node is not a stable identity.
+    """
+    nodes = list(graph.node)
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
     stack = [producer[o.name] for o in graph.output if o.name in producer]
     seen: set[int] = set()
     while stack:
-        node = stack.pop()
-        if id(node) in seen:
+        i = stack.pop()
+        if i in seen:
             continue
-        if node.op_type in LEARNED_OPS and not _is_distribution_conv(node, producer):
+        node = nodes[i]
+        if node.op_type in LEARNED_OPS and not _is_distribution_conv(node, producer, nodes):
             continue  # the head's last learned layer: the boundary, stays quantized
-        seen.add(id(node))
-        stack.extend(producer[i] for i in node.input if i in producer)
-    return [n for n in graph.node if id(n) in seen]
+        seen.add(i)
+        stack.extend(producer[x] for x in node.input if x in producer)
+    return sorted(seen)
+
+
+def postprocess_tail(graph: Any) -> list[Any]:
+    """The tail's nodes, in graph order."""
+    nodes = list(graph.node)
+    return [nodes[i] for i in postprocess_tail_indices(graph)]
 
 
 def postprocess_tail_names(graph: Any) -> list[str]:
@@ -73,48 +84,49 @@ def hoist_transposed_softmax(graph: Any) -> int:
     same softmax before the transpose. Needs opset >= 13 Softmax semantics (single axis).
     Returns how many were rewritten.
     """
-    producer = {out: node for node in graph.node for out in node.output}
-    consumers: dict[str, int] = {}
-    for node in graph.node:
-        for i in node.input:
-            consumers[i] = consumers.get(i, 0) + 1
-    graph_outputs = {o.name for o in graph.output}
     done = 0
-    for sm in list(graph.node):
-        if sm.op_type != "Softmax":
-            continue
-        tr = producer.get(sm.input[0])
-        if tr is None or tr.op_type != "Transpose" or consumers.get(tr.output[0], 0) != 1:
-            continue
-        if tr.output[0] in graph_outputs:
-            continue
-        perm = next((list(a.ints) for a in tr.attribute if a.name == "perm"), None)
-        if not perm:
-            continue
-        axis_attr = next((a for a in sm.attribute if a.name == "axis"), None)
-        axis = axis_attr.i if axis_attr is not None else -1
-        axis = axis % len(perm)
-        # new wiring: x -> Softmax(axis=perm[axis]) -> mid -> Transpose(perm) -> softmax output
-        x, mid, y = tr.input[0], tr.output[0], sm.output[0]
-        if axis_attr is None:
-            from onnx import helper
-
-            sm.attribute.append(helper.make_attribute("axis", perm[axis]))
-        else:
-            axis_attr.i = perm[axis]
-        sm.input[0] = x
-        sm.output[0] = mid
-        tr.input[0] = mid
-        tr.output[0] = y
-        # keep topological order: the Softmax now runs before the Transpose
+    while True:
+        pair = _transposed_softmax(graph)
+        if pair is None:
+            return done
+        ti, si, new_axis = pair
         nodes = list(graph.node)
-        ti, si = nodes.index(tr), nodes.index(sm)
-        nodes[ti], nodes[si] = nodes[si], nodes[ti]
+        tr, sm = nodes[ti], nodes[si]
+        x, mid, y = tr.input[0], tr.output[0], sm.output[0]
+        from onnx import helper
+
+        # new wiring: x -> Softmax(axis=perm[axis]) -> mid -> Transpose(perm) -> y
+        sm_new = helper.make_node("Softmax", [x], [mid], sm.name, axis=new_axis)
+        tr_new = helper.make_node("Transpose", [mid], [y], tr.name)
+        tr_new.attribute.extend(tr.attribute)
+        nodes[ti], nodes[si] = sm_new, tr_new  # the Softmax now runs first: order stays topological
         del graph.node[:]
         graph.node.extend(nodes)
-        producer[mid], producer[y] = sm, tr
         stale = [vi for vi in graph.value_info if vi.name == mid]  # ``mid`` now has the untransposed shape
         for vi in stale:
             graph.value_info.remove(vi)
         done += 1
-    return done
+
+
+def _transposed_softmax(graph: Any) -> Optional[tuple[int, int, int]]:
+    """(transpose index, softmax index, new softmax axis) of the first rewritable pair."""
+    nodes = list(graph.node)
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
+    consumers: dict[str, int] = {}
+    for node in nodes:
+        for i in node.input:
+            consumers[i] = consumers.get(i, 0) + 1
+    graph_outputs = {o.name for o in graph.output}
+    for si, sm in enumerate(nodes):
+        if sm.op_type != "Softmax" or sm.input[0] not in producer:
+            continue
+        ti = producer[sm.input[0]]
+        tr = nodes[ti]
+        if tr.op_type != "Transpose" or consumers.get(tr.output[0], 0) != 1 or tr.output[0] in graph_outputs:
+            continue
+        perm = next((list(a.ints) for a in tr.attribute if a.name == "perm"), None)
+        if not perm:
+            continue
+        axis = next((a.i for a in sm.attribute if a.name == "axis"), -1) % len(perm)
+        return ti, si, perm[axis]
+    return None

@@ -14,5 +14,6 @@ class Thresholds:
     min_top1_agreement: float = 0.95
     max_top1_drop: float = 0.02  # absolute top-1 accuracy drop (with labels)
     conf: float = 0.25  # detection threshold for the agreement metrics
+    conf_margin: float = 0.05  # a match may sit this far below ``conf`` on the other side
     eval_conf: float = 0.001  # for mAP
     eval_iou: float = 0.6
