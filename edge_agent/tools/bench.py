@@ -76,10 +76,12 @@ def synthetic_image(h: int = 480, w: int = 640, seed: int = 0) -> npt.NDArray[np
     rng = np.random.default_rng(seed)
     img = rng.integers(60, 200, (h, w, 3), dtype=np.uint8)
     img = np.asarray(cv2.GaussianBlur(img, (7, 7), 0), np.uint8)
+    side = max(4, min(h, w) // 6)
     for _ in range(6):
-        x, y = int(rng.integers(0, w - 80)), int(rng.integers(0, h - 80))
+        x, y = int(rng.integers(0, max(1, w - side))), int(rng.integers(0, max(1, h - side)))
         color = tuple(int(c) for c in rng.integers(0, 255, 3))
-        cv2.rectangle(img, (x, y), (x + int(rng.integers(30, 80)), y + int(rng.integers(30, 80))), color, -1)
+        bw, bh = int(rng.integers(side // 2, side + 1)), int(rng.integers(side // 2, side + 1))
+        cv2.rectangle(img, (x, y), (x + bw, y + bh), color, -1)
     return img
 
 

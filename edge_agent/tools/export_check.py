@@ -15,6 +15,7 @@ import importlib.util
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -143,7 +144,10 @@ def _rel(a: Any, b: Any) -> tuple[float, float]:
 def export(net: Any, example: Any, out: Path, opset: int = 17) -> None:
     torch = require_torch()
     net.eval()
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # the TorchScript exporter warns that it is deprecated in favour of dynamo, which needs
+        # opset 18 for YOLO-style Split; at 17 it is the one that works
+        warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(
             net,
             (example,),
@@ -154,6 +158,22 @@ def export(net: Any, example: Any, out: Path, opset: int = 17) -> None:
             dynamic_axes={"images": {0: "batch"}, "output0": {0: "batch"}},
             dynamo=False,
         )
+    _static_output_dims(out)
+
+
+def _static_output_dims(path: Path) -> None:
+    """Re-infer output shapes with data propagation through Shape/Slice/Concat.
+
+    Why: with a dynamic batch axis the TorchScript exporter names *every* output dim (e.g. a
+    YOLO output becomes [batch, d1, d2]), and a consumer can no longer tell 4+nc from the anchors.
+    Data propagation recovers the static ones ([batch, 4+nc, d2]).
+    """
+    onnx = require_onnx()
+    model = onnx.load(str(path))
+    for o in model.graph.output:
+        o.type.tensor_type.ClearField("shape")
+    del model.graph.value_info[:]
+    onnx.save(onnx.shape_inference.infer_shapes(model, data_prop=True), str(path))
 
 
 def check_export(net: Any, example: Any, out: Path, opset: int = 17) -> ExportReport:
