@@ -5,7 +5,7 @@ inference mode), opset >= 17, a dynamic batch axis, ``onnx.checker``, and the ON
 PyTorch's within 1e-4 relative (0.01 %, of the output's scale) at batch 1 *and* batch 2. torch
 2.13's default dynamo exporter needs opset 18 for YOLO-style ``Split``; the TorchScript exporter
 (``dynamo=False``) is used at 17. Also times PyTorch vs ORT FP32 vs ORT INT8 (static QDQ from
-:func:`edge_agent.tools.quantize.quantize_model`), interleaved, same thread count for all.
+:func:`edge_agent.tools.quantize.quantize_model`), same thread count for all.
 """
 
 from __future__ import annotations
@@ -220,7 +220,13 @@ def _synthetic_calibration(folder: Path, hw: tuple[int, int], n: int = 16) -> li
 def time_runtimes(
     net: Any, example: Any, fp32: Path, int8: Optional[Path], runs: int = 30, threads: int = 2
 ) -> dict[str, float]:
-    """Median latency of PyTorch, ORT FP32 and ORT INT8 on ``example``, interleaved."""
+    """Median latency of PyTorch, ORT FP32 and ORT INT8 on ``example``, same thread count.
+
+    Measured in alternating blocks (5 rounds of runs/5 per runtime), not strictly interleaved:
+    PyTorch's OpenMP pool and ORT's pool both busy-wait after a call, so alternating them call
+    by call makes each one's idle spinners steal the cores from the other (PyTorch came out
+    10x slower that way on 2 cores). Blocks still spread machine drift over all three.
+    """
     torch = require_torch()
     import onnxruntime as ort
 
@@ -228,23 +234,25 @@ def time_runtimes(
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.log_severity_level = 3
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sessions = {"onnxruntime fp32": ort.InferenceSession(str(fp32), so, providers=["CPUExecutionProvider"])}
     if int8 is not None:
         sessions["onnxruntime int8"] = ort.InferenceSession(str(int8), so, providers=["CPUExecutionProvider"])
     x = example.detach().cpu().numpy()
-    times: dict[str, list[float]] = {"pytorch": [], **{k: [] for k in sessions}}
+    calls: dict[str, Any] = {"pytorch": lambda: net(example)}
+    for k, s in sessions.items():
+        calls[k] = lambda s=s: s.run(None, {"images": x})
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    rounds = 5
+    per_block = max(1, runs // rounds)
     with torch.inference_mode():
-        for i in range(runs + 3):
-            t0 = time.perf_counter()
-            net(example)
-            dt = {"pytorch": time.perf_counter() - t0}
-            for k, s in sessions.items():
-                t0 = time.perf_counter()
-                s.run(None, {"images": x})
-                dt[k] = time.perf_counter() - t0
-            if i >= 3:
-                for k, v in dt.items():
-                    times[k].append(v * 1e3)
+        for _ in range(rounds):
+            for k, call in calls.items():
+                for i in range(per_block + 1):
+                    t0 = time.perf_counter()
+                    call()
+                    if i:  # the first call of a block wakes the pool up: not timed
+                        times[k].append((time.perf_counter() - t0) * 1e3)
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
