@@ -7,6 +7,7 @@ Checks eval mode, opset >= 17, a dynamic batch axis, ``onnx.checker`` and ONNX-v
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--module",
         help="MODULE:CALLABLE or FILE.py:CALLABLE returning an nn.Module (default: a built-in small conv net)",
+    )
+    p.add_argument(
+        "--kwargs", default="{}", help="JSON keyword arguments for CALLABLE, e.g. '{\"imgsz\": 640}'"
     )
     p.add_argument("--input-shape", default="1,3,224,224", help="example input N,C,H,W (default 1,3,224,224)")
     p.add_argument("--opset", type=int, default=17)
@@ -40,7 +44,13 @@ def run(args: argparse.Namespace) -> int:
     if len(dims) != 4:
         raise EdgeAgentError(f"--input-shape {args.input_shape!r}: expected 4 numbers N,C,H,W")
     shape = (dims[0], dims[1], dims[2], dims[3])
-    net = load_factory(args.module) if args.module else small_convnet()
+    try:
+        kwargs = json.loads(args.kwargs)
+    except ValueError:
+        raise EdgeAgentError(f"--kwargs {args.kwargs!r}: not JSON") from None
+    if not isinstance(kwargs, dict):
+        raise EdgeAgentError(f"--kwargs {args.kwargs!r}: expected a JSON object")
+    net = load_factory(args.module, kwargs) if args.module else small_convnet()
     set_export_mode(net)
     report = run_export_check(
         net,

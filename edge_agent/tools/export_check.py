@@ -64,7 +64,7 @@ def small_convnet(num_classes: int = 10) -> Any:
     return net.eval()
 
 
-def load_factory(spec: str) -> Any:
+def load_factory(spec: str, kwargs: Optional[dict[str, Any]] = None) -> Any:
     """``pkg.module:callable`` or ``path/to/file.py:callable`` -> the nn.Module it returns."""
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
@@ -79,7 +79,7 @@ def load_factory(spec: str) -> Any:
         mod_spec.loader.exec_module(module)
     else:
         module = importlib.import_module(target)
-    return getattr(module, attr)()
+    return getattr(module, attr)(**(kwargs or {}))
 
 
 def set_export_mode(net: Any) -> int:

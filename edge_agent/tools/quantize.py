@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -145,18 +147,35 @@ def _upgrade_opset(onnx: Any, model: Any) -> Any:
     return version_converter.convert_version(model, MIN_OPSET)
 
 
+@contextmanager
+def _working_dir(path: Path) -> Iterator[None]:
+    """chdir for the duration (not thread-safe; the tools are single-threaded CLI code)."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
 def preprocess_for_quantization(src: Path, dst: Path) -> None:
     """Opset upgrade + ``quant_pre_process``; symbolic shape inference is skipped when it fails
-    (it does on some dynamic H/W exports), ONNX shape inference still runs."""
+    (it does on some dynamic H/W and dynamic-batch exports), ONNX shape inference still runs.
+
+    Runs with ``dst``'s folder as the working directory: when symbolic shape inference fails,
+    onnxruntime dumps ``sym_shape_infer_temp.onnx`` plus external data into the *current* dir.
+    """
     onnx = require_onnx()
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     model = _upgrade_opset(onnx, onnx.load(str(src)))
-    try:
-        quant_pre_process(model, str(dst))
-    except Exception as exc:  # noqa: BLE001 - symbolic shape inference raises bare Exception; logged, then retried
-        log.warning("symbolic shape inference failed (%s); pre-processing without it", exc)
-        quant_pre_process(model, str(dst), skip_symbolic_shape=True)
+    dst = dst.resolve()
+    with _working_dir(dst.parent):
+        try:
+            quant_pre_process(model, str(dst))
+        except Exception as exc:  # noqa: BLE001 - symbolic shape inference raises bare Exception; logged, then retried
+            log.warning("symbolic shape inference failed (%s); pre-processing without it", exc)
+            quant_pre_process(model, str(dst), skip_symbolic_shape=True)
 
 
 def quantize_model(

@@ -18,24 +18,31 @@ pytestmark = pytest.mark.slow
 
 
 class TinyYolo(torch.nn.Module):  # type: ignore[misc]
-    """Conv stem + head conv -> [B, 4+nc, N] with pixel boxes and sigmoid scores, like a YOLO export."""
+    """Conv stem + head conv -> DFL box decode + sigmoid scores -> [B, 4+nc, N], like a YOLOv8 export."""
 
-    def __init__(self, nc: int = 3, imgsz: int = 64) -> None:
+    def __init__(self, nc: int = 3, imgsz: int = 64, bins: int = 4) -> None:
         super().__init__()
-        self.nc, self.imgsz, self.export = nc, imgsz, False
+        self.nc, self.imgsz, self.bins, self.export = nc, imgsz, bins, False
         self.stem = torch.nn.Sequential(
             torch.nn.Conv2d(3, 16, 3, 2, 1),
             torch.nn.BatchNorm2d(16),
             torch.nn.SiLU(),
             torch.nn.Conv2d(16, 24, 3, 2, 1),
         )
-        self.head = torch.nn.Conv2d(24, 4 + nc, 1)
+        self.down = torch.nn.Conv2d(24, 24, 3, 2, 1)
+        self.up = torch.nn.Upsample(scale_factor=2.0, mode="nearest")  # a Resize, as in YOLO necks
+        self.head = torch.nn.Conv2d(24, 4 * bins + nc, 1)
+        self.dfl = torch.nn.Conv2d(bins, 1, 1, bias=False).requires_grad_(False)
+        self.dfl.weight.data[:] = torch.arange(bins, dtype=torch.float32).view(1, bins, 1, 1)
 
     def forward(self, x: Any) -> Any:
-        h = self.head(torch.relu(self.stem(x)))
+        f = torch.relu(self.stem(x))
+        h = self.head(f + self.up(self.down(f)))
         flat = h.flatten(2)
-        box, cls = flat.split((4, self.nc), 1)
-        return torch.cat((box.sigmoid() * self.imgsz, cls.sigmoid()), 1)
+        box, cls = flat.split((4 * self.bins, self.nc), 1)
+        b, _, a = box.shape
+        dist = self.dfl(box.view(b, 4, self.bins, a).transpose(2, 1).softmax(1)).view(b, 4, a)
+        return torch.cat((dist * (self.imgsz / self.bins), cls.sigmoid()), 1)
 
 
 class Noisy(torch.nn.Module):  # type: ignore[misc]
@@ -68,7 +75,8 @@ def test_yolo_style_export_at_opset_17_keeps_its_head_float_when_quantized(tmp_p
     rep = run_export_check(net, (1, 3, 64, 64), tmp_path / "tiny.onnx", runs=0)
     assert rep.passed, rep.format()
     tail = [n.op_type for n in postprocess_tail(onnx.load(str(tmp_path / "tiny.onnx")).graph)]
-    assert {"Split", "Sigmoid", "Mul", "Concat"} <= set(tail) and "Conv" not in tail
+    # everything after the head conv, the DFL (Softmax + its fixed Conv) included, stays float
+    assert {"Split", "Softmax", "Sigmoid", "Mul", "Concat"} <= set(tail) and tail.count("Conv") == 1
     q = onnx.load(str(tmp_path / "tiny.int8.onnx"))
     producer = {o: n for n in q.graph.node for o in n.output}
     assert producer[q.graph.output[0].name].op_type == "Concat"
@@ -82,3 +90,15 @@ def test_export_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert rc == 0, text
     assert "PASS" in text and "onnxruntime fp32" in text and "onnxruntime int8" in text and "pytorch" in text
     assert main(["export-check", "-o", str(out), "--input-shape", "1,3,32"]) == 1
+
+
+def test_quantizing_a_dynamic_batch_export_leaves_no_files_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # symbolic shape inference fails on this export and onnxruntime dumps a temp model into the cwd
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    run_export_check(TinyYolo(), (1, 3, 64, 64), tmp_path / "tiny.onnx", runs=0)
+    assert list(work.iterdir()) == []
+    assert Path.cwd() == work
