@@ -135,6 +135,26 @@ def _boxes(raw: npt.NDArray[np.generic], lb: Any, conf: float, iou: float) -> Bo
     return Boxes(d.boxes, d.scores, d.class_ids)
 
 
+def _split_raw(raw: npt.NDArray[np.generic]) -> npt.NDArray[np.float32]:
+    """[1, 4+nc, N] or [1, N, 4+nc] -> float32 [4+nc, N]."""
+    from edge_agent.core.yolo import detector_layout
+
+    out: npt.NDArray[np.float32] = np.asarray(raw, np.float32)[0]
+    return out.T if detector_layout((1, *out.shape)) == "channels_last" else out
+
+
+def detector_raw_diffs(
+    r_raw: npt.NDArray[np.generic], c_raw: npt.NDArray[np.generic], conf: float
+) -> tuple[float, float]:
+    """(max |delta score| over all anchors, max |delta box px| over anchors the reference is confident
+    about). The whole-tensor max is dominated by boxes of empty anchors, which nobody sees."""
+    r, c = _split_raw(r_raw), _split_raw(c_raw)
+    score = float(np.max(np.abs(r[4:] - c[4:]))) if r.shape[0] > 4 else 0.0
+    sel = r[4:].max(axis=0) >= conf if r.shape[0] > 4 else np.zeros(r.shape[1], bool)
+    box = float(np.max(np.abs(r[:4, sel] - c[:4, sel]))) if sel.any() else float("nan")
+    return score, box
+
+
 def validate_detector(
     ref: Any, cand: Any, files: list[Path], labels_dir: Optional[Path], th: Thresholds, progress: Any = None
 ) -> ValidationReport:
@@ -142,13 +162,18 @@ def validate_detector(
 
     rep = ValidationReport("detector", str(ref.path), str(cand.path), len(files))
     refs, cands, refs_lo, cands_lo, ref_eval, cand_eval, gts = [], [], [], [], [], [], []
-    max_abs = max_rel = 0.0
+    max_abs = max_rel = max_score = 0.0
+    max_box = float("nan")
     for f in files:
         img = read_image(f)
         r_raw, lb = _detect_raw(ref, img)
         c_raw, _ = _detect_raw(cand, img)
         a, r = raw_difference(r_raw, c_raw)
         max_abs, max_rel = max(max_abs, a), max(max_rel, r)
+        sd, bd = detector_raw_diffs(r_raw, c_raw, th.conf)
+        max_score = max(max_score, sd)
+        if not math.isnan(bd):
+            max_box = bd if math.isnan(max_box) else max(max_box, bd)
         refs.append(_boxes(r_raw, lb, th.conf, 0.45))
         cands.append(_boxes(c_raw, lb, th.conf, 0.45))
         lo = max(th.conf - th.conf_margin, 0.0)
@@ -175,6 +200,8 @@ def validate_detector(
             "mean_abs_conf_delta": ag.mean_abs_conf_delta,
             "raw_max_abs_diff": max_abs,
             "raw_max_rel_diff": max_rel,
+            "raw_max_score_diff": max_score,
+            "raw_max_box_diff_px_confident": max_box,
         }
     )
     if ag.ref_count == 0:

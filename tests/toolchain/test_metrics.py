@@ -99,3 +99,20 @@ def test_raw_difference_is_relative_to_output_scale() -> None:
     b = np.array([1e-3, 99.0, -50.0])
     assert raw_difference(a, b) == (pytest.approx(1.0), pytest.approx(0.01))
     assert raw_difference(np.zeros(3), np.zeros(3)) == (0.0, 0.0)
+
+
+def test_detector_raw_diffs_ignore_boxes_of_empty_anchors() -> None:
+    from edge_agent.tools.validate import detector_raw_diffs
+
+    ref = np.zeros((1, 6, 10), np.float32)  # 4 box rows + 2 classes, 10 anchors
+    ref[0, :4, 0] = [10, 10, 4, 4]
+    ref[0, 4, 0] = 0.9  # only anchor 0 is confident
+    cand = ref.copy()
+    cand[0, :4, 0] += 2.0  # confident box moved 2 px
+    cand[0, :4, 2] += 300.0  # an empty anchor's box moved a lot: nobody sees it
+    cand[0, 5, 1] = 0.2
+    score, box = detector_raw_diffs(ref, cand, 0.25)
+    assert score == pytest.approx(0.2) and box == pytest.approx(2.0)
+    # channels-last layout gives the same answer
+    s2, b2 = detector_raw_diffs(ref.transpose(0, 2, 1), cand.transpose(0, 2, 1), 0.25)
+    assert (s2, b2) == (pytest.approx(0.2), pytest.approx(2.0))
