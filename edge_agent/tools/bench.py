@@ -248,7 +248,7 @@ def report_json(benches: Sequence[ModelBench], meta: dict[str, Any]) -> dict[str
 
 def format_table(report: dict[str, Any]) -> str:
     head = (
-        f"{'model':<34} {'quant':<9} {'run p50':>8} {'p90':>7} {'p99':>7} {'pre':>6} {'post':>6} "
+        f"{'model':<34} {'quant':<12} {'run p50':>8} {'p90':>7} {'p99':>7} {'pre':>6} {'post':>6} "
         f"{'e2e p50':>8} {'img/s':>6} {'load':>6} {'RSS MB':>7} {'x first':>7}"
     )
     lines = [
@@ -259,7 +259,7 @@ def format_table(report: dict[str, Any]) -> str:
     for r in report["models"]:
         s, p = r["session_run_ms"], r["pipeline_ms"]
         lines.append(
-            f"{Path(r['path']).name[:34]:<34} {r['quantization']:<9} {s['p50']:8.1f} {s['p90']:7.1f} "
+            f"{Path(r['path']).name[:34]:<34} {r['quantization']:<12} {s['p50']:8.1f} {s['p90']:7.1f} "
             f"{s['p99']:7.1f} {p['pre']['p50']:6.2f} {p['post']['p50']:6.2f} {p['total']['p50']:8.1f} "
             f"{r['images_per_s'] or 0:6.1f} {r['load_ms']:6.0f} {r['model_rss_mb']:7.1f} "
             f"{r['speedup_vs_first']['session_run_p50']:6.2f}x"
