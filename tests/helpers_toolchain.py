@@ -115,3 +115,56 @@ def rename_all_nodes(model: Any, prefix: str = "n") -> dict[str, str]:
         mapping[node.name] = new
         node.name = new
     return mapping
+
+
+CLASSES = ("red", "green", "blue")
+
+
+def toy_classifier_model(size: int = 32) -> Any:
+    """A colour classifier with fixed weights: 1x1 Conv (identity) + Relu -> global average pool ->
+    Gemm (x8) -> Softmax over red/green/blue. Input RGB 0..1, so the dominant channel wins."""
+    eye = np.eye(3, dtype=np.float32)
+    inits = [
+        numpy_helper.from_array(eye.reshape(3, 3, 1, 1), "wc"),
+        numpy_helper.from_array(np.zeros(3, np.float32), "bc"),
+        numpy_helper.from_array(eye * 8.0, "wg"),
+        numpy_helper.from_array(np.zeros(3, np.float32), "bg"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["images", "wc", "bc"], ["c"], "conv"),
+        helper.make_node("Relu", ["c"], ["r"], "relu"),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"], "pool"),
+        helper.make_node("Flatten", ["p"], ["f"], "flatten"),
+        helper.make_node("Gemm", ["f", "wg", "bg"], ["logits"], "fc", transB=1),
+        helper.make_node("Softmax", ["logits"], ["output0"], "softmax", axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "toy-cls",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["batch", 3])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    for k, v in {
+        "names": str(dict(enumerate(CLASSES))),
+        "imgsz": str([size, size]),
+        "task": "classify",
+    }.items():
+        model.metadata_props.add(key=k, value=v)
+    onnx.checker.check_model(model)
+    return model
+
+
+def write_colour_folders(root: Path, per_class: int, seed: int) -> None:
+    """root/<red|green|blue>/*.png: noisy images whose dominant channel is the class (BGR on disk)."""
+    rng = np.random.default_rng(seed)
+    bgr_index = {"red": 2, "green": 1, "blue": 0}
+    for name in CLASSES:
+        d = root / name
+        d.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            img = rng.integers(0, 110, (40, 48, 3)).astype(np.uint8)
+            img[:, :, bgr_index[name]] = rng.integers(120, 256, (40, 48)).astype(np.uint8)
+            cv2.imwrite(str(d / f"{name}{i:02d}.png"), img)
