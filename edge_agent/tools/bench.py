@@ -259,8 +259,8 @@ def format_table(report: dict[str, Any]) -> str:
     for r in report["models"]:
         s, p = r["session_run_ms"], r["pipeline_ms"]
         lines.append(
-            f"{Path(r['path']).name[:34]:<34} {r['quantization']:<12} {s['p50']:8.1f} {s['p90']:7.1f} "
-            f"{s['p99']:7.1f} {p['pre']['p50']:6.2f} {p['post']['p50']:6.2f} {p['total']['p50']:8.1f} "
+            f"{Path(r['path']).name[:34]:<34} {r['quantization']:<12} {s['p50']:8.2f} {s['p90']:7.2f} "
+            f"{s['p99']:7.2f} {p['pre']['p50']:6.2f} {p['post']['p50']:6.2f} {p['total']['p50']:8.2f} "
             f"{r['images_per_s'] or 0:6.1f} {r['load_ms']:6.0f} {r['model_rss_mb']:7.1f} "
             f"{r['speedup_vs_first']['session_run_p50']:6.2f}x"
         )
