@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent import __version__
-from edge_agent.errors import QuantizeError
+from edge_agent.errors import ModelError, QuantizeError
 from edge_agent.tools import require_onnx
 from edge_agent.tools.graph import ensure_node_names, hoist_transposed_softmax, postprocess_tail
 from edge_agent.tools.progress import Progress
@@ -70,7 +70,7 @@ def model_kind(model: Any) -> Literal["detect", "classify"]:
         return "classify"
     if task in (None, "detect") and detector_layout(out_shape) is not None:
         return "detect"
-    raise QuantizeError(
+    raise ModelError(
         f"{model.path}: output shape {list(out_shape)} (task {task!r}) is neither a YOLO detector "
         "[1, 4+nc, N] nor a classifier [N, classes]"
     )

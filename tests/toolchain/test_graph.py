@@ -23,6 +23,7 @@ def _positions(model: onnx.ModelProto) -> list[int]:
     return postprocess_tail_indices(model.graph)
 
 
+@pytest.mark.arm_smoke
 def test_toy_head_tail_is_everything_after_the_head_conv() -> None:
     m = toy_detector_model()
     ops = [(n.op_type, n.name) for n in postprocess_tail(m.graph)]
@@ -36,6 +37,7 @@ def test_toy_head_tail_is_everything_after_the_head_conv() -> None:
     ]
 
 
+@pytest.mark.arm_smoke
 def test_tail_does_not_depend_on_node_names() -> None:
     m = toy_detector_model()
     before = _positions(m)
