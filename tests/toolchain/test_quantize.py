@@ -195,3 +195,22 @@ def test_helpers_for_paths_and_samples(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="not a directory"):
         image_files(tmp_path)
     assert np.isfinite(1.0)
+
+
+@pytest.mark.parametrize("method", ["entropy", "percentile"])
+def test_histogram_calibration_methods_also_hold_accuracy(toy_dir: Path, tmp_path: Path, method: str) -> None:
+    from edge_agent.tools.validate import validate_models
+
+    out = tmp_path / f"{method}.onnx"
+    res = quantize_model(
+        toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "calib"), method=method, progress=False
+    )  # type: ignore[arg-type]
+    assert (
+        json.loads({p.key: p.value for p in onnx.load(str(out)).metadata_props}["quantization"])["method"]
+        == method
+    )
+    assert len(res.excluded_nodes) == 6
+    rep = validate_models(
+        toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "val"), toy_dir / "val", show_progress=False
+    )
+    assert rep.passed, rep.format_table()
