@@ -204,7 +204,7 @@ def test_histogram_calibration_methods_also_hold_accuracy(toy_dir: Path, tmp_pat
     out = tmp_path / f"{method}.onnx"
     res = quantize_model(
         toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "calib"), method=method, progress=False
-    )  # type: ignore[arg-type]
+    )
     assert (
         json.loads({p.key: p.value for p in onnx.load(str(out)).metadata_props}["quantization"])["method"]
         == method
