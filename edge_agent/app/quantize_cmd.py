@@ -28,7 +28,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--samples", type=int, default=128, help="calibration images to use (default 128; 0 = all)"
     )
-    p.add_argument("--method", choices=("minmax", "entropy", "percentile"), default="minmax")
+    p.add_argument(
+        "--method",
+        choices=("minmax", "entropy", "percentile"),
+        default="minmax",
+        help="activation range calibration (default minmax)",
+    )
     p.add_argument("--target", choices=("x86", "arm64"), default="x86", help="CPU the model will run on")
     p.add_argument("--val", help="validation images (default: the calibration images)")
     p.add_argument("--val-labels", help="YOLO labels for --val images (adds mAP checks)")
