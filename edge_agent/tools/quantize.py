@@ -197,6 +197,10 @@ def quantize_model(
     if not calib_files:
         raise QuantizeError("no calibration images")
     ref = OnnxModel(src, provider="cpu", warmup=False)
+    if ref.info.quant_kind not in ("fp32", "fp16"):
+        raise QuantizeError(
+            f"{src}: already quantized ({ref.info.quant_kind}); quantize its FP32 source instead"
+        )
     kind = model_kind(ref)
     reader = _Reader(ref.input.name, list(calib_files), make_preprocess(ref), progress)
     act, wt = TARGET_TYPES[target]

@@ -214,3 +214,15 @@ def test_histogram_calibration_methods_also_hold_accuracy(toy_dir: Path, tmp_pat
         toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "val"), toy_dir / "val", show_progress=False
     )
     assert rep.passed, rep.format_table()
+
+
+def test_an_already_quantized_model_is_refused(
+    toy_int8: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    (calib / "a.png").write_bytes(b"")
+    assert main(["quantize", str(toy_int8), "--calib", str(calib), "-o", str(tmp_path / "x.onnx")]) == 1
+    err = capsys.readouterr().err
+    assert "already quantized (qdq_int8)" in err and "FP32 source" in err
+    assert not (tmp_path / "x.onnx").exists()
