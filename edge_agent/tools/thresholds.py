@@ -16,4 +16,4 @@ class Thresholds:
     conf: float = 0.25  # detection threshold for the agreement metrics
     conf_margin: float = 0.05  # a match may sit this far below ``conf`` on the other side
     eval_conf: float = 0.001  # for mAP
-    eval_iou: float = 0.6
+    eval_iou: float = 0.7  # Ultralytics YOLOv8 val defaults: conf 0.001, NMS IoU 0.7

@@ -2,7 +2,7 @@
 
 Detectors are compared on the detections a user would see (conf 0.25): recall of the reference's
 detections, IoU and confidence drift of the matched ones. With YOLO labels, both models are also
-scored for mAP (conf 0.001, NMS 0.6, the usual evaluation settings). Classifiers are compared on
+scored for mAP (conf 0.001, NMS IoU 0.7: Ultralytics YOLOv8 val settings). Classifiers are compared on
 top-1/top-5 agreement and probability drift, plus accuracy with a class-per-folder layout. Raw
 output differences are reported for both, but not gated: INT8 is *supposed* to differ a bit.
 """

@@ -130,14 +130,14 @@ def test_validate_command_exit_codes_and_json(
 def test_validate_with_yolo_labels_reports_map(
     toy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # labels = the reference's own detections (conf 0.25, NMS 0.6 as in evaluation): every prediction
+    # labels = the reference's own detections (conf 0.25, NMS 0.7 as in evaluation): every prediction
     # above 0.25 is then a true positive ranked above all others, so the reference scores mAP 1.0
     from edge_agent.adapters.images import read_image
     from edge_agent.adapters.runtime import OnnxModel
     from edge_agent.app.pipeline import Detector, DetectorParams
 
     ref = toy_dir / "toy-fp32.onnx"
-    det = Detector(OnnxModel(ref, provider="cpu"), DetectorParams(conf_threshold=0.25, iou_threshold=0.6))
+    det = Detector(OnnxModel(ref, provider="cpu"), DetectorParams(conf_threshold=0.25, iou_threshold=0.7))
     labels = tmp_path / "labels"
     labels.mkdir()
     for f in image_files(toy_dir / "val"):
