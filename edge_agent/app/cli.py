@@ -25,6 +25,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edge_agent.app.doctor_cmd",
     "edge_agent.app.config_cmd",
     "edge_agent.app.queue_cmd",
+    "edge_agent.app.quantize_cmd",
+    "edge_agent.app.validate_cmd",
+    "edge_agent.app.bench_cmd",
+    "edge_agent.app.export_check_cmd",
 )
 
 log = logging.getLogger("edge_agent")

@@ -1,0 +1,283 @@
+"""PyTorch -> ONNX export checks (dev tooling; needs the ``torch`` extra, never the runtime).
+
+What a good export needs, checked rather than hoped for: ``eval()`` (BatchNorm/Dropout in
+inference mode), opset >= 17, a dynamic batch axis, ``onnx.checker``, and the ONNX output equal to
+PyTorch's within 1e-4 relative (0.01 %, of the output's scale) at batch 1 *and* batch 2. torch
+2.13's default dynamo exporter needs opset 18 for YOLO-style ``Split``; the TorchScript exporter
+(``dynamo=False``) is used at 17. Also times PyTorch vs ORT FP32 vs ORT INT8 (static QDQ from
+:func:`edge_agent.tools.quantize.quantize_model`), same thread count for all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from edge_agent.tools import ToolingDependencyError, require_onnx
+
+MAX_REL_DIFF = 1e-4
+
+
+def require_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ToolingDependencyError(
+            "export checks need PyTorch; install it with: pip install 'edge-agent[torch]'"
+        ) from None
+    return torch
+
+
+def small_convnet(num_classes: int = 10) -> Any:
+    """A small Conv-BN-SiLU classifier (~0.1 M params) to check the export path end to end."""
+    torch = require_torch()
+    nn = torch.nn
+
+    def block(cin: int, cout: int, stride: int) -> Any:
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        block(3, 16, 2),
+        block(16, 32, 2),
+        block(32, 64, 2),
+        block(64, 64, 1),
+        block(64, 128, 2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(128, num_classes),
+    )
+    # give BatchNorm non-trivial running stats, as a trained net has
+    net.train()
+    with torch.no_grad():
+        for _ in range(3):
+            net(torch.randn(4, 3, 64, 64))
+    return net.eval()
+
+
+def load_factory(spec: str, kwargs: Optional[dict[str, Any]] = None) -> Any:
+    """``pkg.module:callable`` or ``path/to/file.py:callable`` -> the nn.Module it returns."""
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise ToolingDependencyError(f"--module {spec!r}: expected MODULE:CALLABLE or FILE.py:CALLABLE")
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        sys.path.insert(0, str(path.parent))  # sibling imports of the file
+        mod_spec = importlib.util.spec_from_file_location(path.stem, path)
+        if mod_spec is None or mod_spec.loader is None:
+            raise ToolingDependencyError(f"--module: cannot import {path}")
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    return getattr(module, attr)(**(kwargs or {}))
+
+
+def set_export_mode(net: Any) -> int:
+    """Set ``export = True`` wherever a submodule has that flag (Ultralytics convention: the head then
+    emits its deployable output). Returns how many were set."""
+    n = 0
+    for m in net.modules():
+        if isinstance(getattr(m, "export", None), bool):
+            m.export = True
+            n += 1
+    return n
+
+
+@dataclass
+class ExportReport:
+    onnx_path: Path
+    opset: int
+    checker_ok: bool
+    dynamic_batch: bool
+    max_abs_diff: float
+    max_rel_diff: float
+    batch2_rel_diff: float
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.checker_ok
+            and self.dynamic_batch
+            and self.opset >= 17
+            and self.max_rel_diff <= MAX_REL_DIFF
+            and self.batch2_rel_diff <= MAX_REL_DIFF
+        )
+
+    def format(self) -> str:
+        ok = _ok
+        lines = [
+            f"export-check {self.onnx_path.name}: opset {self.opset} ({ok(self.opset >= 17)}), "
+            f"onnx.checker {ok(self.checker_ok)}, dynamic batch {ok(self.dynamic_batch)}",
+            f"  ONNX vs PyTorch: max abs {self.max_abs_diff:.3g}, max rel {self.max_rel_diff:.3g} "
+            f"(batch 2: {self.batch2_rel_diff:.3g}; limit {MAX_REL_DIFF:g}) {ok(self.max_rel_diff <= MAX_REL_DIFF and self.batch2_rel_diff <= MAX_REL_DIFF)}",
+        ]
+        if self.timings_ms:
+            base = self.timings_ms.get("pytorch")
+            lines.append(f"  {'runtime':<14} {'p50 ms':>8} {'vs PyTorch':>10}")
+            for k, v in self.timings_ms.items():
+                lines.append(f"  {k:<14} {v:8.2f} {(base / v if base else float('nan')):9.2f}x")
+        lines.append("PASS" if self.passed else "FAIL")
+        return "\n".join(lines)
+
+
+def _ok(passed: bool) -> str:
+    return "ok" if passed else "FAIL"
+
+
+def _rel(a: Any, b: Any) -> tuple[float, float]:
+    from edge_agent.core.metrics import raw_difference
+
+    return raw_difference(np.asarray(a), np.asarray(b))
+
+
+def export(net: Any, example: Any, out: Path, opset: int = 17) -> None:
+    torch = require_torch()
+    net.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        # the TorchScript exporter warns that it is deprecated in favour of dynamo, which needs
+        # opset 18 for YOLO-style Split; at 17 it is the one that works
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            net,
+            (example,),
+            str(out),
+            opset_version=opset,
+            input_names=["images"],
+            output_names=["output0"],
+            dynamic_axes={"images": {0: "batch"}, "output0": {0: "batch"}},
+            dynamo=False,
+        )
+    _static_output_dims(out)
+
+
+def _static_output_dims(path: Path) -> None:
+    """Re-infer output shapes with data propagation through Shape/Slice/Concat.
+
+    Why: with a dynamic batch axis the TorchScript exporter names *every* output dim (e.g. a
+    YOLO output becomes [batch, d1, d2]), and a consumer can no longer tell 4+nc from the anchors.
+    Data propagation recovers the static ones ([batch, 4+nc, d2]).
+    """
+    onnx = require_onnx()
+    model = onnx.load(str(path))
+    for o in model.graph.output:
+        o.type.tensor_type.ClearField("shape")
+    del model.graph.value_info[:]
+    onnx.save(onnx.shape_inference.infer_shapes(model, data_prop=True), str(path))
+
+
+def check_export(net: Any, example: Any, out: Path, opset: int = 17) -> ExportReport:
+    """Export ``net`` and check the file against PyTorch (batch 1 and 2)."""
+    torch = require_torch()
+    onnx = require_onnx()
+    import onnxruntime as ort
+
+    export(net, example, out, opset)
+    model = onnx.load(str(out))
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        checker_ok = True
+    except onnx.checker.ValidationError:
+        checker_ok = False
+    got_opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    dim0 = model.graph.input[0].type.tensor_type.shape.dim[0]
+    dynamic = bool(dim0.dim_param) and not dim0.HasField("dim_value")
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    x1 = example.detach().cpu().numpy()
+    x2 = np.concatenate([x1, np.flip(x1, axis=3).copy()], axis=0)
+    with torch.no_grad():
+        t1 = net(torch.from_numpy(x1)).numpy()
+        t2 = net(torch.from_numpy(x2)).numpy()
+    o1 = sess.run(None, {"images": x1})[0]
+    abs1, rel1 = _rel(t1, o1)
+    rel2 = _rel(t2, sess.run(None, {"images": x2})[0])[1] if dynamic else float("inf")
+    return ExportReport(out, got_opset, checker_ok, dynamic, abs1, rel1, rel2)
+
+
+def _synthetic_calibration(folder: Path, hw: tuple[int, int], n: int = 16) -> list[Path]:
+    import cv2
+
+    from edge_agent.tools.bench import synthetic_image
+
+    files = []
+    for i in range(n):
+        p = folder / f"calib{i:03d}.png"
+        cv2.imwrite(str(p), synthetic_image(hw[0], hw[1], seed=i))
+        files.append(p)
+    return files
+
+
+def time_runtimes(
+    net: Any, example: Any, fp32: Path, int8: Optional[Path], runs: int = 30, threads: int = 2
+) -> dict[str, float]:
+    """Median latency of PyTorch, ORT FP32 and ORT INT8 on ``example``, same thread count.
+
+    Measured in alternating blocks (5 rounds of runs/5 per runtime), not strictly interleaved:
+    PyTorch's OpenMP pool and ORT's pool both busy-wait after a call, so alternating them call
+    by call makes each one's idle spinners steal the cores from the other (PyTorch came out
+    10x slower that way on 2 cores). Blocks still spread machine drift over all three.
+    """
+    torch = require_torch()
+    import onnxruntime as ort
+
+    torch.set_num_threads(threads)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sessions = {"onnxruntime fp32": ort.InferenceSession(str(fp32), so, providers=["CPUExecutionProvider"])}
+    if int8 is not None:
+        sessions["onnxruntime int8"] = ort.InferenceSession(str(int8), so, providers=["CPUExecutionProvider"])
+    x = example.detach().cpu().numpy()
+    calls: dict[str, Any] = {"pytorch": lambda: net(example)}
+    for k, s in sessions.items():
+        calls[k] = lambda s=s: s.run(None, {"images": x})
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    rounds = 5
+    per_block = max(1, runs // rounds)
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for k, call in calls.items():
+                for i in range(per_block + 1):
+                    t0 = time.perf_counter()
+                    call()
+                    if i:  # the first call of a block wakes the pool up: not timed
+                        times[k].append((time.perf_counter() - t0) * 1e3)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def run_export_check(
+    net: Any,
+    input_shape: tuple[int, int, int, int],
+    out: Path,
+    opset: int = 17,
+    runs: int = 30,
+    threads: int = 2,
+    with_int8: bool = True,
+) -> ExportReport:
+    torch = require_torch()
+    from edge_agent.tools.quantize import quantize_model
+
+    net.eval()
+    torch.manual_seed(0)
+    example = torch.rand(*input_shape)
+    report = check_export(net, example, out, opset)
+    int8: Optional[Path] = None
+    if with_int8:
+        int8 = out.with_name(out.stem + ".int8.onnx")
+        with tempfile.TemporaryDirectory(prefix="edge-agent-calib-") as tmp:
+            files = _synthetic_calibration(Path(tmp), (input_shape[2], input_shape[3]))
+            quantize_model(out, int8, files, progress=False)
+    if runs > 0:
+        report.timings_ms = time_runtimes(net, example, out, int8, runs, threads)
+    return report

@@ -1,0 +1,61 @@
+"""The real YOLOv8n (../shared): our INT8 keeps the FP32 detections, a naive one is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_agent.app.cli import main
+from edge_agent.core.yolo import box_iou
+from edge_agent.tools.quantize import image_files, quantize_model
+
+pytestmark = [pytest.mark.shared, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def y8(shared_dir: Path, shared_calib: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("y8")
+    fp32 = shared_dir / "models" / "yolov8n-coco-fp32.onnx"
+    int8 = d / "yolov8n.int8.onnx"
+    naive = d / "yolov8n.naive.onnx"
+    calib = image_files(shared_calib)
+    quantize_model(fp32, int8, calib, progress=False)
+    quantize_model(fp32, naive, calib, naive=True, progress=False)
+    return {"fp32": fp32, "int8": int8, "naive": naive}
+
+
+def test_int8_keeps_every_fp32_detection(shared_dir: Path, y8: dict[str, Path]) -> None:
+    from edge_agent.adapters.images import read_image
+    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.app.pipeline import Detector
+
+    ref = Detector(OnnxModel(y8["fp32"], provider="cpu"))
+    cand = Detector(OnnxModel(y8["int8"], provider="cpu"))
+    assert cand.model.info.quant_kind == "qdq_int8"
+    assert cand.names == ref.names and len(cand.names) == 80
+    for name in ("bus.jpg", "zidane.jpg"):
+        img = read_image(shared_dir / "images" / name)
+        r = ref.detect(img).detections
+        c = cand.detect(img, keep_raw=True)
+        assert len(r) >= 3, f"reference found too little on {name}"
+        iou = box_iou(r.boxes, c.detections.boxes)
+        for i in range(len(r)):
+            # strongest candidate of the same label
+            same = np.flatnonzero(c.detections.class_ids == r.class_ids[i])
+            assert same.size, f"{name}: {ref.names[int(r.class_ids[i])]} lost"
+            best = float(iou[i, same].max())
+            assert best >= 0.9, f"{name}: detection {i} ({ref.names[int(r.class_ids[i])]}) IoU {best:.3f}"
+        raw = c.raw
+        assert raw is not None and float(raw[0, 4:].max()) > 0.5  # scores are not flattened to zero
+
+
+def test_naive_whole_model_quantization_is_caught(
+    shared_dir: Path, y8: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    images = str(shared_dir / "images")
+    assert main(["validate", str(y8["fp32"]), str(y8["naive"]), "--images", images]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "recall_of_reference" in out
+    assert main(["validate", str(y8["fp32"]), str(y8["int8"]), "--images", images]) == 0
