@@ -10,9 +10,9 @@ from edge_agent.errors import ModelError
 _PKG = Path(__file__).resolve().parent.parent
 _CANDIDATES = (_PKG / "_demo", _PKG.parent / "models")
 
-DEMO_DETECTOR = "demo-detector.int8.onnx"
+DEMO_DETECTOR = "demo-detector-int8.onnx"
 DEMO_DETECTOR_FP32 = "demo-detector.onnx"
-DEMO_CLASSIFIER = "demo-classifier.int8.onnx"
+DEMO_CLASSIFIER = "demo-classifier-int8.onnx"
 DEMO_CLASSIFIER_FP32 = "demo-classifier.onnx"
 
 

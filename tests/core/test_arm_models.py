@@ -23,7 +23,7 @@ def _labels(img_path: Path, w: int, h: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.arm_smoke
-@pytest.mark.parametrize("name", ["demo-detector.int8.onnx", "demo-detector.onnx"])
+@pytest.mark.parametrize("name", ["demo-detector-int8.onnx", "demo-detector.onnx"])
 def test_bundled_demo_detector_finds_the_labelled_shapes(name: str) -> None:
     path = MODELS / name
     if not path.is_file():
