@@ -44,8 +44,10 @@ def test_manifest_check_notices_changed_files(tooling: tuple[ModuleType, ModuleT
     _, make_manifest = tooling
     root = tmp_path / "models"
     root.mkdir()
-    for name in ("MANIFEST.json", "demo-detector.onnx", "demo-classifier.onnx"):
-        shutil.copy(MODELS / name, root / name)
+    for name in ("MANIFEST.json", "demo-detector.onnx", "demo-classifier.onnx",
+                 "demo-detector-int8.onnx", "demo-classifier-int8.onnx"):
+        if (MODELS / name).exists():
+            shutil.copy(MODELS / name, root / name)
     for rel in make_manifest.DATA_DIRS:
         shutil.copytree(MODELS / rel, root / rel)
     assert make_manifest.check(root) == []
