@@ -35,8 +35,13 @@ fi
 agent_py=$(sed -n "1s|^#!||p; 2s|^'''exec' \([^ ]*\) .*|\1|p" "$agent" | grep -v '^/bin/sh$' | tail -n1)
 
 for dir in "$here/models" /opt/edge-agent/models; do
-    [ -z "$model" ] && [ -d "$dir" ] && model=$(find "$dir" -name '*.onnx' | sort | head -n1)
-    [ -z "$image" ] && [ -d "$dir" ] && image=$(find "$dir" \( -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) | sort | head -n1)
+    # the bundled INT8 demo detector and a demo frame; any detector/image when those are absent
+    for pat in 'demo-detector-int8.onnx' '*detector*.onnx' '*.onnx'; do
+        [ -z "$model" ] && [ -d "$dir" ] && model=$(find "$dir" -name "$pat" | sort | head -n1)
+    done
+    for sub in samples .; do
+        [ -z "$image" ] && [ -d "$dir/$sub" ] && image=$(find "$dir/$sub" \( -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) | sort | head -n1)
+    done
 done
 
 report=./edge-agent-smoke-$(hostname)-$(date +%Y%m%d-%H%M%S).txt

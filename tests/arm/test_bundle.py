@@ -9,6 +9,7 @@ that venv. `doctor` and `infer` are exercised as soon as the CLI has them.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -171,15 +172,18 @@ def test_infer_runs_on_a_bundled_sample(installed: Installed) -> None:
     help_text = _command_available(installed, "infer")
     models = installed.prefix / "models"
     files = sorted(models.rglob("*")) if models.is_dir() else []
-    onnx = [p for p in files if p.suffix == ".onnx"]
-    images = [p for p in files if p.suffix.lower() in (".jpg", ".jpeg", ".png")]
+    # the demo detector (a classifier is no input for `infer`), and a demo frame first
+    onnx = sorted((p for p in files if p.suffix == ".onnx"), key=lambda p: ("detector" not in p.name, p.name))
+    images = sorted((p for p in files if p.suffix.lower() in (".jpg", ".jpeg", ".png")),
+                    key=lambda p: ("samples" not in p.parts, str(p)))
     if not onnx or not images:
         pytest.skip(f"bundle has no demo model + sample image under models/ (found {len(onnx)} .onnx, "
                     f"{len(images)} images)")
     args = ["--model", str(onnx[0])] if "--model" in help_text else [str(onnx[0])]
-    out = _run([str(installed.agent), "infer", *args, str(images[0])])
+    out = _run([str(installed.agent), "infer", *args, str(images[0]), "--json"])
     assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.strip(), "infer printed no result"
+    result = json.loads(out.stdout)
+    assert result["detections"], "the demo detector found nothing on a demo frame under emulation"
 
 
 def test_device_smoke_reports_the_installed_runtime(installed: Installed, tmp_path: Path) -> None:
