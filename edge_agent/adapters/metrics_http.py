@@ -27,7 +27,9 @@ def render(metrics: Mapping[str, float], labels: Mapping[str, str]) -> str:
 
 
 class MetricsServer:
-    def __init__(self, port: int, collect: Callable[[], tuple[Mapping[str, float], Mapping[str, str]]]) -> None:
+    def __init__(
+        self, port: int, collect: Callable[[], tuple[Mapping[str, float], Mapping[str, str]]]
+    ) -> None:
         collect_fn = collect
 
         class Handler(BaseHTTPRequestHandler):

@@ -49,8 +49,9 @@ def read_password(cfg: MqttConfig) -> Optional[str]:
             # empty (the unit's SetCredential= fallback is a lone newline) means "no password"
             return path.read_text(encoding="utf-8").rstrip("\r\n") or None
         except OSError as exc:
-            raise SyncError(f"mqtt.password_file = {cfg.password_file!r}: cannot read it ({exc.strerror})"
-                            ) from None
+            raise SyncError(
+                f"mqtt.password_file = {cfg.password_file!r}: cannot read it ({exc.strerror})"
+            ) from None
     return os.environ.get(cfg.password_env)
 
 
@@ -66,16 +67,20 @@ def tls_context(cfg: MqttConfig) -> Optional[ssl.SSLContext]:
         try:
             ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
         except (OSError, ssl.SSLError) as exc:
-            raise SyncError(f"mqtt.tls_cert = {cfg.tls_cert!r} / mqtt.tls_key = {cfg.tls_key!r}: "
-                            f"cannot load the client certificate ({exc})") from None
+            raise SyncError(
+                f"mqtt.tls_cert = {cfg.tls_cert!r} / mqtt.tls_key = {cfg.tls_key!r}: "
+                f"cannot load the client certificate ({exc})"
+            ) from None
     return ctx
 
 
 def describe_connect_error(cfg: MqttConfig, exc: OSError) -> str:
     where = f"{cfg.host}:{cfg.port}"
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return (f"TLS handshake with {where} failed: certificate verify failed: {exc.verify_message} "
-                f"(is the broker certificate signed by mqtt.tls_ca = {cfg.tls_ca!r}?)")
+        return (
+            f"TLS handshake with {where} failed: certificate verify failed: {exc.verify_message} "
+            f"(is the broker certificate signed by mqtt.tls_ca = {cfg.tls_ca!r}?)"
+        )
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake with {where} failed: {exc.reason or exc}"
     return f"cannot connect to {where}: {exc.strerror or exc}"
@@ -111,8 +116,13 @@ class _Session:
 class MqttSync:
     """Drains an :class:`Outbox` to the broker on a thread of its own; see module docstring."""
 
-    def __init__(self, cfg: MqttConfig, device_id: str, outbox: Outbox,
-                 status_extra: Optional[Callable[[], dict[str, Any]]] = None) -> None:
+    def __init__(
+        self,
+        cfg: MqttConfig,
+        device_id: str,
+        outbox: Outbox,
+        status_extra: Optional[Callable[[], dict[str, Any]]] = None,
+    ) -> None:
         self.cfg = cfg
         self.device_id = device_id
         self.outbox = outbox
@@ -173,8 +183,9 @@ class MqttSync:
         fields.update(extra or {})
         stats = self.outbox.stats()
         fields.setdefault("queue", {k: stats[k] for k in ("pending", "dropped", "oldest")})
-        body = status_message("online", device_id=self.device_id, version=__version__, ts=time.time(),
-                              extra=fields)
+        body = status_message(
+            "online", device_id=self.device_id, version=__version__, ts=time.time(), extra=fields
+        )
         info = client.publish(self.status_topic, encode(body), qos=1, retain=True)
         return bool(info.rc == mqtt.MQTT_ERR_SUCCESS)
 
@@ -197,8 +208,12 @@ class MqttSync:
         self.state = "disconnected"
 
     def _new_client(self, session: _Session) -> Any:
-        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.device_id, clean_session=True,
-                             reconnect_on_failure=False)
+        client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=self.device_id,
+            clean_session=True,
+            reconnect_on_failure=False,
+        )
         client.max_inflight_messages_set(self.cfg.inflight)
         client.max_queued_messages_set(0)
         if self.cfg.username is not None:

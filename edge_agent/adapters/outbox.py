@@ -52,8 +52,14 @@ class Message:
 class Outbox:
     """Thread-safe durable queue: the agent loop ``put()``s, the sync thread claims and acks."""
 
-    def __init__(self, path: Union[str, Path], limits: Limits, flush_interval_s: float = 1.0,
-                 flush_batch: int = 100, max_pages: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        path: Union[str, Path],
+        limits: Limits,
+        flush_interval_s: float = 1.0,
+        flush_batch: int = 100,
+        max_pages: Optional[int] = None,
+    ) -> None:
         """``max_pages`` caps the file at that many SQLite pages (PRAGMA max_page_count): a hard
         bound on disk use that behaves exactly like a full disk."""
         self.path = Path(path)
@@ -71,8 +77,9 @@ class Outbox:
             self._r.execute("UPDATE messages SET state = 0 WHERE state = 1")
             totals = self._w.execute("SELECT count(*), total(size) FROM messages").fetchone()
             self.counters = {k: 0 for k in COUNTERS}
-            self.counters.update({k: int(v) for k, v in self._w.execute("SELECT key, value FROM meta")
-                                  if k in self.counters})
+            self.counters.update(
+                {k: int(v) for k, v in self._w.execute("SELECT key, value FROM meta") if k in self.counters}
+            )
         except (sqlite3.Error, OSError) as exc:
             self._lockfile.close()
             raise QueueError(f"{self.path}: cannot open the queue database: {exc}") from None
@@ -116,8 +123,9 @@ class Outbox:
                 raise QueueError(f"{self.path}: queue is closed")
             if self._disk_full and self.limits.policy == "reject_new":
                 self._reject("disk full (SQLITE_FULL)")
-            decision = admit(self.limits, self._count + len(self._batch), self._bytes + self._batch_bytes,
-                             len(data))
+            decision = admit(
+                self.limits, self._count + len(self._batch), self._bytes + self._batch_bytes, len(data)
+            )
             if not decision.accept:
                 self._reject(decision.reason)
             if not self._batch:
@@ -136,8 +144,11 @@ class Outbox:
     def _reject(self, reason: str) -> None:
         self.counters["rejected"] += 1
         self._dirty = True
-        self._warn("reject", f"outbox {self.path}: rejected a new message: {reason} "
-                             f"(rejected so far: {self.counters['rejected']})")
+        self._warn(
+            "reject",
+            f"outbox {self.path}: rejected a new message: {reason} "
+            f"(rejected so far: {self.counters['rejected']})",
+        )
         raise QueueFullError(f"{self.path}: {reason}")
 
     def _warn(self, key: str, msg: str) -> None:
@@ -173,8 +184,10 @@ class Outbox:
         added = sum(len(b[2]) for b in batch)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?,?,?,?,?)",
-                             [(m, t, p, len(p), c) for m, t, p, c in batch])
+            conn.executemany(
+                "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?,?,?,?,?)",
+                [(m, t, p, len(p), c) for m, t, p, c in batch],
+            )
             dropped, freed = self._drop_over_limits(count + len(batch), nbytes + added)
             with self._lock:
                 counters = dict(self.counters)
@@ -192,17 +205,23 @@ class Outbox:
             self._dirty = self._dirty and not dirty
             self._disk_full = False
         if dropped:
-            log.warning("outbox %s: at its cap (%d messages / %d bytes): dropped the %d oldest "
-                        "(dropped so far: %d)", self.path, self.limits.max_messages, self.limits.max_bytes,
-                        dropped, self.counters["dropped"])
+            log.warning(
+                "outbox %s: at its cap (%d messages / %d bytes): dropped the %d oldest (dropped so far: %d)",
+                self.path,
+                self.limits.max_messages,
+                self.limits.max_bytes,
+                dropped,
+                self.counters["dropped"],
+            )
         return len(batch)
 
     def _drop_over_limits(self, count: int, nbytes: int) -> tuple[int, int]:
         """Inside the writer's transaction: delete the oldest pending rows until under the caps."""
         dropped = freed = 0
         while over_limits(self.limits, count, nbytes):
-            rows = self._w.execute("SELECT id, size FROM messages WHERE state = 0 ORDER BY id LIMIT 1000"
-                                   ).fetchall()
+            rows = self._w.execute(
+                "SELECT id, size FROM messages WHERE state = 0 ORDER BY id LIMIT 1000"
+            ).fetchall()
             n = plan_drops(self.limits, count, nbytes, (s for _, s in rows))
             if n == 0:
                 break
@@ -233,16 +252,23 @@ class Outbox:
         with self._lock:
             self.counters["dropped"] += len(batch)
             self._dirty = True
-        log.error("outbox %s: disk full, nothing left to drop: %d new messages dropped (dropped so far: %d)",
-                  self.path, len(batch), self.counters["dropped"])
+        log.error(
+            "outbox %s: disk full, nothing left to drop: %d new messages dropped (dropped so far: %d)",
+            self.path,
+            len(batch),
+            self.counters["dropped"],
+        )
         return 0
 
     def _drop_oldest_for_space(self, n: int) -> int:
         conn = self._w
         conn.execute("BEGIN IMMEDIATE")
         try:
-            rows = conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE state = 0 "
-                                "ORDER BY id LIMIT ?) RETURNING size", (n,)).fetchall()
+            rows = conn.execute(
+                "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE state = 0 "
+                "ORDER BY id LIMIT ?) RETURNING size",
+                (n,),
+            ).fetchall()
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -254,16 +280,21 @@ class Outbox:
             self.counters["dropped"] += len(rows)
             self._dirty = True
         if rows:
-            log.warning("outbox %s: disk full: dropped the %d oldest messages (dropped so far: %d)",
-                        self.path, len(rows), self.counters["dropped"])
+            log.warning(
+                "outbox %s: disk full: dropped the %d oldest messages (dropped so far: %d)",
+                self.path,
+                len(rows),
+                self.counters["dropped"],
+            )
         return len(rows)
 
     def expire(self) -> int:
         """Drop pending rows older than ``max_age``; counted as dropped (and expired)."""
         cutoff = expiry_cutoff(self.limits, time.time())
         with self._wlock:
-            rows = self._w.execute("DELETE FROM messages WHERE state = 0 AND created < ? RETURNING size",
-                                   (cutoff,)).fetchall()
+            rows = self._w.execute(
+                "DELETE FROM messages WHERE state = 0 AND created < ? RETURNING size", (cutoff,)
+            ).fetchall()
         if rows:
             with self._lock:
                 self._count -= len(rows)
@@ -271,8 +302,12 @@ class Outbox:
                 self.counters["dropped"] += len(rows)
                 self.counters["expired"] += len(rows)
                 self._dirty = True
-            log.warning("outbox %s: dropped %d messages older than %.1f days", self.path, len(rows),
-                        self.limits.max_age_s / 86400.0)
+            log.warning(
+                "outbox %s: dropped %d messages older than %.1f days",
+                self.path,
+                len(rows),
+                self.limits.max_age_s / 86400.0,
+            )
         return len(rows)
 
     def vacuum(self) -> int:
@@ -317,7 +352,8 @@ class Outbox:
                 "UPDATE messages SET state = 1, attempts = attempts + 1 WHERE id IN (SELECT id FROM messages"
                 f" WHERE state = 0 ORDER BY id {order} LIMIT ?)"
                 " RETURNING id, msg_id, topic, payload, attempts",
-                (n,)).fetchall()
+                (n,),
+            ).fetchall()
         with self._lock:
             self._inflight += len(rows)
         rows.sort(key=lambda r: r[0], reverse=newest_first)
@@ -328,9 +364,11 @@ class Outbox:
         deleted = freed = was_inflight = 0
         with self._rlock:
             for i in range(0, len(rowids), 500):
-                chunk = rowids[i:i + 500]
-                rows = self._r.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) "
-                                       "RETURNING size, state", chunk).fetchall()
+                chunk = rowids[i : i + 500]
+                rows = self._r.execute(
+                    f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) RETURNING size, state",
+                    chunk,
+                ).fetchall()
                 deleted += len(rows)
                 freed += sum(r[0] for r in rows)
                 was_inflight += sum(1 for r in rows if r[1] == INFLIGHT)
@@ -348,9 +386,12 @@ class Outbox:
                 changed = self._r.execute("UPDATE messages SET state = 0 WHERE state = 1").rowcount
             else:
                 for i in range(0, len(rowids), 500):
-                    chunk = rowids[i:i + 500]
-                    changed += self._r.execute(f"UPDATE messages SET state = 0 WHERE state = 1 AND id IN "
-                                               f"({','.join('?' * len(chunk))})", chunk).rowcount
+                    chunk = rowids[i : i + 500]
+                    changed += self._r.execute(
+                        f"UPDATE messages SET state = 0 WHERE state = 1 AND id IN "
+                        f"({','.join('?' * len(chunk))})",
+                        chunk,
+                    ).rowcount
         with self._lock:
             self._inflight = 0 if rowids is None else self._inflight - changed
         return changed
@@ -373,9 +414,15 @@ class Outbox:
             row = self._r.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
         with self._lock:
             oldest = row[0] if row else (self._batch[0][3] if self._batch else None)
-            return {"pending": self._count + len(self._batch), "inflight": self._inflight,
-                    "unflushed": len(self._batch), "bytes": self._bytes + self._batch_bytes,
-                    "oldest": iso_time(oldest), "path": str(self.path), **self.counters}
+            return {
+                "pending": self._count + len(self._batch),
+                "inflight": self._inflight,
+                "unflushed": len(self._batch),
+                "bytes": self._bytes + self._batch_bytes,
+                "oldest": iso_time(oldest),
+                "path": str(self.path),
+                **self.counters,
+            }
 
     def close(self) -> None:
         """Flush what is batched, release in-flight rows, close the file (idempotent)."""
@@ -400,4 +447,3 @@ class Outbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

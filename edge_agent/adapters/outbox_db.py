@@ -189,7 +189,12 @@ def recover_if_corrupt(path: Path, open_fresh: Callable[[Path], sqlite3.Connecti
         dest.close()
     log.error(
         "outbox %s failed its integrity check (%s): moved aside to %s; salvaged %d messages, lost %d%s",
-        path, problem, aside, salvaged, lost, " (table unreadable: loss unknown)" if unknown else "",
+        path,
+        problem,
+        aside,
+        salvaged,
+        lost,
+        " (table unreadable: loss unknown)" if unknown else "",
     )
     return Recovery(aside, problem, salvaged, lost, unknown)
 
@@ -246,7 +251,12 @@ def iter_messages(path: Path, limit: Optional[int] = None) -> Iterator[dict[str,
                 body: Any = json.loads(payload)
             except ValueError:
                 body = payload.decode("utf-8", "replace")
-            yield {"seq": rowid, "topic": topic, "created": iso_time(created), "attempts": attempts,
-                   "payload": body}
+            yield {
+                "seq": rowid,
+                "topic": topic,
+                "created": iso_time(created),
+                "attempts": attempts,
+                "payload": body,
+            }
     finally:
         conn.close()

@@ -43,6 +43,8 @@ from edge_agent.errors import EdgeAgentError
 log = logging.getLogger(__name__)
 
 STATUS_EVERY_S = 2.0
+DRAIN_ON_STOP_S = 3.0  # after SIGTERM
+DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
 
 
 class _Prefetch:
@@ -159,6 +161,10 @@ class Agent:
                 sensor.stop()
             outbox.flush()
             if sync is not None:
+                if sync.state == "connected":
+                    # a short, bounded push of what is left while the broker is there; the rest
+                    # stays queued on disk for the next start (SIGTERM: systemd's stop timeout is 30 s)
+                    sync.drain(DRAIN_ON_STOP_S if self.stop_event.is_set() else DRAIN_ON_END_S)
                 sync.stop()
             self._write_status(camera, outbox, sync, sensor, final=True)
             outbox.close()

@@ -71,6 +71,9 @@ class Detector:
         self.num_classes = nc if detector_layout(out.shape, nc) is not None else None
         self.input_hw = model.input_hw()
         self.dtype = model.input.dtype
+        h, w = self.input_hw
+        self._ring = [(np.empty((h, w, 3), np.uint8), np.empty((1, 3, h, w), np.float32)) for _ in range(3)]
+        self._ring_pos = 0
         if not model.info.names:
             n = out.shape[1] if detector_layout(out.shape) == "channels_first" else out.shape[2]
             if isinstance(n, int):
@@ -95,10 +98,17 @@ class Detector:
         return ids
 
     def prepare(self, image_bgr: npt.NDArray[np.uint8]) -> Prepared:
-        """Preprocessing alone, so a loop can run it on another thread while the model infers."""
+        """Preprocessing alone, so a loop can run it on another thread while the model infers.
+
+        Buffers come from a ring of three: one being inferred, one waiting in the 1-deep prefetch
+        hand-off, one being filled. A caller keeping more than two Prepared alive must copy.
+        """
         t0 = time.perf_counter()
-        blob, lb = preprocess_detector(image_bgr, self.input_hw, self.dtype)
-        return Prepared(blob, lb, (time.perf_counter() - t0) * 1e3)
+        canvas, blob = self._ring[self._ring_pos]
+        self._ring_pos = (self._ring_pos + 1) % len(self._ring)
+        out_blob = blob if np.dtype(self.dtype) == np.float32 else None
+        tensor, lb = preprocess_detector(image_bgr, self.input_hw, self.dtype, canvas, out_blob)
+        return Prepared(tensor, lb, (time.perf_counter() - t0) * 1e3)
 
     def detect_prepared(self, prep: Prepared, keep_raw: bool = False) -> DetectOutput:
         t1 = time.perf_counter()

@@ -85,11 +85,17 @@ def encode(payload: Mapping[str, Any]) -> bytes:
         raise QueueError(f"result message: payload is not JSON-serialisable: {exc}") from None
 
 
-def status_message(state: str, *, device_id: str, version: str, ts: float,
-                   extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+def status_message(
+    state: str, *, device_id: str, version: str, ts: float, extra: Optional[Mapping[str, Any]] = None
+) -> dict[str, Any]:
     """The retained ``<prefix>/<device>/status`` body ("online"/"offline")."""
-    body: dict[str, Any] = {"schema": SCHEMA_VERSION, "state": state, "device_id": device_id,
-                            "version": version, "ts": float(ts)}
+    body: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "state": state,
+        "device_id": device_id,
+        "version": version,
+        "ts": float(ts),
+    }
     for key, value in (extra or {}).items():
         body.setdefault(key, value)
     return body

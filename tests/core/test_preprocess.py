@@ -71,3 +71,16 @@ def test_classifier_mean_std_and_nhwc_layout() -> None:
     t = preprocess_classifier([img, img], pp)
     assert t.shape == (2, 4, 4, 3)
     assert np.allclose(t, (1.0 - 0.5) / 0.25)
+
+
+def test_letterbox_into_a_reused_canvas_matches_a_fresh_one() -> None:
+    rng = np.random.default_rng(0)
+    canvas = np.zeros((64, 64, 3), np.uint8)
+    for shape in ((100, 200, 3), (200, 100, 3), (64, 64, 3)):  # padding moves between frames
+        img = rng.integers(0, 255, shape, dtype=np.uint8)
+        fresh, lb1 = letterbox(img, (64, 64))
+        reused, lb2 = letterbox(img, (64, 64), out=canvas)
+        assert reused is canvas and lb1 == lb2
+        assert np.array_equal(fresh, reused)
+    with pytest.raises(ValueError, match="canvas"):
+        letterbox(img, (32, 32), out=canvas)
