@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import socket
 import statistics
@@ -72,9 +71,17 @@ def run_agent(model: Path, classifier: Path | None, images: list[Path], frames: 
             msg = sock.recv(4096).decode()
             if "READY=1" in msg.split("\n"):
                 ready = time.monotonic() - t0
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        # VmHWM of this child (RUSAGE_CHILDREN would be the max over every child so far)
+        peak_kb = 0
+        while proc.poll() is None:
+            try:
+                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak_kb = max(peak_kb, int(line.split()[1]))
+            except OSError:
+                break
+            time.sleep(0.2)
         rc = proc.wait()
-        peak_kb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
         status = json.loads((root / "status.json").read_text())
         sock.close()
         if rc != 0:
