@@ -138,7 +138,7 @@ class Agent:
         outbox = Outbox.from_config(cfg.queue)
         sync = self._start_sync(outbox)
         camera = self._camera or Camera(cfg.camera)
-        sensor = self._start_sensor()
+        sensor = self._start_sensor(outbox)
         metrics = start_metrics(self, camera, outbox, sync)
         try:
             camera.start()
@@ -188,12 +188,27 @@ class Agent:
             return None
         return sync
 
-    def _start_sensor(self) -> Any:
-        if self.cfg.sensor is None:
+    def _start_sensor(self, outbox: Outbox) -> Any:
+        scfg = self.cfg.sensor
+        if scfg is None:
             return None
         from edge_agent.adapters.sensor import SerialSensor
 
-        sensor = SerialSensor(self.cfg.sensor)
+        on_reading = None
+        if scfg.publish:
+            topic = topics(self.cfg.mqtt.topic_prefix, self.cfg.device.id)[0].rsplit("/", 1)[0] + "/sensors"
+
+            def on_reading(reading: dict[str, Any]) -> None:
+                # readings on their own topic, through the same durable outbox (sensor thread)
+                body = {"schema": 1, "device_id": self.cfg.device.id, "ts": time.time(),
+                        "clock_synced": clock_synchronised(), "reading": reading}
+                try:
+                    outbox.put(topic, body)
+                except EdgeAgentError as exc:
+                    self.errors += 1
+                    log.error("sensor reading not queued: %s", exc)
+
+        sensor = SerialSensor(scfg, on_reading=on_reading)
         sensor.start()
         return sensor
 

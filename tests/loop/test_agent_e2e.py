@@ -149,7 +149,7 @@ class PtySensor:
 def test_results_with_detections_and_sensor_readings_reach_the_broker(world: dict[str, Path], broker: Broker) -> None:
     sensor = PtySensor(world["root"] / "ttyUSB0")
     try:
-        cfg = write_config(world, port=broker.port, extra=f'[sensor]\nport = "{sensor.link}"\nprotocol = "kv"\n',
+        cfg = write_config(world, port=broker.port, extra=f'[sensor]\nport = "{sensor.link}"\nprotocol = "kv"\npublish = true\n',
                            interval=0.4)
         col = Collector(broker.port, "edge/#", client_id="e2e-collector")
         time.sleep(0.5)  # let the sensor deliver a reading before the first frame
@@ -157,6 +157,7 @@ def test_results_with_detections_and_sensor_readings_reach_the_broker(world: dic
         assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
         assert col.wait_for(lambda c: len(c.on_topic("/detections")) >= 4, 20)
         msgs = sorted(col.on_topic("/detections"), key=lambda m: m["image"])
+        readings = col.on_topic("/sensors")
         col.close()
     finally:
         sensor.close()
@@ -170,6 +171,9 @@ def test_results_with_detections_and_sensor_readings_reach_the_broker(world: dic
         assert isinstance(m["sensor"], dict)
     # readings arrive every 0.1 s (garbage lines skipped); frames every 0.4 s: the later ones carry them
     assert msgs[-1]["sensor"] == {"temp": 21.5, "hum": 40}
+    # publish = true: every parsed line also went out on edge/cam-1/sensors (garbage lines did not)
+    assert readings and all(r["reading"] == {"temp": 21.5, "hum": 40} and r["device_id"] == "cam-1"
+                            for r in readings)
     assert queue_stats(cfg)["pending"] == 0
 
 
