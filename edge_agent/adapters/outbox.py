@@ -95,6 +95,9 @@ class Outbox:
         self._cond = threading.Condition(self._lock)
         self._batch: list[tuple[str, str, bytes, float]] = []
         self._batch_bytes = 0
+        # a batch taken out for commit is counted here until it lands in _count or back in _batch,
+        # so stats() never shows it missing while another thread commits
+        self._committing = (0, 0)
         self._batch_since = 0.0
         self._disk_full = False
         self._dirty = True
@@ -162,6 +165,7 @@ class Outbox:
         with self._wlock:
             with self._lock:
                 batch, self._batch, self._batch_bytes = self._batch, [], 0
+                self._committing = (len(batch), sum(len(b[2]) for b in batch))
             try:
                 return self._commit(batch)
             except sqlite3.Error as exc:
@@ -174,6 +178,7 @@ class Outbox:
         with self._lock:
             self._batch[:0] = batch
             self._batch_bytes += sum(len(b[2]) for b in batch)
+            self._committing = (0, 0)
 
     def _commit(self, batch: list[tuple[str, str, bytes, float]]) -> int:
         conn = self._w
@@ -201,6 +206,7 @@ class Outbox:
         with self._lock:
             self._count += len(batch) - dropped
             self._bytes += added - freed
+            self._committing = (0, 0)
             self.counters["dropped"] += dropped
             self._dirty = self._dirty and not dirty
             self._disk_full = False
@@ -248,10 +254,12 @@ class Outbox:
                 return self._commit(batch)
             except sqlite3.Error as exc:
                 if not is_disk_full(exc):
+                    self._requeue(batch)  # held for the next flush, as in flush() itself
                     raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
         with self._lock:
             self.counters["dropped"] += len(batch)
             self._dirty = True
+            self._committing = (0, 0)
         log.error(
             "outbox %s: disk full, nothing left to drop: %d new messages dropped (dropped so far: %d)",
             self.path,
@@ -415,10 +423,10 @@ class Outbox:
         with self._lock:
             oldest = row[0] if row else (self._batch[0][3] if self._batch else None)
             return {
-                "pending": self._count + len(self._batch),
+                "pending": self._count + len(self._batch) + self._committing[0],
                 "inflight": self._inflight,
-                "unflushed": len(self._batch),
-                "bytes": self._bytes + self._batch_bytes,
+                "unflushed": len(self._batch) + self._committing[0],
+                "bytes": self._bytes + self._batch_bytes + self._committing[1],
                 "oldest": iso_time(oldest),
                 "path": str(self.path),
                 **self.counters,
