@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import queue
 import signal
 import threading
 import time
@@ -33,6 +32,7 @@ from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import build_status, start_metrics
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.pipeline import Prepared, run_cascade
+from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config
 from edge_agent.core.events import OutputPolicy
@@ -45,42 +45,6 @@ log = logging.getLogger(__name__)
 STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
-
-
-class _Prefetch:
-    """Reads + preprocesses the next frame on its own thread (a 1-deep hand-off)."""
-
-    def __init__(self, camera: Camera, models: Callable[[], ModelSet]) -> None:
-        self.camera = camera
-        self.models = models
-        self.q: queue.Queue[tuple[Frame, Prepared, ModelSet]] = queue.Queue(maxsize=1)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            frame = self.camera.read(0.25)
-            if frame is None:
-                continue
-            ms = self.models()
-            item = (frame, ms.detector.prepare(frame.image), ms)
-            while not self.stop.is_set():
-                try:
-                    self.q.put(item, timeout=0.25)
-                    break
-                except queue.Full:
-                    continue
-
-    def get(self, timeout_s: float) -> Optional[tuple[Frame, Prepared, ModelSet]]:
-        try:
-            return self.q.get(timeout=timeout_s)
-        except queue.Empty:
-            return None
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2.0)
 
 
 class Agent:
@@ -200,8 +164,13 @@ class Agent:
 
             def on_reading(reading: dict[str, Any]) -> None:
                 # readings on their own topic, through the same durable outbox (sensor thread)
-                body = {"schema": 1, "device_id": self.cfg.device.id, "ts": time.time(),
-                        "clock_synced": clock_synchronised(), "reading": reading}
+                body = {
+                    "schema": 1,
+                    "device_id": self.cfg.device.id,
+                    "ts": time.time(),
+                    "clock_synced": clock_synchronised(),
+                    "reading": reading,
+                }
                 try:
                     outbox.put(topic, body)
                 except EdgeAgentError as exc:
@@ -225,7 +194,7 @@ class Agent:
             and cfg.camera.interval_s == 0
         )
         paced = cfg.camera.interval_s > 0 or trigger_only
-        prefetch = None if paced else _Prefetch(camera, lambda: self._models)  # type: ignore[arg-type,return-value]
+        prefetch = None if paced else Prefetch(camera, lambda: self._models)  # type: ignore[arg-type,return-value]
         last_ping = last_status = 0.0
         next_shot = time.monotonic()
         try:
@@ -258,7 +227,7 @@ class Agent:
     def _next(
         self,
         camera: Camera,
-        prefetch: Optional[_Prefetch],
+        prefetch: Optional[Prefetch],
         sensor: Any,
         paced: bool,
         trigger_only: bool,
