@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 
 from edge_agent.adapters.camera_sources import FrameSource, FrameSourceFactory, build_source_factory
+from edge_agent.adapters.system import lower_thread_priority
 from edge_agent.core.backoff import backoff_delay
 from edge_agent.core.camera_source import Frame, SourceKind, classify_source, redact_source
 from edge_agent.core.config import CameraConfig
@@ -209,6 +210,7 @@ class Camera:
             self.last_error = msg
 
     def _run(self, source: Optional[FrameSource]) -> None:
+        lower_thread_priority()  # decode in inference's idle gaps, not in its way
         try:
             self._capture(source)
         finally:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import shutil
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,21 +24,47 @@ _PLAUSIBLE_YEAR = 2025
 _TIME_ERROR = 5  # adjtimex(2): clock not synchronised
 
 
+@functools.lru_cache(maxsize=1)
+def _libc() -> Optional[ctypes.CDLL]:
+    # find_library runs `ldconfig -p` in a subprocess: once per process, never per frame
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        return ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+
+
+_clock_cache: dict[str, tuple[float, Optional[bool]]] = {}
+_CLOCK_TTL_S = 5.0
+
+
 def clock_synchronised(root: Union[str, Path] = "/") -> Optional[bool]:
-    """True/False when known, None when this system cannot say.
+    """True/False when known, None when this system cannot say (cached for a few seconds).
 
     The kernel's NTP state (``adjtimex``) is what ``timedatectl`` shows as "System clock
     synchronized"; systemd-timesyncd also leaves ``/run/systemd/timesync/synchronized``.
     """
+    key = str(root)
+    now = time.monotonic()
+    hit = _clock_cache.get(key)
+    if hit is not None and now - hit[0] < _CLOCK_TTL_S:
+        return hit[1]
+    state = _clock_state(Path(root))
+    _clock_cache[key] = (now, state)
+    return state
+
+
+def _clock_state(root: Path) -> Optional[bool]:
     if time.gmtime().tm_year < _PLAUSIBLE_YEAR:
         return False
-    if (Path(root) / "run/systemd/timesync/synchronized").exists():
+    if (root / "run/systemd/timesync/synchronized").exists():
         return True
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
+    libc = _libc()
+    if libc is None:
         return None
     try:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
         buf = ctypes.create_string_buffer(512)  # struct timex is ~208 bytes; modes=0 only reads
         state = int(libc.adjtimex(buf))
     except (OSError, AttributeError):
@@ -123,3 +151,20 @@ def tcp_reachable(host: str, port: int, timeout_s: float = 2.0) -> tuple[bool, s
             return True, f"{host}:{port} accepts connections"
     except OSError as exc:
         return False, f"{host}:{port}: {exc.strerror or exc}"
+
+
+def lower_thread_priority(niceness: int = 10) -> bool:
+    """Raise the calling thread's nice value (Linux: per thread). False where not possible.
+
+    Capture and preprocessing threads run beside onnxruntime's intra-op pool, which splits each
+    operator across all cores and waits for its slowest part: a background thread preempting one
+    pool thread stalls the whole operator. Niced, they fill the pool's idle gaps instead.
+    """
+    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return False
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness))
+    except OSError:
+        return False
+    return True

@@ -11,6 +11,7 @@ import threading
 from typing import Callable, Optional
 
 from edge_agent.adapters.camera import Camera
+from edge_agent.adapters.system import lower_thread_priority
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.pipeline import Prepared
 from edge_agent.core.camera_source import Frame
@@ -28,6 +29,7 @@ class Prefetch:
         self.thread.start()
 
     def _run(self) -> None:
+        lower_thread_priority()
         while not self.stop.is_set():
             frame = self.camera.read(0.25)
             if frame is None:
