@@ -30,8 +30,9 @@ def cpuinfo_field(name: str) -> str:
 
 def main() -> int:
     core = os.environ.get("EDGE_AGENT_QEMU_CPU", "?")
-    say(f"== aarch64 test environment: emulated core {core} "
-        f"(cpuinfo CPU part {cpuinfo_field('CPU part')}) ==")
+    say(
+        f"== aarch64 test environment: emulated core {core} (cpuinfo CPU part {cpuinfo_field('CPU part')}) =="
+    )
     say(f"platform.machine(): {platform.machine()}")
     say(f"python:             {sys.version.split()[0]} ({sys.executable})")
     say(f"cpu features:       {cpuinfo_field('Features')}")

@@ -15,8 +15,14 @@ import onnxruntime as ort
 from demo_eval import decode, det_input, imread, iou_matrix, session
 from synth import BASE, CLASS_NAMES, FILL_NAMES, Scene, crop_object, letterbox, make_scene, scene_size
 
-SEEDS = {"det_train": 1_000_000, "calib": 2_000_000, "heldout": 3_000_000, "samples": 4_000_000,
-         "cls_train": 5_000_000, "calib_cls": 6_000_000}
+SEEDS = {
+    "det_train": 1_000_000,
+    "calib": 2_000_000,
+    "heldout": 3_000_000,
+    "samples": 4_000_000,
+    "cls_train": 5_000_000,
+    "calib_cls": 6_000_000,
+}
 MAX_OBJ = 5
 CLS_SIZE = 64
 CROP_MARGIN = 0.15  # cascade crop margin (fraction of box size per side), also in the metadata
@@ -124,8 +130,12 @@ def write_datasets(root: Path, n_calib: int = 64, n_heldout: int = 120) -> dict[
             crop = crop_object(seen, j, None, CROP_MARGIN)
             _write_jpeg(heldout_cls / FILL_NAMES[int(scene.fills[j])] / f"{stem}_{j}.jpg", crop, 95)
             n_crops += 1
-    return {"calib": n_calib, "calib-cls": min(n_calib, len(crops)), "heldout": n_heldout,
-            "heldout-cls": n_crops}
+    return {
+        "calib": n_calib,
+        "calib-cls": min(n_calib, len(crops)),
+        "heldout": n_heldout,
+        "heldout-cls": n_crops,
+    }
 
 
 def _detects_all(sess: ort.InferenceSession, scene: Scene) -> bool:
@@ -159,7 +169,7 @@ def write_samples(root: Path, detector: Path | None, count: int = 6, candidates:
             chosen.append(seed)
         if len(chosen) == count:
             break
-    chosen += [s for s in plain if s not in chosen][:count - len(chosen)]
+    chosen += [s for s in plain if s not in chosen][: count - len(chosen)]
     samples = _fresh(root / "samples")
     (samples / "labels").mkdir()
     for i, seed in enumerate(chosen):
@@ -173,8 +183,9 @@ def _heldout_like_crops(seed0: int, scenes: int) -> tuple[list[tuple[np.ndarray,
     out: list[tuple[np.ndarray, int]] = []
     for i in range(scenes):
         scene = make_scene(seed0 + i)
-        out.extend((crop_object(scene, j, None, CROP_MARGIN), int(scene.fills[j]))
-                   for j in range(len(scene.classes)))
+        out.extend(
+            (crop_object(scene, j, None, CROP_MARGIN), int(scene.fills[j])) for j in range(len(scene.classes))
+        )
     return out, scenes
 
 
@@ -183,5 +194,14 @@ def class_names_literal(names: tuple[str, ...]) -> str:
     return str(dict(enumerate(names)))
 
 
-__all__ = ["CLASS_NAMES", "FILL_NAMES", "SEEDS", "class_names_literal", "classifier_pool", "detector_pool",
-           "write_datasets", "write_samples", "yolo_label_lines"]
+__all__ = [
+    "CLASS_NAMES",
+    "FILL_NAMES",
+    "SEEDS",
+    "class_names_literal",
+    "classifier_pool",
+    "detector_pool",
+    "write_datasets",
+    "write_samples",
+    "yolo_label_lines",
+]

@@ -51,8 +51,14 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> np.ndarray:
     return np.array(keep, np.int64)
 
 
-def decode(output: np.ndarray, scale: float, pad: tuple[int, int], conf: float = 0.001, iou: float = 0.7,
-           max_det: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decode(
+    output: np.ndarray,
+    scale: float,
+    pad: tuple[int, int],
+    conf: float = 0.001,
+    iou: float = 0.7,
+    max_det: int = 100,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """YOLOv8 ``output0`` [1, 4+nc, N] -> boxes xyxy in original pixels, scores, class ids."""
     pred = output[0].T
     cls = pred[:, 4:].argmax(1)
@@ -89,8 +95,9 @@ def _ap(tp: np.ndarray, conf: np.ndarray, n_gt: int) -> float:
     return float(np.mean([precision[i] if i < len(precision) else 0.0 for i in idx]))
 
 
-def detection_map(preds: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                  gts: list[tuple[np.ndarray, np.ndarray]], nc: int) -> dict[str, Any]:
+def detection_map(
+    preds: list[tuple[np.ndarray, np.ndarray, np.ndarray]], gts: list[tuple[np.ndarray, np.ndarray]], nc: int
+) -> dict[str, Any]:
     """COCO-style mAP50 and mAP50-95 over images: preds (boxes, scores, cls), gts (boxes, cls)."""
     tps: list[np.ndarray] = []
     confs: list[np.ndarray] = []
@@ -120,8 +127,11 @@ def detection_map(preds: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
         sel = cls_all == c
         for t in range(len(IOU_THRESHOLDS)):
             aps[c, t] = _ap(tp_all[sel, t].astype(np.float64), conf_all[sel], int((gt_classes == c).sum()))
-    return {"mAP50": round(float(np.nanmean(aps[:, 0])), 4), "mAP50-95": round(float(np.nanmean(aps)), 4),
-            "per_class_AP50": [round(float(v), 4) for v in aps[:, 0]]}
+    return {
+        "mAP50": round(float(np.nanmean(aps[:, 0])), 4),
+        "mAP50-95": round(float(np.nanmean(aps)), 4),
+        "per_class_AP50": [round(float(v), 4) for v in aps[:, 0]],
+    }
 
 
 def read_labels(path: Path, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
@@ -170,7 +180,7 @@ def eval_classifier(model: Path, heldout_cls: Path) -> dict[str, Any]:
     for idx, name in names.items():
         files = sorted((heldout_cls / name).glob("*.jpg"))
         for start in range(0, len(files), 64):
-            crops = [imread(p) for p in files[start:start + 64]]
+            crops = [imread(p) for p in files[start : start + 64]]
             pred = sess.run(None, {"images": cls_input(crops, meta)})[0].argmax(1)
             correct += int((pred == idx).sum())
             total += len(pred)

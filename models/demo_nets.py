@@ -78,8 +78,7 @@ class TinyDet(nn.Module):  # type: ignore[misc]  # torch is untyped under the pr
         self.fuse8 = ConvBN(40, 40)
         self.up = nn.Upsample(scale_factor=2.0, mode="nearest")
         chans = (40, 64, 64)
-        self.box = nn.ModuleList(
-            nn.Sequential(ConvBN(c, 32), nn.Conv2d(32, 4 * REG_MAX, 1)) for c in chans)
+        self.box = nn.ModuleList(nn.Sequential(ConvBN(c, 32), nn.Conv2d(32, 4 * REG_MAX, 1)) for c in chans)
         self.cls = nn.ModuleList(nn.Sequential(ConvBN(c, 24), nn.Conv2d(24, nc, 1)) for c in chans)
         self.dfl = DFL()
         sizes = [(imgsz // s, imgsz // s) for s in STRIDES]
@@ -123,8 +122,14 @@ class TinyCls(nn.Module):  # type: ignore[misc]  # torch is untyped under the pr
     def __init__(self, nc: int = 4) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            ConvBN(3, 16, 3, 2), ConvBN(16, 32, 3, 2), Res(32), ConvBN(32, 48, 3, 2), Res(48),
-            ConvBN(48, 64, 3, 2), ConvBN(64, 96, 1))
+            ConvBN(3, 16, 3, 2),
+            ConvBN(16, 32, 3, 2),
+            Res(32),
+            ConvBN(32, 48, 3, 2),
+            Res(48),
+            ConvBN(48, 64, 3, 2),
+            ConvBN(64, 96, 1),
+        )
         self.head = nn.Linear(96, nc)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -138,8 +143,9 @@ def fuse_bn(model: nn.Module) -> nn.Module:
             conv, bn = mod[0], mod[1]
             assert isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)
             std = (bn.running_var + bn.eps).sqrt()
-            fused = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride,
-                              conv.padding, bias=True)
+            fused = nn.Conv2d(
+                conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, bias=True
+            )
             fused.weight.data = conv.weight.data * (bn.weight.data / std).view(-1, 1, 1, 1)
             fused.bias.data = bn.bias.data - bn.running_mean * bn.weight.data / std
             mod[0] = fused
@@ -163,8 +169,10 @@ def box_iou_xyxy(a: Tensor, b: Tensor, ciou: bool = False, eps: float = 1e-7) ->
     cw = torch.maximum(a[..., 2], b[..., 2]) - torch.minimum(a[..., 0], b[..., 0])
     ch = torch.maximum(a[..., 3], b[..., 3]) - torch.minimum(a[..., 1], b[..., 1])
     c2 = cw**2 + ch**2 + eps
-    rho2 = ((b[..., 0] + b[..., 2] - a[..., 0] - a[..., 2]) ** 2
-            + (b[..., 1] + b[..., 3] - a[..., 1] - a[..., 3]) ** 2) / 4
+    rho2 = (
+        (b[..., 0] + b[..., 2] - a[..., 0] - a[..., 2]) ** 2
+        + (b[..., 1] + b[..., 3] - a[..., 1] - a[..., 3]) ** 2
+    ) / 4
     v = (4 / torch.pi**2) * (torch.atan(w2 / h2) - torch.atan(w1 / h1)).pow(2)
     with torch.no_grad():
         alpha = v / (v - iou + (1 + eps))
@@ -172,8 +180,17 @@ def box_iou_xyxy(a: Tensor, b: Tensor, ciou: bool = False, eps: float = 1e-7) ->
 
 
 @torch.no_grad()  # type: ignore[untyped-decorator]
-def assign(scores: Tensor, boxes: Tensor, points: Tensor, gt_box: Tensor, gt_cls: Tensor, gt_mask: Tensor,
-           topk: int = 10, alpha: float = 0.5, beta: float = 6.0) -> tuple[Tensor, Tensor, Tensor]:
+def assign(
+    scores: Tensor,
+    boxes: Tensor,
+    points: Tensor,
+    gt_box: Tensor,
+    gt_cls: Tensor,
+    gt_mask: Tensor,
+    topk: int = 10,
+    alpha: float = 0.5,
+    beta: float = 6.0,
+) -> tuple[Tensor, Tensor, Tensor]:
     """Task-aligned assignment (YOLOv8 TAL, compact): returns target boxes, scores and fg mask.
 
     scores [B,N,nc] sigmoid, boxes [B,N,4] xyxy px, points [N,2] px, gt_box [B,M,4], gt_cls [B,M],
@@ -202,14 +219,14 @@ def assign(scores: Tensor, boxes: Tensor, points: Tensor, gt_box: Tensor, gt_cls
     t_box = gt_box.gather(1, idx[..., None].expand(b, n, 4))
     t_cls = gt_cls.gather(1, idx).clamp(0)
     align = align * mask_pos
-    norm = (align * (ious * mask_pos).amax(-1, keepdim=True)
-            / (align.amax(-1, keepdim=True) + 1e-9)).amax(1)
+    norm = (align * (ious * mask_pos).amax(-1, keepdim=True) / (align.amax(-1, keepdim=True) + 1e-9)).amax(1)
     t_scores = F.one_hot(t_cls, nc).float() * (norm * fg)[..., None]
     return t_box, t_scores, fg
 
 
-def detector_loss(model: TinyDet, feats: list[Tensor], gt_box: Tensor, gt_cls: Tensor,
-                  gt_mask: Tensor) -> tuple[Tensor, Tensor]:
+def detector_loss(
+    model: TinyDet, feats: list[Tensor], gt_box: Tensor, gt_cls: Tensor, gt_mask: Tensor
+) -> tuple[Tensor, Tensor]:
     """YOLOv8 loss: 7.5 * CIoU + 0.5 * BCE + 1.5 * DFL; returns the total and the three parts."""
     b = feats[0].shape[0]
     pred = torch.cat([f.view(b, model.no, -1) for f in feats], 2).transpose(1, 2)  # [B,N,no]
@@ -220,8 +237,9 @@ def detector_loss(model: TinyDet, feats: list[Tensor], gt_box: Tensor, gt_cls: T
     probs = dist.view(b, -1, 4, REG_MAX).softmax(-1)
     ltrb = (probs * bins).sum(-1)  # grid units
     boxes = torch.cat((pts - ltrb[..., :2], pts + ltrb[..., 2:]), -1) * stride  # px
-    t_box, t_scores, fg = assign(logits.detach().sigmoid(), boxes.detach(), pts * stride, gt_box, gt_cls,
-                                 gt_mask)
+    t_box, t_scores, fg = assign(
+        logits.detach().sigmoid(), boxes.detach(), pts * stride, gt_box, gt_cls, gt_mask
+    )
     tss = t_scores.sum().clamp(min=1.0)
     l_cls = F.binary_cross_entropy_with_logits(logits, t_scores, reduction="sum") / tss
     if fg.any():
@@ -232,8 +250,10 @@ def detector_loss(model: TinyDet, feats: list[Tensor], gt_box: Tensor, gt_cls: T
         left = t_ltrb.long()
         wl = left + 1 - t_ltrb
         logp = dist[fg].view(-1, 4, REG_MAX).log_softmax(-1)
-        dfl = -(logp.gather(-1, left[..., None])[..., 0] * wl
-                + logp.gather(-1, (left + 1)[..., None])[..., 0] * (1 - wl)).mean(-1)
+        dfl = -(
+            logp.gather(-1, left[..., None])[..., 0] * wl
+            + logp.gather(-1, (left + 1)[..., None])[..., 0] * (1 - wl)
+        ).mean(-1)
         l_dfl = (dfl * w).sum() / tss
     else:
         l_box = l_dfl = logits.sum() * 0

@@ -1,7 +1,7 @@
 """Keep models/MANIFEST.json in step with the files: sha256, sizes, I/O shapes, provenance, metrics.
 
-    python models/make_manifest.py           # recompute hashes/sizes/shapes (keeps provenance, metrics)
-    python models/make_manifest.py --check   # exit 1 when a file no longer matches the manifest
+python models/make_manifest.py           # recompute hashes/sizes/shapes (keeps provenance, metrics)
+python models/make_manifest.py --check   # exit 1 when a file no longer matches the manifest
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ HERE = Path(__file__).resolve().parent
 MODELS = {"demo-detector": "detect", "demo-classifier": "classify"}
 ARCH = {
     "demo-detector": "TinyDet (models/demo_nets.py): Conv-BN-SiLU backbone, top-down neck, strides 8/16/32, "
-                     "decoupled heads, DFL reg_max 8, YOLOv8 TAL assignment + CIoU/BCE/DFL loss; "
-                     "Ultralytics-compatible export tail (DFL -> dist2bbox -> sigmoid -> Concat)",
+    "decoupled heads, DFL reg_max 8, YOLOv8 TAL assignment + CIoU/BCE/DFL loss; "
+    "Ultralytics-compatible export tail (DFL -> dist2bbox -> sigmoid -> Concat)",
     "demo-classifier": "TinyCls (models/demo_nets.py): 4 stride-2 Conv-BN-SiLU stages with residual blocks, "
-                       "global average pool, linear; logits over fill patterns",
+    "global average pool, linear; logits over fill patterns",
 }
 DATA_DIRS = ("data/calib", "data/calib-cls", "data/heldout", "data/heldout-cls", "samples")
 
@@ -44,8 +44,11 @@ def _io(path: Path) -> dict[str, Any]:
         for d in init.dims:
             n *= d
         params += n
-    return {"inputs": [{"name": v.name, "shape": shape(v)} for v in graph.input],
-            "outputs": [{"name": v.name, "shape": shape(v)} for v in graph.output], "stored_values": params}
+    return {
+        "inputs": [{"name": v.name, "shape": shape(v)} for v in graph.input],
+        "outputs": [{"name": v.name, "shape": shape(v)} for v in graph.output],
+        "stored_values": params,
+    }
 
 
 def dir_digest(root: Path, rel: str) -> dict[str, Any]:
@@ -68,9 +71,16 @@ def describe(root: Path, shapes: bool = True) -> dict[str, Any]:
         files: dict[str, Any] = {}
         for kind, name in (("fp32", f"{stem}.onnx"), ("int8", f"{stem}-int8.onnx")):
             path = root / name
-            files[kind] = None if not path.exists() else {
-                "path": name, "sha256": sha256(path), "size": path.stat().st_size,
-                **(_io(path) if shapes else {})}
+            files[kind] = (
+                None
+                if not path.exists()
+                else {
+                    "path": name,
+                    "sha256": sha256(path),
+                    "size": path.stat().st_size,
+                    **(_io(path) if shapes else {}),
+                }
+            )
         models[stem] = files
     data = {rel: dir_digest(root, rel) for rel in DATA_DIRS if (root / rel).is_dir()}
     return {"models": models, "data": data}
@@ -79,13 +89,22 @@ def describe(root: Path, shapes: bool = True) -> dict[str, Any]:
 def _dumps(obj: dict[str, Any]) -> str:
     """Indented JSON with innermost lists (shapes, metric rows) kept on one line for reading."""
     text = json.dumps(obj, indent=2)
-    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]",
-                  lambda m: "[" + ", ".join(p.strip() for p in m.group(1).split(",")) + "]", text) + "\n"
+    return (
+        re.sub(
+            r"\[\s+([^\[\]{}]*?)\s+\]",
+            lambda m: "[" + ", ".join(p.strip() for p in m.group(1).split(",")) + "]",
+            text,
+        )
+        + "\n"
+    )
 
 
-def update_manifest(root: Path = HERE, made: dict[str, dict[str, Any]] | None = None,
-                    metrics: dict[str, dict[str, Any]] | None = None,
-                    int8_made: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def update_manifest(
+    root: Path = HERE,
+    made: dict[str, dict[str, Any]] | None = None,
+    metrics: dict[str, dict[str, Any]] | None = None,
+    int8_made: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Rewrite root/MANIFEST.json: fresh hashes; provenance/metrics replaced only where given."""
     path = root / "MANIFEST.json"
     old: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
@@ -93,17 +112,20 @@ def update_manifest(root: Path = HERE, made: dict[str, dict[str, Any]] | None = 
     out: dict[str, Any] = {
         "license": "Apache-2.0",
         "note": "Trained from scratch by models/train_demo.py on synthetic scenes from models/synth.py; "
-                "no third-party weights or data. Metrics are on models/data/heldout (detector, COCO-style "
-                "mAP, conf 0.001, NMS IoU 0.7) and models/data/heldout-cls (classifier top-1).",
-        "models": {}, "data": now["data"],
+        "no third-party weights or data. Metrics are on models/data/heldout (detector, COCO-style "
+        "mAP, conf 0.001, NMS IoU 0.7) and models/data/heldout-cls (classifier top-1).",
+        "models": {},
+        "data": now["data"],
     }
     for stem, task in MODELS.items():
         prev = old.get("models", {}).get(stem, {})
         entry: dict[str, Any] = {"task": task, "architecture": ARCH[stem], "files": now["models"][stem]}
         entry["made"] = (made or {}).get(f"{stem}.onnx", prev.get("made"))
         prev_metrics = prev.get("metrics", {"fp32": None, "int8": None})
-        new_metrics = {"fp32": (metrics or {}).get(f"{stem}.onnx", prev_metrics.get("fp32")),
-                       "int8": (metrics or {}).get(f"{stem}-int8.onnx", prev_metrics.get("int8"))}
+        new_metrics = {
+            "fp32": (metrics or {}).get(f"{stem}.onnx", prev_metrics.get("fp32")),
+            "int8": (metrics or {}).get(f"{stem}-int8.onnx", prev_metrics.get("int8")),
+        }
         if now["models"][stem]["int8"] is None:
             new_metrics["int8"] = None
         entry["metrics"] = new_metrics

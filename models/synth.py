@@ -113,8 +113,15 @@ def _lines(rng: Rng, img: np.ndarray, k: float, n: int) -> None:
         p1 = _pts(rng.uniform(0, [w, h]))[0, 0]
         p2 = _pts(rng.uniform(0, [w, h]))[0, 0]
         thick = max(1, round(rng.uniform(1, 2.5) * k))
-        cv2.line(img, (int(p1[0]), int(p1[1])), (int(p2[0]), int(p2[1])),
-                 tuple(float(v) for v in rng.uniform(0, 255, 3)), thick, cv2.LINE_AA, SHIFT)
+        cv2.line(
+            img,
+            (int(p1[0]), int(p1[1])),
+            (int(p2[0]), int(p2[1])),
+            tuple(float(v) for v in rng.uniform(0, 255, 3)),
+            thick,
+            cv2.LINE_AA,
+            SHIFT,
+        )
 
 
 def _geometry(rng: Rng, cls: int, d: float, c: np.ndarray) -> np.ndarray:
@@ -232,7 +239,7 @@ def letterbox(image: np.ndarray, size: int, pad: int = 114) -> tuple[np.ndarray,
     out = np.full((size, size, 3), pad, np.uint8)
     px, py = (size - nw) // 2, (size - nh) // 2
     resized = image if (nw, nh) == (w, h) else cv2.resize(image, (nw, nh), interpolation=cv2.INTER_LINEAR)
-    out[py:py + nh, px:px + nw] = resized
+    out[py : py + nh, px : px + nw] = resized
     return out, scale, (px, py)
 
 

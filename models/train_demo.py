@@ -46,10 +46,22 @@ IMGSZ = 160
 VERSION = "1.0.0"
 CLS_MEAN = [0.485, 0.456, 0.406]
 CLS_STD = [0.229, 0.224, 0.225]
-FULL = {"det_scenes": 5000, "det_epochs": 8, "det_batch": 32, "cls_scenes": 4000, "cls_epochs": 18,
-        "cls_batch": 128}
-QUICK = {"det_scenes": 256, "det_epochs": 1, "det_batch": 32, "cls_scenes": 120, "cls_epochs": 1,
-         "cls_batch": 64}
+FULL = {
+    "det_scenes": 5000,
+    "det_epochs": 8,
+    "det_batch": 32,
+    "cls_scenes": 4000,
+    "cls_epochs": 18,
+    "cls_batch": 128,
+}
+QUICK = {
+    "det_scenes": 256,
+    "det_epochs": 1,
+    "det_batch": 32,
+    "cls_scenes": 120,
+    "cls_epochs": 1,
+    "cls_batch": 64,
+}
 
 
 def dihedral(x: torch.Tensor, boxes: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,7 +104,7 @@ def train_detector(cfg: dict[str, int], log: dict[str, object]) -> TinyDet:
         running = torch.zeros(3)
         model.train()
         for s in range(steps_per_epoch):
-            idx = np.sort(order[s * cfg["det_batch"]:(s + 1) * cfg["det_batch"]])
+            idx = np.sort(order[s * cfg["det_batch"] : (s + 1) * cfg["det_batch"]])
             x = torch.from_numpy(images[idx]).permute(0, 3, 1, 2).float() / 255.0
             gb = torch.from_numpy(boxes[idx])
             gc = torch.from_numpy(classes[idx])
@@ -107,10 +119,19 @@ def train_detector(cfg: dict[str, int], log: dict[str, object]) -> TinyDet:
             running += parts
             step += 1
         r = (running / steps_per_epoch).tolist()
-        print(f"det epoch {epoch + 1}/{cfg['det_epochs']} box {r[0]:.3f} cls {r[1]:.3f} dfl {r[2]:.3f} "
-              f"({time.time() - t1:.0f}s)", flush=True)
-    log.update(train_seconds=round(time.time() - t0, 1), epochs=cfg["det_epochs"], steps=total,
-               batch=cfg["det_batch"], train_scenes=len(images), optimizer="AdamW lr 3e-3 cosine, wd 5e-4")
+        print(
+            f"det epoch {epoch + 1}/{cfg['det_epochs']} box {r[0]:.3f} cls {r[1]:.3f} dfl {r[2]:.3f} "
+            f"({time.time() - t1:.0f}s)",
+            flush=True,
+        )
+    log.update(
+        train_seconds=round(time.time() - t0, 1),
+        epochs=cfg["det_epochs"],
+        steps=total,
+        batch=cfg["det_batch"],
+        train_scenes=len(images),
+        optimizer="AdamW lr 3e-3 cosine, wd 5e-4",
+    )
     model.eval()
     return model
 
@@ -133,7 +154,7 @@ def train_classifier(cfg: dict[str, int], log: dict[str, object]) -> TinyCls:
         correct = seen = 0
         model.train()
         for s in range(steps_per_epoch):
-            idx = np.sort(order[s * cfg["cls_batch"]:(s + 1) * cfg["cls_batch"]])
+            idx = np.sort(order[s * cfg["cls_batch"] : (s + 1) * cfg["cls_batch"]])
             x = torch.from_numpy(crops[idx]).permute(0, 3, 1, 2).float() / 255.0
             x, _ = dihedral(x, torch.zeros(0, 4), int(gen.integers(0, 8)))
             y = torch.from_numpy(labels[idx])
@@ -147,10 +168,19 @@ def train_classifier(cfg: dict[str, int], log: dict[str, object]) -> TinyCls:
             correct += int((logits.argmax(1) == y).sum())
             seen += len(y)
             step += 1
-        print(f"cls epoch {epoch + 1}/{cfg['cls_epochs']} train acc {correct / seen:.3f} "
-              f"({time.time() - t0:.0f}s)", flush=True)
-    log.update(train_seconds=round(time.time() - t0, 1), epochs=cfg["cls_epochs"], steps=total,
-               batch=cfg["cls_batch"], train_crops=len(crops), optimizer="AdamW lr 3e-3 cosine, wd 5e-4")
+        print(
+            f"cls epoch {epoch + 1}/{cfg['cls_epochs']} train acc {correct / seen:.3f} "
+            f"({time.time() - t0:.0f}s)",
+            flush=True,
+        )
+    log.update(
+        train_seconds=round(time.time() - t0, 1),
+        epochs=cfg["cls_epochs"],
+        steps=total,
+        batch=cfg["cls_batch"],
+        train_crops=len(crops),
+        optimizer="AdamW lr 3e-3 cosine, wd 5e-4",
+    )
     model.eval()
     return model
 
@@ -167,8 +197,13 @@ def _set_metadata(path: Path, meta: dict[str, str]) -> None:
 
 
 def common_meta(description: str) -> dict[str, str]:
-    return {"description": description, "author": "edge-agent", "license": "Apache-2.0", "version": VERSION,
-            "date": "2026-11-29"}
+    return {
+        "description": description,
+        "author": "edge-agent",
+        "license": "Apache-2.0",
+        "version": VERSION,
+        "date": "2026-11-29",
+    }
 
 
 def export_detector(model: TinyDet, path: Path) -> None:
@@ -176,14 +211,35 @@ def export_detector(model: TinyDet, path: Path) -> None:
     m.export = True
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # dynamo=False on purpose: opset 17
-        torch.onnx.export(m, (torch.zeros(1, 3, IMGSZ, IMGSZ),), str(path), input_names=["images"],
-                          output_names=["output0"], opset_version=17, dynamo=False)
+        torch.onnx.export(
+            m,
+            (torch.zeros(1, 3, IMGSZ, IMGSZ),),
+            str(path),
+            input_names=["images"],
+            output_names=["output0"],
+            opset_version=17,
+            dynamo=False,
+        )
     meta = common_meta("edge-agent demo detector: circles, squares, triangles in synthetic cluttered scenes")
-    meta.update(task="detect", stride=str(max(STRIDES)), batch="1", imgsz=str([IMGSZ, IMGSZ]),
-                names=class_names_literal(CLASS_NAMES), reg_max=str(REG_MAX),
-                preprocess=json.dumps({"resize": "letterbox", "pad_value": 114, "scale": 1 / 255,
-                                       "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0], "color": "RGB",
-                                       "layout": "NCHW"}))
+    meta.update(
+        task="detect",
+        stride=str(max(STRIDES)),
+        batch="1",
+        imgsz=str([IMGSZ, IMGSZ]),
+        names=class_names_literal(CLASS_NAMES),
+        reg_max=str(REG_MAX),
+        preprocess=json.dumps(
+            {
+                "resize": "letterbox",
+                "pad_value": 114,
+                "scale": 1 / 255,
+                "mean": [0.0, 0.0, 0.0],
+                "std": [1.0, 1.0, 1.0],
+                "color": "RGB",
+                "layout": "NCHW",
+            }
+        ),
+    )
     _set_metadata(path, meta)
 
 
@@ -191,15 +247,37 @@ def export_classifier(model: TinyCls, path: Path) -> None:
     m = fuse_bn(copy.deepcopy(model)).eval()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(m, (torch.zeros(1, 3, CLS_SIZE, CLS_SIZE),), str(path), input_names=["images"],
-                          output_names=["output0"], opset_version=17, dynamo=False,
-                          dynamic_axes={"images": {0: "batch"}, "output0": {0: "batch"}})
+        torch.onnx.export(
+            m,
+            (torch.zeros(1, 3, CLS_SIZE, CLS_SIZE),),
+            str(path),
+            input_names=["images"],
+            output_names=["output0"],
+            opset_version=17,
+            dynamo=False,
+            dynamic_axes={"images": {0: "batch"}, "output0": {0: "batch"}},
+        )
     meta = common_meta("edge-agent demo classifier: fill pattern of a detected shape crop (logits)")
-    meta.update(task="classify", imgsz=str([CLS_SIZE, CLS_SIZE]), names=class_names_literal(FILL_NAMES),
-                preprocess=json.dumps({"resize": "stretch", "crop": False, "size": [CLS_SIZE, CLS_SIZE],
-                                       "interpolation": "linear", "scale": 1 / 255, "mean": CLS_MEAN,
-                                       "std": CLS_STD, "color": "RGB", "layout": "NCHW",
-                                       "box_margin": CROP_MARGIN, "output": "logits"}))
+    meta.update(
+        task="classify",
+        imgsz=str([CLS_SIZE, CLS_SIZE]),
+        names=class_names_literal(FILL_NAMES),
+        preprocess=json.dumps(
+            {
+                "resize": "stretch",
+                "crop": False,
+                "size": [CLS_SIZE, CLS_SIZE],
+                "interpolation": "linear",
+                "scale": 1 / 255,
+                "mean": CLS_MEAN,
+                "std": CLS_STD,
+                "color": "RGB",
+                "layout": "NCHW",
+                "box_margin": CROP_MARGIN,
+                "output": "logits",
+            }
+        ),
+    )
     _set_metadata(path, meta)
 
 
@@ -219,23 +297,44 @@ def evaluate(root: Path) -> dict[str, dict[str, object]]:
 
 def quantize(root: Path) -> int:
     """INT8 copies through the project's own ``edge-agent quantize``; stops clearly while it is missing."""
-    probe = subprocess.run([sys.executable, "-m", "edge_agent", "quantize", "--help"], capture_output=True,
-                           text=True, cwd=HERE.parent, check=False)
+    probe = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "quantize", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+        check=False,
+    )
     if probe.returncode != 0:
-        print("train_demo quantize: `python -m edge_agent quantize` is not available on this checkout "
-              f"(exit {probe.returncode}); the INT8 demo models are made once that command lands.",
-              file=sys.stderr)
+        print(
+            "train_demo quantize: `python -m edge_agent quantize` is not available on this checkout "
+            f"(exit {probe.returncode}); the INT8 demo models are made once that command lands.",
+            file=sys.stderr,
+        )
         return 2
-    jobs = [("demo-detector.onnx", "demo-detector-int8.onnx", "calib"),
-            ("demo-classifier.onnx", "demo-classifier-int8.onnx", "calib-cls")]
+    jobs = [
+        ("demo-detector.onnx", "demo-detector-int8.onnx", "calib"),
+        ("demo-classifier.onnx", "demo-classifier-int8.onnx", "calib-cls"),
+    ]
     made: dict[str, dict[str, object]] = {}
     for src, dst, calib in jobs:
-        cmd = [sys.executable, "-m", "edge_agent", "quantize", str(root / src), "--calib",
-               str(root / "data" / calib), "-o", str(root / dst)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "edge_agent",
+            "quantize",
+            str(root / src),
+            "--calib",
+            str(root / "data" / calib),
+            "-o",
+            str(root / dst),
+        ]
         print(" ".join(cmd), flush=True)
         subprocess.run(cmd, check=True, cwd=HERE.parent)
-        made[dst] = {"command": f"python -m edge_agent quantize {src} --calib data/{calib} -o {dst}",
-                     "source": src, "calib": f"data/{calib}"}
+        made[dst] = {
+            "command": f"python -m edge_agent quantize {src} --calib data/{calib} -o {dst}",
+            "source": src,
+            "calib": f"data/{calib}",
+        }
     update_manifest(root, metrics=evaluate(root), int8_made=made)
     return 0
 
@@ -246,8 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("step", nargs="?", default="all", choices=steps)
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (writes to --out, default /tmp)")
     ap.add_argument("--out", type=Path, help="output folder (default: models/; /tmp/demo-quick with --quick)")
-    ap.add_argument("--threads", type=int, default=2,
-                    help="torch threads (1 is faster than 2 when other jobs share the two cores)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="torch threads (1 is faster than 2 when other jobs share the two cores)",
+    )
     args = ap.parse_args(argv)
     root = args.out or (Path("/tmp/demo-quick") if args.quick else HERE)
     root.mkdir(parents=True, exist_ok=True)
@@ -277,13 +380,19 @@ def main(argv: list[str] | None = None) -> int:
     cfg = QUICK if args.quick else FULL
     made: dict[str, dict[str, object]] = {}
     cmd = f"python models/train_demo.py{' --quick' if args.quick else ''} --threads {args.threads}"
-    jobs = (("detector", "demo-detector.onnx", train_detector, export_detector),
-            ("classifier", "demo-classifier.onnx", train_classifier, export_classifier))
+    jobs = (
+        ("detector", "demo-detector.onnx", train_detector, export_detector),
+        ("classifier", "demo-classifier.onnx", train_classifier, export_classifier),
+    )
     for step, name, train, export in jobs:
         if args.step not in ("all", step):
             continue
-        log: dict[str, object] = {"command": cmd, "seed": SEED, "torch": torch.__version__.split("+")[0],
-                                  "opset": 17}
+        log: dict[str, object] = {
+            "command": cmd,
+            "seed": SEED,
+            "torch": torch.__version__.split("+")[0],
+            "opset": 17,
+        }
         model = train(cfg, log)
         export(model, root / name)
         made[name] = log

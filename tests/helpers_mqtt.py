@@ -74,20 +74,60 @@ def make_tls(directory: Path) -> TlsFiles:
     d.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     for name in ("ca", "wrong-ca"):
-        _openssl("req", "-x509", *ec, "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2",
-                 "-subj", f"/CN=edge-agent test {name}", "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                                  "extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n"
-                                  "authorityKeyIdentifier=keyid\n")
-    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n"
-                                  "authorityKeyIdentifier=keyid\n")
+        _openssl(
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=edge-agent test {name}",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+            cwd=d,
+        )
+    (d / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n"
+        "authorityKeyIdentifier=keyid\n"
+    )
+    (d / "client.ext").write_text(
+        "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\nauthorityKeyIdentifier=keyid\n"
+    )
     for name in ("server", "client"):
         _openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
-    return TlsFiles(d / "ca.crt", d / "server.crt", d / "server.key", d / "client.crt", d / "client.key",
-                    d / "wrong-ca.crt")
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+            cwd=d,
+        )
+    return TlsFiles(
+        d / "ca.crt",
+        d / "server.crt",
+        d / "server.key",
+        d / "client.crt",
+        d / "client.key",
+        d / "wrong-ca.crt",
+    )
 
 
 class Broker:
@@ -97,8 +137,9 @@ class Broker:
     (``clean_session=False``) subscribers, like a production broker would.
     """
 
-    def __init__(self, workdir: Path, tls: Optional[TlsFiles] = None,
-                 users: Optional[dict[str, str]] = None) -> None:
+    def __init__(
+        self, workdir: Path, tls: Optional[TlsFiles] = None, users: Optional[dict[str, str]] = None
+    ) -> None:
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -132,15 +173,23 @@ class Broker:
             subprocess.run([str(MOSQUITTO_PASSWD), "-U", str(pwfile)], check=True, capture_output=True)
             lines.append(f"password_file {pwfile}")
         if self.tls:
-            lines += [f"listener {self.tls_port} 127.0.0.1", f"cafile {self.tls.ca}",
-                      f"certfile {self.tls.server_cert}", f"keyfile {self.tls.server_key}",
-                      "require_certificate true"]
+            lines += [
+                f"listener {self.tls_port} 127.0.0.1",
+                f"cafile {self.tls.ca}",
+                f"certfile {self.tls.server_cert}",
+                f"keyfile {self.tls.server_key}",
+                "require_certificate true",
+            ]
         self.conf.write_text("\n".join(lines) + "\n")
 
     def start(self, timeout: float = 10.0) -> None:
         assert self.proc is None, "broker already running"
-        self.proc = subprocess.Popen([str(MOSQUITTO), "-c", str(self.conf)], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [str(MOSQUITTO), "-c", str(self.conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             wait_port(self.port, timeout)
         except TimeoutError:
@@ -178,8 +227,9 @@ class Broker:
 class Collector:
     """A persistent QoS 1 subscriber (paho, auto-reconnect) recording every message it gets."""
 
-    def __init__(self, port: int, topic: str = "#", client_id: str = "test-collector",
-                 tls: Optional[TlsFiles] = None) -> None:
+    def __init__(
+        self, port: int, topic: str = "#", client_id: str = "test-collector", tls: Optional[TlsFiles] = None
+    ) -> None:
         self.topic = topic
         self.messages: list[tuple[str, bytes, bool]] = []
         self.lock = threading.Lock()
@@ -188,8 +238,9 @@ class Collector:
         self.client.reconnect_delay_set(1, 1)
         self.client.max_inflight_messages_set(100)
         if tls:
-            self.client.tls_set(ca_certs=str(tls.ca), certfile=str(tls.client_cert),
-                                keyfile=str(tls.client_key))
+            self.client.tls_set(
+                ca_certs=str(tls.ca), certfile=str(tls.client_cert), keyfile=str(tls.client_key)
+            )
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = lambda *a: self.connected.clear()
         self.client.on_message = self._on_message

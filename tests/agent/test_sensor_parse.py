@@ -67,8 +67,9 @@ def test_regex_named_groups() -> None:
 
 
 def _sensor_toml(**kw: object) -> str:
-    lines = ['[sensor]', 'port = "loop://"'] + [f"{k} = {v!r}".replace("'", '"') if not isinstance(v, str)
-                                                 else f"{k} = '{v}'" for k, v in kw.items()]
+    lines = ["[sensor]", 'port = "loop://"'] + [
+        f"{k} = {v!r}".replace("'", '"') if not isinstance(v, str) else f"{k} = '{v}'" for k, v in kw.items()
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -75,8 +75,19 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     assert env_py.returncode == 0, env_py.stderr
     python = env_py.stdout.strip().splitlines()[-1]
     prefix = work / "opt"
-    inst = _run(["bash", str(bundle / "install.sh"), "--prefix", str(prefix), "--python", python,
-                 "--no-systemd", "--no-user", "--no-link"])
+    inst = _run(
+        [
+            "bash",
+            str(bundle / "install.sh"),
+            "--prefix",
+            str(prefix),
+            "--python",
+            python,
+            "--no-systemd",
+            "--no-user",
+            "--no-link",
+        ]
+    )
     assert inst.returncode == 0, inst.stdout + inst.stderr
     yield Installed(tarball, bundle, prefix, python, inst.stdout)
 
@@ -133,16 +144,38 @@ def test_venv_is_aarch64_self_contained_and_consistent(installed: Installed) -> 
 def test_install_refuses_an_interpreter_the_wheels_cannot_serve(installed: Installed, tmp_path: Path) -> None:
     host = shutil.which("python3")
     assert host is not None
-    out = _run(["bash", str(installed.bundle / "install.sh"), "--prefix", str(tmp_path / "p"),
-                "--python", host, "--no-systemd", "--no-user", "--no-link"])
+    out = _run(
+        [
+            "bash",
+            str(installed.bundle / "install.sh"),
+            "--prefix",
+            str(tmp_path / "p"),
+            "--python",
+            host,
+            "--no-systemd",
+            "--no-user",
+            "--no-link",
+        ]
+    )
     assert out.returncode == 1
     assert "bundle is for aarch64 Python 3.11" in out.stderr
     assert not (tmp_path / "p" / "venv").exists()
 
 
 def test_reinstall_is_idempotent(installed: Installed) -> None:
-    again = _run(["bash", str(installed.bundle / "install.sh"), "--prefix", str(installed.prefix),
-                  "--python", installed.python, "--no-systemd", "--no-user", "--no-link"])
+    again = _run(
+        [
+            "bash",
+            str(installed.bundle / "install.sh"),
+            "--prefix",
+            str(installed.prefix),
+            "--python",
+            installed.python,
+            "--no-systemd",
+            "--no-user",
+            "--no-link",
+        ]
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert "creating venv" not in again.stdout  # reused, not recreated
     out = _run([str(installed.agent), "--version"])
@@ -153,8 +186,10 @@ def _command_available(installed: Installed, command: str) -> str:
     """The command's --help text; skip (with the reason) while the CLI does not have it yet."""
     out = _run([str(installed.agent), command, "--help"])
     if out.returncode != 0:
-        pytest.skip(f"`edge-agent {command}` not implemented yet (exit {out.returncode}); "
-                    "this test starts checking it as soon as it lands")
+        pytest.skip(
+            f"`edge-agent {command}` not implemented yet (exit {out.returncode}); "
+            "this test starts checking it as soon as it lands"
+        )
     return out.stdout
 
 
@@ -174,11 +209,15 @@ def test_infer_runs_on_a_bundled_sample(installed: Installed) -> None:
     files = sorted(models.rglob("*")) if models.is_dir() else []
     # the demo detector (a classifier is no input for `infer`), and a demo frame first
     onnx = sorted((p for p in files if p.suffix == ".onnx"), key=lambda p: ("detector" not in p.name, p.name))
-    images = sorted((p for p in files if p.suffix.lower() in (".jpg", ".jpeg", ".png")),
-                    key=lambda p: ("samples" not in p.parts, str(p)))
+    images = sorted(
+        (p for p in files if p.suffix.lower() in (".jpg", ".jpeg", ".png")),
+        key=lambda p: ("samples" not in p.parts, str(p)),
+    )
     if not onnx or not images:
-        pytest.skip(f"bundle has no demo model + sample image under models/ (found {len(onnx)} .onnx, "
-                    f"{len(images)} images)")
+        pytest.skip(
+            f"bundle has no demo model + sample image under models/ (found {len(onnx)} .onnx, "
+            f"{len(images)} images)"
+        )
     args = ["--model", str(onnx[0])] if "--model" in help_text else [str(onnx[0])]
     out = _run([str(installed.agent), "infer", *args, str(images[0]), "--json"])
     assert out.returncode == 0, out.stdout + out.stderr
@@ -191,7 +230,12 @@ def test_device_smoke_reports_the_installed_runtime(installed: Installed, tmp_pa
     ort_version = ort_wheel.name.split("-")[1]
     out = subprocess.run(
         ["bash", str(installed.bundle / "device-smoke.sh"), "--agent", str(installed.agent)],
-        capture_output=True, text=True, timeout=900, env=_env(), cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=_env(),
+        cwd=tmp_path,
+        check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     report = out.stdout

@@ -55,7 +55,7 @@ def test_interpreter_is_debian_aarch64_python311_on_the_requested_core() -> None
 
 # sdot v0.4s, v1.16b, v2.16b ; ret -- an ARMv8.2 dot-product instruction (Cortex-A76 has it,
 # A72/A57 do not): the class of instruction that made onnxruntime 1.21 die on a Pi 4
-SDOT_THEN_RET = bytes.fromhex("2094824e" "c0035fd6")
+SDOT_THEN_RET = bytes.fromhex("2094824ec0035fd6")
 RUN_RAW_CODE = f"""
 import ctypes, mmap
 page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
@@ -91,7 +91,10 @@ def test_subprocess_of_sys_executable_runs_the_same_architecture() -> None:
     code = "import os, platform; print(platform.machine(), os.environ.get('EDGE_AGENT_QEMU_CPU'))"
     out = subprocess.run(
         [sys.executable, "-c", code],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     ).stdout.split()
     assert out == [platform.machine(), str(EMULATED_CORE)]
 
@@ -102,7 +105,8 @@ def _conv_model(weight: np.ndarray, bias: np.ndarray) -> bytes:
     node_conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1])
     node_relu = helper.make_node("Relu", ["c"], ["y"])
     graph = helper.make_graph(
-        [node_conv, node_relu], "conv_relu",
+        [node_conv, node_relu],
+        "conv_relu",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])],
         initializer=[numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")],
@@ -151,7 +155,8 @@ def test_onnxruntime_int8_matmul_is_exact() -> None:
     a_zero = np.uint8(128)
     node = helper.make_node("MatMulInteger", ["a", "b", "a_zero"], ["y"])
     graph = helper.make_graph(
-        [node], "mmi",
+        [node],
+        "mmi",
         [helper.make_tensor_value_info("a", TensorProto.UINT8, [37, 64])],
         [helper.make_tensor_value_info("y", TensorProto.INT32, [37, 29])],
         initializer=[numpy_helper.from_array(bmat, "b"), numpy_helper.from_array(np.array(a_zero), "a_zero")],

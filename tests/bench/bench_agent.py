@@ -64,8 +64,20 @@ def run_agent(model: Path, classifier: Path | None, images: list[Path], frames: 
         sock.settimeout(120)
         env = {**os.environ, "NOTIFY_SOCKET": str(root / "n.sock")}
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg),
-                                 "--max-frames", str(frames)], env=env)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "edge_agent",
+                "-q",
+                "run",
+                "--config",
+                str(cfg),
+                "--max-frames",
+                str(frames),
+            ],
+            env=env,
+        )
         ready = None
         while ready is None:
             msg = sock.recv(4096).decode()
@@ -86,8 +98,13 @@ def run_agent(model: Path, classifier: Path | None, images: list[Path], frames: 
         sock.close()
         if rc != 0:
             raise SystemExit(f"agent exited {rc}")
-        return {"ready_s": ready, "fps": status["fps"], "frames": status["frames"],
-                "peak_rss_mb": peak_kb / 1024, "latency_ms": status["latency_ms"]}
+        return {
+            "ready_s": ready,
+            "fps": status["fps"],
+            "frames": status["frames"],
+            "peak_rss_mb": peak_kb / 1024,
+            "latency_ms": status["latency_ms"],
+        }
 
 
 def main() -> None:
@@ -97,19 +114,31 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=60)
     a = ap.parse_args()
     models = a.model or [SHARED / "models/yolov8n-coco-fp32.onnx"]
-    images = sorted((SHARED / "images").glob("*.jpg")) if SHARED.is_dir() else sorted((REPO / "models/samples").glob("*"))
+    images = (
+        sorted((SHARED / "images").glob("*.jpg"))
+        if SHARED.is_dir()
+        else sorted((REPO / "models/samples").glob("*"))
+    )
     for m in models:
         ref1 = bare_run_ms(m)
         agent = run_agent(m, a.classifier, images, a.frames)
         ref2 = bare_run_ms(m)
         ref = statistics.median([ref1, ref2])
-        print(json.dumps({
-            "model": str(m), "classifier": str(a.classifier) if a.classifier else None,
-            "bare_session_run_ms": round(ref, 2), "bare_fps": round(1000 / ref, 2),
-            "agent_fps": agent["fps"], "ratio_agent_vs_bare": round(agent["fps"] * ref / 1000, 3),
-            "ready_s": round(agent["ready_s"], 2), "peak_rss_mb": round(agent["peak_rss_mb"], 1),
-            "agent_latency_ms": agent["latency_ms"],
-        }))
+        print(
+            json.dumps(
+                {
+                    "model": str(m),
+                    "classifier": str(a.classifier) if a.classifier else None,
+                    "bare_session_run_ms": round(ref, 2),
+                    "bare_fps": round(1000 / ref, 2),
+                    "agent_fps": agent["fps"],
+                    "ratio_agent_vs_bare": round(agent["fps"] * ref / 1000, 3),
+                    "ready_s": round(agent["ready_s"], 2),
+                    "peak_rss_mb": round(agent["peak_rss_mb"], 1),
+                    "agent_latency_ms": agent["latency_ms"],
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

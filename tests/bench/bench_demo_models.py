@@ -37,13 +37,18 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    for name, shape in (("demo-detector.onnx", (1, 3, 160, 160)), ("demo-classifier.onnx", (1, 3, 64, 64)),
-                        ("demo-detector-int8.onnx", (1, 3, 160, 160)),
-                        ("demo-classifier-int8.onnx", (1, 3, 64, 64))):
+    for name, shape in (
+        ("demo-detector.onnx", (1, 3, 160, 160)),
+        ("demo-classifier.onnx", (1, 3, 64, 64)),
+        ("demo-detector-int8.onnx", (1, 3, 160, 160)),
+        ("demo-classifier-int8.onnx", (1, 3, 64, 64)),
+    ):
         if (MODELS / name).exists():
             med, p90 = bench(MODELS / name, shape, args.runs, args.threads)
-            print(f"{name:28s} batch 1  median {med:6.2f} ms  p90 {p90:6.2f} ms  "
-                  f"({args.runs} runs, {args.threads} thread(s), ORT {ort.__version__})")
+            print(
+                f"{name:28s} batch 1  median {med:6.2f} ms  p90 {p90:6.2f} ms  "
+                f"({args.runs} runs, {args.threads} thread(s), ORT {ort.__version__})"
+            )
 
 
 if __name__ == "__main__":

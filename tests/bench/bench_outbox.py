@@ -42,11 +42,16 @@ LIMITS = Limits(10**8, 10**11, 1e9)
 
 
 def body(i: int) -> dict[str, object]:
-    infer = {"image": f"/cam/{i:07d}.jpg", "width": 640, "height": 480,
-             "timings_ms": {"preprocess": 2.1, "inference": 38.4, "postprocess": 0.7},
-             "detections": [
-                 {"label": "person", "class_id": 0, "confidence": 0.91, "box": [12.5, 40.0, 210.2, 470.9]},
-                 {"label": "car", "class_id": 2, "confidence": 0.66, "box": [300.0, 200.0, 620.0, 410.0]}]}
+    infer = {
+        "image": f"/cam/{i:07d}.jpg",
+        "width": 640,
+        "height": 480,
+        "timings_ms": {"preprocess": 2.1, "inference": 38.4, "postprocess": 0.7},
+        "detections": [
+            {"label": "person", "class_id": 0, "confidence": 0.91, "box": [12.5, 40.0, 210.2, 470.9]},
+            {"label": "car", "class_id": 2, "confidence": 0.66, "box": [300.0, 200.0, 620.0, 410.0]},
+        ],
+    }
     return result_message(infer, device_id="bench-1", ts=time.time())
 
 
@@ -78,8 +83,10 @@ def bench_raw(tmp: Path, n: int, batch: int) -> float:
     t0 = time.perf_counter()
     for i in range(0, n, batch):
         conn.execute("BEGIN IMMEDIATE")
-        conn.executemany("INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?,?,?,?,?)",
-                         rows[i:i + batch])
+        conn.executemany(
+            "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?,?,?,?,?)",
+            rows[i : i + batch],
+        )
         conn.execute("COMMIT")
     dt = time.perf_counter() - t0
     conn.close()
@@ -112,8 +119,24 @@ def bench_mosquitto_pub(tmp: Path, broker: Broker, n: int) -> float:
         lines.write_bytes(b"".join(encode({**body(i), "id": new_message_id()}) + b"\n" for i in range(n)))
     with open(lines, "rb") as f:
         t0 = time.perf_counter()
-        subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(broker.port), "-q", "1", "-t", TOPIC,
-                        "-l", "-i", "bench-pub"], stdin=f, check=True)
+        subprocess.run(
+            [
+                "mosquitto_pub",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(broker.port),
+                "-q",
+                "1",
+                "-t",
+                TOPIC,
+                "-l",
+                "-i",
+                "bench-pub",
+            ],
+            stdin=f,
+            check=True,
+        )
         dt = time.perf_counter() - t0
     return n / dt
 
@@ -126,8 +149,22 @@ def bench_cli_drain(tmp: Path, broker: Broker, n: int) -> tuple[float, float]:
     cfg = tmp / "bench.toml"
     cfg.write_text(f'[device]\nid = "bench-1"\n[mqtt]\nport = {broker.port}\n[queue]\npath = "{path}"\n')
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "-q", "queue", "drain", "--config", str(cfg),
-                             "--timeout", "600"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "edge_agent",
+            "-q",
+            "queue",
+            "drain",
+            "--config",
+            str(cfg),
+            "--timeout",
+            "600",
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     hwm_kib = 0
     while proc.poll() is None:
         try:
@@ -161,7 +198,8 @@ def main() -> None:
             n = args.backlog
             out["drain_in_process_msg_per_s"] = median_of(args.reps, lambda: bench_drain(tmp, broker, n))
             out["mosquitto_pub_q1_msg_per_s"] = median_of(
-                args.reps, lambda: bench_mosquitto_pub(tmp, broker, n))
+                args.reps, lambda: bench_mosquitto_pub(tmp, broker, n)
+            )
             rate, rss = bench_cli_drain(tmp, broker, args.backlog)
             out["drain_cli_msg_per_s_incl_startup"] = rate
             out["drain_cli_peak_rss_mib"] = rss
@@ -169,8 +207,17 @@ def main() -> None:
         out["drain_ratio_vs_mosquitto_pub"] = out["drain_in_process_msg_per_s"] / pub
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps({"results": args.results, "backlog": args.backlog, "reps": args.reps,
-                      **{k: round(v, 3 if "ratio" in k else 1) for k, v in out.items()}}, indent=2))
+    print(
+        json.dumps(
+            {
+                "results": args.results,
+                "backlog": args.backlog,
+                "reps": args.reps,
+                **{k: round(v, 3 if "ratio" in k else 1) for k, v in out.items()},
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

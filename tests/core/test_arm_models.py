@@ -44,7 +44,9 @@ def test_bundled_demo_detector_finds_the_labelled_shapes(name: str) -> None:
 @pytest.mark.arm_smoke
 @pytest.mark.shared
 def test_third_party_dynamic_int8_yolov8n_finds_the_bus(shared_dir: Path) -> None:
-    det = Detector(OnnxModel(shared_dir / "models/yolov8n-coco-int8-dynamic.onnx", board=detect_board(), warmup=False))
+    det = Detector(
+        OnnxModel(shared_dir / "models/yolov8n-coco-int8-dynamic.onnx", board=detect_board(), warmup=False)
+    )
     d = det.detect(read_image(shared_dir / "images/bus.jpg")).detections
     labels = [det.names[int(c)] for c, s in zip(d.class_ids, d.scores) if s >= 0.5]
     assert labels.count("bus") == 1 and labels.count("person") >= 3

@@ -49,26 +49,35 @@ def world(tmp_path: Path) -> dict[str, Path]:
     }
 
 
-def write_config(w: dict[str, Path], *, port: int = 1, loop: bool = False, extra: str = "", det: Path | None = None,
-                 mqtt: bool = True, mode: str = "every_frame", interval: float = 0.0,
-                 prom_port: int | None = None) -> Path:
+def write_config(
+    w: dict[str, Path],
+    *,
+    port: int = 1,
+    loop: bool = False,
+    extra: str = "",
+    det: Path | None = None,
+    mqtt: bool = True,
+    mode: str = "every_frame",
+    interval: float = 0.0,
+    prom_port: int | None = None,
+) -> Path:
     cfg = w["root"] / "config.toml"
     cfg.write_text(
         f"""
 [device]
 id = "cam-1"
-state_dir = "{w['state']}"
+state_dir = "{w["state"]}"
 [camera]
-source = "{w['camera']}"
+source = "{w["camera"]}"
 loop = {str(loop).lower()}
 interval_s = {interval}
 stall_timeout_s = 1.0
 reconnect_max_s = 0.5
 [detector]
-model = "{det or w['det']}"
+model = "{det or w["det"]}"
 conf_threshold = 0.6
 [classifier]
-model = "{w['cls']}"
+model = "{w["cls"]}"
 [mqtt]
 enabled = {str(mqtt).lower()}
 host = "127.0.0.1"
@@ -76,12 +85,12 @@ port = {port}
 reconnect_min_s = 0.2
 reconnect_max_s = 1.0
 [queue]
-path = "{w['state']}/outbox.db"
+path = "{w["state"]}/outbox.db"
 flush_interval_s = 0.2
 [output]
 mode = "{mode}"
 [health]
-status_file = "{w['state']}/status.json"
+status_file = "{w["state"]}/status.json"
 {f"prometheus_port = {prom_port}" if prom_port else ""}
 {extra}
 """
@@ -91,8 +100,13 @@ status_file = "{w['state']}/status.json"
 
 def start_agent(cfg: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     e = {**os.environ, **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "edge_agent", "run", "--config", str(cfg), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+    return subprocess.Popen(
+        [sys.executable, "-m", "edge_agent", "run", "--config", str(cfg), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=e,
+    )
 
 
 def status(w: dict[str, Path]) -> dict[str, Any]:
@@ -103,8 +117,12 @@ def status(w: dict[str, Path]) -> dict[str, Any]:
 
 
 def queue_stats(cfg: Path) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-m", "edge_agent", "queue", "stats", "--config", str(cfg), "--json"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "queue", "stats", "--config", str(cfg), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
@@ -146,11 +164,17 @@ class PtySensor:
         os.close(self.master)
 
 
-def test_results_with_detections_and_sensor_readings_reach_the_broker(world: dict[str, Path], broker: Broker) -> None:
+def test_results_with_detections_and_sensor_readings_reach_the_broker(
+    world: dict[str, Path], broker: Broker
+) -> None:
     sensor = PtySensor(world["root"] / "ttyUSB0")
     try:
-        cfg = write_config(world, port=broker.port, extra=f'[sensor]\nport = "{sensor.link}"\nprotocol = "kv"\npublish = true\n',
-                           interval=0.4)
+        cfg = write_config(
+            world,
+            port=broker.port,
+            extra=f'[sensor]\nport = "{sensor.link}"\nprotocol = "kv"\npublish = true\n',
+            interval=0.4,
+        )
         col = Collector(broker.port, "edge/#", client_id="e2e-collector")
         time.sleep(0.5)  # let the sensor deliver a reading before the first frame
         proc = start_agent(cfg)
@@ -166,14 +190,18 @@ def test_results_with_detections_and_sensor_readings_reach_the_broker(world: dic
         assert len(m["detections"]) == n  # one detection per red square
         assert all(d["label"] == "bright" and d["classification"]["label"] == "red" for d in m["detections"])
         assert m["device_id"] == "cam-1" and m["schema"] == 1 and len(m["id"]) == 32
-        assert m["models"]["detector"]["sha256"] == __import__("hashlib").sha256(world["det"].read_bytes()).hexdigest()
+        assert (
+            m["models"]["detector"]["sha256"]
+            == __import__("hashlib").sha256(world["det"].read_bytes()).hexdigest()
+        )
         assert "clock_synced" in m and m["ts_mono"] > 0
         assert isinstance(m["sensor"], dict)
     # readings arrive every 0.1 s (garbage lines skipped); frames every 0.4 s: the later ones carry them
     assert msgs[-1]["sensor"] == {"temp": 21.5, "hum": 40}
     # publish = true: every parsed line also went out on edge/cam-1/sensors (garbage lines did not)
-    assert readings and all(r["reading"] == {"temp": 21.5, "hum": 40} and r["device_id"] == "cam-1"
-                            for r in readings)
+    assert readings and all(
+        r["reading"] == {"temp": 21.5, "hum": 40} and r["device_id"] == "cam-1" for r in readings
+    )
     assert queue_stats(cfg)["pending"] == 0
 
 
@@ -246,9 +274,15 @@ def test_sighup_swaps_the_model_and_keeps_the_old_one_on_failure(world: dict[str
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    r = subprocess.run([sys.executable, "-m", "edge_agent", "queue", "export", "--config", str(cfg)],
-                       capture_output=True, text=True, timeout=60)
-    shas = {json.loads(line)["payload"]["models"]["detector"]["sha256"][:12] for line in r.stdout.splitlines()}
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "queue", "export", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    shas = {
+        json.loads(line)["payload"]["models"]["detector"]["sha256"][:12] for line in r.stdout.splitlines()
+    }
     assert len(shas) == 2  # results from the old and the new detector
 
 
@@ -259,11 +293,18 @@ def test_camera_folder_removed_and_restored_recovers(world: dict[str, Path]) -> 
     try:
         wait_until(lambda: status(world).get("frames", 0) >= 3, what="frames")
         world["camera"].rename(moved)
-        wait_until(lambda: status(world).get("camera", {}).get("state") == "reconnecting", what="reconnecting")
+        wait_until(
+            lambda: status(world).get("camera", {}).get("state") == "reconnecting", what="reconnecting"
+        )
         moved.rename(world["camera"])
         before = status(world)["frames"]
-        wait_until(lambda: status(world).get("camera", {}).get("state") == "streaming"
-                   and status(world)["frames"] > before + 3, what="recovery")
+        wait_until(
+            lambda: (
+                status(world).get("camera", {}).get("state") == "streaming"
+                and status(world)["frames"] > before + 3
+            ),
+            what="recovery",
+        )
         assert status(world)["camera"]["reconnects"] >= 1
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -285,8 +326,10 @@ def test_camera_folder_removed_and_restored_recovers(world: dict[str, Path]) -> 
 )
 def test_invalid_configs_give_one_clear_error(world: dict[str, Path], snippet: str, expected: str) -> None:
     cfg = world["root"] / "bad.toml"
-    base = f'[camera]\nsource = "{world["camera"]}"\n[queue]\npath = "{world["state"]}/q.db"\n' \
-           f'[health]\nstatus_file = "{world["state"]}/s.json"\n'
+    base = (
+        f'[camera]\nsource = "{world["camera"]}"\n[queue]\npath = "{world["state"]}/q.db"\n'
+        f'[health]\nstatus_file = "{world["state"]}/s.json"\n'
+    )
     if "[detector]" in snippet:
         if "MISSING" not in snippet:
             snippet = snippet.replace("[detector]\n", f'[detector]\nmodel = "{world["det"]}"\n')
@@ -294,8 +337,12 @@ def test_invalid_configs_give_one_clear_error(world: dict[str, Path], snippet: s
         base += f'[detector]\nmodel = "{world["det"]}"\n'
 
     cfg.write_text(snippet + "\n" + base if "[device" in snippet else base + snippet)
-    r = subprocess.run([sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg), "--max-frames", "1"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg), "--max-frames", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in r.stderr

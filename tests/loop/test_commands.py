@@ -17,8 +17,9 @@ from edge_agent.core.config import Config, parse_config
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def fake_pi4(root: Path, dotprod: bool = False) -> Path:
@@ -27,8 +28,9 @@ def fake_pi4(root: Path, dotprod: bool = False) -> Path:
     (dt / "model").write_bytes(b"Raspberry Pi 4 Model B Rev 1.4\x00")
     (dt / "compatible").write_bytes(b"raspberrypi,4-model-b\x00brcm,bcm2711\x00")
     feats = "fp asimd evtstrm crc32 cpuid" + (" asimddp" if dotprod else "")
-    (root / "proc/cpuinfo").write_text("".join(f"processor\t: {i}\nFeatures\t: {feats}\nCPU part\t: 0xd08\n\n"
-                                               for i in range(4)))
+    (root / "proc/cpuinfo").write_text(
+        "".join(f"processor\t: {i}\nFeatures\t: {feats}\nCPU part\t: 0xd08\n\n" for i in range(4))
+    )
     (root / "dev").mkdir()
     (root / "dev/video0").touch()
     (root / "dev/ttyUSB0").touch()
@@ -42,8 +44,10 @@ def test_doctor_reports_board_cpu_devices_broker_and_what_to_fix(tmp_path: Path)
     listener.listen()
     port = listener.getsockname()[1]
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[device]\nstate_dir = "{tmp_path}/state"\n[mqtt]\nhost = "127.0.0.1"\nport = {port}\n'
-                   f'[queue]\npath = "{tmp_path}/state/q.db"\nmax_bytes = 1000\n')
+    cfg.write_text(
+        f'[device]\nstate_dir = "{tmp_path}/state"\n[mqtt]\nhost = "127.0.0.1"\nport = {port}\n'
+        f'[queue]\npath = "{tmp_path}/state/q.db"\nmax_bytes = 1000\n'
+    )
     try:
         r = cli("doctor", "--config", str(cfg), "--root", str(root), "--json")
     finally:
@@ -67,8 +71,9 @@ def test_doctor_fails_on_a_missing_serial_port_and_unwritable_state(tmp_path: Pa
     blocker = tmp_path / "file"
     blocker.write_text("x")
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[device]\nstate_dir = "{blocker}/state"\n[mqtt]\nenabled = false\n'
-                   f'[sensor]\nport = "/dev/ttyACM7"\n')
+    cfg.write_text(
+        f'[device]\nstate_dir = "{blocker}/state"\n[mqtt]\nenabled = false\n[sensor]\nport = "/dev/ttyACM7"\n'
+    )
     r = cli("doctor", "--config", str(cfg), "--root", str(root), "--json")
     assert r.returncode == 1
     checks = {c["check"]: c for c in json.loads(r.stdout)}
@@ -81,8 +86,17 @@ def test_status_reads_fresh_file_and_flags_stale_or_missing(tmp_path: Path) -> N
     f = tmp_path / "status.json"
     r = cli("status", "--file", str(f))
     assert r.returncode == 1 and "no status file" in r.stderr
-    write_status(f, {"device_id": "d1", "state": "running", "fps": 7.5, "queue": {"pending": 3},
-                     "camera": {"state": "streaming"}, "broker": "connected"})
+    write_status(
+        f,
+        {
+            "device_id": "d1",
+            "state": "running",
+            "fps": 7.5,
+            "queue": {"pending": 3},
+            "camera": {"state": "streaming"},
+            "broker": "connected",
+        },
+    )
     r = cli("status", "--file", str(f), "--json")
     assert r.returncode == 0
     assert json.loads(r.stdout)["fps"] == 7.5

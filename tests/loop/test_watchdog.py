@@ -41,15 +41,18 @@ def test_hung_inference_stops_watchdog_pings(tmp_path: Path, monkeypatch: pytest
     imgs.mkdir()
     for i in range(3):
         cv2.imwrite(str(imgs / f"{i}.png"), bright_scene(64, 64, [(8 * i, 8, 8)]))
-    det = HangingDetector(OnnxModel(make_bright_detector(tmp_path / "d.onnx"),
-                                    board=BoardInfo("generic-x86", "t", "x86_64", 2)))
-    cfg = Config.model_validate({
-        "device": {"id": "wd", "state_dir": str(tmp_path)},
-        "camera": {"source": str(imgs), "loop": True},
-        "mqtt": {"enabled": False},
-        "queue": {"path": str(tmp_path / "q.db")},
-        "health": {"status_file": str(tmp_path / "status.json")},
-    })
+    det = HangingDetector(
+        OnnxModel(make_bright_detector(tmp_path / "d.onnx"), board=BoardInfo("generic-x86", "t", "x86_64", 2))
+    )
+    cfg = Config.model_validate(
+        {
+            "device": {"id": "wd", "state_dir": str(tmp_path)},
+            "camera": {"source": str(imgs), "loop": True},
+            "mqtt": {"enabled": False},
+            "queue": {"path": str(tmp_path / "q.db")},
+            "health": {"status_file": str(tmp_path / "status.json")},
+        }
+    )
     sock_path = tmp_path / "n.sock"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))

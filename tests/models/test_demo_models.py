@@ -56,7 +56,7 @@ def _letterbox(bgr: np.ndarray, size: int = 160) -> tuple[np.ndarray, float, tup
     nw, nh = round(w * scale), round(h * scale)
     canvas = np.full((size, size, 3), 114, np.uint8)
     px, py = (size - nw) // 2, (size - nh) // 2
-    canvas[py:py + nh, px:px + nw] = cv2.resize(bgr, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    canvas[py : py + nh, px : px + nw] = cv2.resize(bgr, (nw, nh), interpolation=cv2.INTER_LINEAR)
     x = canvas[:, :, ::-1].transpose(2, 0, 1)[None].astype(np.float32) / 255.0
     return np.ascontiguousarray(x), scale, (px, py)
 
@@ -177,8 +177,10 @@ def test_detector_finds_labelled_shapes(det: ort.InferenceSession, stem: str) ->
 def test_detector_recall_on_heldout_and_letterboxed_samples(det: ort.InferenceSession) -> None:
     stems = [f"heldout_{i:03d}" for i in range(20)]
     pairs = [(HELDOUT / f"{s}.jpg", HELDOUT / "labels" / f"{s}.txt") for s in stems]
-    pairs += [(p, MODELS / "samples" / "labels" / f"{p.stem}.txt")
-              for p in sorted((MODELS / "samples").glob("*.jpg"))]  # 320x240: exercises letterboxing
+    pairs += [
+        (p, MODELS / "samples" / "labels" / f"{p.stem}.txt")
+        for p in sorted((MODELS / "samples").glob("*.jpg"))
+    ]  # 320x240: exercises letterboxing
     totals = np.array([_matches(det, img, lab) for img, lab in pairs]).sum(0)
     assert totals[1] / totals[0] >= 0.8, totals
     assert totals[1] / totals[2] >= 0.8, totals  # precision at conf 0.25
@@ -190,8 +192,14 @@ def test_classifier_heldout_top1_matches_manifest(cls: ort.InferenceSession) -> 
     correct = total = 0
     for idx, name in CLS_NAMES.items():
         crops = [_imread(p) for p in sorted((MODELS / "data" / "heldout-cls" / name).glob("*.jpg"))]
-        x = np.stack([((cv2.resize(c, (64, 64), interpolation=cv2.INTER_LINEAR)[:, :, ::-1] / 255.0 - mean)
-                       / std).transpose(2, 0, 1) for c in crops]).astype(np.float32)
+        x = np.stack(
+            [
+                (
+                    (cv2.resize(c, (64, 64), interpolation=cv2.INTER_LINEAR)[:, :, ::-1] / 255.0 - mean) / std
+                ).transpose(2, 0, 1)
+                for c in crops
+            ]
+        ).astype(np.float32)
         correct += int((cls.run(None, {"images": x})[0].argmax(1) == idx).sum())
         total += len(crops)
     manifest = json.loads((MODELS / "MANIFEST.json").read_text())

@@ -44,8 +44,13 @@ def test_manifest_check_notices_changed_files(tooling: tuple[ModuleType, ModuleT
     _, make_manifest = tooling
     root = tmp_path / "models"
     root.mkdir()
-    for name in ("MANIFEST.json", "demo-detector.onnx", "demo-classifier.onnx",
-                 "demo-detector-int8.onnx", "demo-classifier-int8.onnx"):
+    for name in (
+        "MANIFEST.json",
+        "demo-detector.onnx",
+        "demo-classifier.onnx",
+        "demo-detector-int8.onnx",
+        "demo-classifier-int8.onnx",
+    ):
         if (MODELS / name).exists():
             shutil.copy(MODELS / name, root / name)
     for rel in make_manifest.DATA_DIRS:
@@ -55,5 +60,7 @@ def test_manifest_check_notices_changed_files(tooling: tuple[ModuleType, ModuleT
     label.write_text(label.read_text().replace("0 ", "1 ", 1))
     with (root / "demo-classifier.onnx").open("ab") as f:
         f.write(b"\0")
-    assert sorted(make_manifest.check(root)) == ["data/heldout: content differs from manifest",
-                                                 "demo-classifier fp32: file and manifest differ"]
+    assert sorted(make_manifest.check(root)) == [
+        "data/heldout: content differs from manifest",
+        "demo-classifier fp32: file and manifest differ",
+    ]

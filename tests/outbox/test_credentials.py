@@ -8,7 +8,9 @@ from edge_agent.adapters.mqtt_sync import read_password
 from edge_agent.core.config import MqttConfig
 
 
-def test_password_file_from_credentials_dir_and_empty_means_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_password_file_from_credentials_dir_and_empty_means_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
     (tmp_path / "mqtt-password").write_text("pw\n")
     cfg = MqttConfig(username="dev", password_file="mqtt-password")

@@ -26,8 +26,13 @@ INFER = {
 def test_result_message_body() -> None:
     body = result_message(INFER, device_id="pi-7", ts=1700000000.25, msg_id="abc")
     assert body == {
-        "schema": 1, "id": "abc", "device_id": "pi-7", "ts": 1700000000.25,
-        "image": "/data/bus.jpg", "width": 810, "height": 1080,
+        "schema": 1,
+        "id": "abc",
+        "device_id": "pi-7",
+        "ts": 1700000000.25,
+        "image": "/data/bus.jpg",
+        "width": 810,
+        "height": 1080,
         "detections": [
             {"label": "bus", "class_id": 5, "confidence": 0.87, "box": [22.1, 231.0, 805.0, 756.5]},
             {"label": "person", "class_id": 0, "confidence": 0.5, "box": [48.0, 398.0, 245.0, 902.0]},
@@ -71,6 +76,7 @@ def test_ids_topics_status() -> None:
     assert len(ids) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     assert topics("edge", "pi-7") == ("edge/pi-7/detections", "edge/pi-7/status")
     assert topics("/site/a/", "x") == ("site/a/x/detections", "site/a/x/status")
-    st = status_message("online", device_id="x", version="0.1.0", ts=2.0,
-                        extra={"models": ["m"], "state": "no"})
+    st = status_message(
+        "online", device_id="x", version="0.1.0", ts=2.0, extra={"models": ["m"], "state": "no"}
+    )
     assert st["state"] == "online" and st["models"] == ["m"]

@@ -28,8 +28,13 @@ def fast_cfg(port: int, **kw: object) -> MqttConfig:
 def fill(ob: Outbox, n: int, start: int = 0) -> list[str]:
     ids = []
     for i in range(start, start + n):
-        infer = {"image": f"/cam/{i:06d}.jpg", "width": 640, "height": 480, "timings_ms": {"inference": 9.5},
-                 "detections": [{"label": "person", "class_id": 0, "confidence": 0.9, "box": [1, 2, 30, 40]}]}
+        infer = {
+            "image": f"/cam/{i:06d}.jpg",
+            "width": 640,
+            "height": 480,
+            "timings_ms": {"inference": 9.5},
+            "detections": [{"label": "person", "class_id": 0, "confidence": 0.9, "box": [1, 2, 30, 40]}],
+        }
         ids.append(ob.put(DET_TOPIC, result_message(infer, device_id=DEVICE, ts=time.time())))
     ob.flush()
     return ids
@@ -134,8 +139,12 @@ def test_cap_reached_while_offline_sends_only_the_newest(tmp_path: Path, broker:
 
 def test_tls_with_client_certificate(tmp_path: Path, tls_broker: Broker, tls_files: TlsFiles) -> None:
     collector = Collector(tls_broker.port)
-    cfg = fast_cfg(tls_broker.tls_port or 0, tls_ca=str(tls_files.ca), tls_cert=str(tls_files.client_cert),
-                   tls_key=str(tls_files.client_key))
+    cfg = fast_cfg(
+        tls_broker.tls_port or 0,
+        tls_ca=str(tls_files.ca),
+        tls_cert=str(tls_files.client_cert),
+        tls_key=str(tls_files.client_key),
+    )
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
         ids = fill(ob, 200)
         sync = MqttSync(cfg, DEVICE, ob)
@@ -152,8 +161,12 @@ def test_tls_with_client_certificate(tmp_path: Path, tls_broker: Broker, tls_fil
 def test_tls_wrong_ca_is_a_clear_error_and_keeps_retrying(
     tmp_path: Path, tls_broker: Broker, tls_files: TlsFiles
 ) -> None:
-    cfg = fast_cfg(tls_broker.tls_port or 0, tls_ca=str(tls_files.wrong_ca),
-                   tls_cert=str(tls_files.client_cert), tls_key=str(tls_files.client_key))
+    cfg = fast_cfg(
+        tls_broker.tls_port or 0,
+        tls_ca=str(tls_files.wrong_ca),
+        tls_cert=str(tls_files.client_cert),
+        tls_key=str(tls_files.client_key),
+    )
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
         fill(ob, 10)
         sync = MqttSync(cfg, DEVICE, ob)
@@ -183,8 +196,10 @@ def test_username_and_password_from_credentials_directory(
     creds.mkdir()
     (creds / "mqtt-password").write_text("s3cret-pw\n")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
-    with Broker(tmp_path / "auth-broker", users={"dev": "s3cret-pw"}) as broker, \
-            Outbox(tmp_path / "q.db", big_limits()) as ob:
+    with (
+        Broker(tmp_path / "auth-broker", users={"dev": "s3cret-pw"}) as broker,
+        Outbox(tmp_path / "q.db", big_limits()) as ob,
+    ):
         fill(ob, 20)
         bad = MqttSync(fast_cfg(broker.port, username="dev", password_env="EDGE_TEST_PW"), DEVICE, ob)
         monkeypatch.setenv("EDGE_TEST_PW", "wrong")

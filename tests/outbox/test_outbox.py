@@ -81,13 +81,15 @@ def test_interval_zero_commits_inside_put(tmp_path: Path) -> None:
 
 
 def _run(code: str) -> int:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, timeout=60,
-                          env={"PYTHONPATH": str(REPO)}).returncode
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, timeout=60, env={"PYTHONPATH": str(REPO)}
+    ).returncode
 
 
 def test_hard_exit_loses_nothing_flushed_and_returns_in_flight_rows(tmp_path: Path) -> None:
     path = tmp_path / "q.db"
-    assert _run(f"""
+    assert (
+        _run(f"""
         import os
         from edge_agent.adapters.outbox import Outbox
         from edge_agent.core.queue_policy import Limits
@@ -97,7 +99,9 @@ def test_hard_exit_loses_nothing_flushed_and_returns_in_flight_rows(tmp_path: Pa
         ob.flush()
         ob.claim(10)
         os._exit(9)  # no close(): like a crash
-    """) == 9
+    """)
+        == 9
+    )
     with Outbox(path, big_limits()) as ob:
         stats = ob.stats()
         assert (stats["pending"], stats["inflight"]) == (300, 0)
@@ -215,8 +219,8 @@ def _corrupt_page_holding(path: Path, marker: bytes) -> int:
     data = bytearray(path.read_bytes())
     page_size = int.from_bytes(data[16:18], "big")
     start = data.index(marker) // page_size * page_size
-    rows_on_page = data[start:start + page_size].count(b'"m":')
-    data[start:start + page_size] = bytes([0xA5]) * page_size
+    rows_on_page = data[start : start + page_size].count(b'"m":')
+    data[start : start + page_size] = bytes([0xA5]) * page_size
     path.write_bytes(bytes(data))
     return rows_on_page
 

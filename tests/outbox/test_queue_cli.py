@@ -23,16 +23,24 @@ REPO = Path(__file__).resolve().parents[2]
 def write_config(tmp_path: Path, port: int, **mqtt: object) -> Path:
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in mqtt.items())
     cfg = tmp_path / "config.toml"
-    cfg.write_text(f'[device]\nid = "dev-1"\n\n[mqtt]\nhost = "127.0.0.1"\nport = {port}\n'
-                   f"reconnect_min_s = 0.2\nreconnect_max_s = 1.0\n{extra}\n"
-                   f'[queue]\npath = "{tmp_path / "q.db"}"\n')
+    cfg.write_text(
+        f'[device]\nid = "dev-1"\n\n[mqtt]\nhost = "127.0.0.1"\nport = {port}\n'
+        f"reconnect_min_s = 0.2\nreconnect_max_s = 1.0\n{extra}\n"
+        f'[queue]\npath = "{tmp_path / "q.db"}"\n'
+    )
     return cfg
 
 
 def cli(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_agent", *args], cwd=REPO, text=True,
-                          capture_output=True, stdin=stdin, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-m", "edge_agent", *args],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        stdin=stdin,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def fill(path: Path, n: int) -> list[str]:
@@ -99,9 +107,14 @@ def test_drain_killed_mid_way_and_rerun_loses_nothing(tmp_path: Path, broker: Br
     collector = Collector(broker.port)
     cfg = write_config(tmp_path, broker.port, rate_limit_per_s=2500.0)
     ids = fill(tmp_path / "q.db", 10_000)
-    proc = subprocess.Popen([sys.executable, "-m", "edge_agent", "queue", "drain", "--config", str(cfg),
-                             "--timeout", "60"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge_agent", "queue", "drain", "--config", str(cfg), "--timeout", "60"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert collector.wait_for(lambda c: len(c.ids()) >= 2500, 30)
     finally:
