@@ -78,6 +78,7 @@ class Agent:
         self._frame_times: deque[float] = deque(maxlen=50)
         self.started_mono = time.monotonic()
         self._last_mqtt_status = 0.0
+        self._status_failures = 0
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -362,8 +363,12 @@ class Agent:
         )
         try:
             write_status(self.cfg.health.status_file, status)
+            self._status_failures = 0
         except (OSError, EdgeAgentError) as exc:
-            log.warning("status file %s not written: %s", self.cfg.health.status_file, exc)
+            # once per failure streak: rewritten every 2 s, it must not flood the journal
+            level = logging.WARNING if self._status_failures == 0 else logging.DEBUG
+            self._status_failures += 1
+            log.log(level, "status file %s not written: %s", self.cfg.health.status_file, exc)
         now = time.monotonic()
         due = (
             sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s
