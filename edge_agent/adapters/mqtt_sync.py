@@ -25,9 +25,10 @@ import paho.mqtt.client as mqtt
 
 from edge_agent import __version__
 from edge_agent.adapters.outbox import Outbox
+from edge_agent.core.backoff import backoff_delay
 from edge_agent.core.config import MqttConfig
 from edge_agent.core.messages import encode, status_message, topics
-from edge_agent.core.queue_policy import TokenBucket, reconnect_delay
+from edge_agent.core.queue_policy import TokenBucket
 from edge_agent.errors import QueueError, SyncError
 
 log = logging.getLogger("edge_agent.mqtt")
@@ -194,7 +195,7 @@ class MqttSync:
         failures = 0
         while not self._stop.is_set():
             if failures:
-                delay = reconnect_delay(failures, self.cfg.reconnect_min_s, self.cfg.reconnect_max_s)
+                delay = backoff_delay(failures, self.cfg.reconnect_min_s, self.cfg.reconnect_max_s)
                 self.state = "disconnected"
                 if self._stop.wait(delay):
                     break

@@ -103,14 +103,6 @@ def read_labels_file(path: Union[str, Path]) -> dict[int, str]:
     return {i: line.strip() for i, line in enumerate(ln for ln in text.splitlines() if ln.strip())}
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @dataclass
 class ModelInfo:
     path: str

@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+import numpy as np
+
 from edge_agent.core.config import OutputConfig
+from edge_agent.core.yolo import box_iou as pairwise_iou
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2
 Detection = tuple[str, Box]  # (label, box)
@@ -29,13 +32,7 @@ class Decision:
 
 def box_iou(a: Box, b: Box) -> float:
     """Intersection over union of two x1,y1,x2,y2 boxes (0 when either is empty)."""
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    area_a = max(0.0, a[2] - a[0]) * max(0.0, a[3] - a[1])
-    area_b = max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
-    union = area_a + area_b - inter
-    return inter / union if union > 0 else 0.0
+    return float(pairwise_iou(np.asarray([a], np.float32), np.asarray([b], np.float32))[0, 0])
 
 
 def same_detections(old: Sequence[Detection], new: Sequence[Detection], min_iou: Optional[float]) -> bool:
@@ -51,15 +48,16 @@ def same_detections(old: Sequence[Detection], new: Sequence[Detection], min_iou:
     for label in {lbl for lbl, _ in old}:
         olds = [box for lbl, box in old if lbl == label]
         news = [box for lbl, box in new if lbl == label]
+        ious = pairwise_iou(np.asarray(olds, np.float32), np.asarray(news, np.float32))
         pairs = sorted(
-            ((box_iou(o, n), i, j) for i, o in enumerate(olds) for j, n in enumerate(news)), reverse=True
+            ((float(ious[i, j]), i, j) for i in range(len(olds)) for j in range(len(news))), reverse=True
         )
         used_o: set[int] = set()
         used_n: set[int] = set()
-        for iou, i, j in pairs:
+        for overlap, i, j in pairs:
             if i in used_o or j in used_n:
                 continue
-            if iou < min_iou:
+            if overlap < min_iou:
                 return False
             used_o.add(i)
             used_n.add(j)

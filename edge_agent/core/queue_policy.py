@@ -73,13 +73,6 @@ def expiry_cutoff(limits: Limits, now: float) -> float:
     return now - limits.max_age_s
 
 
-def reconnect_delay(failures: int, min_s: float, max_s: float) -> float:
-    """Capped exponential backoff: ``min_s`` after the first failure, doubling, never above ``max_s``."""
-    if failures <= 0:
-        return 0.0
-    return float(min(max_s, min_s * (2.0 ** min(failures - 1, 30))))
-
-
 class TokenBucket:
     """Rate limiter (``rate`` messages/s, burst of one second); ``rate <= 0`` means unlimited.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from edge_agent.core.backoff import backoff_delay as reconnect_delay
 from edge_agent.core.queue_policy import (
     Limits,
     TokenBucket,
@@ -11,7 +12,6 @@ from edge_agent.core.queue_policy import (
     expiry_cutoff,
     over_limits,
     plan_drops,
-    reconnect_delay,
 )
 
 
