@@ -1,15 +1,14 @@
 """Durable outbox over stdlib sqlite3: every result is on disk before it may leave the device.
 
-Message states: *pending* (0) -> *in flight* (1, claimed by the sync thread) -> deleted once the
-broker acknowledged it. In-flight rows return to pending on disconnect and at every open, so a
-crash can only cause a redelivery (same message id), never a loss.
+A row is deleted only once the broker acknowledged it. "In flight" (claimed by the sync thread,
+not yet acked) lives in memory only, so a claim writes nothing required and a crash can only
+cause a redelivery (same message id), never a loss.
 
-Durability: WAL with ``synchronous=FULL`` on the writer connection. ``put()`` only appends to an
-in-memory batch; the batch is committed (one fsync) when it reaches ``flush_batch`` rows or
-``flush_interval_s`` after its first row, by a background flusher, or by ``flush()``. A power cut
-can therefore lose at most ``flush_interval_s`` of results that were never committed;
-``flush_interval_s = 0`` makes every ``put()`` commit before it returns. Claims and acks use a
-second connection with ``synchronous=NORMAL``: losing one of those only means a redelivery.
+Durability: WAL with ``synchronous=FULL`` on the writer connection. ``put()`` appends to an
+in-memory batch committed (one fsync) at ``flush_batch`` rows or ``flush_interval_s`` after its
+first row (default 0.2 s), by a background flusher, or by ``flush()``. A crash loses at most the
+uncommitted batch; every message carries a device ``seq`` (see docs/queue.md) so that loss shows
+as a gap. Full disk: see :mod:`edge_agent.adapters.outbox_space`.
 """
 
 from __future__ import annotations
@@ -22,9 +21,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
-from edge_agent.adapters.outbox_db import connect, is_disk_full, iso_time, lock_queue, recover_if_corrupt
+from edge_agent.adapters.outbox_db import (
+    connect,
+    is_corrupt,
+    is_disk_full,
+    iso_time,
+    lock_queue,
+    recover_if_corrupt,
+)
+from edge_agent.adapters.outbox_space import Reserve, free_bytes
 from edge_agent.core.config import QueueConfig
 from edge_agent.core.messages import encode, new_message_id
 from edge_agent.core.queue_policy import Limits, admit, expiry_cutoff, over_limits, plan_drops
@@ -32,10 +39,11 @@ from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
 
-COUNTERS = ("dropped", "expired", "rejected", "salvaged", "lost", "corrupt_files")
-PENDING, INFLIGHT = 0, 1
+COUNTERS = ("dropped", "expired", "rejected", "salvaged", "lost", "corrupt_files", "crashes", "seq_skipped")
 MAINTENANCE_S = 30.0
 VACUUM_FREE_PAGES = 256
+NO_CAP = 1073741823  # SQLite's default max_page_count
+Batch = List[Tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
 
 
 @dataclass(frozen=True)
@@ -56,74 +64,114 @@ class Outbox:
         self,
         path: Union[str, Path],
         limits: Limits,
-        flush_interval_s: float = 1.0,
+        flush_interval_s: float = 0.2,
         flush_batch: int = 100,
         max_pages: Optional[int] = None,
+        reserve_bytes: int = 1 << 20,
     ) -> None:
-        """``max_pages`` caps the file at that many SQLite pages (PRAGMA max_page_count): a hard
-        bound on disk use that behaves exactly like a full disk."""
+        """``max_pages`` caps the file at that many SQLite pages (PRAGMA max_page_count)."""
         self.path = Path(path)
         self.limits = limits
         self.flush_interval_s = flush_interval_s
         self.flush_batch = flush_batch
+        self._max_pages = max_pages
+        self._reserve = Reserve(self.path, reserve_bytes)
         self._lockfile = lock_queue(self.path)
         try:
-            recovery = recover_if_corrupt(self.path, connect)
-            self._w = connect(self.path, "FULL")
-            self._r = connect(self.path, "NORMAL")
-            if max_pages is not None:
-                for conn in (self._w, self._r):
-                    conn.execute(f"PRAGMA max_page_count={int(max_pages)}").fetchall()
-            self._r.execute("UPDATE messages SET state = 0 WHERE state = 1")
-            totals = self._w.execute("SELECT count(*), total(size) FROM messages").fetchone()
-            self.counters = {k: 0 for k in COUNTERS}
-            self.counters.update(
-                {k: int(v) for k, v in self._w.execute("SELECT key, value FROM meta") if k in self.counters}
-            )
+            try:
+                recovery, totals, meta = self._open()
+            except sqlite3.Error as exc:
+                # a full disk shows as SQLITE_FULL, or as "disk I/O error" when the -shm cannot grow
+                if is_corrupt(exc) or free_bytes(self.path.parent) > 65536 or not self._reserve.release():
+                    raise
+                log.warning("outbox %s: disk full at open (%s): released the disk reserve", self.path, exc)
+                recovery, totals, meta = self._open()
         except (sqlite3.Error, OSError) as exc:
             self._lockfile.close()
             raise QueueError(f"{self.path}: cannot open the queue database: {exc}") from None
+        self.counters = {k: meta.get(k, 0) for k in COUNTERS}
         self._count, self._bytes = int(totals[0]), int(totals[1])
         if recovery is not None:
             self.counters["salvaged"] += recovery.salvaged
             self.counters["lost"] += recovery.lost
             self.counters["corrupt_files"] += 1
-        self._inflight = 0
+        # sequence: "seq" in meta is a reservation (see _commit), so after a crash the new boot starts
+        # above every number the dead process may have handed out; the skipped range is counted
+        self.boot = meta.get("boot", 0) + 1
+        self._seq = meta.get("seq", 0)
+        self._seq_reserved = self._seq
+        self._seq_committed = meta.get("seq_committed", 0)
+        if meta.get("clean", 1) == 0 and self._seq > self._seq_committed:
+            skipped = self._seq - self._seq_committed
+            self.counters["crashes"] += 1
+            self.counters["seq_skipped"] += skipped
+            log.warning(
+                "outbox %s: the previous run ended without a clean close: seq %d..%d skipped "
+                "(at most %d results lost in the group-commit window)",
+                self.path,
+                self._seq_committed + 1,
+                self._seq,
+                skipped,
+            )
+        self._inflight: set[int] = set()
+        self._acked_undeleted: set[int] = set()  # acked, but the DELETE met a full disk
         self._lock = threading.Lock()  # batch, counters, cached totals
         self._wlock = threading.Lock()  # writer connection / flush serialisation
         self._rlock = threading.Lock()  # sync-side connection
         self._cond = threading.Condition(self._lock)
-        self._batch: list[tuple[str, str, bytes, float]] = []
+        self._batch: Batch = []
         self._batch_bytes = 0
-        # a batch taken out for commit is counted here until it lands in _count or back in _batch,
-        # so stats() never shows it missing while another thread commits
+        # a batch taken out for commit is counted here until it lands in _count or back in _batch
         self._committing = (0, 0)
         self._batch_since = 0.0
-        self._disk_full = False
-        self._dirty = True
+        self._disk_full = False  # reject_new: refusing until a commit works
+        self._capped = False  # the file may not grow: only freed pages are reused
+        self._full_drops = 0  # rows dropped in the current full-disk streak
+        self._dirty = recovery is not None or meta.get("clean", 1) == 0
+        self._closing = False
+        self._rejecting = False
         self._closed = False
         self._last_warn: dict[str, float] = {}
+        if self._max_pages is not None:
+            self._set_cap(self._max_pages)
+        if not self._reserve.ensure():
+            self._enter_full("less than twice the reserve is free at open")
         self.expire()
         self._flusher = threading.Thread(target=self._run_flusher, name="outbox-flusher", daemon=True)
         self._flusher.start()
 
+    def _open(self) -> tuple[Any, Any, dict[str, int]]:
+        recovery = recover_if_corrupt(self.path, connect)
+        self._w = connect(self.path, "FULL")
+        try:
+            self._r = connect(self.path, "NORMAL")
+            totals = self._w.execute("SELECT count(*), total(size) FROM messages").fetchone()
+            meta = {str(k): int(v) for k, v in self._w.execute("SELECT key, value FROM meta")}
+        except sqlite3.Error:
+            self._w.close()
+            raise
+        return recovery, totals, meta
+
     @classmethod
     def from_config(cls, cfg: QueueConfig) -> Outbox:
         limits = Limits(cfg.max_messages, cfg.max_bytes, cfg.max_age_days * 86400.0, cfg.policy)
-        return cls(cfg.path, limits, cfg.flush_interval_s, cfg.flush_batch)
+        return cls(cfg.path, limits, cfg.flush_interval_s, cfg.flush_batch, reserve_bytes=cfg.reserve_bytes)
 
     # ---- producer side -------------------------------------------------------------------
     def put(self, topic: str, payload: dict[str, Any]) -> str:
-        """Queue one message; returns its id (``payload["id"]``, set here when absent).
+        """Queue one message; sets ``id`` (when absent), ``seq`` and ``boot``; returns the id.
 
-        Raises QueueFullError under ``reject_new`` at a cap or on a full disk, and for a message
-        larger than ``max_bytes`` under any policy.
+        Every call takes a sequence number, also when the message is then rejected, so the far
+        end sees every result the device lost as a gap. Raises QueueFullError under ``reject_new``
+        at a cap or on a full disk, and for a message larger than ``max_bytes`` under any policy.
         """
         msg_id = str(payload.setdefault("id", new_message_id()))
-        data = encode(payload)
         with self._lock:
             if self._closed:
                 raise QueueError(f"{self.path}: queue is closed")
+            self._seq += 1
+            payload["seq"], payload["boot"] = self._seq, self.boot
+            data = encode(payload)
             if self._disk_full and self.limits.policy == "reject_new":
                 self._reject("disk full (SQLITE_FULL)")
             decision = admit(
@@ -131,15 +179,17 @@ class Outbox:
             )
             if not decision.accept:
                 self._reject(decision.reason)
+            self._rejecting = False
             if not self._batch:
                 self._batch_since = time.monotonic()
-            self._batch.append((msg_id, topic, data, time.time()))
+            self._batch.append((msg_id, topic, data, time.time(), self._seq))
             self._batch_bytes += len(data)
             n = len(self._batch)
             if n == 1 or n >= self.flush_batch:  # start the interval clock, or flush now
                 self._cond.notify_all()
-        if self.flush_interval_s == 0 or n >= 4 * self.flush_batch:  # sync mode, or flusher is behind
-            # disk full under reject_new: this batch is held and retried, later puts are refused
+            reserve_spent = self._seq >= self._seq_reserved
+        if self.flush_interval_s == 0 or n >= 4 * self.flush_batch or reserve_spent:
+            # reject_new on a full disk: the batch is held, later puts refused
             with contextlib.suppress(QueueFullError):
                 self.flush()
         return msg_id
@@ -147,18 +197,10 @@ class Outbox:
     def _reject(self, reason: str) -> None:
         self.counters["rejected"] += 1
         self._dirty = True
-        self._warn(
-            "reject",
-            f"outbox {self.path}: rejected a new message: {reason} "
-            f"(rejected so far: {self.counters['rejected']})",
-        )
+        if not self._rejecting:  # once per streak of rejections
+            self._rejecting = True
+            log.warning("outbox %s: rejecting new messages: %s (policy reject_new)", self.path, reason)
         raise QueueFullError(f"{self.path}: {reason}")
-
-    def _warn(self, key: str, msg: str) -> None:
-        now = time.monotonic()
-        if now - self._last_warn.get(key, -1e9) >= 10.0:
-            self._last_warn[key] = now
-            log.warning("%s", msg)
 
     def flush(self) -> int:
         """Commit the in-memory batch (one fsync); returns rows written."""
@@ -167,37 +209,49 @@ class Outbox:
                 batch, self._batch, self._batch_bytes = self._batch, [], 0
                 self._committing = (len(batch), sum(len(b[2]) for b in batch))
             try:
-                return self._commit(batch)
+                n = self._commit(batch)
             except sqlite3.Error as exc:
                 if is_disk_full(exc):
                     return self._on_disk_full(batch)
                 self._requeue(batch)
                 raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
+            return n
 
-    def _requeue(self, batch: list[tuple[str, str, bytes, float]]) -> None:
+    def _requeue(self, batch: Batch) -> None:
         with self._lock:
             self._batch[:0] = batch
             self._batch_bytes += sum(len(b[2]) for b in batch)
             self._committing = (0, 0)
 
-    def _commit(self, batch: list[tuple[str, str, bytes, float]]) -> int:
+    def _meta_rows(self, counters: dict[str, int], seq: int, committed: int) -> list[tuple[str, int]]:
+        # seq: exact on a clean close, else a reservation of flush_batch numbers ahead (put() flushes
+        # before handing out more), so a crash can never make the next boot reuse a number
+        reserved = seq if self._closing else seq + self.flush_batch
+        rows = list(counters.items())
+        rows += [("seq", reserved), ("seq_committed", committed), ("boot", self.boot)]
+        rows.append(("clean", 1 if self._closing else 0))
+        return rows
+
+    def _commit(self, batch: Batch) -> int:
         conn = self._w
         with self._lock:
-            count, nbytes, dirty = self._count, self._bytes, self._dirty
-        if not batch and not dirty:
+            count, nbytes, dirty, seq = self._count, self._bytes, self._dirty, self._seq
+        if not batch and not dirty and seq < self._seq_reserved:
             return 0
         added = sum(len(b[2]) for b in batch)
+        committed = max([self._seq_committed, *(b[4] for b in batch)])
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany(
                 "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?,?,?,?,?)",
-                [(m, t, p, len(p), c) for m, t, p, c in batch],
+                [(m, t, p, len(p), c) for m, t, p, c, _ in batch],
             )
             dropped, freed = self._drop_over_limits(count + len(batch), nbytes + added)
             with self._lock:
                 counters = dict(self.counters)
                 counters["dropped"] += dropped
-            conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", counters.items())
+            meta = self._meta_rows(counters, seq, committed)
+            conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -210,61 +264,116 @@ class Outbox:
             self.counters["dropped"] += dropped
             self._dirty = self._dirty and not dirty
             self._disk_full = False
+            self._seq_reserved = dict(meta)["seq"]
+            self._seq_committed = committed
+        if self._capped:
+            self._checkpoint()  # on a full disk the WAL's bytes go straight back
         if dropped:
-            log.warning(
-                "outbox %s: at its cap (%d messages / %d bytes): dropped the %d oldest (dropped so far: %d)",
-                self.path,
-                self.limits.max_messages,
-                self.limits.max_bytes,
-                dropped,
-                self.counters["dropped"],
+            self._warn(
+                "cap",
+                f"outbox {self.path}: at its cap ({self.limits.max_messages} messages / "
+                f"{self.limits.max_bytes} bytes): dropped the {dropped} oldest "
+                f"(dropped so far: {self.counters['dropped']})",
             )
         return len(batch)
 
+    def _droppable(self, limit: int, order: str = "ASC") -> list[tuple[int, int]]:
+        """Oldest (id, size) rows not in flight: the only rows a policy may delete."""
+        skip = self._inflight | self._acked_undeleted
+        rows = self._w.execute(
+            f"SELECT id, size FROM messages ORDER BY id {order} LIMIT ?", (limit + len(skip),)
+        ).fetchall()
+        return [(int(i), int(s)) for i, s in rows if i not in skip][:limit]
+
+    def _delete_ids(self, ids: Sequence[int]) -> None:
+        for i in range(0, len(ids), 500):
+            chunk = list(ids[i : i + 500])
+            self._w.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+
     def _drop_over_limits(self, count: int, nbytes: int) -> tuple[int, int]:
-        """Inside the writer's transaction: delete the oldest pending rows until under the caps."""
+        """Inside the writer's transaction: delete the oldest rows until under the caps."""
         dropped = freed = 0
         while over_limits(self.limits, count, nbytes):
-            rows = self._w.execute(
-                "SELECT id, size FROM messages WHERE state = 0 ORDER BY id LIMIT 1000"
-            ).fetchall()
+            rows = self._droppable(1000)
             n = plan_drops(self.limits, count, nbytes, (s for _, s in rows))
             if n == 0:
                 break
             size = sum(s for _, s in rows[:n])
-            self._w.execute("DELETE FROM messages WHERE state = 0 AND id <= ?", (rows[n - 1][0],))
+            self._delete_ids([i for i, _ in rows[:n]])
             dropped, freed, count, nbytes = dropped + n, freed + size, count - n, nbytes - size
         return dropped, freed
 
-    def _on_disk_full(self, batch: list[tuple[str, str, bytes, float]]) -> int:
-        """SQLITE_FULL: ``reject_new`` keeps the batch and refuses new puts until a commit works;
-        ``drop_oldest`` frees room by deleting the oldest pending rows, and if nothing is left to
-        delete, drops the batch itself -- counted and logged either way."""
-        if self.limits.policy == "reject_new":
-            self._requeue(batch)
-            with self._lock:
-                self._disk_full = True
-            self._warn("full", f"outbox {self.path}: disk full; refusing new messages until space frees")
-            raise QueueFullError(f"{self.path}: disk full (SQLITE_FULL); {len(batch)} messages held")
-        for _ in range(64):
+    # ---- full disk -------------------------------------------------------------------------
+    def _set_cap(self, pages: int) -> None:
+        cap = min(pages, self._max_pages) if self._max_pages is not None else pages
+        for conn in (self._w, self._r):
+            conn.execute(f"PRAGMA max_page_count={int(cap)}").fetchall()
+
+    def _enter_full(self, why: str) -> None:
+        """Release the reserve and stop the file from growing (see outbox_space)."""
+        if self._capped:
+            return
+        self._capped = True
+        released = self._reserve.release(keep=self._reserve.size // 4)
+        pages = int(self._w.execute("PRAGMA page_count").fetchone()[0])
+        self._set_cap(pages)
+        log.warning(
+            "outbox %s: filesystem full (%s): %s; the file stays at %d pages; policy %s applies",
+            self.path,
+            why,
+            f"released the {self._reserve.size}-byte reserve" if released else "no reserve to release",
+            pages,
+            self.limits.policy,
+        )
+
+    def _leave_full(self) -> None:
+        if self._capped and free_bytes(self.path.parent) >= 2 * self._reserve.size + (1 << 20):
+            self._set_cap(NO_CAP)
+            self._capped = not self._reserve.ensure()
+            if not self._capped:
+                self._full_drops = 0
+                log.info("outbox %s: space available again: reserve re-created, cap lifted", self.path)
+
+    def _checkpoint(self, conn: Optional[sqlite3.Connection] = None) -> None:
+        with contextlib.suppress(sqlite3.Error):  # TRUNCATE gives the WAL's bytes back to the filesystem
+            (conn or self._w).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def _on_disk_full(self, batch: Batch) -> int:
+        """SQLITE_FULL: free WAL space, then ``reject_new`` holds the batch and refuses new puts,
+        ``drop_oldest`` deletes the oldest rows (doubling) until the batch fits -- counted either way."""
+        self._enter_full("SQLITE_FULL on commit")
+        for attempt in range(16):
+            self._checkpoint()
             try:
-                freed_rows = self._drop_oldest_for_space(max(1, len(batch)))
-                if freed_rows == 0:
-                    break
                 return self._commit(batch)
             except sqlite3.Error as exc:
                 if not is_disk_full(exc):
-                    self._requeue(batch)  # held for the next flush, as in flush() itself
+                    self._requeue(batch)
                     raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
+            if self.limits.policy == "reject_new":
+                self._requeue(batch)
+                with self._lock:
+                    self._disk_full = True
+                raise QueueFullError(f"{self.path}: disk full (SQLITE_FULL); {len(batch)} messages held")
+            try:
+                if self._drop_oldest_for_space(max(len(batch), 8) << attempt) == 0:
+                    break
+            except sqlite3.Error as exc:
+                if not is_disk_full(exc):
+                    self._requeue(batch)
+                    raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
+                break
         with self._lock:
             self.counters["dropped"] += len(batch)
             self._dirty = True
             self._committing = (0, 0)
-        log.error(
-            "outbox %s: disk full, nothing left to drop: %d new messages dropped (dropped so far: %d)",
-            self.path,
-            len(batch),
-            self.counters["dropped"],
+        if not batch:
+            return 0
+        self._warn(
+            "nothing",
+            f"outbox {self.path}: disk full and nothing left to drop: {len(batch)} new messages "
+            f"dropped (dropped so far: {self.counters['dropped']})",
+            logging.ERROR,
         )
         return 0
 
@@ -272,41 +381,57 @@ class Outbox:
         conn = self._w
         conn.execute("BEGIN IMMEDIATE")
         try:
-            rows = conn.execute(
-                "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE state = 0 "
-                "ORDER BY id LIMIT ?) RETURNING size",
-                (n,),
-            ).fetchall()
+            rows = self._droppable(n)
+            self._delete_ids([i for i, _ in rows])
+            with self._lock:
+                counters = dict(self.counters)
+                counters["dropped"] += len(rows)
+            meta = self._meta_rows(counters, self._seq, self._seq_committed)
+            conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        self._checkpoint()
         with self._lock:
             self._count -= len(rows)
-            self._bytes -= sum(r[0] for r in rows)
+            self._bytes -= sum(s for _, s in rows)
             self.counters["dropped"] += len(rows)
-            self._dirty = True
-        if rows:
-            log.warning(
-                "outbox %s: disk full: dropped the %d oldest messages (dropped so far: %d)",
-                self.path,
-                len(rows),
-                self.counters["dropped"],
-            )
+        self._full_drops += len(rows)
+        self._warn(  # once a minute while the streak lasts, not once per frame
+            "fulldrop",
+            f"outbox {self.path}: disk full: dropped the oldest messages to make room "
+            f"({self._full_drops} in this full-disk streak, dropped so far: {self.counters['dropped']})",
+            period=60.0,
+        )
         return len(rows)
 
+    def _warn(self, key: str, msg: str, level: int = logging.WARNING, period: float = 10.0) -> None:
+        now = time.monotonic()
+        if now - self._last_warn.get(key, -1e9) >= period:
+            self._last_warn[key] = now
+            log.log(level, "%s", msg)
+
+    # ---- maintenance -----------------------------------------------------------------------
     def expire(self) -> int:
-        """Drop pending rows older than ``max_age``; counted as dropped (and expired)."""
+        """Drop rows older than ``max_age`` (not in flight); counted as dropped (and expired)."""
         cutoff = expiry_cutoff(self.limits, time.time())
         with self._wlock:
-            rows = self._w.execute(
-                "DELETE FROM messages WHERE state = 0 AND created < ? RETURNING size", (cutoff,)
-            ).fetchall()
+            if (
+                self._w.execute("SELECT 1 FROM messages WHERE created < ? LIMIT 1", (cutoff,)).fetchone()
+                is None
+            ):
+                return 0  # the common case writes nothing (opening must not need a free byte)
+            rows = self._w.execute("SELECT id, size FROM messages WHERE created < ?", (cutoff,)).fetchall()
+            rows = [r for r in rows if r[0] not in self._inflight]
+            self._w.execute("BEGIN IMMEDIATE")
+            self._delete_ids([r[0] for r in rows])
+            self._w.execute("COMMIT")
         if rows:
             with self._lock:
                 self._count -= len(rows)
-                self._bytes -= sum(r[0] for r in rows)
+                self._bytes -= sum(r[1] for r in rows)
                 self.counters["dropped"] += len(rows)
                 self.counters["expired"] += len(rows)
                 self._dirty = True
@@ -320,12 +445,33 @@ class Outbox:
 
     def vacuum(self) -> int:
         """Give free pages back to the filesystem (``auto_vacuum=INCREMENTAL``); returns pages freed."""
+        freed = 0
         with self._wlock:
             free = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])
-            if free:
-                self._w.executescript("PRAGMA incremental_vacuum;")  # execute() frees only one page
-                self._w.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        return free
+            while freed < free:  # in steps, checkpointing between, so the WAL never needs much room
+                try:
+                    self._w.executescript("PRAGMA incremental_vacuum(512);")
+                except sqlite3.Error as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    break
+                self._checkpoint()
+                left = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])
+                if left >= free - freed:
+                    break
+                freed = free - left
+        return freed
+
+    def _maintain(self) -> None:
+        self.expire()
+        if self._acked_undeleted:
+            self.ack([])
+        if int(self._w.execute("PRAGMA freelist_count").fetchone()[0]) > VACUUM_FREE_PAGES:
+            self.vacuum()
+        if self._capped:
+            self._leave_full()
+        elif not self._reserve.held:
+            self._reserve.ensure()
 
     def _run_flusher(self) -> None:
         next_maintenance = time.monotonic() + MAINTENANCE_S
@@ -343,65 +489,92 @@ class Outbox:
                 self.flush()
                 if time.monotonic() >= next_maintenance:
                     next_maintenance = time.monotonic() + MAINTENANCE_S
-                    self.expire()
-                    if int(self._w.execute("PRAGMA freelist_count").fetchone()[0]) > VACUUM_FREE_PAGES:
-                        self.vacuum()
+                    self._maintain()
+            except QueueFullError:
+                with self._lock:
+                    self._cond.wait(max(self.flush_interval_s, 0.5))
             except (QueueError, sqlite3.Error) as exc:
-                log.error("outbox %s: background flush failed (will retry): %s", self.path, exc)
+                self._warn(
+                    "flush", f"outbox {self.path}: background flush failed (will retry): {exc}", logging.ERROR
+                )
                 with self._lock:
                     self._cond.wait(max(self.flush_interval_s, 0.5))
 
     # ---- sync side ---------------------------------------------------------------------
     def claim(self, n: int, newest_first: bool = False) -> list[Message]:
-        """Mark up to ``n`` pending rows in flight and return them, oldest (or newest) first."""
+        """Up to ``n`` rows not in flight, oldest (or newest) first, now in flight.
+
+        Only the attempt count is written, best effort: on a full disk claims still work, so the
+        sync can drain the queue and free space.
+        """
         order = "DESC" if newest_first else "ASC"
         with self._rlock:
+            with self._lock:
+                skip = self._inflight | self._acked_undeleted
             rows = self._r.execute(
-                "UPDATE messages SET state = 1, attempts = attempts + 1 WHERE id IN (SELECT id FROM messages"
-                f" WHERE state = 0 ORDER BY id {order} LIMIT ?)"
-                " RETURNING id, msg_id, topic, payload, attempts",
-                (n,),
+                f"SELECT id, msg_id, topic, payload, attempts FROM messages ORDER BY id {order} LIMIT ?",
+                (n + len(skip),),
             ).fetchall()
+            rows = [r for r in rows if r[0] not in skip][:n]
+            ids = [r[0] for r in rows]
+            if ids:
+                try:
+                    self._r.execute(
+                        f"UPDATE messages SET attempts = attempts + 1 WHERE id IN ({','.join('?' * len(ids))})",
+                        ids,
+                    )
+                except sqlite3.Error as exc:
+                    if not is_disk_full(exc):
+                        raise
         with self._lock:
-            self._inflight += len(rows)
-        rows.sort(key=lambda r: r[0], reverse=newest_first)
-        return [Message(*r) for r in rows]
+            self._inflight.update(ids)
+        return [Message(r[0], r[1], r[2], r[3], int(r[4]) + 1) for r in rows]
 
     def ack(self, rowids: Sequence[int]) -> int:
-        """Delete rows the broker acknowledged; returns how many existed."""
-        deleted = freed = was_inflight = 0
-        with self._rlock:
-            for i in range(0, len(rowids), 500):
-                chunk = rowids[i : i + 500]
-                rows = self._r.execute(
-                    f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) RETURNING size, state",
-                    chunk,
-                ).fetchall()
-                deleted += len(rows)
-                freed += sum(r[0] for r in rows)
-                was_inflight += sum(1 for r in rows if r[1] == INFLIGHT)
+        """Delete rows the broker acknowledged; returns how many existed.
+
+        On a full disk the delete is retried after a checkpoint and with the reserve released;
+        if it still cannot be written the rows stay out of the queue's figures and claims and the
+        delete is retried at the next ack (a crash before that only redelivers them)."""
         with self._lock:
-            self._count -= deleted
-            self._bytes -= freed
-            self._inflight -= was_inflight
-        return deleted
+            todo = list(rowids) + [r for r in self._acked_undeleted if r not in set(rowids)]
+            self._inflight.difference_update(rowids)
+            self._acked_undeleted.update(rowids)
+        deleted: list[tuple[int, int]] = []
+        with self._rlock:
+            for attempt in range(3):
+                try:
+                    for i in range(0, len(todo), 500):
+                        chunk = todo[i : i + 500]
+                        rows = self._r.execute(
+                            f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) RETURNING id, size",
+                            chunk,
+                        ).fetchall()
+                        deleted += [(int(a), int(b)) for a, b in rows]
+                        with self._lock:
+                            self._acked_undeleted.difference_update(chunk)
+                    break
+                except sqlite3.Error as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    self._checkpoint(self._r)
+                    if attempt == 1:
+                        with self._wlock:
+                            self._enter_full("SQLITE_FULL on ack")
+        with self._lock:
+            self._count -= len(deleted)
+            self._bytes -= sum(s for _, s in deleted)
+        return sum(1 for i, _ in deleted if i in set(rowids))
 
     def release(self, rowids: Optional[Sequence[int]] = None) -> int:
         """Return in-flight rows (all when ``rowids`` is None) to pending, e.g. after a disconnect."""
-        changed = 0
-        with self._rlock:
-            if rowids is None:
-                changed = self._r.execute("UPDATE messages SET state = 0 WHERE state = 1").rowcount
-            else:
-                for i in range(0, len(rowids), 500):
-                    chunk = rowids[i : i + 500]
-                    changed += self._r.execute(
-                        f"UPDATE messages SET state = 0 WHERE state = 1 AND id IN "
-                        f"({','.join('?' * len(chunk))})",
-                        chunk,
-                    ).rowcount
         with self._lock:
-            self._inflight = 0 if rowids is None else self._inflight - changed
+            if rowids is None:
+                changed = len(self._inflight)
+                self._inflight.clear()
+            else:
+                changed = len(self._inflight & set(rowids))
+                self._inflight.difference_update(rowids)
         return changed
 
     def purge(self) -> int:
@@ -409,7 +582,9 @@ class Outbox:
         with self._wlock:
             n = self._w.execute("DELETE FROM messages").rowcount
         with self._lock:
-            self._count = self._bytes = self._inflight = 0
+            self._count = self._bytes = 0
+            self._inflight.clear()
+            self._acked_undeleted.clear()
             self.counters["dropped"] += n
             self._dirty = True
         self.flush()
@@ -423,31 +598,53 @@ class Outbox:
         with self._lock:
             oldest = row[0] if row else (self._batch[0][3] if self._batch else None)
             return {
-                "pending": self._count + len(self._batch) + self._committing[0],
-                "inflight": self._inflight,
+                "pending": self._count - len(self._acked_undeleted) + len(self._batch) + self._committing[0],
+                "inflight": len(self._inflight),
                 "unflushed": len(self._batch) + self._committing[0],
                 "bytes": self._bytes + self._batch_bytes + self._committing[1],
                 "oldest": iso_time(oldest),
                 "path": str(self.path),
+                "seq": self._seq,
+                "boot": self.boot,
+                "disk_full": self._capped or self._disk_full,
                 **self.counters,
             }
 
     def close(self) -> None:
-        """Flush what is batched, release in-flight rows, close the file (idempotent)."""
+        """Flush what is batched, write the exact sequence and counters, close (idempotent, no raise
+        on a full disk: what cannot be written is counted as dropped and logged)."""
         with self._lock:
             if self._closed:
                 return
-            self._dirty = True  # write the counters whatever happened since the last commit
+            self._dirty = True
+            self._closing = True
         try:
-            self.flush()
+            try:
+                self.flush()
+            except QueueFullError:  # reject_new, still full: the held batch is lost; say so
+                with self._lock:
+                    held, self._batch = self._batch, []
+                    self.counters["dropped"] += len(held)
+                    self._disk_full = False
+                log.error(
+                    "outbox %s: disk still full at close: %d held messages dropped", self.path, len(held)
+                )
+                self._checkpoint()
+                try:
+                    self.flush()  # the counters, at least
+                except (QueueError, sqlite3.Error) as exc:
+                    log.error("outbox %s: counters not written at close: %s", self.path, exc)
+            except QueueError as exc:
+                log.error("outbox %s: final flush failed: %s", self.path, exc)
         finally:
             with self._lock:
                 self._closed = True
                 self._cond.notify_all()
             self._flusher.join(timeout=5.0)
-            self.release()
             self._r.close()
             self._w.close()
+            if self._capped:  # SQLite just deleted -shm and WAL: keep room to open again
+                self._reserve.top_up(self._reserve.size // 4)
             self._lockfile.close()
 
     def __enter__(self) -> Outbox:

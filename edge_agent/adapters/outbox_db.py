@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -36,13 +37,34 @@ _COLUMNS = "msg_id, topic, payload, size, created, attempts"
 
 
 def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
-    """Open (creating if needed) the outbox file with its pragmas and schema."""
+    """Open (creating if needed) the outbox file with its pragmas and schema.
+
+    An existing file is opened without a single write: ``auto_vacuum`` and ``journal_mode`` are set
+    only on a new file (on an existing one they would be a write at every open, which fails on a
+    full disk and trapped the backlog in a restart loop, issue 11). A new file is created 0600
+    first, so SQLite's ``-wal``/``-shm`` (created with the database's mode) are private too.
+    """
+    new = not path.exists() or path.stat().st_size == 0
+    if new:
+        os.close(os.open(str(path), os.O_WRONLY | os.O_CREAT, 0o600))
     conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective only before the first table exists
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={synchronous}")
-    conn.execute("PRAGMA journal_size_limit=4194304")
-    conn.executescript(SCHEMA)
+    try:
+        if new:
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective only before the first table
+            conn.execute("PRAGMA journal_mode=WAL")
+        elif conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        # a small WAL: on a full disk the reserve must cover the WAL plus what a checkpoint adds to
+        # the main file; 64 pages (256 KiB) keeps both well under the 1 MiB default reserve
+        conn.execute("PRAGMA wal_autocheckpoint=64").fetchall()
+        conn.execute("PRAGMA journal_size_limit=1048576").fetchall()
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"messages", "meta"} <= tables:
+            conn.executescript(SCHEMA)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -50,7 +72,8 @@ def lock_queue(path: Path) -> IO[bytes]:
     """Take the single-writer lock beside ``path`` (released by the kernel even on SIGKILL)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lockfile = open(path.with_name(path.name + ".lock"), "wb")  # noqa: SIM115
+        fd = os.open(str(path.with_name(path.name + ".lock")), os.O_WRONLY | os.O_CREAT, 0o600)
+        lockfile = os.fdopen(fd, "wb")
     except OSError as exc:
         raise QueueError(f"{path}: cannot create the queue directory or lock file: {exc}") from None
     try:
@@ -64,6 +87,15 @@ def lock_queue(path: Path) -> IO[bytes]:
 def is_disk_full(exc: sqlite3.Error) -> bool:
     """SQLITE_FULL (also what ENOSPC surfaces as) or the same by message on Pythons without codes."""
     return getattr(exc, "sqlite_errorcode", None) == 13 or "disk is full" in str(exc)
+
+
+def is_corrupt(exc: sqlite3.Error) -> bool:
+    """SQLITE_CORRUPT / SQLITE_NOTADB: the file itself is damaged (vs. a full disk or I/O error)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (11, 26)
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
 
 
 @dataclass(frozen=True)
@@ -86,7 +118,9 @@ def integrity_problem(path: Path) -> Optional[str]:
     try:
         rows = conn.execute("PRAGMA quick_check").fetchall()
     except sqlite3.DatabaseError as exc:
-        return str(exc)
+        if is_corrupt(exc):
+            return str(exc)
+        raise  # full disk, I/O error, busy: not a reason to move the file aside
     finally:
         conn.close()
     if rows == [("ok",)]:

@@ -26,13 +26,17 @@ def test_round_trip_put_flush_claim_ack(tmp_path: Path) -> None:
     path = tmp_path / "q.db"
     with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=1000) as ob:
         ids = [ob.put(TOPIC, {"n": i}) for i in range(5)]
-        assert read_stats(path)["pending"] == 0  # batched, not yet committed
-        assert ob.flush() == 5
+        # the first put of a run commits at once (it reserves seq numbers, docs/queue.md); the rest batch
+        assert read_stats(path)["pending"] == 1
+        assert ob.flush() == 4
         assert read_stats(path)["pending"] == 5
         claimed = ob.claim(3)
         assert [m.msg_id for m in claimed] == ids[:3]
         assert [m.attempts for m in claimed] == [1, 1, 1]
-        assert claimed[0].topic == TOPIC and claimed[0].payload == f'{{"n":0,"id":"{ids[0]}"}}'.encode()
+        assert (
+            claimed[0].topic == TOPIC
+            and claimed[0].payload == f'{{"n":0,"id":"{ids[0]}","seq":1,"boot":1}}'.encode()
+        )
         assert ob.stats()["inflight"] == 3
         assert ob.ack([m.rowid for m in claimed[:2]]) == 2
         assert ob.release([claimed[2].rowid]) == 1
@@ -57,20 +61,21 @@ def test_put_sets_the_id_only_when_absent(outbox: Outbox) -> None:
 def test_group_commit_by_batch_size_and_by_interval(tmp_path: Path) -> None:
     path = tmp_path / "q.db"
     with Outbox(path, big_limits(), flush_interval_s=0.2, flush_batch=50) as ob:
-        for i in range(49):
+        ob.put(TOPIC, {"n": -1})  # the first put of a run commits (seq reservation)
+        for i in range(48):
             ob.put(TOPIC, {"n": i})
-        assert read_stats(path)["pending"] == 0
+        assert read_stats(path)["pending"] == 1
         deadline = time.monotonic() + 5
         while read_stats(path)["pending"] < 49 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert read_stats(path)["pending"] == 49  # committed by the interval
     with Outbox(path, big_limits(), flush_interval_s=3600, flush_batch=50) as ob:
-        for i in range(50):
+        for i in range(51):  # the first commits at once (seq reservation), then a batch of 50
             ob.put(TOPIC, {"n": i})
         deadline = time.monotonic() + 5
-        while read_stats(path)["pending"] < 99 and time.monotonic() < deadline:
+        while read_stats(path)["pending"] < 100 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert read_stats(path)["pending"] == 99  # committed because the batch filled
+        assert read_stats(path)["pending"] == 100  # committed because the batch filled
 
 
 def test_interval_zero_commits_inside_put(tmp_path: Path) -> None:
@@ -134,13 +139,15 @@ def test_drop_oldest_at_byte_cap(tmp_path: Path) -> None:
     body = {"pad": "x" * 90}
     with Outbox(path, big_limits(max_bytes=1000), flush_interval_s=60, flush_batch=7) as ob:
         for i in range(10, 40):
-            ob.put(TOPIC, {**body, "n": i, "id": f"{i:02d}"})
+            ob.put(TOPIC, {**body, "n": i, "id": f"{i:02d}", "seq": 0, "boot": 0})
         ob.flush()
         stats = ob.stats()
-    sizes = [len(f'{{"pad":"{"x" * 90}","n":{i},"id":"{i:02d}"}}') for i in range(10, 40)]
-    assert set(sizes) == {117}  # so 8 fit under 1000 bytes
-    assert stats["bytes"] == 8 * 117 and stats["pending"] == 8 and stats["dropped"] == 22
-    assert [m["payload"]["n"] for m in iter_messages(path)] == list(range(32, 40))
+    sizes = [
+        len(f'{{"pad":"{"x" * 90}","n":{i},"id":"{i:02d}","seq":{i - 9},"boot":1}}') for i in range(10, 40)
+    ]
+    assert set(sizes[-10:]) == {135}  # so 7 fit under 1000 bytes
+    assert stats["bytes"] == 7 * 135 and stats["pending"] == 7 and stats["dropped"] == 23
+    assert [m["payload"]["n"] for m in iter_messages(path)] == list(range(33, 40))
 
 
 def test_reject_new_counts_and_raises(tmp_path: Path) -> None:
