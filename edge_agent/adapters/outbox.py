@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from edge_agent.adapters.outbox_db import (
     connect,
@@ -43,7 +43,8 @@ COUNTERS = ("dropped", "expired", "rejected", "salvaged", "lost", "corrupt_files
 MAINTENANCE_S = 30.0
 VACUUM_FREE_PAGES = 256
 NO_CAP = 1073741823  # SQLite's default max_page_count
-Batch = List[Tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
+if TYPE_CHECKING:
+    Batch = list[tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class Outbox:
         self.boot = meta.get("boot", 0) + 1
         self._seq = meta.get("seq", 0)
         self._seq_reserved = self._seq
+        self._seq_at_open = self._seq
         self._seq_committed = meta.get("seq_committed", 0)
         if meta.get("clean", 1) == 0 and self._seq > self._seq_committed:
             skipped = self._seq - self._seq_committed
@@ -236,7 +238,7 @@ class Outbox:
         conn = self._w
         with self._lock:
             count, nbytes, dirty, seq = self._count, self._bytes, self._dirty, self._seq
-        if not batch and not dirty and seq < self._seq_reserved:
+        if not batch and not dirty and (seq < self._seq_reserved or seq == self._seq_at_open):
             return 0
         added = sum(len(b[2]) for b in batch)
         committed = max([self._seq_committed, *(b[4] for b in batch)])
@@ -616,18 +618,22 @@ class Outbox:
         with self._lock:
             if self._closed:
                 return
-            self._dirty = True
+            # write the exact seq and the clean mark only if this run wrote anything: a queue that
+            # was opened and closed (queue stats/drain of nothing) stays byte-for-byte untouched
+            self._dirty = self._dirty or self._seq != self._seq_at_open
             self._closing = True
         try:
             try:
                 self.flush()
-            except QueueFullError:  # reject_new, still full: the held batch is lost; say so
+            except QueueFullError:
+                # reject_new, still full: the held batch is refused storage after all (counted as
+                # rejected); the reserve left is kept so that the next start can open the file
                 with self._lock:
-                    held, self._batch = self._batch, []
-                    self.counters["dropped"] += len(held)
+                    held, self._batch, self._batch_bytes = self._batch, [], 0
+                    self.counters["rejected"] += len(held)
                     self._disk_full = False
                 log.error(
-                    "outbox %s: disk still full at close: %d held messages dropped", self.path, len(held)
+                    "outbox %s: disk still full at close: %d held messages rejected", self.path, len(held)
                 )
                 self._checkpoint()
                 try:

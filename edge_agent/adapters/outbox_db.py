@@ -241,11 +241,28 @@ def iso_time(ts: Optional[float]) -> Optional[str]:
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
-    """Read-only view for ``queue stats/peek/export`` while the service may be writing."""
+    """Read-only view for ``queue stats/peek/export`` while the service may be writing.
+
+    A WAL reader needs the ``-shm`` index, which it cannot create on a read-only mount or a full
+    disk; when there is no WAL content to miss, the file is then opened ``immutable`` instead.
+    """
     if not path.exists():
         raise QueueError(f"{path}: no queue file there (check [queue] path)")
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=10.0)
+        conn.execute("SELECT 1 FROM messages LIMIT 1").fetchall()
+        return conn
+    except sqlite3.DatabaseError as exc:
+        if is_corrupt(exc):
+            raise QueueError(f"{path}: not a readable outbox database: {exc}") from None
+        first = exc
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise QueueError(
+            f"{path}: cannot open read-only ({first}) and its WAL holds data an immutable read would miss"
+        )
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, isolation_level=None)
         conn.execute("SELECT 1 FROM messages LIMIT 1").fetchall()
     except sqlite3.DatabaseError as exc:
         raise QueueError(f"{path}: not a readable outbox database: {exc}") from None
