@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import sqlite3
 import ssl
 import threading
@@ -23,11 +24,10 @@ from typing import Any, Optional
 
 import paho.mqtt.client as mqtt
 
-from edge_agent import __version__
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.backoff import backoff_delay
 from edge_agent.core.config import MqttConfig
-from edge_agent.core.messages import encode, status_message, topics
+from edge_agent.core.messages import encode, offline_status, topics
 from edge_agent.core.queue_policy import TokenBucket
 from edge_agent.errors import QueueError, SyncError
 
@@ -122,13 +122,17 @@ class MqttSync:
         cfg: MqttConfig,
         device_id: str,
         outbox: Outbox,
-        status_extra: Optional[Callable[[], dict[str, Any]]] = None,
+        status_fn: Optional[Callable[[], dict[str, Any]]] = None,
     ) -> None:
+        """``status_fn`` gives the agent's latest status snapshot (core.status): published retained
+        on every connect and used, with ``state = "offline"``, as the last will. The periodic
+        publish is the agent's one status timer calling :meth:`publish_status`."""
         self.cfg = cfg
         self.device_id = device_id
         self.outbox = outbox
-        self.status_extra = status_extra
-        self.detections_topic, self.status_topic = topics(cfg.topic_prefix, device_id)
+        self.status_fn = status_fn
+        t = topics(cfg.topic_prefix, device_id)
+        self.detections_topic, self.status_topic = t.detections, t.status
         self.state = "disabled" if not cfg.enabled else "disconnected"
         self.last_sync: Optional[float] = None
         self.last_error: Optional[str] = None
@@ -136,6 +140,7 @@ class MqttSync:
         self.connects = 0
         self.published = 0
         self.acked = 0
+        self.thread_restarts = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._progress = threading.Condition()
@@ -151,7 +156,7 @@ class MqttSync:
         self._password = read_password(self.cfg)
         self._tls = tls_context(self.cfg)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="mqtt-sync", daemon=True)
+        self._thread = threading.Thread(target=self._supervise, name="mqtt-sync", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -175,27 +180,62 @@ class MqttSync:
                 self.outbox.flush()
         return True
 
-    def publish_status(self, extra: Optional[dict[str, Any]] = None) -> bool:
-        """Publish the retained "online" status (with ``status_extra()`` and ``extra``) if connected."""
+    def stats(self) -> dict[str, Any]:
+        """The broker part of the status snapshot."""
+        return {
+            "state": self.state,
+            "last_sync": self.last_sync,
+            "last_error": self.last_error,
+            "connect_attempts": self.connect_attempts,
+            "connects": self.connects,
+            "published": self.published,
+            "acked": self.acked,
+            "thread_restarts": self.thread_restarts,
+        }
+
+    def publish_status(self, snapshot: dict[str, Any]) -> bool:
+        """Publish ``snapshot`` (a core.status body) retained on the status topic, if connected."""
         client = self._client
         if client is None or self.state != "connected":
             return False
-        fields: dict[str, Any] = dict(self.status_extra() if self.status_extra else {})
-        fields.update(extra or {})
-        stats = self.outbox.stats()
-        fields.setdefault("queue", {k: stats[k] for k in ("pending", "dropped", "oldest")})
-        body = status_message(
-            "online", device_id=self.device_id, version=__version__, ts=time.time(), extra=fields
-        )
-        info = client.publish(self.status_topic, encode(body), qos=1, retain=True)
+        info = client.publish(self.status_topic, encode(snapshot), qos=1, retain=True)
         return bool(info.rc == mqtt.MQTT_ERR_SUCCESS)
 
     # ---- sync thread -----------------------------------------------------------------------
+    def _supervise(self) -> None:
+        """Run the sync loop; any exception is logged, counted, shown in status, and the loop
+        restarts with backoff -- the thread never dies silently (a 70 000-char topic once did)."""
+        while not self._stop.is_set():
+            try:
+                self._run()
+                return
+            except Exception as exc:  # supervision: every failure is reported
+                self.thread_restarts += 1
+                self.last_error = f"sync thread failed: {type(exc).__name__}: {exc}"
+                self.state = "restarting"
+                log.error("mqtt sync: %s (restart %d)", self.last_error, self.thread_restarts)
+                log.debug("mqtt sync failure", exc_info=True)
+                self._client = None
+                self.outbox.release()  # un-acked rows go back to pending
+                delay = backoff_delay(
+                    self.thread_restarts,
+                    self.cfg.reconnect_min_s,
+                    self.cfg.reconnect_max_s,
+                    0.5,
+                    random.random(),
+                )
+                if self._stop.wait(delay):
+                    break
+        self.state = "disconnected"
+
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
             if failures:
-                delay = backoff_delay(failures, self.cfg.reconnect_min_s, self.cfg.reconnect_max_s)
+                # jittered: after an outage a fleet spreads its reconnects instead of one storm
+                delay = backoff_delay(
+                    failures, self.cfg.reconnect_min_s, self.cfg.reconnect_max_s, 0.5, random.random()
+                )
                 self.state = "disconnected"
                 if self._stop.wait(delay):
                     break
@@ -221,8 +261,8 @@ class MqttSync:
             client.username_pw_set(self.cfg.username, self._password)
         if self._tls is not None:
             client.tls_set_context(self._tls)
-        offline = status_message("offline", device_id=self.device_id, version=__version__, ts=time.time())
-        client.will_set(self.status_topic, encode(offline), qos=1, retain=True)
+        if self.status_fn is not None:
+            client.will_set(self.status_topic, encode(offline_status(self.status_fn())), qos=1, retain=True)
         client.on_connect = session.on_connect
         client.on_disconnect = session.on_disconnect
         client.on_publish = session.on_publish
@@ -254,7 +294,8 @@ class MqttSync:
         self.last_error = None
         log.info("connected to mqtt %s:%d as %s", self.cfg.host, self.cfg.port, self.device_id)
         try:
-            self.publish_status()
+            if self.status_fn is not None:
+                self.publish_status(self.status_fn())
             self._pump(client, session)
         finally:
             self._end_session(client, session)
@@ -266,7 +307,6 @@ class MqttSync:
 
     def _pump(self, client: Any, session: _Session) -> None:
         bucket = TokenBucket(self.cfg.rate_limit_per_s, time.monotonic())
-        next_status = time.monotonic() + self.cfg.status_interval_s
         grace: Optional[float] = None
         while True:
             self._wake.clear()
@@ -281,9 +321,6 @@ class MqttSync:
                     return
                 self._wake.wait(0.05)
                 continue
-            if now >= next_status:
-                next_status = now + self.cfg.status_interval_s
-                self.publish_status()
             room = min(self.cfg.inflight - len(session.mids), bucket.available(now))
             sent = self._send(client, session, room) if room > 0 else 0
             bucket.take(sent)
@@ -318,8 +355,9 @@ class MqttSync:
 
     def _end_session(self, client: Any, session: _Session) -> None:
         if self._stop.is_set() and not session.lost.is_set():
-            body = status_message("offline", device_id=self.device_id, version=__version__, ts=time.time())
-            client.publish(self.status_topic, encode(body), qos=1, retain=True).wait_for_publish(1.0)
+            if self.status_fn is not None:
+                body = offline_status(self.status_fn())
+                client.publish(self.status_topic, encode(body), qos=1, retain=True).wait_for_publish(1.0)
             client.disconnect()
         client.loop_stop()
         self._client = None

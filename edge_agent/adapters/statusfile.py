@@ -14,26 +14,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TypedDict, Union
+from typing import Any, Optional, Union
 
 from edge_agent.errors import EdgeAgentError
-
-
-class AgentStatus(TypedDict, total=False):
-    """Keys the loop is expected to write (all optional; unknown keys are kept)."""
-
-    device_id: str
-    version: str
-    pid: int
-    started_at: float  # wall clock
-    fps: float
-    latency_ms: dict[str, float]  # e.g. {"preprocess": 3.1, "infer": 41.0, "total": 52.3}
-    queue_depth: int
-    last_sync: Optional[float]  # wall clock of the last broker ack
-    mqtt_connected: bool
-    camera: dict[str, Any]  # Camera.stats()
-    sensor: dict[str, Any]  # SerialSensor.stats()
-    provider: str
 
 
 @dataclass(frozen=True)
@@ -47,17 +30,19 @@ class StatusSnapshot:
 
 
 def write_status(path: Union[str, Path], status: Mapping[str, Any], now: Optional[float] = None) -> None:
-    """Atomically replace ``path`` with ``status`` plus ``written_at`` (wall clock); creates the directory."""
+    """Atomically replace ``path`` with the snapshot (core.status, exactly as MQTT carries it; its
+    ``ts`` is the time it was taken); creates the directory. Mode 0640 however we were started."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     body = dict(status)
-    body["written_at"] = time.time() if now is None else now
+    if "ts" not in body:
+        body["ts"] = time.time() if now is None else now
     text = json.dumps(body, sort_keys=True, default=str)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o640)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -77,8 +62,8 @@ def read_status(path: Union[str, Path], now: Optional[float] = None) -> Optional
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise EdgeAgentError(f"{p}: not a valid status file (JSON: {exc.msg})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("written_at"), (int, float)):
-        raise EdgeAgentError(f"{p}: not a valid status file (expected a JSON object with 'written_at')")
-    written = float(data["written_at"])
+    if not isinstance(data, dict) or not isinstance(data.get("ts"), (int, float)):
+        raise EdgeAgentError(f"{p}: not a valid status file (expected a JSON object with 'ts')")
+    written = float(data["ts"])
     t = time.time() if now is None else now
     return StatusSnapshot(data=data, written_at=written, age_s=max(0.0, t - written))

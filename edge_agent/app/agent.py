@@ -29,14 +29,14 @@ from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
-from edge_agent.app.health import build_status, start_metrics
+from edge_agent.app.health import snapshot, start_metrics
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.pipeline import Prepared, run_cascade
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config
 from edge_agent.core.events import OutputPolicy
-from edge_agent.core.messages import result_message, topics
+from edge_agent.core.messages import result_message, sensor_message, topics
 from edge_agent.core.schema import ImageResult
 from edge_agent.errors import EdgeAgentError
 
@@ -77,7 +77,10 @@ class Agent:
         self._latency: deque[dict[str, float]] = deque(maxlen=50)
         self._frame_times: deque[float] = deque(maxlen=50)
         self.started_mono = time.monotonic()
-        self._last_mqtt_status = 0.0
+        self.started_wall = time.time()
+        self.last_status: Optional[dict[str, Any]] = None
+        self._parts: Optional[tuple[Camera, Outbox, Any, Any]] = None
+        self._last_mqtt_status = -1e9
         self._status_failures = 0
 
     # ---- wiring ---------------------------------------------------------------------------------
@@ -98,17 +101,23 @@ class Agent:
         if self._models is None and _has_tensorrt():
             # a first TensorRT engine build can take minutes: tell systemd before its start timeout hits
             sdnotify.notify(f"EXTEND_TIMEOUT_USEC={15 * 60 * 1_000_000}")
+        sdnotify.status("loading and warming up the models")
         models = self._models or ModelSet.from_config(cfg)  # warmed up inside OnnxModel
         self._models = models
+        sdnotify.status(f"models warm: {models.detector.model.info.model_id}")
         outbox = Outbox.from_config(cfg.queue)
-        sync = self._start_sync(outbox)
         camera = self._camera or Camera(cfg.camera)
+        self._parts = (camera, outbox, None, None)
+        sync = self._start_sync(outbox)
+        self._parts = (camera, outbox, sync, None)
         sensor = self._start_sensor(outbox)
-        metrics = start_metrics(self, camera, outbox, sync)
+        self._parts = (camera, outbox, sync, sensor)
+        metrics = start_metrics(self)
         try:
             camera.start()
             self.ready_s = time.monotonic() - self.started_mono
-            sdnotify.ready()
+            self._status_tick()
+            sdnotify.ready()  # only now: models loaded and warm, queue open, camera started
             log.info(
                 "ready in %.2fs: camera %s, detector %s, provider %s",
                 self.ready_s,
@@ -131,7 +140,7 @@ class Agent:
                     # stays queued on disk for the next start (SIGTERM: systemd's stop timeout is 30 s)
                     sync.drain(DRAIN_ON_STOP_S if self.stop_event.is_set() else DRAIN_ON_END_S)
                 sync.stop()
-            self._write_status(camera, outbox, sync, sensor, final=True)
+            self._status_tick(final=True)
             outbox.close()
         log.info(
             "stopped after %d frames, %d results queued, %d errors", self.frames, self.emitted, self.errors
@@ -143,7 +152,7 @@ class Agent:
             return None
         from edge_agent.adapters.mqtt_sync import MqttSync
 
-        sync = MqttSync(self.cfg.mqtt, self.cfg.device.id, outbox, status_extra=self._status_fields)
+        sync = MqttSync(self.cfg.mqtt, self.cfg.device.id, outbox, status_fn=self.current_status)
         try:
             sync.start()
         except EdgeAgentError as exc:
@@ -161,17 +170,13 @@ class Agent:
 
         on_reading = None
         if scfg.publish:
-            topic = topics(self.cfg.mqtt.topic_prefix, self.cfg.device.id)[0].rsplit("/", 1)[0] + "/sensors"
+            topic = topics(self.cfg.mqtt.topic_prefix, self.cfg.device.id).sensors
 
             def on_reading(reading: dict[str, Any]) -> None:
                 # readings on their own topic, through the same durable outbox (sensor thread)
-                body = {
-                    "schema": 1,
-                    "device_id": self.cfg.device.id,
-                    "ts": time.time(),
-                    "clock_synced": clock_synchronised(),
-                    "reading": reading,
-                }
+                body = sensor_message(
+                    reading, device_id=self.cfg.device.id, ts=time.time(), clock_synced=clock_synchronised()
+                )
                 try:
                     outbox.put(topic, body)
                 except EdgeAgentError as exc:
@@ -187,7 +192,7 @@ class Agent:
         cfg = self.cfg
         wd = sdnotify.watchdog_interval_s()
         policy = OutputPolicy.from_config(cfg.output)
-        topic = topics(cfg.mqtt.topic_prefix, cfg.device.id)[0]
+        topic = topics(cfg.mqtt.topic_prefix, cfg.device.id).detections
         trigger_only = (
             sensor is not None
             and cfg.sensor is not None
@@ -204,8 +209,8 @@ class Agent:
                 if wd is not None and now - last_ping >= wd:
                     sdnotify.watchdog()
                     last_ping = now
-                if now - last_status >= STATUS_EVERY_S:
-                    self._write_status(camera, outbox, sync, sensor)
+                if now - last_status >= STATUS_EVERY_S:  # the one status timer
+                    self._status_tick()
                     last_status = now
                 if self.reload_requested.is_set():
                     self.reload_requested.clear()
@@ -291,7 +296,7 @@ class Agent:
         image = frame.name or f"{frame.source}#{frame.seq}"
         result = ImageResult(image, w, h, dets, timings).to_json()
         extra: dict[str, Any] = {
-            "seq": frame.seq,
+            "frame": frame.seq,
             "ts_mono": round(frame.ts_mono, 6),
             "captured_at": frame.ts_wall,
             "clock_synced": clock_synchronised(),
@@ -349,17 +354,22 @@ class Agent:
     def models(self) -> Optional[ModelSet]:
         return self._models
 
-    def _status_fields(self) -> dict[str, Any]:
-        m = self._models
-        return {"models": m.describe() if m else {}, "fps": round(self.fps(), 2), "frames": self.frames}
+    def current_status(self) -> dict[str, Any]:
+        """The latest snapshot (MqttSync's status_fn: connect message and last will)."""
+        if self.last_status is None and self._parts is not None:
+            camera, outbox, sync, sensor = self._parts
+            self.last_status = snapshot(self, camera, outbox, sync, sensor)
+        return dict(self.last_status or {})
 
-    def _write_status(
-        self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any, final: bool = False
-    ) -> None:
-        status = build_status(self, camera, outbox, sync, sensor, final)
+    def _status_tick(self, final: bool = False) -> None:
+        """The one status timer: one snapshot to the status file, systemd, Prometheus and MQTT."""
+        assert self._parts is not None
+        camera, outbox, sync, sensor = self._parts
+        status = snapshot(self, camera, outbox, sync, sensor, "stopped" if final else "running")
+        self.last_status = status
         sdnotify.status(
-            f"{status['fps']} fps, queue {status['queue_depth']}, broker {status['broker']}, "
-            f"camera {camera.state}"
+            f"{status['fps']} fps, queue {status['queue']['pending']}, broker {status['broker']['state']}, "
+            f"camera {(status['camera'] or {}).get('state')}"
         )
         try:
             write_status(self.cfg.health.status_file, status)
@@ -373,7 +383,7 @@ class Agent:
         due = (
             sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s
         )
-        if due and sync.publish_status({"fps": status["fps"], "queue_depth": status["queue_depth"]}):
+        if due and sync.publish_status(status):
             self._last_mqtt_status = now
 
 

@@ -110,8 +110,10 @@ def example(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     from edge_agent.app.configfile import load_config
+    from edge_agent.core.config import require_detector
 
     cfg = load_config(args.file)
+    require_detector(cfg, args.file)
     warnings = []
     for name, path in (
         ("detector.model", cfg.detector.model),

@@ -102,7 +102,7 @@ def _drain(cfg: Config, timeout: float) -> int:
     outbox = Outbox.from_config(cfg.queue)
     try:
         before = outbox.stats()["pending"]
-        sync = MqttSync(cfg.mqtt, cfg.device.id, outbox)
+        sync = MqttSync(cfg.mqtt, cfg.device.id, outbox, status_fn=lambda: _drain_status(cfg, outbox, sync))
         sync.start()
         try:
             done = sync.drain(timeout)
@@ -121,6 +121,37 @@ def _drain(cfg: Config, timeout: float) -> int:
         f"queued{reason}; nothing was lost\n"
     )
     return 1
+
+
+def _drain_status(cfg: Config, outbox: Any, sync: Any) -> dict[str, Any]:
+    """The status snapshot of a drain: same shape as the agent's, no camera, state "draining"."""
+    import os
+    import time
+
+    from edge_agent import __version__
+    from edge_agent.core.status import build_status
+
+    now = time.time()
+    return build_status(
+        device_id=cfg.device.id,
+        version=__version__,
+        state="draining",
+        ts=now,
+        started_at=now,
+        uptime_s=0.0,
+        ready_s=None,
+        pid=os.getpid(),
+        counters={},
+        fps=0.0,
+        latency_ms={},
+        queue=outbox.stats(),
+        broker=sync.stats(),
+        camera=None,
+        sensor=None,
+        provider=None,
+        models=None,
+        clock_synced=None,
+    )
 
 
 def _purge(cfg: Config, yes: bool) -> int:

@@ -34,10 +34,11 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from edge_agent.app.agent import Agent
     from edge_agent.app.configfile import load_config
-    from edge_agent.core.config import DEFAULT_CONFIG_PATH
+    from edge_agent.core.config import DEFAULT_CONFIG_PATH, require_detector
 
     path = Path(args.config) if args.config else DEFAULT_CONFIG_PATH
     cfg = load_config(path)
+    require_detector(cfg, str(path))
     agent = Agent(cfg, path, max_frames=args.max_frames)
     agent.install_signal_handlers()
     return agent.run()

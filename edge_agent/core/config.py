@@ -27,7 +27,9 @@ class _Section(BaseModel):
 
 
 class DeviceConfig(_Section):
-    id: str = Field(default="edge-0", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    # the MQTT client id and a topic level: letters, digits, "_", ".", "-" (so no "+", "#", "/",
+    # NUL or leading "$"), at most 64 characters (MQTT 3.1.1 only guarantees 23; mosquitto takes more)
+    id: str = Field(default="edge-0", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     # where durable state lives (queue, TensorRT engine cache, status file)
     state_dir: str = "/var/lib/edge-agent"
 
@@ -113,6 +115,16 @@ class MqttConfig(_Section):
     reconnect_max_s: float = Field(default=60.0, gt=0)
     status_interval_s: float = Field(default=60.0, gt=0)
 
+    @field_validator("topic_prefix")
+    @classmethod
+    def _valid_topic_prefix(cls, value: str) -> str:
+        from edge_agent.core.messages import topic_prefix_problem
+
+        problem = topic_prefix_problem(value)
+        if problem is not None:
+            raise ValueError(f"not a usable MQTT topic prefix: {problem}")
+        return value
+
 
 class QueueConfig(_Section):
     path: str = "/var/lib/edge-agent/outbox.db"
@@ -164,7 +176,10 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
         if item["type"] == "extra_forbidden":
             lines.append(f"{source}: unknown key '{path}' (not part of the edge-agent config)")
         else:
-            lines.append(f"{source}: {path} = {item.get('input')!r}: {item['msg']}")
+            shown = repr(item.get("input"))
+            if len(shown) > 80:  # a 70 000-character value must not become a 70 000-character line
+                shown = f"{shown[:60]}... ({len(shown)} characters)"
+            lines.append(f"{source}: {path} = {shown}: {item['msg']}")
     return "; ".join(lines)
 
 
@@ -178,3 +193,13 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(source, exc)) from None
+
+
+def require_detector(cfg: Config, source: str) -> None:
+    """``run`` and ``config check`` need a detector: an empty ``detector.model`` is an error naming
+    the key, never a silent fall-back to the demo model on /dev/video0 (that is ``edge-agent demo``)."""
+    if not cfg.detector.model.strip():
+        raise ConfigError(
+            f"{source}: detector.model is not set: give the path of an ONNX detector in [detector] model "
+            "(to try the bundled demo models, run `edge-agent demo`)"
+        )

@@ -1,4 +1,6 @@
-"""Result message bodies (pure): what the enqueuing side puts in the outbox and MQTT carries.
+"""Every message body and topic (pure): result, sensor reading and status; one module for all.
+
+The JSON Schemas in ``edge_agent/schemas/`` describe these bodies; docs/messages.md explains them.
 
 One schema for every consumer: ``{"schema": 1, "id", "device_id", "ts", "image", "width",
 "height", "detections", "timings_ms"}`` with detections exactly as ``infer --json`` prints them.
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from edge_agent.errors import QueueError
 
@@ -85,23 +87,59 @@ def encode(payload: Mapping[str, Any]) -> bytes:
         raise QueueError(f"result message: payload is not JSON-serialisable: {exc}") from None
 
 
-def status_message(
-    state: str, *, device_id: str, version: str, ts: float, extra: Optional[Mapping[str, Any]] = None
+def sensor_message(
+    reading: Mapping[str, Any], *, device_id: str, ts: float, clock_synced: Optional[bool]
 ) -> dict[str, Any]:
-    """The retained ``<prefix>/<device>/status`` body ("online"/"offline")."""
-    body: dict[str, Any] = {
+    """The ``<prefix>/<device>/sensors`` body for one parsed reading (``[sensor] publish = true``)."""
+    return {
         "schema": SCHEMA_VERSION,
-        "state": state,
         "device_id": device_id,
-        "version": version,
         "ts": float(ts),
+        "clock_synced": clock_synced,
+        "reading": dict(reading),
     }
-    for key, value in (extra or {}).items():
-        body.setdefault(key, value)
+
+
+def offline_status(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """The last will / goodbye: the latest status snapshot, same shape, with ``state = "offline"``."""
+    body = dict(snapshot)
+    body["state"] = "offline"
     return body
 
 
-def topics(prefix: str, device_id: str) -> tuple[str, str]:
-    """``(detections topic, status topic)`` for a device."""
+class Topics(NamedTuple):
+    detections: str
+    status: str
+    sensors: str
+
+
+def topics(prefix: str, device_id: str) -> Topics:
+    """Every topic a device publishes on: ``<prefix>/<device>/{detections,status,sensors}``."""
     base = f"{prefix.strip('/')}/{device_id}"
-    return f"{base}/detections", f"{base}/status"
+    return Topics(f"{base}/detections", f"{base}/status", f"{base}/sensors")
+
+
+# MQTT 3.1.1 section 4.7 / 1.5.3: topic names are UTF-8 strings of at most 65535 bytes, without
+# NUL or wildcards; names starting with "$" are the broker's ($SYS). Kept well below the limit
+# so prefix + device id + suffix always fit, and a broker's smaller limits are rarely hit.
+MAX_PREFIX_BYTES = 1024
+
+
+def topic_prefix_problem(prefix: str) -> Optional[str]:
+    """Why ``prefix`` cannot start a publish topic, or None if it can."""
+    if not prefix.strip("/"):
+        return "must not be empty"
+    if "\x00" in prefix:
+        return "must not contain NUL"
+    for ch in ("+", "#"):
+        if ch in prefix:
+            return f"must not contain the MQTT wildcard {ch!r}"
+    if prefix.lstrip("/").startswith("$"):
+        return "must not start with '$' (reserved for the broker, e.g. $SYS)"
+    try:
+        n = len(prefix.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "must be valid UTF-8"
+    if n > MAX_PREFIX_BYTES:
+        return f"is {n} bytes long, at most {MAX_PREFIX_BYTES} allowed"
+    return None

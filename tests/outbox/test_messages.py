@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from edge_agent.core.messages import encode, new_message_id, result_message, status_message, topics
+from edge_agent.core.messages import encode, new_message_id, offline_status, result_message, topics
 from edge_agent.errors import QueueError
 
 INFER = {
@@ -74,9 +74,7 @@ def test_encode_is_compact_and_refuses_nan() -> None:
 def test_ids_topics_status() -> None:
     ids = {new_message_id() for _ in range(1000)}
     assert len(ids) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
-    assert topics("edge", "pi-7") == ("edge/pi-7/detections", "edge/pi-7/status")
-    assert topics("/site/a/", "x") == ("site/a/x/detections", "site/a/x/status")
-    st = status_message(
-        "online", device_id="x", version="0.1.0", ts=2.0, extra={"models": ["m"], "state": "no"}
-    )
-    assert st["state"] == "online" and st["models"] == ["m"]
+    assert topics("edge", "pi-7") == ("edge/pi-7/detections", "edge/pi-7/status", "edge/pi-7/sensors")
+    assert topics("/site/a/", "x").status == "site/a/x/status"
+    st = offline_status({"state": "running", "models": ["m"], "queue": {"pending": 3}})
+    assert st == {"state": "offline", "models": ["m"], "queue": {"pending": 3}}

@@ -1,0 +1,64 @@
+"""``edge-agent status`` as a person reads it: ages and local times, no epochs or dict reprs, and
+nothing shown as streaming once the agent stopped or stopped reporting."""
+
+from __future__ import annotations
+
+import time
+
+from edge_agent.app.status_cmd import age, render, when
+from edge_agent.core.status import build_status
+
+NOW = 1_800_000_000.0
+
+
+def snap(state: str = "running") -> dict[str, object]:
+    return build_status(
+        device_id="cam-1",
+        version="1.2.3",
+        state=state,
+        ts=NOW - 2,
+        started_at=NOW - 3600,
+        uptime_s=3600,
+        ready_s=1.5,
+        pid=42,
+        counters={"frames": 10, "results": 4, "errors": 0},
+        fps=5.0,
+        latency_ms={"infer": 40.0, "total": 52.25},
+        queue={"pending": 3, "bytes": 900, "oldest": "2027-01-15T08:00:00Z", "dropped": 2, "disk_full": True},
+        broker={"state": "connected", "last_sync": NOW - 12, "last_error": None, "thread_restarts": 1},
+        camera={"state": "streaming", "source": "/dev/video0", "dropped": 0},
+        sensor=None,
+        provider="CPUExecutionProvider",
+        models={"detector": {"id": "m"}},
+        clock_synced=True,
+    )
+
+
+def test_ages() -> None:
+    assert [age(s) for s in (0.4, 12, 300, 9000, 400000)] == [
+        "0 s ago",
+        "12 s ago",
+        "5 min ago",
+        "2.5 h ago",
+        "5 d ago",
+    ]
+    assert age(None) == "never"
+    local = time.strftime("%H:%M:%S", time.localtime(NOW - 12))
+    assert when(NOW - 12, NOW) == f"{local} (12 s ago)"
+    assert when(None, NOW) == "never"
+
+
+def test_running_view_has_ages_and_local_times_not_epochs_or_dicts() -> None:
+    text = render(snap(), age_s=2, max_age=30, now=NOW)
+    assert "streaming" in text and "reported 2 s ago" in text
+    assert "last ack " + time.strftime("%H:%M:%S", time.localtime(NOW - 12)) + " (12 s ago)" in text
+    assert "infer 40.0 ms, total 52.25 ms" in text and "DISK FULL" in text and "sync restarts 1" in text
+    assert str(int(NOW - 12)) not in text and "{" not in text and "None" not in text.split("provider")[0]
+
+
+def test_stopped_or_silent_agent_is_not_shown_streaming() -> None:
+    stopped = render(snap("stopped"), age_s=5, max_age=30, now=NOW)
+    assert "streaming" not in stopped and "stopped" in stopped
+    silent = render(snap("running"), age_s=600, max_age=30, now=NOW)
+    assert "streaming" not in silent and "NOT REPORTING" in silent and "10 min ago" in silent
+    assert "connected" not in silent  # the broker state is as stale as the rest
