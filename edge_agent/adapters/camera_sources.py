@@ -22,6 +22,7 @@ from typing import Callable, Optional, Protocol
 import cv2
 import numpy as np
 
+from edge_agent.adapters.images import check_pixels
 from edge_agent.core.camera_source import (
     IMAGE_SUFFIXES,
     SourceKind,
@@ -30,6 +31,7 @@ from edge_agent.core.camera_source import (
     redact_source,
 )
 from edge_agent.core.config import CameraConfig
+from edge_agent.core.image_header import DEFAULT_MAX_PIXELS
 from edge_agent.errors import CameraError, ImageError
 
 log = logging.getLogger(__name__)
@@ -120,9 +122,10 @@ class FolderSourceFactory:
     instead of replaying from the start.
     """
 
-    def __init__(self, folder: str, loop: bool = False) -> None:
+    def __init__(self, folder: str, loop: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         self.folder = Path(folder)
         self.loop = loop
+        self.max_pixels = max_pixels
         self.last_name: Optional[str] = None
 
     def __call__(self) -> FolderSource:
@@ -168,6 +171,11 @@ class FolderSource:
                 if not self._f.folder.is_dir():
                     raise CameraError(f"camera.source folder {self.name!r} disappeared") from None
                 raise ImageError(f"{path}: cannot read image: {exc.strerror or exc}") from None
+            try:  # refused from the header, before a 20000x20000 PNG becomes 1.2 GB of pixels
+                check_pixels(data.tobytes(), path, self._f.max_pixels)
+            except ImageError:
+                self._bad_in_a_row += 1
+                raise
             img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
             if img is None:
                 self._bad_in_a_row += 1
@@ -192,7 +200,7 @@ def build_source_factory(cfg: CameraConfig) -> tuple[FrameSourceFactory, SourceK
     if kind is SourceKind.IMAGE_FOLDER:
         if not os.path.isdir(str(src)):
             raise CameraError(f"camera.source = {src!r}: folder not found")
-        return FolderSourceFactory(str(src), cfg.loop), kind
+        return FolderSourceFactory(str(src), cfg.loop, cfg.max_pixels), kind
     if kind is SourceKind.VIDEO_FILE and not os.path.isfile(str(src)):
         raise CameraError(f"camera.source = {src!r}: no such video file (or folder)")
     return (lambda: CvCaptureSource(cfg, kind, cfg.stall_timeout_s)), kind

@@ -26,8 +26,14 @@ log = logging.getLogger(__name__)
 SensorState = Literal["starting", "reading", "reconnecting", "stopped"]
 
 
+# the longest line a sensor may send: excess bytes up to the next newline are discarded and the
+# line counted as garbage. readline() is always given this bound: unbounded, pyserial kept 8 MB of
+# newline-less noise in memory (16 MB RSS growth measured, issue 11)
+MAX_LINE_BYTES = 4096
+
+
 class SerialLike(Protocol):
-    def readline(self) -> bytes: ...
+    def readline(self, size: int = -1, /) -> bytes: ...
 
     def close(self) -> None: ...
 
@@ -215,15 +221,25 @@ class SerialSensor:
 
     def _read_lines(self, port: SerialLike) -> None:
         buf = b""
+        skipping = False  # inside an over-long line: drop bytes until its newline
         while not self._stop.is_set():
-            chunk = port.readline()
+            chunk = port.readline(MAX_LINE_BYTES + 1 - len(buf))
             if not chunk:
                 continue  # timeout: lets us notice stop()
-            buf += chunk
-            if not buf.endswith(b"\n"):
-                if len(buf) > 4096:  # no newline in 4 KiB: wrong baud rate or binary noise
-                    self.feed_line(buf[:200])
-                    buf = b""
+            if skipping:
+                skipping = not chunk.endswith(b"\n")
                 continue
-            line, buf = buf, b""
-            self.feed_line(line)
+            buf += chunk
+            if buf.endswith(b"\n"):
+                line, buf = buf, b""
+                self.feed_line(line)
+            elif len(buf) > MAX_LINE_BYTES:  # no newline in 4 KiB: wrong baud rate or binary noise
+                self.garbage += 1
+                self.last_error = f"line longer than {MAX_LINE_BYTES} bytes: discarded up to its newline"
+                log.log(
+                    logging.WARNING if self.garbage <= 5 else logging.DEBUG,
+                    "sensor %s: %s",
+                    self.cfg.port,
+                    self.last_error,
+                )
+                buf, skipping = b"", True

@@ -354,11 +354,13 @@ class Agent:
     def models(self) -> Optional[ModelSet]:
         return self._models
 
-    def current_status(self) -> dict[str, Any]:
-        """The latest snapshot (MqttSync's status_fn: connect message and last will)."""
-        if self.last_status is None and self._parts is not None:
+    def current_status(self, fresh: bool = False) -> dict[str, Any]:
+        """The latest snapshot (MqttSync's status_fn: connect message and last will); ``fresh``
+        builds one now with the same builder (a Prometheus scrape between two ticks)."""
+        if (fresh or self.last_status is None) and self._parts is not None:
             camera, outbox, sync, sensor = self._parts
-            self.last_status = snapshot(self, camera, outbox, sync, sensor)
+            state = self.last_status["state"] if self.last_status else "running"
+            return snapshot(self, camera, outbox, sync, sensor, state)
         return dict(self.last_status or {})
 
     def _status_tick(self, final: bool = False) -> None:

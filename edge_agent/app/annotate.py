@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,6 +51,28 @@ def draw_detections(image_bgr: npt.NDArray[np.uint8], dets: Sequence[Detection])
 
 
 def save_image(path: Path, image: npt.NDArray[np.uint8], quality: int = 90) -> None:
-    ok = cv2.imwrite(str(path), image, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    """Write a JPEG without following a symlink at ``path`` (O_NOFOLLOW): an output folder must
+    never become a way to overwrite a file elsewhere."""
+    ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
     if not ok:
-        raise ImageError(f"{path}: could not write image (is the folder writable?)")
+        raise ImageError(f"{path}: could not encode the annotated image")
+    try:
+        fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise ImageError(f"{path}: could not write image: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(buf.tobytes())
+
+
+def safe_output_name(out_dir: Path, stem: str, used: set[str], inputs: set[Path]) -> Path:
+    """``out_dir/<stem>.jpg`` (then ``<stem>_1.jpg`` ...) that is not an input image, not a symlink
+    and not already written in this run: ``infer DIR --save DIR`` must leave the inputs alone."""
+    i = 0
+    while True:
+        name = f"{stem}.jpg" if i == 0 else f"{stem}_{i}.jpg"
+        i += 1
+        cand = out_dir / name
+        if name in used or cand.is_symlink() or cand.resolve() in inputs:
+            continue
+        used.add(name)
+        return cand

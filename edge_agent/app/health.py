@@ -64,7 +64,7 @@ def start_metrics(agent: Agent) -> Optional[MetricsServer]:
     from edge_agent.adapters.metrics_http import MetricsServer
 
     def collect() -> tuple[dict[str, float], dict[str, str]]:
-        return prometheus_values(agent.last_status or {}), {"device": agent.cfg.device.id}
+        return prometheus_values(agent.current_status(fresh=True)), {"device": agent.cfg.device.id}
 
     try:
         server = MetricsServer(port, collect)

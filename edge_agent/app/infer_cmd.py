@@ -37,7 +37,14 @@ def register(sub: Any) -> None:
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default 0.45)")
     p.add_argument("--max-det", type=int, default=300)
     p.add_argument("--classes", help="comma-separated detector classes to keep (default all)")
-    p.add_argument("--save", metavar="DIR", help="write annotated images to DIR")
+    p.add_argument("--save", metavar="DIR", help="write annotated images to DIR (never over an input)")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=None,
+        metavar="N",
+        help="refuse images larger than N pixels, from the header, before decoding (default 40 MP)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per image on stdout")
     add_model_args(p)
     p.set_defaults(func=run)
@@ -52,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.runtime import OnnxModel
     from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file, demo_samples
     from edge_agent.app.pipeline import Classifier, Detector, DetectorParams, run_cascade
+    from edge_agent.core.image_header import DEFAULT_MAX_PIXELS
     from edge_agent.core.schema import ImageResult
 
     model_path = Path(args.model) if args.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
@@ -74,9 +82,12 @@ def run(args: argparse.Namespace) -> int:
         save_dir.mkdir(parents=True, exist_ok=True)
     failures = processed = 0
     used_names: set[str] = set()
-    for path in expand_inputs(inputs):
+    paths = list(expand_inputs(inputs))
+    input_set = {p.resolve() for p in paths}
+    limit = args.max_pixels or DEFAULT_MAX_PIXELS
+    for path in paths:
         try:
-            img = read_image(path)
+            img = read_image(path, limit)
             dets, timings = run_cascade(img, detector, classifier, cls_ids, args.crop_padding)
         except ImageError as exc:
             sys.stderr.write(f"edge-agent infer: error: {exc}\n")
@@ -89,24 +100,18 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_table(result, sys.stdout)
         if save_dir:
-            from edge_agent.app.annotate import draw_detections, save_image
+            from edge_agent.app.annotate import draw_detections, safe_output_name, save_image
 
-            name = _unique_name(path, used_names)
-            save_image(save_dir / name, draw_detections(img, dets))
+            target = safe_output_name(save_dir.resolve(), path.stem, used_names, input_set)
+            try:
+                save_image(target, draw_detections(img, dets))
+            except ImageError as exc:
+                sys.stderr.write(f"edge-agent infer: error: {exc}\n")
+                failures += 1
     sys.stdout.flush()
     if processed == 0 and failures == 0:
         raise EdgeAgentError(f"no images found in {', '.join(inputs)}")
     return 1 if failures else 0
-
-
-def _unique_name(path: Path, used: set[str]) -> str:
-    name = f"{path.stem}.jpg"
-    i = 1
-    while name in used:
-        name = f"{path.stem}_{i}.jpg"
-        i += 1
-    used.add(name)
-    return name
 
 
 def print_table(result: Any, out: TextIO) -> None:

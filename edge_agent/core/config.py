@@ -45,6 +45,9 @@ class CameraConfig(_Section):
     # capture cadence: 0 = as fast as inference goes; otherwise seconds between frames
     interval_s: float = Field(default=0.0, ge=0)
     stall_timeout_s: float = Field(default=10.0, gt=0)
+    # folder camera: images larger than this (read from the header) are skipped and counted, never
+    # decoded; a 20000x20000 PNG of 1.1 MB would otherwise take 2.45 GB
+    max_pixels: int = Field(default=40_000_000, gt=0)
     reconnect_max_s: float = Field(default=30.0, gt=0)
 
 

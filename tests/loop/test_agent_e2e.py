@@ -232,7 +232,7 @@ def test_notify_socket_gets_ready_status_and_watchdog(world: dict[str, Path], tm
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         sock.close()
-    frames = [line for line in metrics.splitlines() if line.startswith("edge_agent_frames_total{")]
+    frames = [line for line in metrics.splitlines() if line.startswith("edge_agent_frames{")]
     assert len(frames) == 1 and float(frames[0].split()[-1]) > 0
     assert 'edge_agent_queue_pending{device="cam-1"}' in metrics
     assert "READY=1" in got and got.count("WATCHDOG=1") >= 3
