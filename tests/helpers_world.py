@@ -1,0 +1,85 @@
+"""A small agent world for end-to-end tests: test-built models, a folder camera, a config file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import cv2
+from helpers_models import bright_scene, make_bright_detector, make_color_classifier
+
+
+def make_world(root: Path, scenes: int = 4) -> dict[str, Path]:
+    """Models, a folder of ``scenes`` images (0, 1, 2 ... red squares), and a state dir."""
+    imgs = root / "camera"
+    imgs.mkdir(parents=True, exist_ok=True)
+    for n in range(scenes):
+        squares = [(32 + 64 * i, 64, 32) for i in range(n % 4)]
+        cv2.imwrite(str(imgs / f"{n:03d}.png"), bright_scene(128, 256, squares, color=(0, 0, 255)))
+    return {
+        "root": root,
+        "camera": imgs,
+        "det": make_bright_detector(root / "det.onnx"),
+        "cls": make_color_classifier(root / "cls.onnx"),
+        "state": root / "state",
+    }
+
+
+def agent_config(
+    w: dict[str, Path],
+    *,
+    port: Optional[int] = None,
+    loop: bool = True,
+    mode: str = "every_frame",
+    queue_path: Optional[Path] = None,
+    extra: str = "",
+    interval: float = 0.0,
+) -> Path:
+    cfg = w["root"] / "config.toml"
+    mqtt = (
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {port}\nreconnect_min_s = 0.2\nreconnect_max_s = 1.0\nstatus_interval_s = 1.0\n'
+        if port
+        else "[mqtt]\nenabled = false\n"
+    )
+    cfg.write_text(
+        f"""[device]
+id = "cam-1"
+state_dir = "{w["state"]}"
+[camera]
+source = "{w["camera"]}"
+loop = {str(loop).lower()}
+interval_s = {interval}
+[detector]
+model = "{w["det"]}"
+conf_threshold = 0.6
+{mqtt}
+[queue]
+path = "{queue_path or (w["state"] / "outbox.db")}"
+flush_interval_s = 0.2
+[output]
+mode = "{mode}"
+[health]
+status_file = "{w["state"]}/status.json"
+{extra}
+"""
+    )
+    return cfg
+
+
+def start_agent(cfg: Path, *args: str, env: Optional[dict[str, str]] = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "edge_agent", "run", "--config", str(cfg), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=timeout
+    )
