@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from edge_agent.adapters.outbox_db import (
+    STATS_COUNTERS,
     connect,
     is_corrupt,
     is_disk_full,
@@ -39,7 +40,7 @@ from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
 
-COUNTERS = ("dropped", "expired", "rejected", "salvaged", "lost", "corrupt_files", "crashes", "seq_skipped")
+COUNTERS = STATS_COUNTERS
 MAINTENANCE_S = 30.0
 VACUUM_FREE_PAGES = 256
 NO_CAP = 1073741823  # SQLite's default max_page_count
@@ -137,7 +138,8 @@ class Outbox:
         if self._max_pages is not None:
             self._set_cap(self._max_pages)
         if not self._reserve.ensure():
-            self._enter_full("less than twice the reserve is free at open")
+            # opened: the quarter kept for opening is not needed any more until close tops it up
+            self._enter_full("less than twice the reserve is free at open", keep=0)
         self.expire()
         self._flusher = threading.Thread(target=self._run_flusher, name="outbox-flusher", daemon=True)
         self._flusher.start()
@@ -311,19 +313,26 @@ class Outbox:
         for conn in (self._w, self._r):
             conn.execute(f"PRAGMA max_page_count={int(cap)}").fetchall()
 
-    def _enter_full(self, why: str) -> None:
-        """Release the reserve and stop the file from growing (see outbox_space)."""
+    def _enter_full(self, why: str, keep: int = -1) -> None:
+        """Release the reserve (but ``keep`` bytes, default a quarter: room for the next start to
+        open the file) and stop the file from growing (see outbox_space)."""
+        keep = self._reserve.size // 4 if keep < 0 else keep
+        released = self._reserve.release(keep=keep)
         if self._capped:
+            if released:
+                log.warning("outbox %s: still full (%s): released the rest of the reserve", self.path, why)
             return
         self._capped = True
-        released = self._reserve.release(keep=self._reserve.size // 4)
+        # first move the WAL into the main file (it may need to grow for that: the released bytes),
+        # so the cap below is the file's real size and later checkpoints never need to extend it
+        self._checkpoint()
         pages = int(self._w.execute("PRAGMA page_count").fetchone()[0])
         self._set_cap(pages)
         log.warning(
             "outbox %s: filesystem full (%s): %s; the file stays at %d pages; policy %s applies",
             self.path,
             why,
-            f"released the {self._reserve.size}-byte reserve" if released else "no reserve to release",
+            "released the disk reserve" if released else "no reserve left to release",
             pages,
             self.limits.policy,
         )
@@ -342,8 +351,30 @@ class Outbox:
 
     def _on_disk_full(self, batch: Batch) -> int:
         """SQLITE_FULL: free WAL space, then ``reject_new`` holds the batch and refuses new puts,
-        ``drop_oldest`` deletes the oldest rows (doubling) until the batch fits -- counted either way."""
+        ``drop_oldest`` deletes the oldest rows (doubling) until the batch fits -- counted either way.
+
+        The batch is committed in slices of at most an eighth of the reserve, so that the WAL of
+        one commit always fits in the headroom (100 results with snapshots are ~1 MB)."""
         self._enter_full("SQLITE_FULL on commit")
+        limit = max(64 * 1024, self._reserve.size // 8)
+        slices: list[Batch] = [[]]
+        size = 0
+        for item in batch:
+            if slices[-1] and size + len(item[2]) > limit:
+                slices.append([])
+                size = 0
+            slices[-1].append(item)
+            size += len(item[2])
+        written = 0
+        for k, part in enumerate(slices):
+            try:
+                written += self._commit_slice(part)
+            except (QueueError, QueueFullError):
+                self._requeue([b for rest in slices[k + 1 :] for b in rest])
+                raise
+        return written
+
+    def _commit_slice(self, batch: Batch) -> int:
         for attempt in range(16):
             self._checkpoint()
             try:
@@ -562,7 +593,14 @@ class Outbox:
                     self._checkpoint(self._r)
                     if attempt == 1:
                         with self._wlock:
-                            self._enter_full("SQLITE_FULL on ack")
+                            self._enter_full("SQLITE_FULL on ack", keep=0)
+                    elif attempt == 2:
+                        self._warn(
+                            "ack",
+                            f"outbox {self.path}: disk full: {len(self._acked_undeleted)} acknowledged messages "
+                            "not deleted yet (retried; a restart before that redelivers them)",
+                            logging.ERROR,
+                        )
         with self._lock:
             self._count -= len(deleted)
             self._bytes -= sum(s for _, s in deleted)

@@ -31,6 +31,16 @@ CREATE TABLE IF NOT EXISTS messages(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
+STATS_COUNTERS = (
+    "dropped",
+    "expired",
+    "rejected",
+    "salvaged",
+    "lost",
+    "corrupt_files",
+    "crashes",
+    "seq_skipped",
+)
 # a gap between the last rows readable from either end is probed id by id up to this many ids
 MAX_PROBE = 5_000_000
 _COLUMNS = "msg_id, topic, payload, size, created, attempts"
@@ -58,6 +68,10 @@ def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
         # a small WAL: on a full disk the reserve must cover the WAL plus what a checkpoint adds to
         # the main file; 64 pages (256 KiB) keeps both well under the 1 MiB default reserve
         conn.execute("PRAGMA wal_autocheckpoint=64").fetchall()
+        # Debian builds SQLite with SECURE_DELETE on: every freed page is zeroed, so deleting 100
+        # results with snapshots wrote ~1 MB to the WAL and acks failed on a full disk. FAST zeroes
+        # only within pages already being written.
+        conn.execute("PRAGMA secure_delete=FAST").fetchall()
         conn.execute("PRAGMA journal_size_limit=1048576").fetchall()
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"messages", "meta"} <= tables:
@@ -284,7 +298,10 @@ def read_stats(path: Path) -> dict[str, Any]:
         stats["oldest"] = iso_time(row[0] if row else None)
         stats["path"] = str(path)
         counters = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        for key in ("dropped", "expired", "rejected", "salvaged", "lost", "corrupt_files"):
+        stats["seq"] = int(counters.get("seq_committed", 0))  # the last committed one
+        stats["boot"] = max(1, int(counters.get("boot", 0)))
+        stats["disk_full"] = False  # only the writer knows; see the running agent's status
+        for key in STATS_COUNTERS:
             stats[key] = int(counters.get(key, 0))
         return stats
     finally:

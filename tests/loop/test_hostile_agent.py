@@ -1,0 +1,147 @@
+"""The agent as a subprocess in a hostile world: kill -9, a full disk, READY ordering, output mode."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers_mqtt import Broker, Collector, require_mosquitto
+from helpers_tmpfs import fill, free, tmpfs
+from helpers_world import agent_config, cli, make_world, start_agent
+
+pytestmark = pytest.mark.slow
+
+
+def status(w: dict[str, Path]) -> dict[str, Any]:
+    try:
+        return json.loads((w["state"] / "status.json").read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_until(pred: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def exported(cfg: Path) -> list[dict[str, Any]]:
+    r = cli("queue", "export", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line)["payload"] for line in r.stdout.splitlines()]
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    require_mosquitto()
+    b = Broker(tmp_path / "broker")
+    b.start()
+    yield b
+    b.stop()
+
+
+def test_kill_9_loss_shows_as_a_sequence_gap_and_is_counted(tmp_path: Path) -> None:
+    w = make_world(tmp_path)
+    cfg = agent_config(w)  # no broker: everything stays in the queue where we can read it
+    proc = start_agent(cfg)
+    wait_until(lambda: status(w).get("results", 0) >= 200, what="200 results")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    first = exported(cfg)
+    seqs = [m["seq"] for m in first]
+    assert seqs == list(range(1, len(seqs) + 1))  # contiguous up to the crash: nothing silently missing
+    assert {m["boot"] for m in first} == {1}
+    r = cli("run", "--config", str(cfg), "--max-frames", "5")
+    assert r.returncode == 0, r.stderr
+    assert "ended without a clean close" in r.stderr
+    second = [m for m in exported(cfg) if m["boot"] == 2]
+    assert [m["seq"] for m in second] == list(range(second[0]["seq"], second[0]["seq"] + 5))
+    gap = second[0]["seq"] - seqs[-1] - 1
+    assert 1 <= gap <= 100  # at most flush_batch numbers: what the dead run may have handed out
+    stats = json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)
+    assert (stats["crashes"], stats["seq_skipped"]) == (1, gap)
+
+
+def test_ready_is_sent_only_after_the_models_are_warm(tmp_path: Path) -> None:
+    w = make_world(tmp_path)
+    cfg = agent_config(w, loop=False)
+    sock_path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(0.5)
+    proc = start_agent(cfg, env={"NOTIFY_SOCKET": str(sock_path)})
+    got: list[str] = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "READY=1" not in got:
+            try:
+                got.extend(sock.recv(4096).decode().split("\n"))
+            except socket.timeout:
+                continue
+    finally:
+        assert proc.wait(30) == 0
+        sock.close()
+    warm = next(i for i, g in enumerate(got) if g.startswith("STATUS=models warm"))
+    assert warm < got.index("READY=1")
+    assert got.index("STATUS=loading and warming up the models") < warm
+
+
+@pytest.mark.parametrize(("mode", "expect_all"), [("event", False), ("every_frame", True)])
+def test_output_mode_is_obeyed(tmp_path: Path, mode: str, expect_all: bool) -> None:
+    w = make_world(tmp_path, scenes=1)  # one scene replayed: nothing ever changes
+    cfg = agent_config(w, mode=mode)
+    r = cli("run", "--config", str(cfg), "--max-frames", "12")
+    assert r.returncode == 0, r.stderr
+    final = status(w)
+    assert final["frames"] == 12
+    assert final["results"] == (12 if expect_all else 1)  # event: the first sight, then only changes
+    assert len(exported(cfg)) == final["results"]
+
+
+def test_full_disk_acceptance_run_exits_0_and_drain_delivers_everything(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """Queue on a 16 MB tmpfs filled to the brim: run --max-frames 5 exits 0, queue drain delivers all."""
+    with tmpfs(tmp_path / "fs") as disk:
+        w = make_world(tmp_path)
+        cfg = agent_config(w, queue_path=disk / "outbox.db")
+        cfg.write_text(
+            cfg.read_text().replace("[output]", "[output]\nsnapshot = true\nsnapshot_max_bytes = 8192")
+        )
+        # results with snapshots fill 16 MB quickly; the broker is down (port 1) so nothing leaves
+        cfg.write_text(
+            cfg.read_text().replace("[mqtt]\nenabled = false", "[mqtt]\nport = 1\nreconnect_max_s = 1.0")
+        )
+        r = cli("run", "--config", str(cfg), "--max-frames", "4000", timeout=600)
+        assert r.returncode == 0, r.stderr
+        fill(disk)
+        assert free(disk) < 4096  # not one more page
+        before = json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)
+        assert before["pending"] > 500 and before["dropped"] > 0  # it really ran into the full disk
+        r = cli("run", "--config", str(cfg), "--max-frames", "5")
+        assert r.returncode == 0, r.stderr
+        pending = json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)
+        assert pending["pending"] + pending["dropped"] == before["pending"] + before["dropped"] + 5
+        cfg.write_text(cfg.read_text().replace("port = 1\n", f"port = {broker.port}\n"))
+        col = Collector(broker.port, "edge/cam-1/detections", client_id="drain-collector")
+        try:
+            r = cli("queue", "drain", "--config", str(cfg), "--timeout", "120", timeout=300)
+            assert r.returncode == 0, r.stderr
+            drain_log = r.stderr
+            assert col.wait_for(lambda c: len(c.messages) >= pending["pending"], 30)
+            got = {json.loads(p)["seq"] for _, p, _ in col.messages}
+        finally:
+            col.close()
+        assert len(got) == pending["pending"]
+        assert json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)["pending"] == 0, (
+            drain_log
+        )
