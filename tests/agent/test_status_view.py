@@ -57,6 +57,9 @@ def test_running_view_has_ages_and_local_times_not_epochs_or_dicts() -> None:
 
 
 def test_stopped_or_silent_agent_is_not_shown_streaming() -> None:
+    # the snapshot itself (status file, MQTT) says so, not only the view
+    assert snap("stopped")["camera"] == {"state": "stopped", "source": "/dev/video0", "dropped": 0}
+    assert snap("running")["camera"]["state"] == "streaming"  # type: ignore[index]
     stopped = render(snap("stopped"), age_s=5, max_age=30, now=NOW)
     assert "streaming" not in stopped and "stopped" in stopped
     silent = render(snap("running"), age_s=600, max_age=30, now=NOW)
