@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from edge_agent.adapters.outbox_db import (
+    ROWS_DELTA,
     STATS_COUNTERS,
     connect,
     is_corrupt,
@@ -256,6 +257,7 @@ class Outbox:
                 counters["dropped"] += dropped
             meta = self._meta_rows(counters, seq, committed)
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+            conn.execute(ROWS_DELTA, (len(batch) - dropped,))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -421,6 +423,7 @@ class Outbox:
                 counters["dropped"] += len(rows)
             meta = self._meta_rows(counters, self._seq, self._seq_committed)
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+            conn.execute(ROWS_DELTA, (-len(rows),))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -460,6 +463,7 @@ class Outbox:
             rows = [r for r in rows if r[0] not in self._inflight]
             self._w.execute("BEGIN IMMEDIATE")
             self._delete_ids([r[0] for r in rows])
+            self._w.execute(ROWS_DELTA, (-len(rows),))
             self._w.execute("COMMIT")
         if rows:
             with self._lock:
@@ -579,10 +583,18 @@ class Outbox:
                 try:
                     for i in range(0, len(todo), 500):
                         chunk = todo[i : i + 500]
-                        rows = self._r.execute(
-                            f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) RETURNING id, size",
-                            chunk,
-                        ).fetchall()
+                        self._r.execute("BEGIN IMMEDIATE")
+                        try:
+                            rows = self._r.execute(
+                                f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) RETURNING id, size",
+                                chunk,
+                            ).fetchall()
+                            self._r.execute(ROWS_DELTA, (-len(rows),))
+                            self._r.execute("COMMIT")
+                        except BaseException:
+                            if self._r.in_transaction:
+                                self._r.execute("ROLLBACK")
+                            raise
                         deleted += [(int(a), int(b)) for a, b in rows]
                         with self._lock:
                             self._acked_undeleted.difference_update(chunk)
@@ -620,7 +632,10 @@ class Outbox:
     def purge(self) -> int:
         """Delete every stored message (counted as dropped) and return the space to the filesystem."""
         with self._wlock:
+            self._w.execute("BEGIN IMMEDIATE")
             n = self._w.execute("DELETE FROM messages").rowcount
+            self._w.execute("UPDATE meta SET value = 0 WHERE key = 'rows'")
+            self._w.execute("COMMIT")
         with self._lock:
             self._count = self._bytes = 0
             self._inflight.clear()

@@ -2,23 +2,24 @@
 
 Greengrass' spooler recreates a corrupt database and loses the backlog. Here a file that fails
 ``PRAGMA quick_check`` (or is not a database at all) is moved aside under a timestamped name and
-every row that can still be read is copied, one by one, into a fresh file. What could not be read
-is counted and logged, never silently dropped.
+every row that can still be read -- page by page (outbox_pages), so a truncated or partly
+overwritten file still yields each intact row -- is copied into a fresh file. What could not be read
+is counted (``salvaged + lost`` = the row count the file kept in meta) and logged.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Optional
 
+from edge_agent.adapters.outbox_pages import scan_file
 from edge_agent.errors import QueueError
 
 log = logging.getLogger("edge_agent.outbox")
@@ -29,7 +30,12 @@ CREATE TABLE IF NOT EXISTS messages(
     payload BLOB NOT NULL, size INTEGER NOT NULL, created REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0, state INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('rows', 0);
 """
+# meta 'rows' is the number of rows in messages, kept in the same transaction as every insert and
+# delete, so a salvage knows what was there: salvaged + lost = rows (a file from before it existed
+# has no 'rows': the loss is then reported as unknown)
+ROWS_DELTA = "UPDATE meta SET value = value + ? WHERE key = 'rows'"
 
 STATS_COUNTERS = (
     "dropped",
@@ -41,8 +47,6 @@ STATS_COUNTERS = (
     "crashes",
     "seq_skipped",
 )
-# a gap between the last rows readable from either end is probed id by id up to this many ids
-MAX_PROBE = 5_000_000
 _COLUMNS = "msg_id, topic, payload, size, created, attempts"
 
 
@@ -120,7 +124,8 @@ class Recovery:
     reason: str
     salvaged: int
     lost: int
-    # True when the table could not be walked at all, so the loss is unknown (at least ``lost``)
+    # True when the file did not say how many rows it held: ``lost`` is then the number of damaged
+    # pages (each held at least one row), a lower bound
     lost_unknown: bool
 
 
@@ -157,71 +162,30 @@ def _move_aside(path: Path) -> Path:
     return aside
 
 
-def _scan_ids(src: sqlite3.Connection, order: str) -> tuple[list[int], bool]:
-    """Row ids readable walking the table from one end; ``complete`` is False if the walk broke."""
-    ids: list[int] = []
-    try:
-        for (rid,) in src.execute(f"SELECT id FROM messages ORDER BY id {order}"):
-            ids.append(int(rid))
-    except sqlite3.DatabaseError:
-        return ids, False
-    return ids, True
-
-
-def _candidate_ids(src: sqlite3.Connection) -> tuple[list[int], bool]:
-    asc, complete = _scan_ids(src, "ASC")
-    if complete:
-        return asc, False
-    desc, _ = _scan_ids(src, "DESC")
-    known = set(asc) | set(desc)
-    if not known:
-        return [], True
-    lo = max(asc) if asc else 0
-    hi = min(desc) if desc else max(known) + 1
-    if hi - lo - 1 > MAX_PROBE:
-        log.error("outbox salvage: gap of %d ids between readable rows; probing %d", hi - lo - 1, MAX_PROBE)
-        hi = lo + MAX_PROBE + 1
-    return sorted(known | set(range(lo + 1, hi))), False
-
-
 def _salvage(aside: Path, dest: sqlite3.Connection) -> tuple[int, int, bool]:
+    """Copy every row a page-level scan finds (outbox_pages) into ``dest``; (salvaged, lost, unknown)."""
     try:
-        src = sqlite3.connect(f"file:{aside}?mode=ro", uri=True, isolation_level=None)
-    except sqlite3.DatabaseError:
+        found = scan_file(aside)
+    except OSError as exc:
+        log.error("outbox salvage: cannot read %s: %s", aside, exc)
         return 0, 0, True
-    salvaged = lost = 0
-    try:
-        try:
-            ids, unknown = _candidate_ids(src)
-        except sqlite3.DatabaseError:  # not a database, or no readable schema
-            return 0, 0, True
-        dest.execute("BEGIN IMMEDIATE")
-        for rid in ids:
-            try:
-                row = src.execute(f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (rid,)).fetchone()
-            except sqlite3.DatabaseError:
-                lost += 1
-                continue
-            if row is None:
-                continue
-            msg_id, topic, payload, _size, created, attempts = row
-            if not (isinstance(msg_id, str) and isinstance(topic, str) and isinstance(payload, bytes)):
-                lost += 1
-                continue
-            dest.execute(
-                f"INSERT INTO messages(id, {_COLUMNS}, state) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-                (rid, msg_id, topic, payload, len(payload), float(created or 0.0), int(attempts or 0)),
-            )
-            salvaged += 1
-        try:
-            for key, value in src.execute("SELECT key, value FROM meta"):
-                dest.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, int(value)))
-        except sqlite3.DatabaseError:
-            log.warning("outbox salvage: counters in %s unreadable; they restart from zero", aside)
-        dest.execute("COMMIT")
-        return salvaged, lost, unknown
-    finally:
-        src.close()
+    dest.execute("BEGIN IMMEDIATE")
+    for rid in sorted(found.messages):
+        msg_id, topic, payload, created, attempts = found.messages[rid]
+        dest.execute(
+            f"INSERT INTO messages(id, {_COLUMNS}, state) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+            (rid, msg_id, topic, payload, len(payload), created, attempts),
+        )
+    for key, value in found.meta.items():
+        if key != "rows":
+            dest.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, int(value)))
+    salvaged = len(found.messages)
+    dest.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('rows', ?)", (salvaged,))
+    dest.execute("COMMIT")
+    there = found.meta.get("rows")
+    if there is None:
+        return salvaged, found.damaged_pages, True
+    return salvaged, max(0, there - salvaged), False
 
 
 def recover_if_corrupt(path: Path, open_fresh: Callable[[Path], sqlite3.Connection]) -> Optional[Recovery]:
@@ -242,7 +206,7 @@ def recover_if_corrupt(path: Path, open_fresh: Callable[[Path], sqlite3.Connecti
         aside,
         salvaged,
         lost,
-        " (table unreadable: loss unknown)" if unknown else "",
+        " damaged pages (how many rows they held is unknown)" if unknown else "",
     )
     return Recovery(aside, problem, salvaged, lost, unknown)
 
@@ -252,79 +216,3 @@ def iso_time(ts: Optional[float]) -> Optional[str]:
     if ts is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def open_readonly(path: Path) -> sqlite3.Connection:
-    """Read-only view for ``queue stats/peek/export`` while the service may be writing.
-
-    A WAL reader needs the ``-shm`` index, which it cannot create on a read-only mount or a full
-    disk; when there is no WAL content to miss, the file is then opened ``immutable`` instead.
-    """
-    if not path.exists():
-        raise QueueError(f"{path}: no queue file there (check [queue] path)")
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=10.0)
-        conn.execute("SELECT 1 FROM messages LIMIT 1").fetchall()
-        return conn
-    except sqlite3.DatabaseError as exc:
-        if is_corrupt(exc):
-            raise QueueError(f"{path}: not a readable outbox database: {exc}") from None
-        first = exc
-    wal = path.with_name(path.name + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        raise QueueError(
-            f"{path}: cannot open read-only ({first}) and its WAL holds data an immutable read would miss"
-        )
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, isolation_level=None)
-        conn.execute("SELECT 1 FROM messages LIMIT 1").fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise QueueError(f"{path}: not a readable outbox database: {exc}") from None
-    return conn
-
-
-def read_stats(path: Path) -> dict[str, Any]:
-    """The figures ``Outbox.stats()`` gives, read from the file without taking the writer lock."""
-    conn = open_readonly(path)
-    try:
-        stats: dict[str, Any] = {"pending": 0, "inflight": 0, "unflushed": 0, "bytes": 0}
-        sql = "SELECT state, count(*), total(size) FROM messages GROUP BY state"
-        for state, n, size in conn.execute(sql):
-            stats["pending"] += int(n)
-            stats["bytes"] += int(size)
-            if state == 1:
-                stats["inflight"] = int(n)
-        row = conn.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
-        stats["oldest"] = iso_time(row[0] if row else None)
-        stats["path"] = str(path)
-        counters = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        stats["seq"] = int(counters.get("seq_committed", 0))  # the last committed one
-        stats["boot"] = max(1, int(counters.get("boot", 0)))
-        stats["disk_full"] = False  # only the writer knows; see the running agent's status
-        for key in STATS_COUNTERS:
-            stats[key] = int(counters.get(key, 0))
-        return stats
-    finally:
-        conn.close()
-
-
-def iter_messages(path: Path, limit: Optional[int] = None) -> Iterator[dict[str, Any]]:
-    """Stored messages oldest first, as ``{"id", "topic", "created", "attempts", "payload"}``."""
-    conn = open_readonly(path)
-    try:
-        sql = "SELECT id, topic, payload, created, attempts FROM messages ORDER BY id"
-        cursor = conn.execute(sql + " LIMIT ?", (limit,)) if limit is not None else conn.execute(sql)
-        for rowid, topic, payload, created, attempts in cursor:
-            try:
-                body: Any = json.loads(payload)
-            except ValueError:
-                body = payload.decode("utf-8", "replace")
-            yield {
-                "seq": rowid,
-                "topic": topic,
-                "created": iso_time(created),
-                "attempts": attempts,
-                "payload": body,
-            }
-    finally:
-        conn.close()

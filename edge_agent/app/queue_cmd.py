@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _stats(path: Path, as_json: bool) -> int:
-    from edge_agent.adapters.outbox_db import read_stats
+    from edge_agent.adapters.outbox_read import read_stats
 
     stats = read_stats(path)
     if as_json:
@@ -76,7 +76,7 @@ def _stats(path: Path, as_json: bool) -> int:
 
 
 def _dump(path: Path, limit: Optional[int], output: Optional[str]) -> int:
-    from edge_agent.adapters.outbox_db import iter_messages
+    from edge_agent.adapters.outbox_read import iter_messages
 
     out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
     n = 0

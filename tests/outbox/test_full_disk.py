@@ -13,7 +13,7 @@ from helpers_outbox import TOPIC, big_limits
 from helpers_tmpfs import fill, free, tmpfs
 
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.adapters.outbox_db import iter_messages, read_stats
+from edge_agent.adapters.outbox_read import iter_messages, read_stats
 from edge_agent.errors import QueueFullError
 
 N = 24_000  # 1 KiB results: ~24 MB, half again what the 16 MB filesystem holds

@@ -261,7 +261,7 @@ def test_put_never_waits_for_a_stalled_broker(tmp_path: Path, broker: Broker) ->
     import signal
     import threading
 
-    from edge_agent.adapters.outbox_db import read_stats
+    from edge_agent.adapters.outbox_read import read_stats
 
     collector = Collector(broker.port)
     path = tmp_path / "q.db"

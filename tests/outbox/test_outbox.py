@@ -15,7 +15,7 @@ import pytest
 from helpers_outbox import TOPIC, big_limits
 
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.adapters.outbox_db import iter_messages, read_stats
+from edge_agent.adapters.outbox_read import iter_messages, read_stats
 from edge_agent.errors import QueueError, QueueFullError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from helpers_mqtt import Broker, Collector, free_port
 from helpers_outbox import TOPIC, big_limits
 
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.adapters.outbox_db import read_stats
+from edge_agent.adapters.outbox_read import read_stats
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from helpers_outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.adapters.outbox_db import read_stats
+from edge_agent.adapters.outbox_read import read_stats
 from edge_agent.core.config import MqttConfig
 
 DEVICE = "dev-1"
