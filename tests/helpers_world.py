@@ -37,6 +37,8 @@ def agent_config(
     queue_path: Optional[Path] = None,
     extra: str = "",
     interval: float = 0.0,
+    queue_extra: str = "",
+    output_extra: str = "",
 ) -> Path:
     cfg = w["root"] / "config.toml"
     mqtt = (
@@ -59,8 +61,10 @@ conf_threshold = 0.6
 [queue]
 path = "{queue_path or (w["state"] / "outbox.db")}"
 flush_interval_s = 0.2
+{queue_extra}
 [output]
 mode = "{mode}"
+{output_extra}
 [health]
 status_file = "{w["state"]}/status.json"
 {extra}

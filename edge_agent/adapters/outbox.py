@@ -44,6 +44,7 @@ log = logging.getLogger("edge_agent.outbox")
 COUNTERS = STATS_COUNTERS
 MAINTENANCE_S = 30.0
 VACUUM_FREE_PAGES = 256
+SLICE_BYTES = 256 * 1024
 NO_CAP = 1073741823  # SQLite's default max_page_count
 if TYPE_CHECKING:
     Batch = list[tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
@@ -214,13 +215,20 @@ class Outbox:
             with self._lock:
                 batch, self._batch, self._batch_bytes = self._batch, [], 0
                 self._committing = (len(batch), sum(len(b[2]) for b in batch))
-            try:
-                n = self._commit(batch)
-            except sqlite3.Error as exc:
-                if is_disk_full(exc):
-                    return self._on_disk_full(batch)
-                self._requeue(batch)
-                raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
+            # one transaction per <= 256 KiB: the WAL (autocheckpointed at 64 pages) then never holds
+            # more than ~512 KiB, which the 3/4 of the reserve released on SQLITE_FULL can always
+            # checkpoint -- 100 results with 64 KiB snapshots in one transaction could not
+            slices = _slices(batch, SLICE_BYTES)
+            n = 0
+            for k, part in enumerate(slices):
+                try:
+                    n += self._commit(part)
+                except sqlite3.Error as exc:
+                    rest = [b for later in slices[k:] for b in later]
+                    if is_disk_full(exc):
+                        return n + self._on_disk_full(rest)
+                    self._requeue(rest)
+                    raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
             return n
 
     def _requeue(self, batch: Batch) -> None:
@@ -358,19 +366,9 @@ class Outbox:
     def _on_disk_full(self, batch: Batch) -> int:
         """SQLITE_FULL: free WAL space, then ``reject_new`` holds the batch and refuses new puts,
         ``drop_oldest`` deletes the oldest rows (doubling) until the batch fits -- counted either way.
-
-        The batch is committed in slices of at most an eighth of the reserve, so that the WAL of
-        one commit always fits in the headroom (100 results with snapshots are ~1 MB)."""
+        Slices of at most an eighth of the reserve keep each commit's WAL inside the headroom."""
         self._enter_full("SQLITE_FULL on commit")
-        limit = max(64 * 1024, self._reserve.size // 8)
-        slices: list[Batch] = [[]]
-        size = 0
-        for item in batch:
-            if slices[-1] and size + len(item[2]) > limit:
-                slices.append([])
-                size = 0
-            slices[-1].append(item)
-            size += len(item[2])
+        slices = _slices(batch, max(64 * 1024, self._reserve.size // 8))
         written = 0
         for k, part in enumerate(slices):
             try:
@@ -692,6 +690,7 @@ class Outbox:
                 log.error(
                     "outbox %s: disk still full at close: %d held messages rejected", self.path, len(held)
                 )
+                self._reserve.release()  # the counters must land: spend what is kept (topped up below)
                 self._checkpoint()
                 try:
                     self.flush()  # the counters, at least
@@ -715,3 +714,16 @@ class Outbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _slices(batch: Batch, limit: int) -> list[Batch]:
+    """``batch`` cut into runs of at most ``limit`` payload bytes (at least one row each)."""
+    slices: list[Batch] = [[]]
+    size = 0
+    for item in batch:
+        if slices[-1] and size + len(item[2]) > limit:
+            slices.append([])
+            size = 0
+        slices[-1].append(item)
+        size += len(item[2])
+    return slices

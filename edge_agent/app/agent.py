@@ -12,6 +12,7 @@ restarts us; a helper thread pinging would hide exactly that failure.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import signal
 import threading
@@ -34,11 +35,11 @@ from edge_agent.app.modelset import ModelSet
 from edge_agent.app.pipeline import Prepared, run_cascade
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
-from edge_agent.core.config import Config
+from edge_agent.core.config import Config, require_detector
 from edge_agent.core.events import OutputPolicy
 from edge_agent.core.messages import result_message, sensor_message, topics
 from edge_agent.core.schema import ImageResult
-from edge_agent.errors import EdgeAgentError
+from edge_agent.errors import EdgeAgentError, QueueFullError
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class Agent:
         self.frames = 0
         self.emitted = 0
         self.errors = 0
+        self.rejected = 0
         self.reloads = 0
         self.reload_failures = 0
         self.ready_s: Optional[float] = None
@@ -133,7 +135,8 @@ class Agent:
             camera.stop()
             if sensor is not None:
                 sensor.stop()
-            outbox.flush()
+            with contextlib.suppress(QueueFullError):  # reject_new on a full disk: close() accounts for it
+                outbox.flush()
             if sync is not None:
                 if sync.state == "connected":
                     # a short, bounded push of what is left while the broker is there; the rest
@@ -312,7 +315,10 @@ class Agent:
         body = result_message(result, device_id=self.cfg.device.id, ts=time.time(), extra=extra)
         try:
             outbox.put(topic, body)
-        except EdgeAgentError as exc:  # QueueFullError under reject_new, or a disk error
+        except QueueFullError:  # reject_new: counted and logged once per streak by the outbox
+            self.rejected += 1
+            return
+        except EdgeAgentError as exc:  # a disk error
             self.errors += 1
             log.error("result of frame %d not queued: %s", frame.seq, exc)
             return
@@ -326,6 +332,7 @@ class Agent:
 
         try:
             new_cfg = load_config(self.config_path) if self.config_path else self.cfg
+            require_detector(new_cfg, str(self.config_path))
             new_models = ModelSet.from_config(new_cfg)
         except EdgeAgentError as exc:
             self.reload_failures += 1

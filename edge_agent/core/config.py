@@ -140,7 +140,16 @@ class QueueConfig(_Section):
     flush_interval_s: float = Field(default=0.2, ge=0, le=60)
     flush_batch: int = Field(default=100, gt=0)
     # headroom kept in <path>.reserve and released on SQLITE_FULL so deletes/acks still work
+    # (docs/queue.md); 0 disables it (a full disk may then trap the backlog), else >= 1 MiB: the
+    # WAL of one commit slice plus an autocheckpoint's worth must fit in 3/4 of it
     reserve_bytes: int = Field(default=1 << 20, ge=0)
+
+    @field_validator("reserve_bytes")
+    @classmethod
+    def _reserve_big_enough(cls, value: int) -> int:
+        if 0 < value < 1 << 20:
+            raise ValueError("must be 0 (no reserve) or at least 1048576 (1 MiB)")
+        return value
 
 
 class OutputConfig(_Section):

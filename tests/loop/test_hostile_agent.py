@@ -145,3 +145,29 @@ def test_full_disk_acceptance_run_exits_0_and_drain_delivers_everything(
         assert json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)["pending"] == 0, (
             drain_log
         )
+
+
+def test_reject_new_on_a_full_disk_logs_once_and_exits_0_on_sigterm(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "fs", size="8m") as disk:
+        w = make_world(tmp_path)
+        cfg = agent_config(
+            w,
+            queue_path=disk / "outbox.db",
+            queue_extra='policy = "reject_new"',
+            output_extra="snapshot = true\nsnapshot_max_bytes = 8192",
+        )
+        proc = start_agent(cfg)
+        try:
+            wait_until(
+                lambda: (status(w).get("queue") or {}).get("rejected", 0) > 50, timeout=120, what="rejections"
+            )
+            assert status(w)["queue"]["disk_full"] is True
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(30)
+        err = proc.stderr.read() if proc.stderr else ""
+        assert rc == 0, err
+        assert err.count("rejecting new messages") == 1, err  # once per streak, not once per frame
+        assert "not queued" not in err
+        final = json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)
+        assert final["rejected"] >= 50 and final["dropped"] == 0, err
