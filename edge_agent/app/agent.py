@@ -31,7 +31,7 @@ from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import build_status, start_metrics
 from edge_agent.app.modelset import ModelSet
-from edge_agent.app.pipeline import Prepared, run_cascade
+from edge_agent.inference.pipeline import Prepared, run_cascade
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config

@@ -12,7 +12,7 @@ from typing import Optional
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file
-from edge_agent.app.pipeline import Classifier, Detector, DetectorParams
+from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams
 from edge_agent.core.config import Config
 
 

@@ -127,7 +127,7 @@ def preprocess_detector(
 ) -> tuple[npt.NDArray[np.generic], Letterbox]:
     """The Ultralytics detector input: letterbox (pad 114), RGB, 0..1, NCHW, the model's dtype.
 
-    ``canvas``/``blob``: buffers reused across frames (see :class:`edge_agent.app.pipeline.Detector`).
+    ``canvas``/``blob``: buffers reused across frames (see :class:`edge_agent.inference.pipeline.Detector`).
     """
     padded, lb = letterbox(image_bgr, size_hw, out=canvas)
     return to_blob(padded, dtype=dtype, out=blob), lb

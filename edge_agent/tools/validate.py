@@ -245,7 +245,7 @@ def validate_classifier(
     ref: Any, cand: Any, files: list[Path], root: Path, th: Thresholds, progress: Any = None
 ) -> ValidationReport:
     from edge_agent.adapters.images import read_image
-    from edge_agent.app.pipeline import classifier_preprocess_for
+    from edge_agent.inference.pipeline import classifier_preprocess_for
     from edge_agent.core.classify import to_probabilities
     from edge_agent.core.preprocess import preprocess_classifier
 

@@ -134,7 +134,7 @@ def test_validate_with_yolo_labels_reports_map(
     # above 0.25 is then a true positive ranked above all others, so the reference scores mAP 1.0
     from edge_agent.adapters.images import read_image
     from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.app.pipeline import Detector, DetectorParams
+    from edge_agent.inference.pipeline import Detector, DetectorParams
 
     ref = toy_dir / "toy-fp32.onnx"
     det = Detector(OnnxModel(ref, provider="cpu"), DetectorParams(conf_threshold=0.25, iou_threshold=0.7))

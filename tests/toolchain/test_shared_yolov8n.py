@@ -29,7 +29,7 @@ def y8(shared_dir: Path, shared_calib: Path, tmp_path_factory: pytest.TempPathFa
 def test_int8_keeps_every_fp32_detection(shared_dir: Path, y8: dict[str, Path]) -> None:
     from edge_agent.adapters.images import read_image
     from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.app.pipeline import Detector
+    from edge_agent.inference.pipeline import Detector
 
     ref = Detector(OnnxModel(y8["fp32"], provider="cpu"))
     cand = Detector(OnnxModel(y8["int8"], provider="cpu"))
