@@ -31,7 +31,6 @@ from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import build_status, start_metrics
 from edge_agent.app.modelset import ModelSet
-from edge_agent.inference.pipeline import Prepared, run_cascade
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config
@@ -39,6 +38,7 @@ from edge_agent.core.events import OutputPolicy
 from edge_agent.core.messages import result_message, topics
 from edge_agent.core.schema import ImageResult
 from edge_agent.errors import EdgeAgentError
+from edge_agent.inference.pipeline import Prepared, run_cascade
 
 log = logging.getLogger(__name__)
 

@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.images import expand_inputs, read_image
     from edge_agent.adapters.runtime import OnnxModel
     from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file, demo_samples
-    from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams, run_cascade
     from edge_agent.core.schema import ImageResult
+    from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams, run_cascade
 
     model_path = Path(args.model) if args.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
     det_model = OnnxModel(model_path, provider=args.provider, threads=args.threads, labels=args.labels)

@@ -12,8 +12,8 @@ from typing import Optional
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file
-from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams
 from edge_agent.core.config import Config
+from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams
 
 
 @dataclass

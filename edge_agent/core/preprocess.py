@@ -140,6 +140,8 @@ class ClassifierPreprocess:
     size_hw: tuple[int, int] = (224, 224)
     resize: Literal["shorter_side", "stretch"] = "shorter_side"
     center_crop: bool = True
+    # shorter side -> size / crop_ratio before the centre crop: 1.0 Ultralytics, 0.875 ImageNet (256 -> 224)
+    crop_ratio: float = 1.0
     scale: float = 1.0 / 255.0
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
@@ -159,7 +161,7 @@ def resize_for_classifier(
             image_bgr, (dst_w, dst_h), interpolation=cv2.INTER_LINEAR
         )
         return stretched
-    r = max(dst_h / h, dst_w / w)
+    r = max(dst_h / h, dst_w / w) / pp.crop_ratio
     new_w, new_h = max(dst_w, int(round(w * r))), max(dst_h, int(round(h * r)))
     interp = cv2.INTER_AREA if r < 1 else cv2.INTER_LINEAR
     resized: npt.NDArray[np.uint8] = cv2.resize(image_bgr, (new_w, new_h), interpolation=interp)

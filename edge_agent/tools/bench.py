@@ -102,9 +102,9 @@ def default_image() -> tuple[npt.NDArray[np.uint8], str]:
 
 def _pipeline(model: Any, kind: str) -> tuple[Callable[[Any], Any], Callable[[Any], dict[str, float]]]:
     """(preprocess for the bare run, full pipeline returning stage timings) for one model."""
-    from edge_agent.inference.pipeline import Detector, classifier_preprocess_for
     from edge_agent.core.classify import to_probabilities, top_k
     from edge_agent.core.preprocess import preprocess_classifier, preprocess_detector
+    from edge_agent.inference.pipeline import Detector, classifier_preprocess_for
 
     if kind == "detect":
         det = Detector(model)

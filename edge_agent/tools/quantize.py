@@ -78,8 +78,8 @@ def model_kind(model: Any) -> Literal["detect", "classify"]:
 
 def make_preprocess(model: Any) -> Any:
     """image (BGR) -> input tensor, exactly as the runtime pipeline does it for this model."""
-    from edge_agent.inference.pipeline import classifier_preprocess_for
     from edge_agent.core.preprocess import preprocess_classifier, preprocess_detector
+    from edge_agent.inference.pipeline import classifier_preprocess_for
 
     dtype = model.input.dtype
     if model_kind(model) == "detect":

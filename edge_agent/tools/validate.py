@@ -245,9 +245,9 @@ def validate_classifier(
     ref: Any, cand: Any, files: list[Path], root: Path, th: Thresholds, progress: Any = None
 ) -> ValidationReport:
     from edge_agent.adapters.images import read_image
-    from edge_agent.inference.pipeline import classifier_preprocess_for
     from edge_agent.core.classify import to_probabilities
     from edge_agent.core.preprocess import preprocess_classifier
+    from edge_agent.inference.pipeline import classifier_preprocess_for
 
     rep = ValidationReport("classifier", str(ref.path), str(cand.path), len(files))
     pp_r, pp_c = classifier_preprocess_for(ref), classifier_preprocess_for(cand)
