@@ -124,3 +124,104 @@ def bright_scene(
     for x, y, s in squares:
         img[y : y + s, x : x + s] = color
     return img
+
+
+def make_format_detector(
+    path: Path,
+    fmt: str = "yolov8",
+    imgsz_hw: tuple[int, int] = (64, 64),
+    stride: int = 8,
+    k: int = 10,
+    output_scale: float | None = None,
+    end2end_meta: bool = True,
+) -> Path:
+    """The bright-patch detector (score of a stride cell = its brightest channel mean, box = the cell)
+    exported in each output format the agent understands, so all of them must agree:
+
+    - ``yolov8``  [1, 5, N]; ``yolov8t`` [1, N, 5] (transposed);
+    - ``yolov5``  [1, N, 7]: objectness sqrt(s) x class scores (sqrt(s), sqrt(s)/2) -> class 0 scores s;
+    - ``end2end`` [1, k, 6]: the k best cells as (x1, y1, x2, y2, s, 0), no NMS needed.
+
+    ``output_scale``: quantize the output with one (scale, zero point 0) pair -- the broken INT8
+    export the load-time guard must catch when the scale is coarse.
+    """
+    h, w = imgsz_hw
+    gh, gw = h // stride, w // stride
+    n = gh * gw
+    ys, xs = np.meshgrid(np.arange(gh), np.arange(gw), indexing="ij")
+    cx = (xs.reshape(-1) + 0.5) * stride
+    cy = (ys.reshape(-1) + 0.5) * stride
+    half = np.full(n, stride / 2)
+    cxcywh = np.stack([cx, cy, np.full(n, stride), np.full(n, stride)]).astype(np.float32)[None]
+    xyxy = np.stack([cx - half, cy - half, cx + half, cy + half], axis=1).astype(np.float32)
+    nodes = [
+        helper.make_node(
+            "AveragePool", ["images"], ["pooled"], kernel_shape=[stride, stride], strides=[stride, stride]
+        ),
+        helper.make_node("ReduceMax", ["pooled", "axes1"], ["gray"], keepdims=1),
+        helper.make_node("Reshape", ["gray", "score_shape"], ["scores"]),
+    ]
+    inits = [
+        numpy_helper.from_array(cxcywh, "boxes"),
+        numpy_helper.from_array(xyxy, "boxes_xyxy"),
+        numpy_helper.from_array(np.array([1], np.int64), "axes1"),
+        numpy_helper.from_array(np.array([1, 1, n], np.int64), "score_shape"),
+        numpy_helper.from_array(np.array([1, n], np.int64), "flat_shape"),
+        numpy_helper.from_array(np.array([k], np.int64), "k"),
+        numpy_helper.from_array(np.array([2], np.int64), "axes2"),
+        numpy_helper.from_array(np.zeros((1, k, 1), np.float32), "cls0"),
+        numpy_helper.from_array(np.array([0.5], np.float32), "half"),
+    ]
+    names = "{0: 'bright'}"
+    if fmt in ("yolov8", "yolov8t"):
+        nodes.append(helper.make_node("Concat", ["boxes", "scores"], ["cat"], axis=1))
+        if fmt == "yolov8t":
+            nodes.append(helper.make_node("Transpose", ["cat"], ["raw"], perm=[0, 2, 1]))
+            out_shape = [1, n, 5]
+        else:
+            nodes.append(helper.make_node("Identity", ["cat"], ["raw"]))
+            out_shape = [1, 5, n]
+    elif fmt == "yolov5":
+        names = "{0: 'bright', 1: 'dim'}"
+        nodes += [
+            helper.make_node("Sqrt", ["scores"], ["sq"]),
+            helper.make_node("Mul", ["sq", "half"], ["sq_half"]),
+            helper.make_node("Concat", ["boxes", "sq", "sq", "sq_half"], ["cat"], axis=1),
+            helper.make_node("Transpose", ["cat"], ["raw"], perm=[0, 2, 1]),
+        ]
+        out_shape = [1, n, 7]
+    elif fmt == "end2end":
+        nodes += [
+            helper.make_node("Reshape", ["scores", "flat_shape"], ["s2"]),
+            helper.make_node("TopK", ["s2", "k"], ["vals", "idx"], axis=1),
+            helper.make_node("Gather", ["boxes_xyxy", "idx"], ["g"], axis=0),
+            helper.make_node("Unsqueeze", ["vals", "axes2"], ["v3"]),
+            helper.make_node("Concat", ["g", "v3", "cls0"], ["raw"], axis=2),
+        ]
+        out_shape = [1, k, 6]
+    else:
+        raise ValueError(fmt)
+    if output_scale is None:
+        nodes.append(helper.make_node("Identity", ["raw"], ["output0"]))
+    else:
+        inits += [
+            numpy_helper.from_array(np.array(output_scale, np.float32), "out_scale"),
+            numpy_helper.from_array(np.array(0, np.uint8), "out_zp"),
+        ]
+        nodes += [
+            helper.make_node("QuantizeLinear", ["raw", "out_scale", "out_zp"], ["raw_q"]),
+            helper.make_node("DequantizeLinear", ["raw_q", "out_scale", "out_zp"], ["output0"]),
+        ]
+    graph = helper.make_graph(
+        nodes,
+        f"bright-{fmt}",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, h, w])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, out_shape)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    meta = {"names": names, "imgsz": f"[{h}, {w}]", "stride": str(stride), "task": "detect"}
+    if fmt == "end2end" and end2end_meta:
+        meta["end2end"] = "True"
+    return _save(model, path, meta)

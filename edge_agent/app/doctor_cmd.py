@@ -134,6 +134,7 @@ def checks(cfg: Any, root: str) -> list[dict[str, str]]:
         )
     else:
         add("broker", OK, "MQTT disabled: results stay in the local queue")
+    add(*_model_check(cfg))
     synced = clock_synchronised(root)
     add(
         "clock",
@@ -142,6 +143,20 @@ def checks(cfg: Any, root: str) -> list[dict[str, str]]:
         "" if synced else "results carry clock_synced=false; enable systemd-timesyncd/chrony or add an RTC",
     )
     return out
+
+
+def _model_check(cfg: Any) -> tuple[str, str, str, str]:
+    """Load the configured detector and run the broken-model guard on it (issue 10)."""
+    from edge_agent.errors import EdgeAgentError
+
+    try:
+        from edge_agent.app.modelset import ModelSet
+
+        models = ModelSet.from_config(cfg)
+    except EdgeAgentError as exc:
+        return ("model", FAIL, str(exc), "fix [detector] model (see `edge-agent inspect MODEL`)")
+    m = models.detector.model.info
+    return ("model", OK, f"{m.model_id} ({m.quant_kind}, {models.detector.format.fmt.name})", "")
 
 
 def run(args: argparse.Namespace) -> int:
