@@ -40,10 +40,16 @@ def test_formats_agree_on_a_busy_scene(format_models: dict[str, Path]) -> None:
     (conf 0.5: the letterbox padding, 114/255 = 0.45, must not fill the end2end export's 10 slots)"""
     img = bright_scene(64, 192, [(8, 8, 40), (100, 30, 13)], (200, 90, 40))
     img[24:56, 120:170] = 170
-    ref = Detector(OnnxModel(format_models["yolov8"]), DetectorParams(conf_threshold=0.5)).detect(img).detections
+    ref = (
+        Detector(OnnxModel(format_models["yolov8"]), DetectorParams(conf_threshold=0.5))
+        .detect(img)
+        .detections
+    )
     assert 4 <= len(ref) <= 10  # the end2end export returns its 10 best
     for fmt in ("yolov8t", "yolov5", "end2end"):
-        got = Detector(OnnxModel(format_models[fmt]), DetectorParams(conf_threshold=0.5)).detect(img).detections
+        got = (
+            Detector(OnnxModel(format_models[fmt]), DetectorParams(conf_threshold=0.5)).detect(img).detections
+        )
         order_r, order_g = np.lexsort(ref.boxes.T[::-1]), np.lexsort(got.boxes.T[::-1])
         np.testing.assert_allclose(got.boxes[order_g], ref.boxes[order_r], atol=1e-3, err_msg=fmt)
         np.testing.assert_allclose(got.scores[order_g], ref.scores[order_r], atol=1e-5, err_msg=fmt)
