@@ -225,3 +225,32 @@ def make_format_detector(
     if fmt == "end2end" and end2end_meta:
         meta["end2end"] = "True"
     return _save(model, path, meta)
+
+
+def make_grid_classifier(
+    path: Path, size: int = 224, classes: int = 16, seed: int = 0, meta: dict[str, str] | None = None
+) -> Path:
+    """A classifier that looks *where* things are: the input is average-pooled to a 4x4 grid of RGB
+    means (48 features), centred per image, then a fixed random linear map gives ``classes`` logits.
+    Crop geometry, channel order, scale and mean/std all move its top-1, so it tells preprocessing
+    recipes apart the way a real ImageNet network does, without shipping one."""
+    rng = np.random.default_rng(seed)
+    k = size // 4
+    w = rng.normal(0, 1, (48, classes)).astype(np.float32)
+    nodes = [
+        helper.make_node("AveragePool", ["images"], ["grid"], kernel_shape=[k, k], strides=[k, k]),
+        helper.make_node("Flatten", ["grid"], ["flat"]),
+        helper.make_node("ReduceMean", ["flat", "axis1"], ["mean"], keepdims=1),
+        helper.make_node("Sub", ["flat", "mean"], ["centred"]),
+        helper.make_node("MatMul", ["centred", "w"], ["output0"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "grid",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, classes])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([1], np.int64), "axis1")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    return _save(model, path, meta or {})

@@ -7,6 +7,7 @@ the NCHW output (BGR->RGB, /255 and HWC->NCHW in one pass per plane).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
@@ -161,12 +162,20 @@ def resize_for_classifier(
             image_bgr, (dst_w, dst_h), interpolation=cv2.INTER_LINEAR
         )
         return stretched
+    # torchvision's geometry (what ImageNet/Ultralytics classifiers were trained with): the shorter
+    # side to floor(size / crop_ratio), the longer one truncated, the crop offset rounded
     r = max(dst_h / h, dst_w / w) / pp.crop_ratio
-    new_w, new_h = max(dst_w, int(round(w * r))), max(dst_h, int(round(h * r)))
+    if w <= h:
+        new_w = int(math.floor(w * r + 1e-6))
+        new_h = int(new_w * h / w)
+    else:
+        new_h = int(math.floor(h * r + 1e-6))
+        new_w = int(new_h * w / h)
+    new_w, new_h = max(dst_w, new_w), max(dst_h, new_h)
     interp = cv2.INTER_AREA if r < 1 else cv2.INTER_LINEAR
     resized: npt.NDArray[np.uint8] = cv2.resize(image_bgr, (new_w, new_h), interpolation=interp)
-    top = (new_h - dst_h) // 2
-    left = (new_w - dst_w) // 2
+    top = int(round((new_h - dst_h) / 2.0))
+    left = int(round((new_w - dst_w) / 2.0))
     return resized[top : top + dst_h, left : left + dst_w]
 
 
