@@ -216,7 +216,7 @@ def test_histogram_calibration_methods_also_hold_accuracy(toy_dir: Path, tmp_pat
     assert rep.passed, rep.format_table()
 
 
-def test_an_already_quantized_model_is_refused(
+def test_a_failed_run_leaves_no_file_under_the_output_name(
     toy_int8: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calib = tmp_path / "calib"
@@ -224,5 +224,5 @@ def test_an_already_quantized_model_is_refused(
     (calib / "a.png").write_bytes(b"")
     assert main(["quantize", str(toy_int8), "--calib", str(calib), "-o", str(tmp_path / "x.onnx")]) == 1
     err = capsys.readouterr().err
-    assert "already quantized (qdq_int8)" in err and "FP32 source" in err
-    assert not (tmp_path / "x.onnx").exists()
+    assert "a.png: empty file" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calib"]
