@@ -106,9 +106,7 @@ def _validate(args: argparse.Namespace, src: Path, out: Path, result: Any, refer
     val_root = Path(args.val) if args.val else Path(args.calib)
     val_files = pick_samples(image_files(val_root), args.val_max_images)
     if reference != src:
-        sys.stderr.write(
-            f"validating against the FP32 copy of {src.name} (what was quantized)\n"
-        )
+        sys.stderr.write(f"validating against the FP32 copy of {src.name} (what was quantized)\n")
     report = validate_models(
         reference,
         out,
