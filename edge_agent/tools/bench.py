@@ -85,14 +85,11 @@ def synthetic_image(h: int = 480, w: int = 640, seed: int = 0) -> npt.NDArray[np
     return img
 
 
-def default_image() -> tuple[npt.NDArray[np.uint8], str]:
+def default_image(folder: Optional[Path] = None) -> tuple[npt.NDArray[np.uint8], str]:
+    """The first image of ``folder`` (the caller passes the bundled samples: tools never import app/)."""
     from edge_agent.adapters.images import IMAGE_SUFFIXES, read_image
-    from edge_agent.app.assets import demo_samples
-    from edge_agent.errors import ModelError
 
-    try:
-        folder = demo_samples()
-    except ModelError:
+    if folder is None or not folder.is_dir():
         return synthetic_image(), "synthetic 640x480"
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:

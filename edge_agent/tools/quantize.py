@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent import __version__
-from edge_agent.errors import ModelError, QuantizeError
+from edge_agent.errors import QuantizeError
 from edge_agent.tools import require_onnx
 from edge_agent.tools.dequantize import to_float32
 from edge_agent.tools.graph import ensure_node_names, hoist_transposed_softmax, postprocess_tail
@@ -62,19 +62,10 @@ class QuantizeResult:
 
 
 def model_kind(model: Any) -> Literal["detect", "classify"]:
-    """``detect`` or ``classify`` from metadata/output shape (an OnnxModel); else a clear error."""
-    from edge_agent.core.yolo import detector_layout
+    """``detect`` or ``classify`` (see :func:`edge_agent.inference.task.model_task`)."""
+    from edge_agent.inference.task import model_task
 
-    task = model.info.task
-    out_shape = model.info.outputs[0].shape
-    if task == "classify" or (task is None and len(out_shape) == 2):
-        return "classify"
-    if task in (None, "detect") and detector_layout(out_shape) is not None:
-        return "detect"
-    raise ModelError(
-        f"{model.path}: output shape {list(out_shape)} (task {task!r}) is neither a YOLO detector "
-        "[1, 4+nc, N] nor a classifier [N, classes]"
-    )
+    return model_task(model)
 
 
 def make_preprocess(model: Any) -> Any:
