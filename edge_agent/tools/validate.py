@@ -275,11 +275,12 @@ def validate_detector(
             f"the reference found no detections at conf {th.conf} on {len(files)} image(s): nothing to "
             "compare against (use images with objects the reference detects)"
         )
-    rep.checks += [
-        Check("recall_of_reference", ag.recall, th.min_recall, ">="),
-        Check("mean_iou", ag.mean_iou, th.min_mean_iou, ">="),
-        Check("mean_abs_conf_delta", ag.mean_abs_conf_delta, th.max_conf_delta, "<="),
-    ]
+    else:
+        rep.checks += [
+            Check("recall_of_reference", ag.recall, th.min_recall, ">="),
+            Check("mean_iou", ag.mean_iou, th.min_mean_iou, ">="),
+            Check("mean_abs_conf_delta", ag.mean_abs_conf_delta, th.max_conf_delta, "<="),
+        ]
     if labels_dir is not None and found_labels == 0:
         rep.notes.append(
             f"no labels found: none of the {len(files)} image(s) has a <stem>.txt in {labels_dir}; mAP not measured"
