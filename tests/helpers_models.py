@@ -134,6 +134,7 @@ def make_format_detector(
     k: int = 10,
     output_scale: float | None = None,
     end2end_meta: bool = True,
+    swap_classes: bool = False,
 ) -> Path:
     """The bright-patch detector (score of a stride cell = its brightest channel mean, box = the cell)
     exported in each output format the agent understands, so all of them must agree:
@@ -142,6 +143,7 @@ def make_format_detector(
     - ``yolov5``  [1, N, 7]: objectness sqrt(s) x class scores (sqrt(s), sqrt(s)/2) -> class 0 scores s;
     - ``end2end`` [1, k, 6]: the k best cells as (x1, y1, x2, y2, s, 0), no NMS needed.
 
+    ``swap_classes`` (yolov5): class 1 is the bright one and the names say so ({0: 'dim', 1: 'bright'}).
     ``output_scale``: quantize the output with one (scale, zero point 0) pair -- the broken INT8
     export the load-time guard must catch when the scale is coarse.
     """
@@ -182,11 +184,12 @@ def make_format_detector(
             nodes.append(helper.make_node("Identity", ["cat"], ["raw"]))
             out_shape = [1, 5, n]
     elif fmt == "yolov5":
-        names = "{0: 'bright', 1: 'dim'}"
+        names = "{0: 'dim', 1: 'bright'}" if swap_classes else "{0: 'bright', 1: 'dim'}"
+        cls_cols = ["sq_half", "sq"] if swap_classes else ["sq", "sq_half"]
         nodes += [
             helper.make_node("Sqrt", ["scores"], ["sq"]),
             helper.make_node("Mul", ["sq", "half"], ["sq_half"]),
-            helper.make_node("Concat", ["boxes", "sq", "sq", "sq_half"], ["cat"], axis=1),
+            helper.make_node("Concat", ["boxes", "sq", *cls_cols], ["cat"], axis=1),
             helper.make_node("Transpose", ["cat"], ["raw"], perm=[0, 2, 1]),
         ]
         out_shape = [1, n, 7]

@@ -29,6 +29,9 @@ def det(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         for f in ("yolov8", "yolov8t", "yolov5")
     }
     out["top2"] = make_format_detector(d / "top2.onnx", "end2end", imgsz_hw=(48, 96), k=2)
+    out["yolov5_swapped"] = make_format_detector(
+        d / "v5s.onnx", "yolov5", imgsz_hw=(48, 96), swap_classes=True
+    )
     out["square96"] = make_format_detector(d / "sq.onnx", "yolov8", imgsz_hw=(96, 96))
     return out
 
@@ -73,6 +76,12 @@ def test_another_layout_compares_on_detections_and_passes(det: dict[str, Path], 
 def test_another_class_count_is_reported_and_matched_by_name(det: dict[str, Path], scenes: Path) -> None:
     rep = _report(det["yolov8"], det["yolov5"], scenes)  # 1 class 'bright' vs 2 classes 'bright', 'dim'
     assert any("class count differs: reference 1, candidate 2" in n for n in rep["notes"])
+    assert rep["verdict"] == "PASS" and rep["metrics"]["recall_of_reference"] == 1.0
+
+
+def test_class_ids_that_differ_are_matched_by_name(det: dict[str, Path], scenes: Path) -> None:
+    """'bright' is id 0 in the reference and id 1 in the candidate: matched by id, nothing would agree."""
+    rep = _report(det["yolov8"], det["yolov5_swapped"], scenes)
     assert rep["verdict"] == "PASS" and rep["metrics"]["recall_of_reference"] == 1.0
 
 
