@@ -156,3 +156,36 @@ def test_config_rejects_a_bad_preprocess_at_check_time() -> None:
     with pytest.raises(ConfigError, match=r"classifier\.preprocess.*unknown preprocessing preset"):
         parse_config('[classifier]\nmodel = "c.onnx"\npreprocess = "imagenett"\n', "c.toml")
     assert parse_config('[classifier]\nmodel = "c.onnx"\npreprocess = "imagenet"\n').classifier is not None
+
+
+def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
+    """--classifier-preprocess reaches the classifier (BGR order turns a red crop 'blue') and
+    --classifier-labels names the classes (a plain one-name-per-line file, like ImageNet's)."""
+    import json
+    import subprocess
+    import sys
+
+    import cv2
+    from helpers_models import bright_scene, make_format_detector
+
+    det = make_format_detector(tmp_path / "d.onnx", imgsz_hw=(64, 64))
+    clf = make_color_classifier(tmp_path / "c.onnx")
+    img = tmp_path / "red.png"
+    cv2.imwrite(str(img), bright_scene(64, 64, [(16, 16, 32)], (0, 0, 255)))
+    labels = tmp_path / "labels.txt"
+    labels.write_text("rouge\nvert\nbleu\n")
+
+    def run(*extra: str) -> list[str]:
+        r = subprocess.run(
+            [sys.executable, "-m", "edge_agent", "-q", "infer", str(img), "--model", str(det), "--conf", "0.5",
+             "--classifier", str(clf), "--json", *extra],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return [d["classification"]["label"] for d in json.loads(r.stdout)["detections"]]
+
+    assert set(run()) == {"red"}
+    assert set(run("--classifier-labels", str(labels))) == {"rouge"}
+    assert set(
+        run("--classifier-labels", str(labels), "--classifier-preprocess", "ultralytics,order=BGR")
+    ) == {"bleu"}
