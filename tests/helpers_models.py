@@ -257,3 +257,83 @@ def make_grid_classifier(
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 9
     return _save(model, path, meta or {})
+
+
+def wrap_yolov8(src: Path, dst: Path, fmt: str) -> Path:
+    """A real YOLOv8/YOLO11 export ([1, 4+nc, N]) re-exported in another output format, in the graph:
+
+    - ``yolov8t``: [1, N, 4+nc] (a Transpose appended);
+    - ``yolov5``: [1, N, 5+nc] with objectness = best class score and class scores divided by it,
+      so objectness x class score is the original score;
+    - ``end2end``: [1, K, 6] (x1, y1, x2, y2, score, class) after ONNX NonMaxSuppression (IoU 0.45,
+      score 0.25, per class), as NMS-free / ``end2end`` exports deliver.
+    """
+    m = onnx.load(str(src))
+    g = m.graph
+    out = g.output[0].name
+    nc = int(g.output[0].type.tensor_type.shape.dim[1].dim_value) - 4
+    new_out = f"{fmt}_out"
+    nodes: list[onnx.NodeProto] = [helper.make_node("Transpose", [out], ["w_t"], perm=[0, 2, 1])]
+    inits = []
+    if fmt == "yolov8t":
+        nodes.append(helper.make_node("Identity", ["w_t"], [new_out]))
+        shape: list[object] = [1, "N", 4 + nc]
+    else:
+        inits += [
+            numpy_helper.from_array(np.array([4, nc], np.int64), "w_split"),
+            numpy_helper.from_array(np.array([2], np.int64), "w_axes2"),
+        ]
+        nodes += [
+            helper.make_node("Split", ["w_t", "w_split"], ["w_box", "w_cls"], axis=2),
+        ]
+        if fmt == "yolov5":
+            inits.append(numpy_helper.from_array(np.array(1e-12, np.float32), "w_eps"))
+            nodes += [
+                helper.make_node("ReduceMax", ["w_cls", "w_axes2"], ["w_obj"], keepdims=1),
+                helper.make_node("Max", ["w_obj", "w_eps"], ["w_obj_safe"]),
+                helper.make_node("Div", ["w_cls", "w_obj_safe"], ["w_cls_n"]),
+                helper.make_node("Concat", ["w_box", "w_obj", "w_cls_n"], [new_out], axis=2),
+            ]
+            shape = [1, "N", 5 + nc]
+        elif fmt == "end2end":
+            to_xyxy = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [-0.5, 0, 0.5, 0], [0, -0.5, 0, 0.5]], np.float32)
+            inits += [
+                numpy_helper.from_array(to_xyxy, "w_xyxy_m"),
+                numpy_helper.from_array(np.array([300], np.int64), "w_max"),
+                numpy_helper.from_array(np.array([0.45], np.float32), "w_iou"),
+                numpy_helper.from_array(np.array([0.25], np.float32), "w_thr"),
+                numpy_helper.from_array(np.array([2], np.int64), "w_i2"),
+                numpy_helper.from_array(np.array([1], np.int64), "w_i1"),
+                numpy_helper.from_array(np.array([0], np.int64), "w_i0"),
+                numpy_helper.from_array(np.array([3], np.int64), "w_i3"),
+                numpy_helper.from_array(np.array([1], np.int64), "w_ax1"),
+            ]
+            nodes += [
+                helper.make_node("MatMul", ["w_box", "w_xyxy_m"], ["w_xyxy"]),
+                helper.make_node("Slice", [out, "w_i0", "w_i0", "w_ax1"], ["w_unused"]),
+                helper.make_node("Transpose", ["w_cls"], ["w_scores"], perm=[0, 2, 1]),  # [1, nc, N]
+                helper.make_node(
+                    "NonMaxSuppression", ["w_xyxy", "w_scores", "w_max", "w_iou", "w_thr"], ["w_sel"]
+                ),
+                helper.make_node("Slice", ["w_sel", "w_i2", "w_i3", "w_ax1"], ["w_idx2"]),  # [K, 1]
+                helper.make_node("Slice", ["w_sel", "w_i1", "w_i2", "w_ax1"], ["w_cls_i"]),  # [K, 1]
+                helper.make_node("Squeeze", ["w_idx2", "w_ax1"], ["w_idx"]),
+                helper.make_node("Squeeze", ["w_xyxy", "w_i0"], ["w_xyxy0"]),
+                helper.make_node("Gather", ["w_xyxy0", "w_idx"], ["w_bsel"], axis=0),  # [K, 4]
+                helper.make_node("GatherND", ["w_scores", "w_sel"], ["w_ssel"]),  # [K]
+                helper.make_node("Unsqueeze", ["w_ssel", "w_ax1"], ["w_ssel2"]),
+                helper.make_node("Cast", ["w_cls_i"], ["w_cls_f"], to=TensorProto.FLOAT),
+                helper.make_node("Concat", ["w_bsel", "w_ssel2", "w_cls_f"], ["w_rows"], axis=1),
+                helper.make_node("Unsqueeze", ["w_rows", "w_i0"], [new_out]),
+            ]
+            shape = [1, "K", 6]
+        else:
+            raise ValueError(fmt)
+    g.node.extend(nodes)
+    g.initializer.extend(inits)
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info(new_out, TensorProto.FLOAT, shape))
+    if fmt == "end2end":
+        m.metadata_props.add(key="end2end", value="True")
+    onnx.save(m, str(dst))
+    return dst

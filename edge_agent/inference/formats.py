@@ -173,8 +173,10 @@ def resolve_format(
         if b is None or b < 6:
             raise ModelError(f"output shape {list(shape)} is not YOLOv5 [1, N, 5+nc]")
         return Resolved(YOLOV5, False, b - 5)
-    if forced is None and nc is not None and b == 5 + nc and a != cells:
+    if forced is None and nc is not None and b == 5 + nc and a != 4 + nc:
         return Resolved(YOLOV5, False, nc)
+    if forced is None and b == 6 and a is None and nc not in (1, 2):
+        return Resolved(END2END, False, nc)  # dynamic K rows of (x1, y1, x2, y2, score, class)
     # YOLOv8/YOLO11: [1, 4+nc, N] (the export) or [1, N, 4+nc] (transposed)
     if nc is not None:
         if a == 4 + nc:

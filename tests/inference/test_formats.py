@@ -90,6 +90,8 @@ def test_end2end_is_recognised_without_metadata_too(fmt_dir: Path) -> None:
         ((1, 300, 6), 80, {"end2end": "True"}, (640, 640), ("end2end", False, 80)),
         ((1, 300, 6), 0, {}, (640, 640), ("end2end", False, None)),
         (("batch", 84, "anchors"), 80, {}, (640, 640), ("yolov8", True, 80)),
+        ((1, "K", 6), 80, {}, (640, 640), ("end2end", False, 80)),  # ONNX NMS: K rows, dynamic
+        ((1, 8400, 85), 80, {}, (640, 640), ("yolov5", False, 80)),  # one anchor per cell
     ],
 )
 def test_format_table_from_shape_and_metadata(
@@ -119,3 +121,34 @@ def test_a_classifier_given_as_detector_is_refused_at_load(fmt_dir: Path) -> Non
     path = make_color_classifier(fmt_dir / "color.onnx")
     with pytest.raises(ModelError, match=r"output 'output0'.*\[.*3\].*understood"):
         Detector(OnnxModel(path))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("fmt", ["yolov8t", "yolov5", "end2end"])
+def test_the_real_yolov8n_in_every_format_gives_identical_detections(
+    shared_dir: Path, tmp_path: Path, fmt: str
+) -> None:
+    """The shared YOLOv8n re-exported (in the graph) as transposed, YOLOv5-style and end2end with ONNX
+    NonMaxSuppression: the same boxes, classes and scores as the original on the photos and crops."""
+    import cv2
+    from helpers_models import wrap_yolov8
+
+    from edge_agent.core.yolo import box_iou
+
+    src = shared_dir / "models" / "yolov8n-coco-fp32.onnx"
+    ref = Detector(OnnxModel(src))
+    cand = Detector(OnnxModel(wrap_yolov8(src, tmp_path / f"{fmt}.onnx", fmt)))
+    assert cand.format.fmt.name == ("yolov8" if fmt == "yolov8t" else fmt) and cand.format.num_classes == 80
+    total = 0
+    for name in ("bus.jpg", "zidane.jpg"):
+        img = cv2.imread(str(shared_dir / "images" / name))
+        h, w = img.shape[:2]
+        for view in (img, img[:, ::-1].copy(), img[h // 6 :, w // 8 :].copy()):
+            a, b = ref.detect(view).detections, cand.detect(view).detections
+            assert len(a) == len(b) > 0
+            iou = box_iou(a.boxes, b.boxes)
+            j = iou.argmax(axis=1)
+            assert (iou.max(axis=1) > 0.999).all() and (b.class_ids[j] == a.class_ids).all()
+            np.testing.assert_allclose(b.scores[j], a.scores, atol=1e-5)
+            total += len(a)
+    assert total >= 20
