@@ -59,3 +59,25 @@ def test_naive_whole_model_quantization_is_caught(
     out = capsys.readouterr().out
     assert "FAIL" in out and "recall_of_reference" in out
     assert main(["validate", str(y8["fp32"]), str(y8["int8"]), "--images", images]) == 0
+
+
+def test_the_dynamic_int8_file_alone_is_a_way_forward(
+    shared_dir: Path, shared_calib: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user with only the dynamic INT8 file (which `infer` tells to run `quantize`): the CLI
+    dequantizes it, re-quantizes statically, and the result keeps the FP32 model's detections."""
+    from edge_agent.app.cli import main
+    from edge_agent.tools.validate import validate_models
+
+    dyn = shared_dir / "models" / "yolov8n-coco-int8-dynamic.onnx"
+    out = tmp_path / "static.onnx"
+    assert main(["quantize", str(dyn), "--calib", str(shared_calib), "-o", str(out)]) == 0
+    assert "dequantized back to FP32 first" in capsys.readouterr().err
+    rep = validate_models(
+        shared_dir / "models" / "yolov8n-coco-fp32.onnx",
+        out,
+        image_files(shared_calib),
+        shared_calib,
+        show_progress=False,
+    )
+    assert rep.passed and rep.metrics["recall_of_reference"] >= 0.9, rep.format_table()
