@@ -77,8 +77,12 @@ def top1(model: OnnxModel, tensors: list[np.ndarray]) -> np.ndarray:
 
 
 @pytest.mark.shared
+@pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("preset", ["ultralytics", "imagenet", "raw"])
-def test_each_preset_agrees_with_the_reference(grid: OnnxModel, crops: list[np.ndarray], preset: str) -> None:
+def test_each_preset_agrees_with_the_reference(
+    tmp_path: Path, crops: list[np.ndarray], preset: str, seed: int
+) -> None:
+    grid = OnnxModel(make_grid_classifier(tmp_path / "grid.onnx", seed=seed))
     clf = Classifier(grid, preprocess_option=preset)
     ours = np.array([c.class_id for (c,) in clf.classify(crops)])
     ref = top1(grid, [reference(c, preset, 224) for c in crops])
