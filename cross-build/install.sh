@@ -45,6 +45,10 @@ version=$(field version)
 want_py=$(field python)
 if [ -z "$version" ] || [ -z "$want_py" ]; then die "$here/BUNDLE.txt is missing or damaged"; fi
 [ -z "$ort_wheel" ] || [ -f "$ort_wheel" ] || die "--ort-wheel: no such file: $ort_wheel"
+# JetPack bundles carry no onnxruntime: the GPU build comes from NVIDIA (cross-build/JETSON.md)
+if [ "$(field onnxruntime)" = external ] && [ -z "$ort_wheel" ]; then
+    die "this JetPack $(field jetpack) bundle has no onnxruntime: pass --ort-wheel onnxruntime_gpu-<ver>-cp${want_py/./}-cp${want_py/./}-linux_aarch64.whl (NVIDIA's Jetson Zoo; see JETSON.md)"
+fi
 
 # The wheels are CPython $want_py aarch64 builds: any other interpreter cannot load them.
 command -v "$python" >/dev/null 2>&1 || die "'$python' not found (Raspberry Pi OS bookworm: apt install python3)"

@@ -166,10 +166,20 @@ def preprocess_for_quantization(src: Path, dst: Path) -> None:
     onnxruntime dumps ``sym_shape_infer_temp.onnx`` plus external data into the *current* dir.
     """
     onnx = require_onnx()
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
     model = _upgrade_opset(onnx, onnx.load(str(src)))
     dst = dst.resolve()
+    try:
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+    except ImportError:  # onnxruntime < 1.13 (JetPack 4's 1.11): no pre-processing step there
+        import onnxruntime
+
+        log.warning(
+            "onnxruntime %s has no quant_pre_process (1.13+): quantizing without its shape inference "
+            "and graph optimisation (results may differ from a newer onnxruntime)",
+            onnxruntime.__version__,
+        )
+        onnx.save(model, str(dst))
+        return
     with _working_dir(dst.parent):
         try:
             quant_pre_process(model, str(dst))
