@@ -115,6 +115,8 @@ if [ -n "$jetpack" ]; then
     # NVIDIA's onnxruntime-gpu replaces it on the board: the requirement lines minus onnxruntime,
     # and our wheel without its dependencies (it would pull the CPU onnxruntime back in)
     grep -v -i '^onnxruntime\b' "$work/requirements.txt" >"$work/req-noort.txt"
+    # what NVIDIA's onnxruntime-gpu wheels require to import; they install with --no-deps
+    printf '%s\n' flatbuffers protobuf packaging >>"$work/req-noort.txt"
     mv "$work/req-noort.txt" "$work/requirements.txt"
     own=()
     required=(numpy pip)
