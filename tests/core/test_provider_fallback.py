@@ -217,3 +217,29 @@ def test_float_source_that_is_quantized_is_refused(
             ort_module=FakeGpuOrt(),
             system_root=nano_root,
         )
+
+
+def test_config_float_model_reaches_the_detector_load(
+    tmp_path: Path, nano_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`[detector] float_model` -> ModelSet -> OnnxModel: on a Nano the demo INT8 detector's float
+    twin is what TensorRT gets."""
+    import edge_agent.app.modelset as modelset
+    from edge_agent.core.config import parse_config
+
+    repo = Path(__file__).resolve().parents[2]
+    int8, fp32 = repo / "models/demo-detector-int8.onnx", repo / "models/demo-detector.onnx"
+    real = modelset.OnnxModel
+    fake = FakeGpuOrt()
+
+    def on_a_nano(*args: Any, **kwargs: Any) -> OnnxModel:
+        return real(*args, board=NANO, ort_module=fake, system_root=nano_root, **kwargs)
+
+    monkeypatch.setattr(modelset, "OnnxModel", on_a_nano)
+    cfg = parse_config(
+        f'[device]\nstate_dir = "{tmp_path}"\n[detector]\nmodel = "{int8}"\nfloat_model = "{fp32}"\n'
+    )
+    models = modelset.ModelSet.from_config(cfg)
+    assert fake.calls[0][0] == hashlib.sha256(fp32.read_bytes()).hexdigest()
+    assert fake.calls[0][1][0] == TRT
+    assert models.detector.model.info.quant_kind == "fp32"
