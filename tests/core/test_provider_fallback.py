@@ -243,3 +243,28 @@ def test_config_float_model_reaches_the_detector_load(
     assert fake.calls[0][0] == hashlib.sha256(fp32.read_bytes()).hexdigest()
     assert fake.calls[0][1][0] == TRT
     assert models.detector.model.info.quant_kind == "fp32"
+
+
+def test_unwritable_engine_cache_is_a_warning_not_a_crash(
+    quant_models: dict[str, Path], tmp_path: Path, nano_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "state"
+    blocker.write_text("a file where the state directory should be")
+
+    class NoCacheOrt(FakeGpuOrt):
+        def InferenceSession(
+            self, data: bytes, sess_options: Any, providers: list[str], provider_options: list[dict[str, str]]
+        ) -> _Session:
+            self.calls.append((hashlib.sha256(data).hexdigest(), list(providers), provider_options))
+            return _Session(ort.InferenceSession(data, sess_options, providers=[CPU]), list(providers))
+
+    with caplog.at_level(logging.WARNING):
+        m = OnnxModel(
+            quant_models["fp32"],
+            board=NANO,
+            state_dir=str(blocker),
+            ort_module=NoCacheOrt(),
+            system_root=nano_root,
+        )
+    assert m.info.providers[0] == TRT
+    assert "TensorRT engine cache" in caplog.text and "rebuilt on every start" in caplog.text
