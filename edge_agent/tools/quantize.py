@@ -23,6 +23,7 @@ The choices, and why (measured on this project's x86 CI machine, onnxruntime 1.3
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -244,7 +245,12 @@ def quantize_model(
             weight_type=getattr(QuantType, wt),
             nodes_to_exclude=excluded,
             calibrate_method=methods[method],
-            calibration_providers=["CPUExecutionProvider"],
+            # onnxruntime < 1.16 has no such argument and calibrates on the CPU anyway
+            **(
+                {"calibration_providers": ["CPUExecutionProvider"]}
+                if "calibration_providers" in inspect.signature(quantize_static).parameters
+                else {}
+            ),
             extra_options=extra,
         )
     settings = {
