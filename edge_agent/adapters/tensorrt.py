@@ -86,7 +86,15 @@ class EngineBuild:
         self._t0 = 0.0
 
     def start(self) -> None:
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # e.g. doctor run by a user who cannot write the service's state dir
+            log.warning(
+                "%s: TensorRT engine cache %s cannot be created (%s): the engine is rebuilt on every start",
+                self.model_name,
+                self.cache_dir,
+                exc.strerror or exc,
+            )
         if self.cold:
             sdnotify.notify(f"EXTEND_TIMEOUT_USEC={FIRST_BUILD_EXTEND_S * 1_000_000}")
             log.warning(
