@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
+from edge_agent.app.argtypes import non_negative_float, positive_int, unit_interval
 from edge_agent.errors import EdgeAgentError, ImageError
 from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
@@ -20,7 +21,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--provider",
         help="execution provider(s) to use, e.g. cpu, xnnpack, cuda, tensorrt (default: per board)",
     )
-    p.add_argument("--threads", type=int, help="intra-op threads (default: per board)")
+    p.add_argument("--threads", type=positive_int, help="intra-op threads (default: per board)")
 
 
 def register(sub: Any) -> None:
@@ -42,14 +43,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--classify-classes", help="comma-separated detector classes whose crops are classified (default all)"
     )
-    p.add_argument("--crop-padding", type=float, default=0.1, help="crop padding as a fraction of box size")
     p.add_argument(
-        "--conf", type=float, default=CONF_THRESHOLD, help=f"confidence threshold (default {CONF_THRESHOLD})"
+        "--crop-padding", type=non_negative_float, default=0.1, help="crop padding as a fraction of box size"
     )
+    p.add_argument("--conf", type=unit_interval, default=CONF_THRESHOLD, help="confidence threshold")
+    p.add_argument("--iou", type=unit_interval, default=IOU_THRESHOLD, help="NMS IoU threshold")
     p.add_argument(
-        "--iou", type=float, default=IOU_THRESHOLD, help=f"NMS IoU threshold (default {IOU_THRESHOLD})"
+        "--max-det", type=positive_int, default=MAX_DET, help="keep at most N detections per image"
     )
-    p.add_argument("--max-det", type=int, default=MAX_DET)
     p.add_argument("--classes", help="comma-separated detector classes to keep (default all)")
     p.add_argument("--save", metavar="DIR", help="write annotated images to DIR")
     p.add_argument("--json", action="store_true", help="one JSON object per image on stdout")

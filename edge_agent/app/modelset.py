@@ -33,7 +33,14 @@ class ModelSet:
         d = cfg.detector
         state = cfg.device.state_dir
         path = Path(d.model) if d.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
-        model = OnnxModel(path, provider=d.provider, threads=d.threads, labels=d.labels, state_dir=state)
+        model = OnnxModel(
+            path,
+            provider=d.provider,
+            threads=d.threads,
+            labels=d.labels,
+            state_dir=state,
+            float_source=d.float_model,
+        )
         detector = Detector(model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det))
         problems = check_detector(detector)
         if problems:  # run and SIGHUP hot swap both come here: refuse, unless the config says otherwise

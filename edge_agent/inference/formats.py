@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple  # noqa: UP035 - runtime aliases must work on Python 3.8
-from typing import Sequence as TSequence  # noqa: UP035
+from typing import Callable, Optional, Tuple
+from typing import Sequence as TSequence
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +22,7 @@ from edge_agent.errors import ModelError
 from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
 FloatArray = npt.NDArray[np.float32]
-Shape = Tuple[object, ...]  # noqa: UP006
+Shape = Tuple[object, ...]
 
 
 @dataclass(frozen=True)

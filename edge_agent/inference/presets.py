@@ -148,6 +148,10 @@ def parse_spec(spec: str, base: ClassifierPreprocess, where: str) -> ClassifierP
     return pp
 
 
+# keys a JSON ``preprocess`` entry may set; the input size always comes from the model itself
+_JSON_KEYS = ("resize", "crop", "crop_ratio", "scale", "mean", "std", "color", "order", "layout")
+
+
 def _from_json(text: str, base: ClassifierPreprocess, where: str) -> ClassifierPreprocess:
     try:
         hints: Any = json.loads(text)
@@ -160,6 +164,9 @@ def _from_json(text: str, base: ClassifierPreprocess, where: str) -> ClassifierP
         pp = parse_spec(str(hints["preset"]), base, where)
     for k, v in hints.items():
         if k == "preset":
+            continue
+        if k not in _JSON_KEYS:  # metadata written by other tools carries extras (size, interpolation)
+            log.debug("%s: preprocess key %r ignored", where, k)
             continue
         if k == "crop" and isinstance(v, bool):
             pp = replace(pp, center_crop=v)

@@ -113,12 +113,14 @@ def test_run_refuses_it_in_one_line_and_runs_a_good_model(
 def test_doctor_fails_on_it(tmp_path: Path, broken: Path, good: Path, frames: Path) -> None:
     r = cli("doctor", "--config", str(_config(tmp_path, broken, frames)), "--json")
     checks = {c["check"]: c for c in json.loads(r.stdout)}
+    assert r.returncode == 1 and checks["models"]["status"] == "FAIL"
     assert (
-        r.returncode == 1 and checks["model"]["status"] == "FAIL" and "scale 8" in checks["model"]["detail"]
+        "scale 8" in checks["models"]["detail"]
+        and "cannot produce detection scores" in checks["models"]["detail"]
     )
     r = cli("doctor", "--config", str(_config(tmp_path, good, frames)), "--json")
     checks = {c["check"]: c for c in json.loads(r.stdout)}
-    assert checks["model"]["status"] == "ok", checks["model"]
+    assert "models" not in checks and checks["detector"]["status"] == "ok", checks
 
 
 def test_hot_swap_to_it_is_refused_and_the_running_model_kept(
