@@ -231,15 +231,23 @@ def make_format_detector(
 
 
 def make_grid_classifier(
-    path: Path, size: int = 224, classes: int = 16, seed: int = 0, meta: dict[str, str] | None = None
+    path: Path,
+    size: int = 224,
+    classes: int = 16,
+    seed: int = 0,
+    meta: dict[str, str] | None = None,
+    order: list[int] | None = None,
 ) -> Path:
     """A classifier that looks *where* things are: the input is average-pooled to a 4x4 grid of RGB
     means (48 features), centred per image, then a fixed random linear map gives ``classes`` logits.
     Crop geometry, channel order, scale and mean/std all move its top-1, so it tells preprocessing
-    recipes apart the way a real ImageNet network does, without shipping one."""
+    recipes apart the way a real ImageNet network does, without shipping one.
+    ``order``: the output columns in this order (the same classifier with its classes listed otherwise)."""
     rng = np.random.default_rng(seed)
     k = size // 4
     w = rng.normal(0, 1, (48, classes)).astype(np.float32)
+    if order is not None:
+        w = w[:, order]
     nodes = [
         helper.make_node("AveragePool", ["images"], ["grid"], kernel_shape=[k, k], strides=[k, k]),
         helper.make_node("Flatten", ["grid"], ["flat"]),

@@ -193,3 +193,54 @@ def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
     assert set(
         run("--classifier-labels", str(labels), "--classifier-preprocess", "ultralytics,order=BGR")
     ) == {"bleu"}
+
+
+def test_inspect_shows_the_recipe_and_flags_a_guess(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    zoo = make_grid_classifier(tmp_path / "zoo.onnx", classes=1000)
+
+    def inspect(*extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "edge_agent", "-q", "inspect", str(zoo), *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    r = inspect()
+    assert r.returncode == 0
+    assert "preprocess   imagenet (guess): shorter side to 256 + centre crop 224x224" in r.stdout
+    assert "guessing 'imagenet'" in r.stderr and "--classifier-preprocess" in r.stderr
+    r = inspect("--classifier-preprocess", "raw", "--json")
+    info = json.loads(r.stdout)
+    assert info["preprocess"].startswith("raw (option): stretch") and info["warnings"] == []
+
+
+def test_validate_classifiers_with_classes_listed_in_another_order(tmp_path: Path) -> None:
+    """Same network, output columns permuted and named accordingly: matched by name, full agreement."""
+    import cv2
+
+    from edge_agent.tools.validate import validate_models
+
+    n = 8
+    order = [3, 1, 7, 0, 5, 2, 6, 4]
+    names = {i: f"c{i}" for i in range(n)}
+    ref = make_grid_classifier(
+        tmp_path / "r.onnx", classes=n, meta={"names": repr(names), "preprocess": "imagenet"}
+    )
+    cand_names = {j: f"c{order[j]}" for j in range(n)}
+    cand = make_grid_classifier(
+        tmp_path / "c.onnx",
+        classes=n,
+        order=order,
+        meta={"names": repr(cand_names), "preprocess": "imagenet"},
+    )
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    rng = np.random.default_rng(3)
+    for i in range(12):
+        cv2.imwrite(
+            str(imgs / f"{i}.png"), cv2.GaussianBlur(rng.integers(0, 255, (120, 160, 3), np.uint8), (9, 9), 0)
+        )
+    rep = validate_models(ref, cand, sorted(imgs.glob("*.png")), imgs, show_progress=False)
+    assert rep.metrics["top1_agreement"] == 1.0 and rep.passed, rep.format_table()
+    assert any("matched by name" in n for n in rep.notes)

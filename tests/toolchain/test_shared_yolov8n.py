@@ -81,3 +81,19 @@ def test_the_dynamic_int8_file_alone_is_a_way_forward(
         show_progress=False,
     )
     assert rep.passed and rep.metrics["recall_of_reference"] >= 0.9, rep.format_table()
+
+
+def test_the_load_time_guard_flags_the_naive_int8_and_passes_ours(y8: dict[str, Path]) -> None:
+    """The real failure: whole-model INT8 puts pixel boxes and scores under one output scale. The
+    guard names that scale at load; our INT8 (head kept float) and the FP32 pass."""
+    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.core.onnx_wire import output_dequant_scales
+    from edge_agent.inference.guard import check_detector
+    from edge_agent.inference.pipeline import Detector
+
+    scales = output_dequant_scales(y8["naive"].read_bytes())
+    assert scales and max(scales.values()) > 1.0  # ~640/255: one step is bigger than any score
+    problems = check_detector(Detector(OnnxModel(y8["naive"], provider="cpu")))
+    assert problems and "INT8-quantized with scale" in problems[0].cause
+    for good in ("fp32", "int8"):
+        assert check_detector(Detector(OnnxModel(y8[good], provider="cpu"))) == [], good
