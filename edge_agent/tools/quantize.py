@@ -235,7 +235,7 @@ def quantize_model(
                 model, note = to_float32(onnx.load(str(src)), src_kind)
                 float_src = Path(tmp) / "float32.onnx"
                 onnx.save(model, str(float_src))
-                log.warning("%s: %s", src.name, note)
+                log.info("%s: %s", src.name, note)
                 if float_copy is not None:
                     onnx.save(model, str(float_copy))
             ref = OnnxModel(float_src, provider="cpu", warmup=False)
