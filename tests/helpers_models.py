@@ -135,6 +135,7 @@ def make_format_detector(
     output_scale: float | None = None,
     end2end_meta: bool = True,
     swap_classes: bool = False,
+    score_gain: float = 1.0,
 ) -> Path:
     """The bright-patch detector (score of a stride cell = its brightest channel mean, box = the cell)
     exported in each output format the agent understands, so all of them must agree:
@@ -143,6 +144,7 @@ def make_format_detector(
     - ``yolov5``  [1, N, 7]: objectness sqrt(s) x class scores (sqrt(s), sqrt(s)/2) -> class 0 scores s;
     - ``end2end`` [1, k, 6]: the k best cells as (x1, y1, x2, y2, s, 0), no NMS needed.
 
+    ``score_gain``: scores x gain (0: a float model whose scores are all zero).
     ``swap_classes`` (yolov5): class 1 is the bright one and the names say so ({0: 'dim', 1: 'bright'}).
     ``output_scale``: quantize the output with one (scale, zero point 0) pair -- the broken INT8
     export the load-time guard must catch when the scale is coarse.
@@ -160,10 +162,12 @@ def make_format_detector(
         helper.make_node(
             "AveragePool", ["images"], ["pooled"], kernel_shape=[stride, stride], strides=[stride, stride]
         ),
-        helper.make_node("ReduceMax", ["pooled", "axes1"], ["gray"], keepdims=1),
+        helper.make_node("ReduceMax", ["pooled", "axes1"], ["gray0"], keepdims=1),
+        helper.make_node("Mul", ["gray0", "gain"], ["gray"]),
         helper.make_node("Reshape", ["gray", "score_shape"], ["scores"]),
     ]
     inits = [
+        numpy_helper.from_array(np.array([score_gain], np.float32), "gain"),
         numpy_helper.from_array(cxcywh, "boxes"),
         numpy_helper.from_array(xyxy, "boxes_xyxy"),
         numpy_helper.from_array(np.array([1], np.int64), "axes1"),

@@ -65,6 +65,16 @@ def test_static_scale_and_probe_both_name_the_cause(broken: Path, good: Path) ->
     assert check_detector(Detector(OnnxModel(good))) == []
 
 
+def test_a_float_model_with_all_zero_scores_is_caught_by_the_probe(tmp_path: Path, frames: Path) -> None:
+    """No quantization to point at: the probe image alone shows nothing can score; run refuses it."""
+    zero = make_format_detector(tmp_path / "zero.onnx", score_gain=0.0)
+    problems = check_detector(Detector(OnnxModel(zero)))
+    assert [p.cause for p in problems] == ["every class score is 0 on the probe image (best 0)"]
+    r = cli("run", "--config", str(_config(tmp_path, zero, frames)), "--max-frames", "1")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1 and "every class score is 0" in lines[0]
+
+
 def test_a_fine_output_scale_passes(tmp_path: Path) -> None:
     """Scores quantized at 1/255 are representable: no false alarm from the static check or the probe."""
     m = make_format_detector(tmp_path / "fine.onnx", output_scale=1 / 255)
