@@ -6,6 +6,7 @@ way everywhere: ``pre`` (letterbox + blob), ``infer`` (``session.run``), ``post`
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from edge_agent.errors import ModelError
 from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 from edge_agent.inference.formats import decode_output, resolve_format
 from edge_agent.inference.presets import choose_preprocess
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -82,6 +85,14 @@ class Detector:
         self._ring_pos = 0
         if not model.info.names and self.num_classes:
             model.info.names = {i: f"class{i}" for i in range(self.num_classes)}
+        elif self.num_classes and len(model.info.names) != self.num_classes:
+            # a labels file for another model, or stale metadata: results would carry wrong names
+            log.warning(
+                "%s: %d class names but the output has %d classes; unnamed ones are reported as their id",
+                model.path,
+                len(model.info.names),
+                self.num_classes,
+            )
 
     @property
     def names(self) -> dict[int, str]:

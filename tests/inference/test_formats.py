@@ -152,3 +152,13 @@ def test_the_real_yolov8n_in_every_format_gives_identical_detections(
             np.testing.assert_allclose(b.scores[j], a.scores, atol=1e-5)
             total += len(a)
     assert total >= 20
+
+
+def test_a_labels_file_of_the_wrong_length_is_warned_about(
+    format_models: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    labels = tmp_path / "labels.txt"
+    labels.write_text("a\nb\nc\n")
+    det = Detector(OnnxModel(format_models["yolov8"], labels=labels))
+    assert det.format.num_classes == 1
+    assert "3 class names but the output has 1 classes" in caplog.text
