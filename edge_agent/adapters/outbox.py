@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from edge_agent.adapters.outbox_db import (
     ROWS_DELTA,
@@ -46,8 +46,7 @@ MAINTENANCE_S = 30.0
 VACUUM_FREE_PAGES = 256
 SLICE_BYTES = 256 * 1024
 NO_CAP = 1073741823  # SQLite's default max_page_count
-if TYPE_CHECKING:
-    Batch = list[tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
+Batch = List[Tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import snapshot, start_metrics
 from edge_agent.app.modelset import ModelSet
-from edge_agent.app.pipeline import Prepared, run_cascade
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config, require_detector
@@ -40,6 +39,8 @@ from edge_agent.core.events import OutputPolicy
 from edge_agent.core.messages import result_message, sensor_message, topics
 from edge_agent.core.schema import ImageResult
 from edge_agent.errors import EdgeAgentError, QueueFullError
+from edge_agent.inference.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
+from edge_agent.inference.pipeline import Prepared, run_cascade
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class Agent:
         self._parts: Optional[tuple[Camera, Outbox, Any, Any]] = None
         self._last_mqtt_status = -1e9
         self._status_failures = 0
+        self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -289,6 +291,10 @@ class Agent:
             log.error("frame %d: %s", frame.seq, exc)
             return
         timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
+        best = getattr(models.detector, "last_max_score", float("nan"))
+        self._no_score_streak = self._no_score_streak + 1 if best <= NO_SCORE_LEVEL else 0
+        if self._no_score_streak == NO_SCORE_FRAMES:
+            log.warning("%s", self.warnings()[0])
         self.frames += 1
         self._latency.append(timings)
         self._frame_times.append(time.monotonic())
@@ -345,6 +351,15 @@ class Agent:
         log.info("reloaded: detector %s", new_models.detector.model.info.model_id)
 
     # ---- health ---------------------------------------------------------------------------------
+    def warnings(self) -> list[str]:
+        """Conditions an operator should look at; carried in the status file."""
+        if self._no_score_streak >= NO_SCORE_FRAMES:
+            return [
+                f"detector: no score above {NO_SCORE_LEVEL:g} for {self._no_score_streak} consecutive "
+                "frames (a model that cannot score, or a camera seeing nothing); check with `edge-agent infer`"
+            ]
+        return []
+
     def fps(self) -> float:
         t = self._frame_times
         return (len(t) - 1) / (t[-1] - t[0]) if len(t) >= 2 and t[-1] > t[0] else 0.0

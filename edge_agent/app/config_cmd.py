@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXAMPLE = """\
+from edge_agent.app.configfile import add_config_arg
+from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
+
+EXAMPLE = (
+    """\
 # edge-agent configuration (TOML). Unknown keys are errors, so a typo can't be silently ignored.
 # Check a file with:  edge-agent config check /etc/edge-agent/config.toml
 
@@ -32,9 +36,9 @@ reconnect_max_s = 30.0
 [detector]
 model = "/var/lib/edge-agent/models/detector.int8.onnx"
 # labels = "/etc/edge-agent/labels.txt"   # one name per line, overrides the model's names
-conf_threshold = 0.25
-iou_threshold = 0.45
-max_det = 300
+conf_threshold = @CONF@
+iou_threshold = @IOU@
+max_det = @MAX_DET@
 classes = []              # keep only these class names (empty = all)
 # provider = "xnnpack"    # override the per-board choice: cpu, xnnpack, cuda, tensorrt
 # threads = 4
@@ -91,7 +95,10 @@ snapshot_max_bytes = 65536
 [health]
 status_file = "/run/edge-agent/status.json"   # read by `edge-agent status`
 # prometheus_port = 9108                      # metrics on 127.0.0.1
-"""
+""".replace("@CONF@", str(CONF_THRESHOLD))
+    .replace("@IOU@", str(IOU_THRESHOLD))
+    .replace("@MAX_DET@", str(MAX_DET))
+)
 
 
 def register(sub: Any) -> None:
@@ -99,7 +106,12 @@ def register(sub: Any) -> None:
     s = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     s.add_parser("example", help="print a commented example config").set_defaults(func=example)
     c = s.add_parser("check", help="validate a config file (unknown keys and bad values are errors)")
-    c.add_argument("file")
+    c.add_argument(
+        "file",
+        nargs="?",
+        help="config TOML (default: --config, $EDGE_AGENT_CONFIG, else /etc/edge-agent/config.toml)",
+    )
+    add_config_arg(c)
     c.set_defaults(func=check)
 
 
@@ -109,22 +121,23 @@ def example(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from edge_agent.app.configfile import load_config
+    from edge_agent.app.configfile import config_path, load_config
     from edge_agent.core.config import require_detector
 
-    cfg = load_config(args.file)
-    require_detector(cfg, args.file)
+    path = config_path(args.file or args.config)
+    cfg = load_config(path)
+    require_detector(cfg, str(path))
     warnings = []
-    for name, path in (
+    for name, model in (
         ("detector.model", cfg.detector.model),
         ("classifier.model", cfg.classifier.model if cfg.classifier else ""),
     ):
-        if path and not Path(path).is_file():
-            warnings.append(f"{args.file}: {name} = {path!r}: file not found (yet)")
+        if model and not Path(model).is_file():
+            warnings.append(f"{path}: {name} = {model!r}: file not found (yet)")
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
     sys.stdout.write(
-        f"{args.file}: OK (device {cfg.device.id}, camera {cfg.camera.source!r}, mqtt "
+        f"{path}: OK (device {cfg.device.id}, camera {cfg.camera.source!r}, mqtt "
         f"{cfg.mqtt.host}:{cfg.mqtt.port if cfg.mqtt.enabled else 'disabled'})\n"
     )
     return 0

@@ -53,6 +53,7 @@ def snapshot(
         provider=models.provider if models else None,
         models=models.describe() if models else None,
         clock_synced=clock_synchronised(),
+        warnings=agent.warnings(),
     )
 
 

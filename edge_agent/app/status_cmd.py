@@ -14,14 +14,18 @@ import time
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from edge_agent.app.argtypes import positive_float
+from edge_agent.app.configfile import add_config_arg
 from edge_agent.errors import EdgeAgentError
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="show the running agent's health", description=__doc__)
-    p.add_argument("--config", "-c", help="config file (its [health] status_file is read)")
-    p.add_argument("--file", help="status file to read (overrides the config)")
-    p.add_argument("--max-age", type=float, default=30.0, help="older than this (s) counts as stale (exit 1)")
+    add_config_arg(p)
+    p.add_argument("--file", help="status file to read (instead of the config's [health] status_file)")
+    p.add_argument(
+        "--max-age", type=positive_float, default=30.0, help="older than this (s) counts as stale (exit 1)"
+    )
     p.add_argument("--json", action="store_true", help="the snapshot as JSON (plus age_s)")
     p.set_defaults(func=run)
 
@@ -87,18 +91,18 @@ def render(d: Mapping[str, Any], age_s: float, max_age: float, now: float) -> st
         + (f"  sync restarts {b['thread_restarts']}" if b.get("thread_restarts") else ""),
         f"provider   {d.get('provider')}  clock synced: {d.get('clock_synced')}",
     ]
+    lines += [f"WARNING    {w}" for w in d.get("warnings") or []]
     return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.statusfile import read_status
     from edge_agent.app.configfile import load_config
-    from edge_agent.core.config import Config
 
     if args.file:
         path = args.file
     else:
-        cfg = load_config(args.config) if args.config else Config()
+        cfg = load_config(args.config)
         path = cfg.health.status_file
     snap = read_status(path)
     if snap is None:

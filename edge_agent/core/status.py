@@ -9,7 +9,7 @@ is its JSON Schema; docs/messages.md documents every field.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from edge_agent.core.messages import SCHEMA_VERSION
@@ -37,6 +37,7 @@ def build_status(
     provider: Optional[str],
     models: Optional[Mapping[str, Any]],
     clock_synced: Optional[bool],
+    warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The snapshot. ``counters``: frames, results, errors, reloads, reload_failures.
 
@@ -76,6 +77,9 @@ def build_status(
         "provider": provider,
         "models": dict(models) if models is not None else None,
         "clock_synced": clock_synced,
+        "warnings": list(
+            warnings
+        ),  # conditions an operator should look at (e.g. a detector that never scores)
     }
 
 
