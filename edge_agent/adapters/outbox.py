@@ -19,10 +19,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Optional, Union
 
+from edge_agent.adapters.outbox_base import Batch
+from edge_agent.adapters.outbox_claims import ClaimsMixin
 from edge_agent.adapters.outbox_db import (
     ROWS_DELTA,
     STATS_COUNTERS,
@@ -33,34 +34,19 @@ from edge_agent.adapters.outbox_db import (
     lock_queue,
     recover_if_corrupt,
 )
-from edge_agent.adapters.outbox_space import Reserve, free_bytes
+from edge_agent.adapters.outbox_space import SLICE_BYTES, Reserve, SpaceMixin, _slices, free_bytes
 from edge_agent.core.config import QueueConfig
 from edge_agent.core.messages import encode, new_message_id
-from edge_agent.core.queue_policy import Limits, admit, expiry_cutoff, over_limits, plan_drops
+from edge_agent.core.queue_policy import Limits, admit, over_limits, plan_drops
 from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
 
 COUNTERS = STATS_COUNTERS
 MAINTENANCE_S = 30.0
-VACUUM_FREE_PAGES = 256
-SLICE_BYTES = 256 * 1024
-NO_CAP = 1073741823  # SQLite's default max_page_count
-Batch = List[Tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
 
 
-@dataclass(frozen=True)
-class Message:
-    """A claimed row: ``rowid`` is the local key, ``msg_id`` the id consumers de-duplicate on."""
-
-    rowid: int
-    msg_id: str
-    topic: str
-    payload: bytes
-    attempts: int
-
-
-class Outbox:
+class Outbox(SpaceMixin, ClaimsMixin):
     """Thread-safe durable queue: the agent loop ``put()``s, the sync thread claims and acks."""
 
     def __init__(
@@ -320,197 +306,13 @@ class Outbox:
             dropped, freed, count, nbytes = dropped + n, freed + size, count - n, nbytes - size
         return dropped, freed
 
-    # ---- full disk -------------------------------------------------------------------------
-    def _set_cap(self, pages: int) -> None:
-        cap = min(pages, self._max_pages) if self._max_pages is not None else pages
-        for conn in (self._w, self._r):
-            conn.execute(f"PRAGMA max_page_count={int(cap)}").fetchall()
-
-    def _enter_full(self, why: str, keep: int = -1) -> None:
-        """Release the reserve (but ``keep`` bytes, default a quarter: room for the next start to
-        open the file) and stop the file from growing (see outbox_space)."""
-        keep = self._reserve.size // 4 if keep < 0 else keep
-        released = self._reserve.release(keep=keep)
-        if self._capped:
-            if released:
-                log.warning("outbox %s: still full (%s): released the rest of the reserve", self.path, why)
-            return
-        self._capped = True
-        # first move the WAL into the main file (it may need to grow for that: the released bytes),
-        # so the cap below is the file's real size and later checkpoints never need to extend it
-        self._checkpoint()
-        pages = int(self._w.execute("PRAGMA page_count").fetchone()[0])
-        self._set_cap(pages)
-        log.warning(
-            "outbox %s: filesystem full (%s): %s; the file stays at %d pages; policy %s applies",
-            self.path,
-            why,
-            "released the disk reserve" if released else "no reserve left to release",
-            pages,
-            self.limits.policy,
-        )
-
-    def _leave_full(self) -> None:
-        if self._capped and free_bytes(self.path.parent) >= 2 * self._reserve.size + (1 << 20):
-            self._set_cap(NO_CAP)
-            self._capped = not self._reserve.ensure()
-            if not self._capped:
-                self._full_drops = 0
-                log.info("outbox %s: space available again: reserve re-created, cap lifted", self.path)
-
-    def _checkpoint(self, conn: Optional[sqlite3.Connection] = None) -> None:
-        with contextlib.suppress(sqlite3.Error):  # TRUNCATE gives the WAL's bytes back to the filesystem
-            (conn or self._w).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-
-    def _on_disk_full(self, batch: Batch) -> int:
-        """SQLITE_FULL: free WAL space, then ``reject_new`` holds the batch and refuses new puts,
-        ``drop_oldest`` deletes the oldest rows (doubling) until the batch fits -- counted either way.
-        Slices of at most an eighth of the reserve keep each commit's WAL inside the headroom."""
-        self._enter_full("SQLITE_FULL on commit")
-        slices = _slices(batch, max(64 * 1024, self._reserve.size // 8))
-        written = 0
-        for k, part in enumerate(slices):
-            try:
-                written += self._commit_slice(part)
-            except (QueueError, QueueFullError):
-                self._requeue([b for rest in slices[k + 1 :] for b in rest])
-                raise
-        return written
-
-    def _commit_slice(self, batch: Batch) -> int:
-        for attempt in range(16):
-            self._checkpoint()
-            try:
-                return self._commit(batch)
-            except sqlite3.Error as exc:
-                if not is_disk_full(exc):
-                    self._requeue(batch)
-                    raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
-            if self.limits.policy == "reject_new":
-                self._requeue(batch)
-                with self._lock:
-                    self._disk_full = True
-                raise QueueFullError(f"{self.path}: disk full (SQLITE_FULL); {len(batch)} messages held")
-            try:
-                if self._drop_oldest_for_space(max(len(batch), 8) << attempt) == 0:
-                    break
-            except sqlite3.Error as exc:
-                if not is_disk_full(exc):
-                    self._requeue(batch)
-                    raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
-                break
-        with self._lock:
-            self.counters["dropped"] += len(batch)
-            self._dirty = True
-            self._committing = (0, 0)
-        if not batch:
-            return 0
-        self._warn(
-            "nothing",
-            f"outbox {self.path}: disk full and nothing left to drop: {len(batch)} new messages "
-            f"dropped (dropped so far: {self.counters['dropped']})",
-            logging.ERROR,
-        )
-        return 0
-
-    def _drop_oldest_for_space(self, n: int) -> int:
-        conn = self._w
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            rows = self._droppable(n)
-            self._delete_ids([i for i, _ in rows])
-            with self._lock:
-                counters = dict(self.counters)
-                counters["dropped"] += len(rows)
-            meta = self._meta_rows(counters, self._seq, self._seq_committed)
-            conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
-            conn.execute(ROWS_DELTA, (-len(rows),))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        self._checkpoint()
-        with self._lock:
-            self._count -= len(rows)
-            self._bytes -= sum(s for _, s in rows)
-            self.counters["dropped"] += len(rows)
-        self._full_drops += len(rows)
-        self._warn(  # once a minute while the streak lasts, not once per frame
-            "fulldrop",
-            f"outbox {self.path}: disk full: dropped the oldest messages to make room "
-            f"({self._full_drops} in this full-disk streak, dropped so far: {self.counters['dropped']})",
-            period=60.0,
-        )
-        return len(rows)
-
     def _warn(self, key: str, msg: str, level: int = logging.WARNING, period: float = 10.0) -> None:
         now = time.monotonic()
         if now - self._last_warn.get(key, -1e9) >= period:
             self._last_warn[key] = now
             log.log(level, "%s", msg)
 
-    # ---- maintenance -----------------------------------------------------------------------
-    def expire(self) -> int:
-        """Drop rows older than ``max_age`` (not in flight); counted as dropped (and expired)."""
-        cutoff = expiry_cutoff(self.limits, time.time())
-        with self._wlock:
-            if (
-                self._w.execute("SELECT 1 FROM messages WHERE created < ? LIMIT 1", (cutoff,)).fetchone()
-                is None
-            ):
-                return 0  # the common case writes nothing (opening must not need a free byte)
-            rows = self._w.execute("SELECT id, size FROM messages WHERE created < ?", (cutoff,)).fetchall()
-            rows = [r for r in rows if r[0] not in self._inflight]
-            self._w.execute("BEGIN IMMEDIATE")
-            self._delete_ids([r[0] for r in rows])
-            self._w.execute(ROWS_DELTA, (-len(rows),))
-            self._w.execute("COMMIT")
-        if rows:
-            with self._lock:
-                self._count -= len(rows)
-                self._bytes -= sum(r[1] for r in rows)
-                self.counters["dropped"] += len(rows)
-                self.counters["expired"] += len(rows)
-                self._dirty = True
-            log.warning(
-                "outbox %s: dropped %d messages older than %.1f days",
-                self.path,
-                len(rows),
-                self.limits.max_age_s / 86400.0,
-            )
-        return len(rows)
-
-    def vacuum(self) -> int:
-        """Give free pages back to the filesystem (``auto_vacuum=INCREMENTAL``); returns pages freed."""
-        freed = 0
-        with self._wlock:
-            free = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])
-            while freed < free:  # in steps, checkpointing between, so the WAL never needs much room
-                try:
-                    self._w.executescript("PRAGMA incremental_vacuum(512);")
-                except sqlite3.Error as exc:
-                    if not is_disk_full(exc):
-                        raise
-                    break
-                self._checkpoint()
-                left = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])
-                if left >= free - freed:
-                    break
-                freed = free - left
-        return freed
-
-    def _maintain(self) -> None:
-        self.expire()
-        if self._acked_undeleted:
-            self.ack([])
-        if int(self._w.execute("PRAGMA freelist_count").fetchone()[0]) > VACUUM_FREE_PAGES:
-            self.vacuum()
-        if self._capped:
-            self._leave_full()
-        elif not self._reserve.held:
-            self._reserve.ensure()
-
+    # ---- maintenance ---------------------------------------------------------------------
     def _run_flusher(self) -> None:
         next_maintenance = time.monotonic() + MAINTENANCE_S
         while True:
@@ -537,98 +339,6 @@ class Outbox:
                 )
                 with self._lock:
                     self._cond.wait(max(self.flush_interval_s, 0.5))
-
-    # ---- sync side ---------------------------------------------------------------------
-    def claim(self, n: int, newest_first: bool = False) -> list[Message]:
-        """Up to ``n`` rows not in flight, oldest (or newest) first, now in flight.
-
-        Only the attempt count is written, best effort: on a full disk claims still work, so the
-        sync can drain the queue and free space.
-        """
-        order = "DESC" if newest_first else "ASC"
-        with self._rlock:
-            with self._lock:
-                skip = self._inflight | self._acked_undeleted
-            rows = self._r.execute(
-                f"SELECT id, msg_id, topic, payload, attempts FROM messages ORDER BY id {order} LIMIT ?",
-                (n + len(skip),),
-            ).fetchall()
-            rows = [r for r in rows if r[0] not in skip][:n]
-            ids = [r[0] for r in rows]
-            if ids:
-                try:
-                    self._r.execute(
-                        f"UPDATE messages SET attempts = attempts + 1 WHERE id IN ({','.join('?' * len(ids))})",
-                        ids,
-                    )
-                except sqlite3.Error as exc:
-                    if not is_disk_full(exc):
-                        raise
-        with self._lock:
-            self._inflight.update(ids)
-        return [Message(r[0], r[1], r[2], r[3], int(r[4]) + 1) for r in rows]
-
-    def ack(self, rowids: Sequence[int]) -> int:
-        """Delete rows the broker acknowledged; returns how many existed.
-
-        On a full disk the delete is retried after a checkpoint and with the reserve released;
-        if it still cannot be written the rows stay out of the queue's figures and claims and the
-        delete is retried at the next ack (a crash before that only redelivers them)."""
-        with self._lock:
-            todo = list(rowids) + [r for r in self._acked_undeleted if r not in set(rowids)]
-            self._inflight.difference_update(rowids)
-            self._acked_undeleted.update(rowids)
-        deleted: list[tuple[int, int]] = []
-        with self._rlock:
-            for attempt in range(3):
-                try:
-                    for i in range(0, len(todo), 500):
-                        chunk = todo[i : i + 500]
-                        self._r.execute("BEGIN IMMEDIATE")
-                        try:
-                            rows = self._r.execute(
-                                f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) RETURNING id, size",
-                                chunk,
-                            ).fetchall()
-                            self._r.execute(ROWS_DELTA, (-len(rows),))
-                            self._r.execute("COMMIT")
-                        except BaseException:
-                            if self._r.in_transaction:
-                                self._r.execute("ROLLBACK")
-                            raise
-                        deleted += [(int(a), int(b)) for a, b in rows]
-                        with self._lock:
-                            self._acked_undeleted.difference_update(chunk)
-                    break
-                except sqlite3.Error as exc:
-                    if not is_disk_full(exc):
-                        raise
-                    self._checkpoint(self._r)
-                    if attempt == 1:
-                        with self._wlock:
-                            self._enter_full("SQLITE_FULL on ack", keep=0)
-                    elif attempt == 2:
-                        self._warn(
-                            "ack",
-                            f"outbox {self.path}: disk full: {len(self._acked_undeleted)} acknowledged messages "
-                            "not deleted yet (retried; a restart before that redelivers them)",
-                            logging.ERROR,
-                        )
-        with self._lock:
-            self._count -= len(deleted)
-            self._bytes -= sum(s for _, s in deleted)
-        return sum(1 for i, _ in deleted if i in set(rowids))
-
-    def release(self, rowids: Optional[Sequence[int]] = None) -> int:
-        """Return in-flight rows (all when ``rowids`` is None) to pending, e.g. after a disconnect."""
-        with self._lock:
-            if rowids is None:
-                changed = len(self._inflight)
-                self._inflight.clear()
-            else:
-                changed = len(self._inflight & set(rowids))
-                self._inflight.difference_update(rowids)
-        return changed
 
     def purge(self) -> int:
         """Delete every stored message (counted as dropped) and return the space to the filesystem."""
@@ -713,16 +423,3 @@ class Outbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _slices(batch: Batch, limit: int) -> list[Batch]:
-    """``batch`` cut into runs of at most ``limit`` payload bytes (at least one row each)."""
-    slices: list[Batch] = [[]]
-    size = 0
-    for item in batch:
-        if slices[-1] and size + len(item[2]) > limit:
-            slices.append([])
-            size = 0
-        slices[-1].append(item)
-        size += len(item[2])
-    return slices

@@ -14,13 +14,25 @@ The quarter kept back is for the next start: a WAL database cannot be opened wit
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sqlite3
+import time
 from pathlib import Path
+from typing import List, Optional
+
+from edge_agent.adapters.outbox_base import Batch, OutboxBase
+from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
+from edge_agent.core.queue_policy import expiry_cutoff
+from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
 
 CHUNK = 64 * 1024
+NO_CAP = 1073741823  # SQLite's default max_page_count
+SLICE_BYTES = 256 * 1024
+VACUUM_FREE_PAGES = 256
 
 
 def free_bytes(directory: Path) -> int:
@@ -109,3 +121,205 @@ class Reserve:
             return have
         finally:
             os.close(fd)
+
+
+class SpaceMixin(OutboxBase):
+    """The outbox's disk space: full-disk handling (reserve, cap, drops), expiry and vacuum."""
+
+    # ---- full disk -------------------------------------------------------------------------
+    def _set_cap(self, pages: int) -> None:
+        cap = min(pages, self._max_pages) if self._max_pages is not None else pages
+        for conn in (self._w, self._r):
+            conn.execute(f"PRAGMA max_page_count={int(cap)}").fetchall()
+
+    def _enter_full(self, why: str, keep: int = -1) -> None:
+        """Release the reserve (but ``keep`` bytes, default a quarter: room for the next start to
+        open the file) and stop the file from growing (see outbox_space)."""
+        keep = self._reserve.size // 4 if keep < 0 else keep
+        released = self._reserve.release(keep=keep)
+        if self._capped:
+            if released:
+                log.warning("outbox %s: still full (%s): released the rest of the reserve", self.path, why)
+            return
+        self._capped = True
+        # first move the WAL into the main file (it may need to grow for that: the released bytes),
+        # so the cap below is the file's real size and later checkpoints never need to extend it
+        self._checkpoint()
+        pages = int(self._w.execute("PRAGMA page_count").fetchone()[0])
+        self._set_cap(pages)
+        log.warning(
+            "outbox %s: filesystem full (%s): %s; the file stays at %d pages; policy %s applies",
+            self.path,
+            why,
+            "released the disk reserve" if released else "no reserve left to release",
+            pages,
+            self.limits.policy,
+        )
+
+    def _leave_full(self) -> None:
+        if self._capped and free_bytes(self.path.parent) >= 2 * self._reserve.size + (1 << 20):
+            self._set_cap(NO_CAP)
+            self._capped = not self._reserve.ensure()
+            if not self._capped:
+                self._full_drops = 0
+                log.info("outbox %s: space available again: reserve re-created, cap lifted", self.path)
+
+    def _checkpoint(self, conn: Optional[sqlite3.Connection] = None) -> None:
+        with contextlib.suppress(sqlite3.Error):  # TRUNCATE gives the WAL's bytes back to the filesystem
+            (conn or self._w).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def _on_disk_full(self, batch: Batch) -> int:
+        """SQLITE_FULL: free WAL space, then ``reject_new`` holds the batch and refuses new puts,
+        ``drop_oldest`` deletes the oldest rows (doubling) until the batch fits -- counted either way.
+        Slices of at most an eighth of the reserve keep each commit's WAL inside the headroom."""
+        self._enter_full("SQLITE_FULL on commit")
+        slices = _slices(batch, max(64 * 1024, self._reserve.size // 8))
+        written = 0
+        for k, part in enumerate(slices):
+            try:
+                written += self._commit_slice(part)
+            except (QueueError, QueueFullError):
+                self._requeue([b for rest in slices[k + 1 :] for b in rest])
+                raise
+        return written
+
+    def _commit_slice(self, batch: Batch) -> int:
+        for attempt in range(16):
+            self._checkpoint()
+            try:
+                return self._commit(batch)
+            except sqlite3.Error as exc:
+                if not is_disk_full(exc):
+                    self._requeue(batch)
+                    raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
+            if self.limits.policy == "reject_new":
+                self._requeue(batch)
+                with self._lock:
+                    self._disk_full = True
+                raise QueueFullError(f"{self.path}: disk full (SQLITE_FULL); {len(batch)} messages held")
+            try:
+                if self._drop_oldest_for_space(max(len(batch), 8) << attempt) == 0:
+                    break
+            except sqlite3.Error as exc:
+                if not is_disk_full(exc):
+                    self._requeue(batch)
+                    raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
+                break
+        with self._lock:
+            self.counters["dropped"] += len(batch)
+            self._dirty = True
+            self._committing = (0, 0)
+        if not batch:
+            return 0
+        self._warn(
+            "nothing",
+            f"outbox {self.path}: disk full and nothing left to drop: {len(batch)} new messages "
+            f"dropped (dropped so far: {self.counters['dropped']})",
+            logging.ERROR,
+        )
+        return 0
+
+    def _drop_oldest_for_space(self, n: int) -> int:
+        conn = self._w
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            rows = self._droppable(n)
+            self._delete_ids([i for i, _ in rows])
+            with self._lock:
+                counters = dict(self.counters)
+                counters["dropped"] += len(rows)
+            meta = self._meta_rows(counters, self._seq, self._seq_committed)
+            conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+            conn.execute(ROWS_DELTA, (-len(rows),))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._checkpoint()
+        with self._lock:
+            self._count -= len(rows)
+            self._bytes -= sum(s for _, s in rows)
+            self.counters["dropped"] += len(rows)
+        self._full_drops += len(rows)
+        self._warn(  # once a minute while the streak lasts, not once per frame
+            "fulldrop",
+            f"outbox {self.path}: disk full: dropped the oldest messages to make room "
+            f"({self._full_drops} in this full-disk streak, dropped so far: {self.counters['dropped']})",
+            period=60.0,
+        )
+        return len(rows)
+
+    # ---- maintenance -----------------------------------------------------------------------
+    def expire(self) -> int:
+        """Drop rows older than ``max_age`` (not in flight); counted as dropped (and expired)."""
+        cutoff = expiry_cutoff(self.limits, time.time())
+        with self._wlock:
+            if (
+                self._w.execute("SELECT 1 FROM messages WHERE created < ? LIMIT 1", (cutoff,)).fetchone()
+                is None
+            ):
+                return 0  # the common case writes nothing (opening must not need a free byte)
+            rows = self._w.execute("SELECT id, size FROM messages WHERE created < ?", (cutoff,)).fetchall()
+            rows = [r for r in rows if r[0] not in self._inflight]
+            self._w.execute("BEGIN IMMEDIATE")
+            self._delete_ids([r[0] for r in rows])
+            self._w.execute(ROWS_DELTA, (-len(rows),))
+            self._w.execute("COMMIT")
+        if rows:
+            with self._lock:
+                self._count -= len(rows)
+                self._bytes -= sum(r[1] for r in rows)
+                self.counters["dropped"] += len(rows)
+                self.counters["expired"] += len(rows)
+                self._dirty = True
+            log.warning(
+                "outbox %s: dropped %d messages older than %.1f days",
+                self.path,
+                len(rows),
+                self.limits.max_age_s / 86400.0,
+            )
+        return len(rows)
+
+    def vacuum(self) -> int:
+        """Give free pages back to the filesystem (``auto_vacuum=INCREMENTAL``); returns pages freed."""
+        freed = 0
+        with self._wlock:
+            free = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])
+            while freed < free:  # in steps, checkpointing between, so the WAL never needs much room
+                try:
+                    self._w.executescript("PRAGMA incremental_vacuum(512);")
+                except sqlite3.Error as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    break
+                self._checkpoint()
+                left = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])
+                if left >= free - freed:
+                    break
+                freed = free - left
+        return freed
+
+    def _maintain(self) -> None:
+        self.expire()
+        if self._acked_undeleted:
+            self.ack([])
+        if int(self._w.execute("PRAGMA freelist_count").fetchone()[0]) > VACUUM_FREE_PAGES:
+            self.vacuum()
+        if self._capped:
+            self._leave_full()
+        elif not self._reserve.held:
+            self._reserve.ensure()
+
+
+def _slices(batch: Batch, limit: int) -> List[Batch]:
+    """``batch`` cut into runs of at most ``limit`` payload bytes (at least one row each)."""
+    slices: List[Batch] = [[]]
+    size = 0
+    for item in batch:
+        if slices[-1] and size + len(item[2]) > limit:
+            slices.append([])
+            size = 0
+        slices[-1].append(item)
+        size += len(item[2])
+    return slices

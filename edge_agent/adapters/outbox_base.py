@@ -1,0 +1,74 @@
+"""What the outbox's parts share: its state and the hooks one part calls in another.
+
+The outbox is one class assembled from three modules kept under ~400 lines each: ``outbox``
+(put, group commit, close), ``outbox_space`` (full disk, expiry, vacuum) and ``outbox_claims``
+(the sync side: claim, ack, release). This base only declares; :class:`Outbox` sets everything.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple
+
+from edge_agent.core.queue_policy import Limits
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.outbox_space import Reserve
+
+Batch = List[Tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
+
+
+class OutboxBase:
+    path: Path
+    limits: Limits
+    counters: Dict[str, int]
+    flush_batch: int
+    _w: sqlite3.Connection
+    _r: sqlite3.Connection
+    _lock: threading.Lock
+    _wlock: threading.Lock
+    _rlock: threading.Lock
+    _count: int
+    _bytes: int
+    _committing: Tuple[int, int]
+    _dirty: bool
+    _disk_full: bool
+    _capped: bool
+    _full_drops: int
+    _max_pages: Optional[int]
+    _reserve: Reserve
+    _seq: int
+    _seq_committed: int
+    _inflight: Set[int]
+    _acked_undeleted: Set[int]
+
+    # hooks, each defined by exactly one part
+    def _commit(self, batch: Batch) -> int:
+        raise NotImplementedError
+
+    def _requeue(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def _meta_rows(self, counters: Dict[str, int], seq: int, committed: int) -> List[Tuple[str, int]]:
+        raise NotImplementedError
+
+    def _droppable(self, limit: int, order: str = "ASC") -> List[Tuple[int, int]]:
+        raise NotImplementedError
+
+    def _delete_ids(self, ids: Sequence[int]) -> None:
+        raise NotImplementedError
+
+    def _warn(self, key: str, msg: str, level: int = 30, period: float = 10.0) -> None:
+        raise NotImplementedError
+
+    def _checkpoint(self, conn: Optional[sqlite3.Connection] = None) -> None:
+        raise NotImplementedError
+
+    def _enter_full(self, why: str, keep: int = -1) -> None:
+        raise NotImplementedError
+
+    def ack(self, rowids: Sequence[int]) -> int:
+        raise NotImplementedError

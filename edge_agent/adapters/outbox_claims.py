@@ -1,0 +1,122 @@
+"""The sync side of the outbox: claim rows, ack them on PUBACK, release them on a disconnect.
+
+"In flight" lives in memory only: a claim writes nothing required (the attempt count, best
+effort), so on a full disk the sync can still drain the queue and free space; a crash only means
+a redelivery with the same message id.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from edge_agent.adapters.outbox_base import OutboxBase
+from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
+
+
+@dataclass(frozen=True)
+class Message:
+    """A claimed row: ``rowid`` is the local key, ``msg_id`` the id consumers de-duplicate on."""
+
+    rowid: int
+    msg_id: str
+    topic: str
+    payload: bytes
+    attempts: int
+
+
+class ClaimsMixin(OutboxBase):
+    # ---- sync side ---------------------------------------------------------------------
+    def claim(self, n: int, newest_first: bool = False) -> list[Message]:
+        """Up to ``n`` rows not in flight, oldest (or newest) first, now in flight.
+
+        Only the attempt count is written, best effort: on a full disk claims still work, so the
+        sync can drain the queue and free space.
+        """
+        order = "DESC" if newest_first else "ASC"
+        with self._rlock:
+            with self._lock:
+                skip = self._inflight | self._acked_undeleted
+            rows = self._r.execute(
+                f"SELECT id, msg_id, topic, payload, attempts FROM messages ORDER BY id {order} LIMIT ?",
+                (n + len(skip),),
+            ).fetchall()
+            rows = [r for r in rows if r[0] not in skip][:n]
+            ids = [r[0] for r in rows]
+            if ids:
+                try:
+                    self._r.execute(
+                        f"UPDATE messages SET attempts = attempts + 1 WHERE id IN ({','.join('?' * len(ids))})",
+                        ids,
+                    )
+                except sqlite3.Error as exc:
+                    if not is_disk_full(exc):
+                        raise
+        with self._lock:
+            self._inflight.update(ids)
+        return [Message(r[0], r[1], r[2], r[3], int(r[4]) + 1) for r in rows]
+
+    def ack(self, rowids: Sequence[int]) -> int:
+        """Delete rows the broker acknowledged; returns how many existed.
+
+        On a full disk the delete is retried after a checkpoint and with the reserve released;
+        if it still cannot be written the rows stay out of the queue's figures and claims and the
+        delete is retried at the next ack (a crash before that only redelivers them)."""
+        with self._lock:
+            todo = list(rowids) + [r for r in self._acked_undeleted if r not in set(rowids)]
+            self._inflight.difference_update(rowids)
+            self._acked_undeleted.update(rowids)
+        deleted: list[tuple[int, int]] = []
+        with self._rlock:
+            for attempt in range(3):
+                try:
+                    for i in range(0, len(todo), 500):
+                        chunk = todo[i : i + 500]
+                        self._r.execute("BEGIN IMMEDIATE")
+                        try:
+                            rows = self._r.execute(
+                                f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) RETURNING id, size",
+                                chunk,
+                            ).fetchall()
+                            self._r.execute(ROWS_DELTA, (-len(rows),))
+                            self._r.execute("COMMIT")
+                        except BaseException:
+                            if self._r.in_transaction:
+                                self._r.execute("ROLLBACK")
+                            raise
+                        deleted += [(int(a), int(b)) for a, b in rows]
+                        with self._lock:
+                            self._acked_undeleted.difference_update(chunk)
+                    break
+                except sqlite3.Error as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    self._checkpoint(self._r)
+                    if attempt == 1:
+                        with self._wlock:
+                            self._enter_full("SQLITE_FULL on ack", keep=0)
+                    elif attempt == 2:
+                        self._warn(
+                            "ack",
+                            f"outbox {self.path}: disk full: {len(self._acked_undeleted)} acknowledged messages "
+                            "not deleted yet (retried; a restart before that redelivers them)",
+                            logging.ERROR,
+                        )
+        with self._lock:
+            self._count -= len(deleted)
+            self._bytes -= sum(s for _, s in deleted)
+        return sum(1 for i, _ in deleted if i in set(rowids))
+
+    def release(self, rowids: Optional[Sequence[int]] = None) -> int:
+        """Return in-flight rows (all when ``rowids`` is None) to pending, e.g. after a disconnect."""
+        with self._lock:
+            if rowids is None:
+                changed = len(self._inflight)
+                self._inflight.clear()
+            else:
+                changed = len(self._inflight & set(rowids))
+                self._inflight.difference_update(rowids)
+        return changed
