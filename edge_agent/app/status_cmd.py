@@ -8,6 +8,7 @@ parts of an agent that stopped, or stopped reporting, are not shown as streaming
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import sys
 import time
@@ -59,6 +60,16 @@ def _kv(d: Optional[Mapping[str, Any]], *keys: str) -> str:
     return ", ".join(f"{k} {d[k]}" for k in keys if d.get(k) not in (None, 0, False))
 
 
+def _epoch(iso: Any) -> Optional[float]:
+    """``2026-11-30T03:29:59Z`` (the queue's UTC stamps) -> unix time, None if absent or odd."""
+    if not isinstance(iso, str):
+        return None
+    try:
+        return calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return None
+
+
 def _part(value: Any) -> dict[str, Any]:
     # an older agent wrote the broker as a bare string: show it rather than fail
     return dict(value) if isinstance(value, Mapping) else ({"state": value} if value is not None else {})
@@ -82,11 +93,12 @@ def render(d: Mapping[str, Any], age_s: float, max_age: float, now: float) -> st
         + " (median, recent frames)",
         f"camera     {cam_state}  {cam.get('source', '')}  "
         + _kv(cam, "dropped", "reconnects", "skipped", "last_error"),
-        f"queue      {q.get('pending')} pending ({q.get('bytes')} bytes), oldest {q.get('oldest') or '-'}"
+        f"queue      {q.get('pending')} pending ({q.get('bytes')} bytes), oldest {when(_epoch(q.get('oldest')), now)}"
         + ("  DISK FULL" if q.get("disk_full") else ""),
         "           "
         + (_kv(q, "dropped", "rejected", "expired", "lost", "crashes", "seq_skipped") or "nothing lost"),
-        f"broker     {b.get('state') if live else 'unknown'}  last ack {when(b.get('last_sync'), now)}"
+        f"broker     {b.get('state') if live or b.get('state') == 'disabled' else 'unknown'}  "
+        f"last ack {when(b.get('last_sync'), now)}"
         + (f"  last error: {b['last_error']}" if b.get("last_error") else "")
         + (f"  sync restarts {b['thread_restarts']}" if b.get("thread_restarts") else ""),
         f"provider   {d.get('provider')}  clock synced: {d.get('clock_synced')}",

@@ -24,7 +24,13 @@ def snap(state: str = "running") -> dict[str, object]:
         counters={"frames": 10, "results": 4, "errors": 0},
         fps=5.0,
         latency_ms={"infer": 40.0, "total": 52.25},
-        queue={"pending": 3, "bytes": 900, "oldest": "2027-01-15T08:00:00Z", "dropped": 2, "disk_full": True},
+        queue={
+            "pending": 3,
+            "bytes": 900,
+            "oldest": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - 300)),
+            "dropped": 2,
+            "disk_full": True,
+        },
         broker={"state": "connected", "last_sync": NOW - 12, "last_error": None, "thread_restarts": 1},
         camera={"state": "streaming", "source": "/dev/video0", "dropped": 0},
         sensor=None,
@@ -52,6 +58,7 @@ def test_running_view_has_ages_and_local_times_not_epochs_or_dicts() -> None:
     text = render(snap(), age_s=2, max_age=30, now=NOW)
     assert "streaming" in text and "reported 2 s ago" in text
     assert "last ack " + time.strftime("%H:%M:%S", time.localtime(NOW - 12)) + " (12 s ago)" in text
+    assert "oldest " + time.strftime("%H:%M:%S", time.localtime(NOW - 300)) + " (5 min ago)" in text
     assert "infer 40.0 ms, total 52.25 ms" in text and "DISK FULL" in text and "sync restarts 1" in text
     assert str(int(NOW - 12)) not in text and "{" not in text and "None" not in text.split("provider")[0]
 
