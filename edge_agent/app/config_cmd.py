@@ -32,6 +32,7 @@ fps = 15
 interval_s = 0.0          # 0 = as fast as inference goes; else seconds between inferences
 stall_timeout_s = 10.0    # no new frame for this long -> reconnect (capped backoff)
 reconnect_max_s = 30.0
+max_pixels = 40000000     # folder images larger than this (read from the header) are skipped, never decoded
 
 [detector]
 model = "/var/lib/edge-agent/models/detector.int8.onnx"
@@ -65,7 +66,7 @@ classes = []              # keep only these class names (empty = all)
 enabled = true
 host = "broker.example.internal"
 port = 8883
-topic_prefix = "edge"     # results on edge/<device>/detections, status on edge/<device>/status
+topic_prefix = "edge"     # edge/<device>/detections|status|sensors; no + # NUL, no leading $ (docs/messages.md)
 # username = "pi-entrance-01"
 # password_file = "/run/credentials/edge-agent.service/mqtt-password"  # systemd LoadCredential=
 password_env = "EDGE_AGENT_MQTT_PASSWORD"
@@ -82,9 +83,10 @@ path = "/var/lib/edge-agent/outbox.db"
 max_messages = 1000000
 max_bytes = 536870912     # 512 MiB
 max_age_days = 90
-policy = "drop_oldest"    # or reject_new
-flush_interval_s = 1.0    # group commit: at most this much is lost on power cut
+policy = "drop_oldest"    # or reject_new (both also on a full disk: docs/queue.md)
+flush_interval_s = 0.2    # group commit: a crash loses at most this window, seen as a seq gap
 flush_batch = 100
+reserve_bytes = 1048576   # disk headroom released on a full disk so deletes still work (0 or >= 1 MiB)
 
 [output]
 mode = "event"            # event: when the set of detections changes (+ heartbeat); or every_frame
