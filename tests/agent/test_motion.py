@@ -81,8 +81,13 @@ def test_motion_config_is_validated() -> None:
         parse_config("[motion]\nthreshold = 0\n")
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-def test_the_loop_infers_only_when_the_gate_opens(tmp_path: Path, enabled: bool) -> None:
+@pytest.mark.parametrize(
+    ("enabled", "interval"),
+    [(True, 0.0), (True, 0.005), (False, 0.0)],
+    ids=["gated-prefetch", "gated-paced", "ungated"],
+)
+def test_the_loop_infers_only_when_the_gate_opens(tmp_path: Path, enabled: bool, interval: float) -> None:
+    """Free-running (the gate sits in the prefetch thread) and paced by interval_s (in the loop)."""
     bg = real_photo("sample_0.jpg")
     obj = real_photo("sample_3.jpg")[60:180, 100:160]
     still = static_clip(bg, 20, seed=1)
@@ -97,6 +102,7 @@ def test_the_loop_infers_only_when_the_gate_opens(tmp_path: Path, enabled: bool)
 state_dir = "{tmp_path}"
 [camera]
 source = "{cam}"
+interval_s = {interval}
 [detector]
 model = "{make_bright_detector(tmp_path / "det.onnx")}"
 [mqtt]
