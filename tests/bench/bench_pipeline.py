@@ -178,8 +178,8 @@ def main() -> int:
         f"  ref (numpy) end-to-end    {med(t['ref_vec']):8.2f}   post {med(t['ref_post_vec']):.2f} ({n_vec} detections)"
     )
     print(f"  ratio ref-loop / ours     {med(t['ref_loop']) / med(t['ours']):8.3f}")
-    decode_vs_reduced(Path(a.image).read_bytes(), det, a.runs)
     print(f"  ratio ref-numpy / ours    {med(t['ref_vec']) / med(t['ours']):8.3f}")
+    decode_vs_reduced(Path(a.image).read_bytes(), det, a.runs)
     return 0
 
 
