@@ -77,9 +77,9 @@ else
     python3 -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" "$work/src" \
         || ea_die "wheel build failed"
 fi
-wheel=$(echo "$work"/dist/edge_agent-*.whl)
-[ -f "$wheel" ] || ea_die "no edge_agent wheel produced"
-version=${wheel##*/edge_agent-}
+wheel=$(echo "$work"/dist/onnx_edge_agent-*.whl)
+[ -f "$wheel" ] || ea_die "no onnx_edge_agent wheel produced"
+version=${wheel##*/onnx_edge_agent-}
 version=${version%%-*}
 suffix=""
 [ "$py" = "3.11" ] || suffix="-py${py/./}"

@@ -125,7 +125,17 @@ EOF
     fi
     echo "model:     ${model:-none found} / image: ${image:-none found}"
     echo
-    run_cmd doctor
+    # doctor checks what a config names (model, camera, serial, broker): the service's config when
+    # there is one, else a throw-away config with the model and image found above
+    config=${EDGE_AGENT_CONFIG:-/etc/edge-agent/config.toml}
+    if [ ! -r "$config" ] && [ -n "$model" ] && [ -n "$image" ]; then
+        config=$(mktemp "${TMPDIR:-/tmp}/edge-agent-smoke.XXXXXX.toml")
+        trap 'rm -f "$config"' EXIT
+        printf '[device]\nstate_dir = "%s"\n[detector]\nmodel = "%s"\n[camera]\nsource = "%s"\n[mqtt]\nenabled = false\n' \
+            "${TMPDIR:-/tmp}/edge-agent-smoke-state" "$model" "$(dirname "$image")" >"$config"
+        echo "(no service config: doctor checks the model and images found above)"
+    fi
+    run_cmd doctor --config "$config"
     if [ -n "$model" ]; then
         run_model bench
         if [ -n "$image" ]; then run_model infer "$image"; else echo "-- infer: skipped (no image)"; fi

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from edge_agent.core.config import DEFAULT_CONFIG_PATH
+from edge_agent.app.configfile import add_config_arg
 
 if TYPE_CHECKING:
     from edge_agent.core.config import Config
@@ -26,9 +26,7 @@ def register(subparsers: Any) -> None:
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(
-            "--config", "-c", default=str(DEFAULT_CONFIG_PATH), help="config TOML (default: %(default)s)"
-        )
+        add_config_arg(p)
         p.set_defaults(func=run)
         return p
 

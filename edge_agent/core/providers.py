@@ -83,6 +83,12 @@ def plan_providers(
 
     if override:
         wanted = [resolve_name(p) for p in override.split(",") if p.strip()]
+        unknown = [p for p in wanted if p not in ALIASES.values() and not p.endswith("ExecutionProvider")]
+        if unknown:
+            raise ProviderError(
+                f"unknown provider {', '.join(map(repr, unknown))}; valid names: {', '.join(ALIASES)} "
+                f"or a full onnxruntime name such as {CPU}"
+            )
         missing = [p for p in wanted if p not in avail]
         if missing:
             raise ProviderError(
