@@ -92,7 +92,9 @@ class MjpegServer:
                     self.stop.wait(60)  # silent, socket open: what a hung camera does
                     return
                 if first_conn and self.mode == "close" and n >= self.after:
-                    head = f"\r\n--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpg)}\r\n\r\n"
+                    head = (
+                        f"\r\n--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpg)}\r\n\r\n"
+                    )
                     h.wfile.write(head.encode() + jpg[: len(jpg) // 2])
                     h.wfile.flush()
                     h.connection.shutdown(socket.SHUT_RDWR)

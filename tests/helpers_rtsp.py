@@ -29,7 +29,9 @@ PROBE = (
 def require_rtsp_server() -> None:
     """Skip (with what is missing) unless Debian's python3 can run a gst-rtsp-server with x264enc."""
     if not Path(SYSTEM_PYTHON).exists():
-        pytest.skip(f"{SYSTEM_PYTHON} not found (the RTSP server runs under the distro python3 with python3-gi)")
+        pytest.skip(
+            f"{SYSTEM_PYTHON} not found (the RTSP server runs under the distro python3 with python3-gi)"
+        )
     r = subprocess.run([SYSTEM_PYTHON, "-c", PROBE], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         pytest.skip(
@@ -57,7 +59,16 @@ class RtspServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [SYSTEM_PYTHON, str(SERVER), "--port", str(self.port), "--fps", str(self.fps), "--codec", self.codec],
+            [
+                SYSTEM_PYTHON,
+                str(SERVER),
+                "--port",
+                str(self.port),
+                "--fps",
+                str(self.fps),
+                "--codec",
+                self.codec,
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -55,7 +55,8 @@ def test_boundary_from_content_type() -> None:
 @pytest.mark.parametrize("length", [True, False])
 def test_parser_splits_parts_fed_one_byte_at_a_time(length: bool) -> None:
     jpgs = [numbered_jpeg(n) for n in range(3)]
-    data = stream(jpgs, length=length) + b"--b0\r\n"  # without Content-Length a part ends at the next boundary
+    # without Content-Length a part ends at the next boundary
+    data = stream(jpgs, length=length) + b"--b0\r\n"
     p = MultipartParser("b0")
     got = []
     for i in range(len(data)):
@@ -151,7 +152,9 @@ def test_frames_arrive_in_order(server_factory: Callable[..., MjpegServer], cont
         src.close()
 
 
-def test_basic_auth_from_a_credential_file(server_factory: Callable[..., MjpegServer], tmp_path: Path) -> None:
+def test_basic_auth_from_a_credential_file(
+    server_factory: Callable[..., MjpegServer], tmp_path: Path
+) -> None:
     srv = server_factory(auth=("admin", "s3cr:et"))
     with pytest.raises(CameraError, match="401"):
         MjpegHttpSource(srv.url, 2.0)
@@ -165,7 +168,9 @@ def test_basic_auth_from_a_credential_file(server_factory: Callable[..., MjpegSe
         MjpegHttpSource(srv.url, 2.0, credentials_file=str(cred))
 
 
-def test_a_truncated_jpeg_is_skipped_and_the_stream_goes_on(server_factory: Callable[..., MjpegServer]) -> None:
+def test_a_truncated_jpeg_is_skipped_and_the_stream_goes_on(
+    server_factory: Callable[..., MjpegServer],
+) -> None:
     srv = server_factory(mode="truncate", after=3, fps=50)
     src = MjpegHttpSource(srv.url, 2.0)
     outcomes = []

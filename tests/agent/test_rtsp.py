@@ -86,13 +86,16 @@ def test_reconnects_within_10_s_after_the_server_restarts(rtsp: RtspServer) -> N
         cam.stop()
 
 
-def test_agent_infers_on_the_newest_frame(
-    rtsp: RtspServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Inference (0.2 s, a slow accelerator: sleep, not CPU) is 5x slower than the 25 fps stream;
-    the frame it starts on must be at most 2 frame intervals old, counted from the server's clock."""
+def test_agent_infers_on_the_newest_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inference (0.4 s, a slow accelerator: sleep, not CPU) is 4x slower than the 10 fps stream;
+    the frame it starts on must be at most 2 frame intervals old, counted from the server's clock
+    (so including encode, network and decode: about one interval of that is the transport)."""
+    require_rtsp_server()
+    rtsp = RtspServer(fps=10, codec="h264")
+    rtsp.start()
+    request_stop = rtsp.stop
     interval_ms = 1000 / rtsp.fps
-    infer_s = 0.2
+    infer_s = 0.4
     ages: list[int] = []
     real = agent_mod.run_cascade
 
@@ -121,9 +124,12 @@ path = "{tmp_path}/q.db"
 status_file = "{tmp_path}/status.json"
 """
     )
-    agent = Agent(cfg, max_frames=25)
-    assert agent.run() == 0
-    steady = ages[5:]  # the first frames include the stream's start-up buffering
+    agent = Agent(cfg, max_frames=20)
+    try:
+        assert agent.run() == 0
+    finally:
+        request_stop()
+    steady = ages[4:]  # the first frames include the stream's start-up buffering
     assert len(steady) >= 15
     med = statistics.median(steady)
     print(f"frame age at inference: median {med} ms, max {max(steady)} ms, interval {interval_ms:.0f} ms")
