@@ -141,6 +141,11 @@ def main() -> None:
                     "bare_fps": round(1000 / ref, 2),
                     "agent_fps": agent["fps"],
                     "ratio_agent_vs_bare": round(agent["fps"] * ref / 1000, 3),
+                    # the same ratio against session.run *inside* the loop (same load, same run):
+                    # on a machine others load, the bare figure from before/after can be far off
+                    "ratio_agent_vs_in_loop_run": round(
+                        agent["fps"] * agent["latency_ms"].get("infer", 0.0) / 1000, 3
+                    ),
                     "ready_s": round(agent["ready_s"], 2),
                     "peak_rss_mb": round(agent["peak_rss_mb"], 1),
                     "agent_latency_ms": agent["latency_ms"],
