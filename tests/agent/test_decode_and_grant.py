@@ -3,6 +3,7 @@ granted-settings report (pure: no camera here)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,15 @@ def test_grant_mismatches_names_what_the_driver_did_not_grant(
     asked = {"fourcc": "MJPG", "width": 1280, "height": 720, "fps": 30}
     assert grant_mismatches(asked, granted) == expected
     assert grant_mismatches({"fourcc": "MJPG", "width": None}, {"fourcc": "MJPG", "width": 9}) == ()
+
+
+def test_a_folder_with_fps_is_replayed_at_that_rate(tmp_path: Path) -> None:
+    """camera.fps on a folder: a stand-in for a live camera's rate (the motion benchmark uses it)."""
+    from edge_agent.adapters.camera_sources import FolderSourceFactory
+
+    for i in range(6):
+        cv2.imwrite(str(tmp_path / f"{i}.png"), bright_scene(8, 8, []))
+    src = FolderSourceFactory(str(tmp_path), fps=20.0)()
+    t0 = time.monotonic()
+    assert all(src.read() is not None for _ in range(6))
+    assert time.monotonic() - t0 >= 5 / 20.0  # 6 frames at 20 fps span at least 5 intervals
