@@ -34,9 +34,12 @@ fi
 # the venv's interpreter: the script's shebang, or the trampoline line pip writes for long paths
 agent_py=$(sed -n "1s|^#!||p; 2s|^'''exec' \([^ ]*\) .*|\1|p" "$agent" | grep -v '^/bin/sh$' | tail -n1)
 
+# the bundled INT8 demo detector and a demo frame; any detector/image when those are absent.
+# Jetson: the float demo detector, so TensorRT builds its FP16 engine (a Nano's GPU has no INT8).
+first=demo-detector-int8.onnx
+[ -r /etc/nv_tegra_release ] && first=demo-detector.onnx
 for dir in "$here/models" /opt/edge-agent/models; do
-    # the bundled INT8 demo detector and a demo frame; any detector/image when those are absent
-    for pat in 'demo-detector-int8.onnx' '*detector*.onnx' '*.onnx'; do
+    for pat in "$first" '*detector*.onnx' '*.onnx'; do
         [ -z "$model" ] && [ -d "$dir" ] && model=$(find "$dir" -name "$pat" | sort | head -n1)
     done
     for sub in samples .; do
@@ -91,7 +94,12 @@ run_model() {
     else
         echo "board:     unknown (no device-tree model)"
     fi
-    [ -r /etc/nv_tegra_release ] && echo "jetpack:   $(head -n1 /etc/nv_tegra_release)"
+    if [ -r /etc/nv_tegra_release ]; then
+        echo "jetpack:   $(head -n1 /etc/nv_tegra_release)"
+        trt=$(find /usr/lib/aarch64-linux-gnu -maxdepth 1 -name 'libnvinfer.so.*.*.*' 2>/dev/null | sed 's/.*\.so\.//' | sort -V | tail -n1)
+        echo "tensorrt:  ${trt:-not found (libnvinfer)}"
+        [ -r /etc/nvpmodel.conf ] && command -v nvpmodel >/dev/null && echo "nvpmodel:  $(nvpmodel -q 2>/dev/null | head -n1)"
+    fi
     echo "os:        $(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-?}")"
     echo "kernel:    $(uname -srm)"
     parts=$(sed -n 's/^CPU part[[:space:]]*: //p' /proc/cpuinfo | sort | uniq -c | awk '{print $2 "x" $1}')

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional, Protocol, Tuple  # noqa: UP035
+from typing import Callable, Optional, Protocol, Tuple
 
 import cv2
 import numpy as np
@@ -51,7 +51,7 @@ class FrameSource(Protocol):
 
 FrameSourceFactory = Callable[[], FrameSource]
 # the model input (h, w) a source may decode JPEG frames down to; None = full size
-DecodeTarget = Callable[[], Optional[Tuple[int, int]]]  # noqa: UP006 (runtime alias, Python 3.8)
+DecodeTarget = Callable[[], Optional[Tuple[int, int]]]
 
 
 def gstreamer_available() -> bool:

@@ -78,6 +78,7 @@ def checks(cfg: Any, root: str, probe: bool = True) -> list[dict[str, str]]:
             cfg.detector.provider,
             cfg.detector.threads,
             cfg.device.state_dir,
+            ort.__version__,
         )
         add(
             "onnxruntime",

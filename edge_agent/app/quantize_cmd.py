@@ -57,7 +57,9 @@ def register(sub: Any) -> None:
 
 def default_output(model: Path) -> Path:
     stem = model.name[: -len(".onnx")] if model.name.endswith(".onnx") else model.name
-    return model.with_name(f"{stem.removesuffix('-fp32').removesuffix('.fp32')}.int8.onnx")
+    for suffix in ("-fp32", ".fp32"):  # str.removesuffix is 3.9+; this runs on 3.8 (JetPack)
+        stem = stem[: -len(suffix)] if stem.endswith(suffix) else stem
+    return model.with_name(f"{stem}.int8.onnx")
 
 
 def failed_name(out: Path) -> Path:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from edge_agent.app.argtypes import positive_float, positive_int
 from edge_agent.app.configfile import add_config_arg
 
 if TYPE_CHECKING:
@@ -34,10 +35,14 @@ def register(subparsers: Any) -> None:
         "--json", action="store_true", help="one JSON object"
     )
     action("drain", "publish everything pending to the configured broker, then exit").add_argument(
-        "--timeout", type=float, default=60.0, metavar="S", help="give up after S seconds (default 60)"
+        "--timeout",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="give up after S seconds (default 60)",
     )
     action("peek", "show the oldest messages as JSON lines").add_argument(
-        "-n", type=int, default=10, metavar="N", help="how many (default 10)"
+        "-n", type=positive_int, default=10, metavar="N", help="how many (default 10)"
     )
     action("export", "write every queued message as JSON lines").add_argument(
         "-o", "--output", metavar="FILE", help="file to write (default: stdout)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional, Tuple  # noqa: UP035
+from typing import Literal, Optional, Tuple
 
 import cv2
 import numpy as np
@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from edge_agent.core.config import MotionConfig
 
-Point = Tuple[float, float]  # noqa: UP006 (evaluated at runtime: Python 3.8)
+Point = Tuple[float, float]
 GateReason = Literal["first", "motion", "after_motion", "heartbeat"]
 
 
