@@ -228,3 +228,39 @@ def test_camera_decodes_large_frames_small_for_the_model(server_factory: Callabl
         assert frame.full_scale() == (2.0, 2.0)
     finally:
         cam.stop()
+
+
+def test_the_agent_runs_on_an_mjpeg_stream(
+    server_factory: Callable[..., MjpegServer], tmp_path: Path
+) -> None:
+    from helpers_models import make_bright_detector
+
+    from edge_agent.app.agent import Agent
+    from edge_agent.core.config import parse_config
+
+    srv = server_factory(auth=("cam", "pw"))
+    cred = tmp_path / "cred"
+    cred.write_text("cam:pw\n")
+    cfg = parse_config(
+        f"""
+[device]
+state_dir = "{tmp_path}"
+[camera]
+source = "{srv.url}"
+credentials_file = "{cred}"
+[detector]
+model = "{make_bright_detector(tmp_path / "det.onnx")}"
+[mqtt]
+enabled = false
+[queue]
+path = "{tmp_path}/q.db"
+[output]
+mode = "every_frame"
+[health]
+status_file = "{tmp_path}/status.json"
+"""
+    )
+    got: list[dict[str, object]] = []
+    assert Agent(cfg, max_frames=5, on_result=got.append).run() == 0
+    assert len(got) == 5 and all((r["width"], r["height"]) == (160, 120) for r in got)
+    assert all(str(r["image"]).startswith("http://127.0.0.1:") for r in got)
