@@ -98,6 +98,7 @@ threshold = 25            # grey-level change (0-255) that counts a pixel as cha
 min_area = 0.002          # largest changed region, as a fraction of the frame
 max_idle_s = 60           # the detector still runs this often on a still scene (heartbeat)
 frames_after = 5          # ... and on this many frames after motion stops
+lightning_threshold = 0.8 # more of the frame changing at once (lights on, IR switch): relearn the scene
 # masks = [[[0.0, 0.0], [0.3, 0.0], [0.3, 0.2]]]   # ignored polygons, x/y as fractions of the frame
 
 [health]

@@ -150,6 +150,9 @@ class MotionConfig(_Section):
     width: int = Field(default=160, ge=16, le=1920)
     # background adaptation per checked frame (light changes, shadows)
     alpha: float = Field(default=0.05, gt=0, le=1)
+    # more than this fraction of the frame changing at once (lights on, IR switch) = a new scene:
+    # relearn the background instead of reporting motion until it adapts (1 = never)
+    lightning_threshold: float = Field(default=0.8, gt=0, le=1)
     # polygons ignored by the check, points as [x, y] fractions of the frame (0..1)
     masks: List[List[Tuple[float, float]]] = Field(default_factory=list)
     # the detector still runs at least this often without motion (heartbeat)

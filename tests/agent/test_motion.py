@@ -62,6 +62,16 @@ def test_min_area_ignores_a_small_change() -> None:
     assert any(motion_flags(frames, MotionParams(min_area=0.0001)))
 
 
+def test_lights_switching_on_is_one_new_scene_not_a_minute_of_motion() -> None:
+    bg = real_photo("sample_0.jpg")
+    dark = (bg * 0.4).astype(np.uint8)  # night; then the light comes on
+    frames = static_clip(dark, 10, seed=3) + static_clip(bg, 30, seed=4)
+    flags = motion_flags(frames)
+    assert flags[10] and not any(flags[11:])  # the switch frame runs the detector, then quiet
+    # without relearning, the background needs ~1/alpha frames to catch up: motion all along
+    assert all(motion_flags(frames, MotionParams(lightning_threshold=1.0))[10:30])
+
+
 def test_gate_runs_on_motion_after_motion_and_on_the_heartbeat() -> None:
     g = MotionGate(max_idle_s=10.0, frames_after=2)
     seq = [(0.0, False), (1.0, False), (2.0, True), (3.0, False), (4.0, False), (5.0, False), (14.0, False)]
