@@ -30,12 +30,17 @@ class MotionParams:
     """``threshold``: grey-level change (0-255) that counts a pixel as changed. ``min_area``: the
     largest changed region, as a fraction of the analysed frame, that counts as motion. ``masks``:
     polygons in frame fractions (0..1, x then y) whose pixels are ignored (a swaying tree, a clock).
-    ``alpha``: how fast the background follows slow changes (light, shadows), per analysed frame."""
+    ``alpha``: how fast the background follows slow changes (light, shadows), per analysed frame.
+    ``lightning_threshold``: when more than this fraction of the frame changes at once (lights
+    switched on, the camera's IR filter flipping at dusk, lightning), it is a new scene, not an
+    object: the background is relearned from this frame at once instead of reporting motion for
+    the ~1/alpha frames it would take to adapt (Frigate's option of the same name; 1 = never)."""
 
     threshold: int = 25
     min_area: float = 0.002
     width: int = 160
     alpha: float = 0.05
+    lightning_threshold: float = 0.8
     masks: tuple[tuple[Point, ...], ...] = ()
 
 
@@ -83,6 +88,10 @@ class MotionDetector:
         binary = cv2.dilate(binary, None, iterations=1)
         total = float(size[0] * size[1])
         changed = float(cv2.countNonZero(binary)) / total
+        if changed > self.p.lightning_threshold:
+            # one detector run on the new scene (it may hide a real object), then quiet again
+            self._bg = grey.astype(np.float32)
+            return MotionResult(True, changed, changed)
         area = 0.0
         if changed >= self.p.min_area:
             n, _, stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=8)
@@ -152,6 +161,7 @@ def params_from_config(cfg: MotionConfig) -> MotionParams:
         min_area=cfg.min_area,
         width=cfg.width,
         alpha=cfg.alpha,
+        lightning_threshold=cfg.lightning_threshold,
         masks=tuple(tuple((float(x), float(y)) for x, y in poly) for poly in cfg.masks),
     )
 
