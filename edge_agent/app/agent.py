@@ -32,7 +32,6 @@ from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import build_status, start_metrics
 from edge_agent.app.modelset import ModelSet
-from edge_agent.app.pipeline import Prepared, run_cascade
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config
@@ -41,6 +40,8 @@ from edge_agent.core.messages import result_message, topics
 from edge_agent.core.motion import MotionFilter
 from edge_agent.core.schema import ImageResult
 from edge_agent.errors import EdgeAgentError
+from edge_agent.inference.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
+from edge_agent.inference.pipeline import Prepared, run_cascade
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class Agent:
         self.started_mono = time.monotonic()
         self._last_mqtt_status = 0.0
         self._status_failures = 0
+        self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
         self._running_camera: Optional[Camera] = None
         self.motion: Optional[MotionFilter] = MotionFilter(cfg.motion) if cfg.motion.enabled else None
 
@@ -303,6 +305,10 @@ class Agent:
                 dataclasses.replace(d, box=(d.box[0] * sx, d.box[1] * sy, d.box[2] * sx, d.box[3] * sy))
                 for d in dets
             ]
+        best = getattr(models.detector, "last_max_score", float("nan"))
+        self._no_score_streak = self._no_score_streak + 1 if best <= NO_SCORE_LEVEL else 0
+        if self._no_score_streak == NO_SCORE_FRAMES:
+            log.warning("%s", self.warnings()[0])
         self.frames += 1
         self._latency.append(timings)
         self._frame_times.append(time.monotonic())
@@ -359,6 +365,15 @@ class Agent:
         log.info("reloaded: detector %s", new_models.detector.model.info.model_id)
 
     # ---- health ---------------------------------------------------------------------------------
+    def warnings(self) -> list[str]:
+        """Conditions an operator should look at; carried in the status file."""
+        if self._no_score_streak >= NO_SCORE_FRAMES:
+            return [
+                f"detector: no score above {NO_SCORE_LEVEL:g} for {self._no_score_streak} consecutive "
+                "frames (a model that cannot score, or a camera seeing nothing); check with `edge-agent infer`"
+            ]
+        return []
+
     def fps(self) -> float:
         t = self._frame_times
         return (len(t) - 1) / (t[-1] - t[0]) if len(t) >= 2 and t[-1] > t[0] else 0.0

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.app.configfile import add_config_arg
+from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
-EXAMPLE = """\
+EXAMPLE = (
+    """\
 # edge-agent configuration (TOML). Unknown keys are errors, so a typo can't be silently ignored.
 # Check a file with:  edge-agent config check /etc/edge-agent/config.toml
 
@@ -36,9 +38,9 @@ reconnect_max_s = 30.0
 [detector]
 model = "/var/lib/edge-agent/models/detector.int8.onnx"
 # labels = "/etc/edge-agent/labels.txt"   # one name per line, overrides the model's names
-conf_threshold = 0.25
-iou_threshold = 0.45
-max_det = 300
+conf_threshold = @CONF@
+iou_threshold = @IOU@
+max_det = @MAX_DET@
 classes = []              # keep only these class names (empty = all)
 # provider = "xnnpack"    # override the per-board choice: cpu, xnnpack, cuda, tensorrt
 # threads = 4
@@ -104,7 +106,10 @@ lightning_threshold = 0.8 # more of the frame changing at once (lights on, IR sw
 [health]
 status_file = "/run/edge-agent/status.json"   # read by `edge-agent status`
 # prometheus_port = 9108                      # metrics on 127.0.0.1
-"""
+""".replace("@CONF@", str(CONF_THRESHOLD))
+    .replace("@IOU@", str(IOU_THRESHOLD))
+    .replace("@MAX_DET@", str(MAX_DET))
+)
 
 
 def register(sub: Any) -> None:

@@ -20,8 +20,8 @@ from typing import Callable, Optional
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.system import lower_thread_priority
 from edge_agent.app.modelset import ModelSet
-from edge_agent.app.pipeline import Prepared
 from edge_agent.core.camera_source import Frame
+from edge_agent.inference.pipeline import Prepared
 
 EMA = 0.2
 MARGIN_S = 0.003  # thread wake-up and hand-off jitter measured here: ~1 ms

@@ -86,14 +86,20 @@ def test_reconnects_within_10_s_after_the_server_restarts(rtsp: RtspServer) -> N
         cam.stop()
 
 
-def test_agent_infers_on_the_newest_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inference (0.4 s, a slow accelerator: sleep, not CPU) is 4x slower than the 10 fps stream;
-    the frame it starts on must be at most 2 frame intervals old, counted from the server's clock
-    (so including encode, network and decode: about one interval of that is the transport)."""
+@pytest.mark.parametrize("codec", ["mjpeg", "h264"])
+def test_agent_infers_on_the_newest_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
+) -> None:
+    """Inference (0.4 s, a slow accelerator: sleep, not CPU) is 4x slower than the 10 fps stream.
+
+    The agent's part (capture -> inference start, its own ``age`` timing) must stay under 2 frame
+    intervals; counted from the server's clock (pixels), so including encode, network and decode,
+    the median must too for MJPEG. FFmpeg's H.264 path holds one more frame (101 ms at 10 fps even
+    when read as fast as possible, see docs/cameras.md), so there the end-to-end bound is 3.
+    """
     require_rtsp_server()
-    rtsp = RtspServer(fps=10, codec="h264")
+    rtsp = RtspServer(fps=10, codec=codec)
     rtsp.start()
-    request_stop = rtsp.stop
     interval_ms = 1000 / rtsp.fps
     infer_s = 0.4
     ages: list[int] = []
@@ -128,11 +134,13 @@ status_file = "{tmp_path}/status.json"
     try:
         assert agent.run() == 0
     finally:
-        request_stop()
+        rtsp.stop()
     steady = ages[4:]  # the first frames include the stream's start-up buffering
     assert len(steady) >= 15
     med = statistics.median(steady)
-    print(f"frame age at inference: median {med} ms, max {max(steady)} ms, interval {interval_ms:.0f} ms")
-    assert med <= 2 * interval_ms, steady
-    # and the agent's own figure (age since capture) agrees that frames do not wait
-    assert agent.latency_ms()["age"] <= 2 * interval_ms
+    own = agent.latency_ms()["age"]  # median over the last frames, since capture
+    print(f"{codec}: age at inference {med} ms from the server clock, {own} ms since capture: {steady}")
+    assert own <= 2 * interval_ms
+    # server -> capture: one decoder thread keeps it to the one frame FFmpeg's H.264 path holds
+    assert med - own <= 1.5 * interval_ms
+    assert med <= (2 if codec == "mjpeg" else 3) * interval_ms, steady

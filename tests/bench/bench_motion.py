@@ -38,8 +38,8 @@ from helpers_clip import noisy, paste  # noqa: E402
 
 from edge_agent.adapters.runtime import OnnxModel  # noqa: E402
 from edge_agent.app.agent import Agent  # noqa: E402
-from edge_agent.app.pipeline import Detector  # noqa: E402
 from edge_agent.core.config import parse_config  # noqa: E402
+from edge_agent.inference.pipeline import Detector  # noqa: E402
 
 W, H = 640, 360
 
