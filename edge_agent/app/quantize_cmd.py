@@ -31,7 +31,10 @@ def register(sub: Any) -> None:
     p.add_argument("--calib", required=True, help="folder of calibration images (representative, 50-300)")
     p.add_argument("-o", "--output", help="output path (default: <model>.int8.onnx)")
     p.add_argument(
-        "--samples", type=int, default=128, help="calibration images to use (default 128; 0 = all)"
+        "--samples",
+        type=non_negative_int,
+        default=128,
+        help="calibration images to use (default 128; 0 = all)",
     )
     p.add_argument(
         "--method",
