@@ -360,6 +360,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
     def stats(self) -> dict[str, Any]:
         """Queue figures: ``pending`` counts every message not yet acknowledged (stored + unflushed)."""
         with self._rlock:
+            self._check_open()
             row = self._r.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
         with self._lock:
             oldest = row[0] if row else (self._batch[0][3] if self._batch else None)
@@ -412,8 +413,9 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 self._closed = True
                 self._cond.notify_all()
             self._flusher.join(timeout=5.0)
-            self._r.close()
-            self._w.close()
+            with self._wlock, self._rlock:  # never under a claim/ack still running on another thread
+                self._r.close()
+                self._w.close()
             if self._capped:  # SQLite just deleted -shm and WAL: keep room to open again
                 self._reserve.top_up(self._reserve.size // 4)
             self._lockfile.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple
 
 from edge_agent.core.queue_policy import Limits
+from edge_agent.errors import QueueError
 
 if TYPE_CHECKING:
     from edge_agent.adapters.outbox_space import Reserve
@@ -44,6 +45,12 @@ class OutboxBase:
     _seq_committed: int
     _inflight: Set[int]
     _acked_undeleted: Set[int]
+    _closed: bool
+
+    def _check_open(self) -> None:
+        """Called under the connection's lock: a closed queue answers QueueError, not a crash."""
+        if self._closed:
+            raise QueueError(f"{self.path}: queue is closed")
 
     # hooks, each defined by exactly one part
     def _commit(self, batch: Batch) -> int:

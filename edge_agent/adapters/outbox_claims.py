@@ -38,6 +38,7 @@ class ClaimsMixin(OutboxBase):
         """
         order = "DESC" if newest_first else "ASC"
         with self._rlock:
+            self._check_open()
             with self._lock:
                 skip = self._inflight | self._acked_undeleted
             rows = self._r.execute(
@@ -71,6 +72,7 @@ class ClaimsMixin(OutboxBase):
             self._acked_undeleted.update(rowids)
         deleted: list[tuple[int, int]] = []
         with self._rlock:
+            self._check_open()
             for attempt in range(3):
                 try:
                     for i in range(0, len(todo), 500):

@@ -56,8 +56,8 @@ def test_rows_stay_on_disk_until_the_puback(tmp_path: Path, broker: Broker) -> N
             time.sleep(0.3)
             assert sync.acked == 0
             assert read_stats(path)["pending"] == 50  # on disk, by another reader
-            sync.stop(timeout=5)  # gives up waiting for the PUBACKs
         finally:
+            sync.stop(timeout=5)  # gives up waiting for the PUBACKs
             broker.proc.send_signal(signal.SIGCONT)
         assert read_stats(path)["pending"] == 50
         again = MqttSync(fast_cfg(broker.port), DEVICE, ob)
