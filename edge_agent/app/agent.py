@@ -30,6 +30,7 @@ from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import build_status, start_metrics
+from edge_agent.app.model_agent import ModelUpdates
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.pipeline import Prepared, run_cascade
 from edge_agent.app.prefetch import Prefetch
@@ -79,6 +80,7 @@ class Agent:
         self.started_mono = time.monotonic()
         self._last_mqtt_status = 0.0
         self._status_failures = 0
+        self.updates: Optional[ModelUpdates] = None
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -98,10 +100,14 @@ class Agent:
         if self._models is None and _has_tensorrt():
             # a first TensorRT engine build can take minutes: tell systemd before its start timeout hits
             sdnotify.notify(f"EXTEND_TIMEOUT_USEC={15 * 60 * 1_000_000}")
-        models = self._models or ModelSet.from_config(cfg)  # warmed up inside OnnxModel
+        if self._models is None and cfg.model_update.enabled:
+            self.updates = ModelUpdates(cfg, self.reload_requested.set)
+        models = self._models or self._build_models(cfg)  # warmed up inside OnnxModel
         self._models = models
         outbox = Outbox.from_config(cfg.queue)
         sync = self._start_sync(outbox)
+        if self.updates is not None:
+            self.updates.start(sync.publish_status if sync is not None else None)
         camera = self._camera or Camera(cfg.camera)
         sensor = self._start_sensor(outbox)
         metrics = start_metrics(self, camera, outbox, sync)
@@ -119,6 +125,8 @@ class Agent:
             self._loop(camera, outbox, sync, sensor)
         finally:
             sdnotify.stopping()
+            if self.updates is not None:
+                self.updates.stop()
             if metrics is not None:
                 metrics.stop()
             camera.stop()
@@ -282,6 +290,8 @@ class Agent:
             return
         timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
         self.frames += 1
+        if self.updates is not None:
+            self.updates.on_frame(frame.image, len(dets))
         self._latency.append(timings)
         self._frame_times.append(time.monotonic())
         decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
@@ -321,7 +331,7 @@ class Agent:
 
         try:
             new_cfg = load_config(self.config_path) if self.config_path else self.cfg
-            new_models = ModelSet.from_config(new_cfg)
+            new_models = self._build_models(new_cfg)
         except EdgeAgentError as exc:
             self.reload_failures += 1
             log.error("reload failed, keeping the running models: %s", exc)
@@ -331,6 +341,10 @@ class Agent:
         self.cfg.classifier = new_cfg.classifier
         self.reloads += 1
         log.info("reloaded: detector %s", new_models.detector.model.info.model_id)
+
+    def _build_models(self, cfg: Config) -> ModelSet:
+        """The installed model version (with rollback on a load failure), else the config's model."""
+        return self.updates.build_models(cfg) if self.updates is not None else ModelSet.from_config(cfg)
 
     # ---- health ---------------------------------------------------------------------------------
     def fps(self) -> float:
@@ -351,7 +365,10 @@ class Agent:
 
     def _status_fields(self) -> dict[str, Any]:
         m = self._models
-        return {"models": m.describe() if m else {}, "fps": round(self.fps(), 2), "frames": self.frames}
+        out = {"models": m.describe() if m else {}, "fps": round(self.fps(), 2), "frames": self.frames}
+        if self.updates is not None:
+            out["model_update"] = self.updates.status()
+        return out
 
     def _write_status(
         self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any, final: bool = False

@@ -1,0 +1,132 @@
+"""The update gate: a candidate model runs beside the current one on the device's own frames.
+
+This is the ONE place that calls the detector comparison and the broken-model guard. Both live
+here only until the inference layer (issue 10) provides them: switch ``_compare_detector`` to its
+comparison and ``_max_score`` to its guard and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from edge_agent.tools.thresholds import Thresholds
+
+
+@dataclass
+class GateResult:
+    passed: bool
+    images: int
+    source: str  # "ring" or "probe"
+    seconds: float
+    reasons: list[str] = field(default_factory=list)
+    detector: dict[str, Any] = field(default_factory=dict)
+    classifier: Optional[dict[str, Any]] = None
+    candidate_max_score: Optional[float] = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "images": self.images,
+            "source": self.source,
+            "seconds": round(self.seconds, 3),
+            "reasons": self.reasons,
+            "candidate_max_score": self.candidate_max_score,
+            "detector": self.detector,
+            "classifier": self.classifier,
+        }
+
+    def summary(self) -> str:
+        head = "passed" if self.passed else "REFUSED: " + "; ".join(self.reasons)
+        return f"gate on {self.images} {self.source} images ({self.seconds:.1f}s): {head}"
+
+
+def _compare_detector(ref: Any, cand: Any, files: list[Path], th: Thresholds) -> Any:
+    from edge_agent.tools.validate import validate_detector
+
+    return validate_detector(ref, cand, files, None, th)
+
+
+def _compare_classifier(ref: Any, cand: Any, files: list[Path], root: Path, th: Thresholds) -> Any:
+    from edge_agent.tools.validate import validate_classifier
+
+    return validate_classifier(ref, cand, files, root, th)
+
+
+def _max_score(model: Any, files: list[Path]) -> float:
+    """Highest class score the detector gives anywhere on ``files``: ~0 means it cannot score at all
+    (the INT8 model whose score tensor was quantized to zero)."""
+    from edge_agent.adapters.images import read_image
+    from edge_agent.tools.validate import _detect_raw, _split_raw
+
+    best = 0.0
+    for f in files:
+        raw, _ = _detect_raw(model, read_image(f))
+        scores = _split_raw(raw)[4:]
+        if scores.size:
+            best = max(best, float(np.max(scores)))
+    return best
+
+
+def _failed_checks(report: Any) -> list[str]:
+    out = []
+    for c in report.checks:
+        if not c.passed:
+            value = "n/a" if math.isnan(c.value) else f"{c.value:.4f}"
+            out.append(f"{report.kind} {c.name} {value} (needs {c.op} {c.limit:g})")
+    return out
+
+
+def run_gate(
+    current: dict[str, Path],
+    candidate: dict[str, Path],
+    files: list[Path],
+    source: str,
+    th: Thresholds,
+    min_max_score: float,
+    provider: Optional[str] = None,
+    threads: Optional[int] = None,
+) -> GateResult:
+    """Compare ``candidate`` with ``current`` (role -> model path) on ``files``."""
+    from edge_agent.adapters.runtime import OnnxModel
+
+    t0 = time.perf_counter()
+    res = GateResult(False, len(files), source, 0.0)
+    if not files:
+        res.reasons.append("no gate images (the frame ring is empty or off and there are no probe images)")
+        res.seconds = time.perf_counter() - t0
+        return res
+
+    def load(p: Path, labels: Optional[Path]) -> Any:
+        return OnnxModel(p, provider=provider, threads=threads, labels=labels, warmup=False)
+
+    ref = load(current["detector"], current.get("detector_labels"))
+    cand = load(candidate["detector"], candidate.get("detector_labels"))
+    rep = _compare_detector(ref, cand, files, th)
+    res.detector = rep.to_json()
+    res.reasons += _failed_checks(rep)
+    if rep.metrics.get("reference_detections", 0) == 0:
+        res.reasons.append(
+            f"the current model finds nothing on the {len(files)} {source} images: nothing to compare "
+            "(turn the frame ring on, or ship probe images with the package)"
+        )
+    res.candidate_max_score = _max_score(cand, files)
+    if res.candidate_max_score < min_max_score:
+        res.reasons.append(
+            f"broken-model guard: the candidate's highest score on {len(files)} images is "
+            f"{res.candidate_max_score:.4f} (< {min_max_score:g}): it cannot score detections"
+        )
+    if "classifier" in current and "classifier" in candidate:
+        rc = load(current["classifier"], current.get("classifier_labels"))
+        cc = load(candidate["classifier"], candidate.get("classifier_labels"))
+        crep = _compare_classifier(rc, cc, files, files[0].parent, th)
+        res.classifier = crep.to_json()
+        res.reasons += _failed_checks(crep)
+    res.passed = not res.reasons
+    res.seconds = time.perf_counter() - t0
+    return res
