@@ -31,7 +31,10 @@ def push_package(
     chunk_size: int = 256 * 1024,
     force: bool = False,
     transfer_id: Optional[str] = None,
+    only: Optional[Iterable[int]] = None,
 ) -> str:
+    """Send ``package``; ``only`` re-sends just those chunk indexes (a device's ``missing`` ranges
+    after its broker session was lost) under the same ``transfer_id``."""
     data = package.read_bytes()
     tid = transfer_id or uuid.uuid4().hex[:16]
     prefix = cfg.mqtt.topic_prefix
@@ -52,7 +55,7 @@ def push_package(
     try:
         for base in bases:
             infos = [client.publish(f"{base}/begin", json.dumps(begin), qos=1)]
-            for i in range(chunks):
+            for i in range(chunks) if only is None else sorted(set(only)):
                 infos.append(
                     client.publish(
                         f"{base}/chunk/{tid}/{i}", data[i * chunk_size : (i + 1) * chunk_size], qos=1
