@@ -247,6 +247,8 @@ class ModelUpdates:
 
     def _on_transfer(self, info: Optional[dict[str, Any]]) -> None:
         self.transfer = info
+        if info and info.get("complete"):
+            self._jobs.put(("scan", None))  # in the inbox now: no need to wait for the next poll
         self._event(None)
 
     def _event(self, result: Optional[dict[str, Any]]) -> None:
