@@ -8,6 +8,7 @@ comparison and ``_max_score`` to its guard and nothing else changes.
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any, Optional
 import numpy as np
 
 from edge_agent.tools.thresholds import Thresholds
+
+MAX_CROPS = 200
 
 
 @dataclass
@@ -73,6 +76,25 @@ def _max_score(model: Any, files: list[Path]) -> float:
     return best
 
 
+def _crops(ref: Any, files: list[Path], out: Path, padding: float, conf: float) -> list[Path]:
+    import cv2
+
+    from edge_agent.adapters.images import read_image
+    from edge_agent.app.pipeline import Detector, DetectorParams, crop_boxes
+
+    det = Detector(ref, DetectorParams(conf_threshold=conf))
+    paths: list[Path] = []
+    for f in files:
+        img = read_image(f)
+        for crop in crop_boxes(img, det.detect(img).detections.boxes, padding):
+            if len(paths) >= MAX_CROPS:
+                return paths
+            p = out / f"crop{len(paths):04d}.png"
+            cv2.imwrite(str(p), crop)
+            paths.append(p)
+    return paths
+
+
 def _failed_checks(report: Any) -> list[str]:
     out = []
     for c in report.checks:
@@ -91,6 +113,7 @@ def run_gate(
     min_max_score: float,
     provider: Optional[str] = None,
     threads: Optional[int] = None,
+    crop_padding: float = 0.1,
 ) -> GateResult:
     """Compare ``candidate`` with ``current`` (role -> model path) on ``files``."""
     from edge_agent.adapters.runtime import OnnxModel
@@ -124,9 +147,14 @@ def run_gate(
     if "classifier" in current and "classifier" in candidate:
         rc = load(current["classifier"], current.get("classifier_labels"))
         cc = load(candidate["classifier"], candidate.get("classifier_labels"))
-        crep = _compare_classifier(rc, cc, files, files[0].parent, th)
-        res.classifier = crep.to_json()
-        res.reasons += _failed_checks(crep)
+        with tempfile.TemporaryDirectory(prefix="edge-agent-gate-") as tmp:
+            # the classifier sees crops in the agent, so it is compared on the crops the current
+            # detector makes on the gate images (whole frames disagree on what nobody classifies)
+            crops = _crops(ref, files, Path(tmp), crop_padding, th.conf)
+            if crops:
+                crep = _compare_classifier(rc, cc, crops, Path(tmp), th)
+                res.classifier = crep.to_json()
+                res.reasons += _failed_checks(crep)
     res.passed = not res.reasons
     res.seconds = time.perf_counter() - t0
     return res

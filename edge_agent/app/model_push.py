@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
 

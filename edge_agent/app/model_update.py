@@ -8,6 +8,8 @@ the active model holds the store's lock, so the CLI and a running agent never sw
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -135,19 +137,23 @@ def install(
         cur = current_paths(cfg, store)
         files, source = gate_images(cfg, store, vid)
         try:
-            gate = run_gate(
-                cur,
-                store.paths(vid),
-                files,
-                source,
-                _thresholds(cfg),
-                mu.min_max_score,
-                cfg.detector.provider,
-                cfg.detector.threads,
-            )
+            with tempfile.TemporaryDirectory(dir=store.root, prefix=".gate-") as snap:
+                # a snapshot: the loop keeps rotating the ring while the gate reads it
+                files = _snapshot(files, Path(snap)) if source == "ring" else files
+                gate = run_gate(
+                    cur,
+                    store.paths(vid),
+                    files,
+                    source,
+                    _thresholds(cfg),
+                    mu.min_max_score,
+                    cfg.detector.provider,
+                    cfg.detector.threads,
+                    cfg.classifier.crop_padding if cfg.classifier else 0.1,
+                )
         except EdgeAgentError as exc:
             _drop_unused(store, state, vid)
-            return _record(store, origin, m.summary(), "refused", f"the candidate does not load: {exc}")
+            return _record(store, origin, m.summary(), "refused", f"the gate could not run: {exc}")
         log.info("%s: %s", vid, gate.summary())
         if not gate.passed and not force:
             _drop_unused(store, state, vid)
@@ -172,6 +178,16 @@ def install(
         out = _record(store, origin, m.summary(), "switched", detail, gate.to_json(), signer=signer)
         log.info("switched to %s in %.1fs (%s)", vid, time.monotonic() - t0, origin)
         return out
+
+
+def _snapshot(files: list[Path], dest: Path) -> list[Path]:
+    out = []
+    for f in files:
+        try:
+            out.append(Path(shutil.copy2(f, dest)))
+        except FileNotFoundError:  # rotated out between listing and copying
+            continue
+    return out
 
 
 def _drop_unused(store: ModelStore, state: dict[str, Any], vid: str) -> None:

@@ -63,7 +63,10 @@ class AgentProc:
         return s["models"]["detector"]["sha256"] if s and s.get("models") else None
 
     def last(self) -> dict[str, Any]:
-        return dict(json.loads((self.state / "models" / "active.json").read_text()).get("last") or {})
+        try:
+            return dict(json.loads((self.state / "models" / "active.json").read_text()).get("last") or {})
+        except FileNotFoundError:
+            return {}
 
     def kill9(self) -> None:
         assert self.proc is not None
@@ -250,9 +253,13 @@ def test_staged_but_not_switched_starts_the_old_model(
 def test_rollback_of_the_running_agent(
     agents: list[AgentProc], packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
-    a = AgentProc(make_config())
+    a = AgentProc(make_config(extra="[model_update]\nring_frames = 3\nring_interval_s = 0.1"))
     agents.append(a.start())
-    assert cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path)).returncode == 0
+    ring = a.state / "models" / "ring"
+    wait(lambda: ring.is_dir() and len(list(ring.glob("*.jpg"))) == 3, what="the loop filling its ring")
+    r = cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert a.last()["gate"]["source"] == "ring" and a.last()["gate"]["images"] == 3
     wait(lambda: a.detector_sha() == INT8_SHA, what="switch")
     r = cli("model", "rollback", "-c", str(a.cfg_path))
     assert r.returncode == 0 and "reloading" in r.stdout
@@ -356,4 +363,41 @@ def test_transfer_over_the_size_cap_is_refused(
         assert "max_package_mb" in next(e["refused"] for e in events if "refused" in e)
         assert list((root / "inbox").glob("*.pkg")) == []
     finally:
+        rec.stop()
+
+
+def test_assembled_package_with_the_wrong_sha256_is_refused(
+    broker: Broker, packages: dict[str, Path], make_config: Callable[..., Path]
+) -> None:
+    import paho.mqtt.client as mqtt
+
+    from edge_agent.adapters.model_mqtt import ModelReceiver
+
+    cfg = load_config(make_config(port=broker.port))
+    root = Path(cfg.device.state_dir)
+    events: list[dict[str, Any]] = []
+    rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: events.append(info or {}))
+    rec.start()
+    data = packages["good"].read_bytes()
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bad-sender")
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    try:
+        wait(rec._client.is_connected, what="connected")
+        time.sleep(0.3)
+        begin = {
+            "transfer_id": "badsha",
+            "size": len(data),
+            "sha256": "0" * 64,
+            "chunks": 1,
+            "chunk_size": len(data),
+        }
+        pub.publish("edge/cam-1/model/begin", json.dumps(begin), qos=1).wait_for_publish(5)
+        pub.publish("edge/cam-1/model/chunk/badsha/0", data, qos=1).wait_for_publish(5)
+        wait(lambda: any("refused" in e for e in events), what="refusal")
+        assert "sha256" in next(e["refused"] for e in events if "refused" in e)
+        assert list((root / "inbox").glob("*.pkg")) == []
+    finally:
+        pub.disconnect()
+        pub.loop_stop()
         rec.stop()

@@ -149,3 +149,56 @@ def test_pointer_is_json_and_names_a_complete_version(
     vdir = root / "versions" / state["current"]
     assert (vdir / "manifest.json").is_file() and (vdir / "detector.onnx").is_file()
     assert list((root / "staging").iterdir()) == []
+
+
+def test_detector_and_classifier_package_gates_both(make_config: Callable[..., Path], tmp_path: Path) -> None:
+    from helpers_updates import MODELS
+
+    pkg = tmp_path / "cascade.pkg"
+    r = cli(
+        "model",
+        "pack",
+        str(MODELS / "demo-detector-int8.onnx"),
+        "--classifier",
+        str(MODELS / "demo-classifier-int8.onnx"),
+        "-o",
+        str(pkg),
+        "--version",
+        "3",
+    )
+    assert r.returncode == 0, r.stderr
+    cfg_path = make_config()
+    cfg_path.write_text(cfg_path.read_text() + f'[classifier]\nmodel = "{MODELS / "demo-classifier.onnx"}"\n')
+    cfg = load_config(cfg_path)
+    res = install(cfg, pkg, origin="test")
+    assert res["outcome"] == "switched", res["detail"]
+    checks = {c["name"]: c for c in res["gate"]["classifier"]["checks"]}
+    assert checks["top1_agreement"]["passed"]
+    from edge_agent.app.model_update import effective_config, store_for
+
+    eff = effective_config(cfg, describe(cfg)["current"]["id"], store_for(cfg))
+    assert eff.classifier is not None and eff.classifier.model.endswith("classifier.onnx")
+    assert eff.classifier.labels is not None  # names from the package's manifest
+
+
+def test_inbox_drop_is_installed_and_answered(
+    packages: dict[str, Path], make_config: Callable[..., Path]
+) -> None:
+    """The watched folder without a running loop: the worker's scan installs and writes a result."""
+    import shutil
+
+    from edge_agent.app.model_agent import ModelUpdates
+
+    cfg = load_config(make_config())
+    up = ModelUpdates(cfg, lambda: None)
+    up.inbox.mkdir(parents=True)
+    shutil.copyfile(packages["good"], up.inbox / "new.pkg")
+    crashed = up.inbox / "crashy.pkg"
+    shutil.copyfile(packages["good"], crashed)
+    (up.inbox / "crashy.request.json").write_text('{"attempts": 2}')  # it killed the agent twice
+    up._scan_inbox()
+    res = json.loads((up.inbox / "new.result.json").read_text())
+    assert res["outcome"] == "switched" and res["origin"] == "inbox:new.pkg"
+    res = json.loads((up.inbox / "crashy.result.json").read_text())
+    assert res["outcome"] == "refused" and "died twice" in res["detail"]
+    assert list(up.inbox.glob("*.pkg")) == []
