@@ -179,6 +179,11 @@ class ModelUpdates:
             log.error("model store not updated at stop: %s", exc)
 
     def _work(self) -> None:
+        from edge_agent.adapters.system import lower_thread_priority
+
+        # the gate's onnxruntime threads are created here and inherit this nice value: the
+        # inference loop (and its watchdog pings) keeps the CPU while a candidate is compared
+        lower_thread_priority(10)
         while not self._stop.is_set():
             try:
                 kind, arg = self._jobs.get(timeout=INBOX_POLL_S)
@@ -192,8 +197,8 @@ class ModelUpdates:
                     self.request_reload()
                 elif kind == "confirm":
                     self._confirm(arg)
-            except (OSError, EdgeAgentError) as exc:
-                log.error("model update: %s", exc)
+            except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad package
+                log.error("model update: %s: %s", type(exc).__name__, exc)
 
     def _confirm(self, vid: str) -> None:
         with self.store.locked():

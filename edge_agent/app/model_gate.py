@@ -19,6 +19,7 @@ import numpy as np
 from edge_agent.tools.thresholds import Thresholds
 
 MAX_CROPS = 200
+GUARD_IMAGES = 4
 
 
 @dataclass
@@ -138,10 +139,13 @@ def run_gate(
             f"the current model finds nothing on the {len(files)} {source} images: nothing to compare "
             "(turn the frame ring on, or ship probe images with the package)"
         )
-    res.candidate_max_score = _max_score(cand, files)
+    # a model that cannot score shows it on any image: a few spread-out ones keep the guard at
+    # ~4 extra runs instead of one more pass over the ring (YOLOv8n on the ring: 3.5 -> ~2.2 runs/image)
+    step = max(1, len(files) // GUARD_IMAGES)
+    res.candidate_max_score = _max_score(cand, files[::step][:GUARD_IMAGES])
     if res.candidate_max_score < min_max_score:
         res.reasons.append(
-            f"broken-model guard: the candidate's highest score on {len(files)} images is "
+            f"broken-model guard: the candidate's highest score on {min(len(files), GUARD_IMAGES)} images is "
             f"{res.candidate_max_score:.4f} (< {min_max_score:g}): it cannot score detections"
         )
     if "classifier" in current and "classifier" in candidate:
