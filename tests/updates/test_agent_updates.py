@@ -293,15 +293,23 @@ def test_unclean_end_during_the_trial_rolls_back_at_the_next_start(
     assert "ended uncleanly" in a.last()["detail"]
 
 
-def test_a_model_that_no_longer_loads_is_rolled_back_at_start(
-    packages: dict[str, Path], make_config: Callable[..., Path]
+@pytest.mark.parametrize("damage", ["truncated", "bit-flip"])
+def test_a_damaged_model_is_rolled_back_at_start(
+    packages: dict[str, Path], make_config: Callable[..., Path], damage: str
 ) -> None:
+    """An SD card eating half the file (does not load) or flipping one weight bit (loads fine,
+    computes garbage: only the hash check at start catches it)."""
     cfg_path = make_config()
     assert cli("model", "install", str(packages["good"]), "-c", str(cfg_path)).returncode == 0
     cfg = load_config(cfg_path)
     state = json.loads((Path(cfg.device.state_dir) / "models" / "active.json").read_text())
     det = Path(cfg.device.state_dir) / "models" / "versions" / state["current"] / "detector.onnx"
-    det.write_bytes(det.read_bytes()[: det.stat().st_size // 2])  # an SD card eating half the file
+    data = bytearray(det.read_bytes())
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) * 3 // 4] ^= 0x01  # inside the weights
+    det.write_bytes(bytes(data))
     r = subprocess.run(
         [sys.executable, "-m", "edge_agent", "run", "-c", str(cfg_path), "--max-frames", "3"],
         capture_output=True,
@@ -310,6 +318,7 @@ def test_a_model_that_no_longer_loads_is_rolled_back_at_start(
     )
     assert r.returncode == 0, r.stderr
     assert "does not load" in r.stderr
+    assert "sha256 no longer matches" in r.stderr
     last = json.loads((Path(cfg.device.state_dir) / "models" / "active.json").read_text())
     assert last["current"] is None and last["last"]["outcome"] == "rolled_back"
 
