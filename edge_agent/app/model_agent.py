@@ -101,6 +101,9 @@ class ModelUpdates:
     def _begin_trial(self, vid: Optional[str]) -> None:
         self._recent.clear()
         self._trial = None
+        trial = self.store.state().get("trial")
+        if not trial or trial.get("vid") != vid:
+            return  # no trial: nothing to write (and a read-only state dir is no error here)
         with self.store.locked():
             state = self.store.state()
             trial = state.get("trial")
@@ -145,8 +148,12 @@ class ModelUpdates:
     # ---- worker -----------------------------------------------------------------------------
     def start(self, publish: Optional[Callable[[], Any]] = None) -> None:
         self.publish = publish
-        self.inbox.mkdir(parents=True, exist_ok=True)
-        write_durable(pid_file(self.cfg), f"{os.getpid()}\n".encode())
+        try:
+            self.inbox.mkdir(parents=True, exist_ok=True)
+            write_durable(pid_file(self.cfg), f"{os.getpid()}\n".encode())
+        except OSError as exc:  # inference does not depend on updates: run without them
+            log.error("model updates disabled: %s is not writable (%s)", self.store.root, exc)
+            return
         self._thread = threading.Thread(target=self._work, name="model-updates", daemon=True)
         self._thread.start()
         if self.cfg.mqtt.enabled and self.cfg.model_update.mqtt:
