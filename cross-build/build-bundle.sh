@@ -2,6 +2,7 @@
 # Build the offline install bundle for aarch64 boards (no internet needed on the board):
 #
 #   cross-build/build-bundle.sh [-o DIR] [--python 3.11] [--glibc 2.36] [--constraints FILE|none]
+#   cross-build/build-bundle.sh --jetpack 4|5 [-o DIR]
 #
 # -> DIR/edge-agent-<version>-aarch64.tar.gz (DIR defaults to ./dist) containing
 #      wheels/      edge-agent's wheel + every runtime dependency for CPython <python> manylinux
@@ -13,9 +14,13 @@
 #      BUNDLE.txt   version, target, git commit, sha256 of every wheel
 #
 # Defaults fit Raspberry Pi OS bookworm (Python 3.11, glibc 2.36). JetPack 6 (Ubuntu 22.04):
-# --python 3.10 --glibc 2.35; JetPack 5 (Ubuntu 20.04): --python 3.8 is below requires-python.
-# Versions come from cross-build/constraints-aarch64.txt: the ones the emulated cores tested
-# (for another --python they float unless --constraints names a file).
+# --python 3.10 --glibc 2.35. Versions come from cross-build/constraints-aarch64.txt: the ones the
+# emulated cores tested (for another --python they float unless --constraints names a file).
+#
+# --jetpack 4 (Jetson Nano, Ubuntu 18.04): CPython 3.8, glibc 2.27; --jetpack 5 (Ubuntu 20.04):
+# CPython 3.8, glibc 2.31. Pins from cross-build/constraints-jetpack.txt, and NO onnxruntime:
+# install.sh --ort-wheel takes NVIDIA's onnxruntime-gpu (Jetson Zoo). Every wheel is checked by
+# cross-build/wheel_check.py (tags and Requires-Python) before the tarball is written.
 set -euo pipefail
 EA_PROG="build-bundle"
 # shellcheck source=cross-build/aarch64-env.sh
@@ -25,16 +30,25 @@ out=$EA_REPO/dist
 py=3.11
 glibc=2.36
 constraints=default
+jetpack=""
 while [ $# -gt 0 ]; do
     case $1 in
         -o | --output) out=$2; shift 2 ;;
         --python) py=$2; shift 2 ;;
         --glibc) glibc=$2; shift 2 ;;
         --constraints) constraints=$2; shift 2 ;;
+        --jetpack) jetpack=$2; shift 2 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) ea_die "unknown argument '$1' (see --help)" ;;
     esac
 done
+case $jetpack in
+    "") ;;
+    4) py=3.8 glibc=2.27 ;;
+    5) py=3.8 glibc=2.31 ;;
+    *) ea_die "--jetpack wants 4 or 5 (JetPack 6: --python 3.10 --glibc 2.35), got '$jetpack'" ;;
+esac
+if [ -n "$jetpack" ] && [ "$constraints" = default ]; then constraints=$EA_CROSS/constraints-jetpack.txt; fi
 [[ $py =~ ^3\.[0-9]+$ ]] || ea_die "--python wants X.Y, got '$py'"
 [[ $glibc =~ ^2\.[0-9]+$ ]] || ea_die "--glibc wants 2.N, got '$glibc'"
 if [ "$constraints" = default ]; then
@@ -77,12 +91,13 @@ else
     python3 -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" "$work/src" \
         || ea_die "wheel build failed"
 fi
-wheel=$(echo "$work"/dist/edge_agent-*.whl)
-[ -f "$wheel" ] || ea_die "no edge_agent wheel produced"
-version=${wheel##*/edge_agent-}
+wheel=$(echo "$work"/dist/onnx_edge_agent-*.whl)
+[ -f "$wheel" ] || ea_die "no onnx_edge_agent wheel produced"
+version=${wheel##*/onnx_edge_agent-}
 version=${version%%-*}
 suffix=""
 [ "$py" = "3.11" ] || suffix="-py${py/./}"
+[ -z "$jetpack" ] || suffix="-jetpack$jetpack"
 name=edge-agent-$version-aarch64$suffix
 stage=$work/$name
 mkdir -p "$stage/wheels"
@@ -93,14 +108,31 @@ cp "$wheel" "$stage/wheels/"
 ea_log "downloading aarch64 wheels for CPython $py, glibc <= $glibc"
 python3 "$EA_CROSS/aarch64_reqs.py" runtime --python "$py" >"$work/requirements.txt"
 echo pip >>"$work/requirements.txt"
+own=("$wheel")
+required=(onnxruntime numpy pip)
+check_args=()
+if [ -n "$jetpack" ]; then
+    # NVIDIA's onnxruntime-gpu replaces it on the board: the requirement lines minus onnxruntime,
+    # and our wheel without its dependencies (it would pull the CPU onnxruntime back in)
+    grep -v -i '^onnxruntime\b' "$work/requirements.txt" >"$work/req-noort.txt"
+    # what NVIDIA's onnxruntime-gpu wheels require to import; they install with --no-deps
+    printf '%s\n' flatbuffers protobuf packaging >>"$work/req-noort.txt"
+    mv "$work/req-noort.txt" "$work/requirements.txt"
+    own=()
+    required=(numpy pip)
+    check_args=(--no-onnxruntime)
+fi
 # shellcheck disable=SC2046
 python3 -m pip download --quiet --disable-pip-version-check --dest "$stage/wheels" \
     $(ea_pip_platform_flags "$py" "$glibc") "${constraint_args[@]}" \
-    "$wheel" -r "$work/requirements.txt" >"$work/pip.log" 2>&1 \
+    "${own[@]}" -r "$work/requirements.txt" >"$work/pip.log" 2>&1 \
     || { grep -v "^WARNING: Location .* is ignored" "$work/pip.log" >&2; ea_die "pip download failed"; }
-for pkg in onnxruntime numpy pip; do
+for pkg in "${required[@]}"; do
     compgen -G "$stage/wheels/$pkg-*.whl" >/dev/null || ea_die "no $pkg wheel for CPython $py aarch64"
 done
+# every wheel (ours included) must load on the board: CPython $py, aarch64, glibc <= $glibc
+python3 "$EA_CROSS/wheel_check.py" "$stage/wheels" --python "$py" --glibc "$glibc" "${check_args[@]}" >&2 \
+    || ea_die "a wheel does not fit CPython $py aarch64 glibc <= $glibc (see above)"
 
 # 3. service files, demo models, installer
 if [ -d "$EA_REPO/systemd" ]; then
@@ -127,6 +159,10 @@ dirty=$(git -C "$EA_REPO" status --porcelain 2>/dev/null | head -c1 || true)
     echo "version=$version"
     echo "python=$py"
     echo "platform=manylinux_${glibc/./_}_aarch64"
+    if [ -n "$jetpack" ]; then
+        echo "jetpack=$jetpack"
+        echo "onnxruntime=external"  # install.sh --ort-wheel NVIDIA's onnxruntime-gpu
+    fi
     echo "constraints=${constraints##*/}"
     echo "commit=$commit${dirty:+-dirty}"
     echo "source_date=$(date -u -d "@$epoch" +%FT%TZ)"

@@ -34,9 +34,12 @@ fi
 # the venv's interpreter: the script's shebang, or the trampoline line pip writes for long paths
 agent_py=$(sed -n "1s|^#!||p; 2s|^'''exec' \([^ ]*\) .*|\1|p" "$agent" | grep -v '^/bin/sh$' | tail -n1)
 
+# the bundled INT8 demo detector and a demo frame; any detector/image when those are absent.
+# Jetson: the float demo detector, so TensorRT builds its FP16 engine (a Nano's GPU has no INT8).
+first=demo-detector-int8.onnx
+[ -r /etc/nv_tegra_release ] && first=demo-detector.onnx
 for dir in "$here/models" /opt/edge-agent/models; do
-    # the bundled INT8 demo detector and a demo frame; any detector/image when those are absent
-    for pat in 'demo-detector-int8.onnx' '*detector*.onnx' '*.onnx'; do
+    for pat in "$first" '*detector*.onnx' '*.onnx'; do
         [ -z "$model" ] && [ -d "$dir" ] && model=$(find "$dir" -name "$pat" | sort | head -n1)
     done
     for sub in samples .; do
@@ -91,7 +94,12 @@ run_model() {
     else
         echo "board:     unknown (no device-tree model)"
     fi
-    [ -r /etc/nv_tegra_release ] && echo "jetpack:   $(head -n1 /etc/nv_tegra_release)"
+    if [ -r /etc/nv_tegra_release ]; then
+        echo "jetpack:   $(head -n1 /etc/nv_tegra_release)"
+        trt=$(find /usr/lib/aarch64-linux-gnu -maxdepth 1 -name 'libnvinfer.so.*.*.*' 2>/dev/null | sed 's/.*\.so\.//' | sort -V | tail -n1)
+        echo "tensorrt:  ${trt:-not found (libnvinfer)}"
+        [ -r /etc/nvpmodel.conf ] && command -v nvpmodel >/dev/null && echo "nvpmodel:  $(nvpmodel -q 2>/dev/null | head -n1)"
+    fi
     echo "os:        $(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-?}")"
     echo "kernel:    $(uname -srm)"
     parts=$(sed -n 's/^CPU part[[:space:]]*: //p' /proc/cpuinfo | sort | uniq -c | awk '{print $2 "x" $1}')
@@ -125,7 +133,17 @@ EOF
     fi
     echo "model:     ${model:-none found} / image: ${image:-none found}"
     echo
-    run_cmd doctor
+    # doctor checks what a config names (model, camera, serial, broker): the service's config when
+    # there is one, else a throw-away config with the model and image found above
+    config=${EDGE_AGENT_CONFIG:-/etc/edge-agent/config.toml}
+    if [ ! -r "$config" ] && [ -n "$model" ] && [ -n "$image" ]; then
+        config=$(mktemp "${TMPDIR:-/tmp}/edge-agent-smoke.XXXXXX.toml")
+        trap 'rm -f "$config"' EXIT
+        printf '[device]\nstate_dir = "%s"\n[detector]\nmodel = "%s"\n[camera]\nsource = "%s"\n[mqtt]\nenabled = false\n' \
+            "${TMPDIR:-/tmp}/edge-agent-smoke-state" "$model" "$(dirname "$image")" >"$config"
+        echo "(no service config: doctor checks the model and images found above)"
+    fi
+    run_cmd doctor --config "$config"
     if [ -n "$model" ]; then
         run_model bench
         if [ -n "$image" ]; then run_model infer "$image"; else echo "-- infer: skipped (no image)"; fi

@@ -8,7 +8,7 @@
 #   --python PY       interpreter the venv is made from; must match the bundle's Python
 #   --ort-wheel FILE  use this onnxruntime wheel instead of the bundled CPU one
 #                     (Jetson: onnxruntime-gpu from NVIDIA's Jetson Zoo / JetPack repository)
-#   --no-systemd      do not install unit files / tmpfiles / sysusers, no daemon-reload
+#   --no-systemd      do not set up the service (systemd/install-service.sh: user, /etc/edge-agent, unit)
 #   --no-user         do not create the edge-agent service user
 #   --no-link         do not link /usr/local/bin/edge-agent
 #
@@ -45,6 +45,10 @@ version=$(field version)
 want_py=$(field python)
 if [ -z "$version" ] || [ -z "$want_py" ]; then die "$here/BUNDLE.txt is missing or damaged"; fi
 [ -z "$ort_wheel" ] || [ -f "$ort_wheel" ] || die "--ort-wheel: no such file: $ort_wheel"
+# JetPack bundles carry no onnxruntime: the GPU build comes from NVIDIA (cross-build/JETSON.md)
+if [ "$(field onnxruntime)" = external ] && [ -z "$ort_wheel" ]; then
+    die "this JetPack $(field jetpack) bundle has no onnxruntime: pass --ort-wheel onnxruntime_gpu-<ver>-cp${want_py/./}-cp${want_py/./}-linux_aarch64.whl (NVIDIA's Jetson Zoo; see JETSON.md)"
+fi
 
 # The wheels are CPython $want_py aarch64 builds: any other interpreter cannot load them.
 command -v "$python" >/dev/null 2>&1 || die "'$python' not found (Raspberry Pi OS bookworm: apt install python3)"
@@ -109,24 +113,12 @@ if [ $do_user = 1 ]; then
     say "service user: $(id "$user")"
 fi
 
-if [ $do_systemd = 1 ] && [ -d "$here/systemd" ]; then
-    for f in "$here"/systemd/*; do
-        base=${f##*/}
-        case $base in
-            *.service | *.timer | *.socket | *.path) dest=/etc/systemd/system/$base ;;
-            *.tmpfiles) dest=/usr/lib/tmpfiles.d/${base%.tmpfiles}.conf ;;
-            *.sysusers) continue ;;  # handled with the user above
-            *) continue ;;
-        esac
-        install -D -m 644 "$f" "$dest"
-        # units name /opt/edge-agent; follow a non-default --prefix
-        [ "$prefix" = /opt/edge-agent ] || sed -i "s#/opt/edge-agent#$prefix#g" "$dest"
-        say "installed $dest"
-    done
-    if [ -d /run/systemd/system ]; then
-        compgen -G "/usr/lib/tmpfiles.d/$user*.conf" >/dev/null && systemd-tmpfiles --create "/usr/lib/tmpfiles.d/$user"*.conf
-        systemctl daemon-reload
-    fi
+if [ $do_systemd = 1 ] && [ -x "$here/systemd/install-service.sh" ]; then
+    # the same script as a checkout install (README): user, /etc/edge-agent with the example
+    # config and the credential file, the model folder, the unit; daemon-reload + enable
+    svc_flags=(--venv "$venv")
+    [ -d /run/systemd/system ] || svc_flags+=(--no-systemctl)
+    "$here/systemd/install-service.sh" "${svc_flags[@]}"
 fi
 
 if [ $do_link = 1 ]; then
@@ -137,7 +129,7 @@ cat <<EOF
 
 edge-agent $version installed in $venv.
 Next steps:
-  1. write /etc/edge-agent/config.toml (see the README; 'edge-agent --help' lists the commands)
+  1. edit /etc/edge-agent/config.toml (--no-systemd: create it with "edge-agent config example")
   2. check the board:     $venv/bin/edge-agent doctor
   3. start the service:   sudo systemctl enable --now edge-agent.service
   4. follow its log:      journalctl -u edge-agent -f

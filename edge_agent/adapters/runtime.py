@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 import json
 import logging
 import time
@@ -20,8 +21,10 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent.adapters.board import BoardInfo, detect_board
+from edge_agent.adapters.tensorrt import EngineBuild, engine_dir
 from edge_agent.core.onnx_wire import GraphSummary, WireError, summarize
-from edge_agent.core.providers import CPU, ProviderPlan, plan_providers
+from edge_agent.core.providers import CPU, TRT, ProviderPlan, plan_providers
+from edge_agent.core.tensorrt import QUANTIZED_KINDS, choose_tensorrt_source, jetson_gpu
 from edge_agent.errors import ModelError, ProviderError
 
 log = logging.getLogger(__name__)
@@ -177,19 +180,40 @@ class OnnxModel:
         state_dir: str = "/var/lib/edge-agent",
         warmup: bool = True,
         available_providers: Optional[Sequence[str]] = None,
+        float_source: Optional[Union[str, Path]] = None,
+        ort_module: Any = None,
+        system_root: Union[str, Path] = "/",
     ) -> None:
-        import onnxruntime as ort
+        """``float_source``: the FP32/FP16 model a quantized one was made from, for TensorRT on
+        GPUs without INT8 (Jetson Nano). ``ort_module``/``system_root``: injection points for tests."""
+        ort = ort_module if ort_module is not None else importlib.import_module("onnxruntime")
 
         self.path = Path(path)
         t0 = time.perf_counter()
         data = self._read(self.path)
-        try:
-            graph = summarize(data)
-        except WireError as exc:
-            raise ModelError(f"{self.path}: not an ONNX model or truncated ({exc})") from None
+        graph = self._summarize(self.path, data)
         board = board or detect_board()
         available = list(available_providers or ort.get_available_providers())
-        plan = plan_providers(board.kind, available, board.physical_cores, provider, threads, state_dir)
+        ort_version = str(getattr(ort, "__version__", ""))
+        plan = plan_providers(
+            board.kind, available, board.physical_cores, provider, threads, state_dir, ort_version
+        )
+        self._engine: Optional[EngineBuild] = None
+        if plan.names[0] == TRT:
+            data, graph, plan = self._tensorrt_plan(data, graph, plan, board, float_source, system_root)
+            if plan.names[0] == TRT:
+                cache = engine_dir(state_dir, hashlib.sha256(data).hexdigest(), board, system_root)
+                plan = plan_providers(
+                    board.kind,
+                    available,
+                    board.physical_cores,
+                    provider,
+                    threads,
+                    state_dir,
+                    ort_version,
+                    cache,
+                )
+                self._engine = EngineBuild(cache, self.path.name)
         self.session, used = self._create_session(ort, data, plan)
         meta = dict(self.session.get_modelmeta().custom_metadata_map)
         inputs = [TensorInfo(i.name, tuple(i.shape), i.type) for i in self.session.get_inputs()]
@@ -231,6 +255,47 @@ class OnnxModel:
         )
 
     @staticmethod
+    def _summarize(path: Path, data: bytes) -> GraphSummary:
+        try:
+            return summarize(data)
+        except WireError as exc:
+            raise ModelError(f"{path}: not an ONNX model or truncated ({exc})") from None
+
+    def _tensorrt_plan(
+        self,
+        data: bytes,
+        graph: GraphSummary,
+        plan: ProviderPlan,
+        board: BoardInfo,
+        float_source: Optional[Union[str, Path]],
+        root: Union[str, Path],
+    ) -> tuple[bytes, GraphSummary, ProviderPlan]:
+        """TensorRT first on a GPU without INT8 and a quantized model: swap in the float source,
+        or drop TensorRT with one line saying what to configure."""
+        gpu = jetson_gpu(board.compatible)
+        choice = choose_tensorrt_source(
+            str(self.path), graph.quant_kind, gpu, str(float_source) if float_source else None
+        )
+        if choice.message:
+            log.warning("%s", choice.message)
+        if not choice.use_tensorrt:
+            rest = [(n, o) for n, o in plan.providers if n != TRT]
+            why = f"{plan.reason}; TensorRT skipped ({graph.quant_kind} model, no INT8 on this GPU)"
+            return data, graph, ProviderPlan(rest, why, plan.intra_op_threads, plan.notes)
+        if choice.float_source:
+            fpath = Path(choice.float_source)
+            fdata = self._read(fpath)
+            fgraph = self._summarize(fpath, fdata)
+            if fgraph.quant_kind in QUANTIZED_KINDS:
+                raise ModelError(
+                    f"{fpath}: [detector] float_model must be an FP32/FP16 model, this one is {fgraph.quant_kind}"
+                )
+            self.path = fpath
+            why = f"{plan.reason}; FP16 engine from float source {fpath.name}"
+            return fdata, fgraph, ProviderPlan(plan.providers, why, plan.intra_op_threads, plan.notes)
+        return data, graph, plan
+
+    @staticmethod
     def _read(path: Path) -> bytes:
         try:
             data = path.read_bytes()
@@ -257,6 +322,9 @@ class OnnxModel:
             # board (and XNNPACK has its own pool anyway). Measured on a shared 2-core x86 box,
             # YOLOv8n 640: session.run median 155 -> 81 ms, letterbox after a run 10 -> 6 ms.
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            engine = self._engine if chain[0][0] == TRT else None
+            if engine is not None:
+                engine.start()
             try:
                 sess = ort.InferenceSession(
                     data,
@@ -277,6 +345,8 @@ class OnnxModel:
                 chain = chain[1:]
                 continue
             used = list(sess.get_providers())
+            if engine is not None:
+                engine.finish(used)
             wanted = chain[0][0]
             if wanted not in used:
                 log.warning(

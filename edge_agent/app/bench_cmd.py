@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from edge_agent.app.argtypes import non_negative_int, positive_int
 from edge_agent.app.infer_cmd import add_model_args
 
 
@@ -14,8 +15,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmark models side by side (e.g. FP32 vs INT8)", description=__doc__)
     p.add_argument("models", nargs="+", help="ONNX models; ratios are against the first one")
     p.add_argument("--image", help="input image (default: a bundled demo sample, else a synthetic one)")
-    p.add_argument("--runs", type=int, default=50, help="timed runs per model (default 50)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
+    p.add_argument("--runs", type=positive_int, default=50, help="timed runs per model (default 50)")
+    p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed runs first (default 5)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-model RSS subprocess probe")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_model_args(p)

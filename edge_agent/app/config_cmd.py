@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edge_agent.app.configfile import add_config_arg
+
 EXAMPLE = """\
 # edge-agent configuration (TOML). Unknown keys are errors, so a typo can't be silently ignored.
 # Check a file with:  edge-agent config check /etc/edge-agent/config.toml
@@ -110,7 +112,12 @@ def register(sub: Any) -> None:
     s = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     s.add_parser("example", help="print a commented example config").set_defaults(func=example)
     c = s.add_parser("check", help="validate a config file (unknown keys and bad values are errors)")
-    c.add_argument("file")
+    c.add_argument(
+        "file",
+        nargs="?",
+        help="config TOML (default: --config, $EDGE_AGENT_CONFIG, else /etc/edge-agent/config.toml)",
+    )
+    add_config_arg(c)
     c.set_defaults(func=check)
 
 
@@ -120,20 +127,21 @@ def example(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from edge_agent.app.configfile import load_config
+    from edge_agent.app.configfile import config_path, load_config
 
-    cfg = load_config(args.file)
+    path = config_path(args.file or args.config)
+    cfg = load_config(path)
     warnings = []
-    for name, path in (
+    for name, model in (
         ("detector.model", cfg.detector.model),
         ("classifier.model", cfg.classifier.model if cfg.classifier else ""),
     ):
-        if path and not Path(path).is_file():
-            warnings.append(f"{args.file}: {name} = {path!r}: file not found (yet)")
+        if model and not Path(model).is_file():
+            warnings.append(f"{path}: {name} = {model!r}: file not found (yet)")
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
     sys.stdout.write(
-        f"{args.file}: OK (device {cfg.device.id}, camera {cfg.camera.source!r}, mqtt "
+        f"{path}: OK (device {cfg.device.id}, camera {cfg.camera.source!r}, mqtt "
         f"{cfg.mqtt.host}:{cfg.mqtt.port if cfg.mqtt.enabled else 'disabled'})\n"
     )
     return 0

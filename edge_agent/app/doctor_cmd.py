@@ -1,13 +1,24 @@
-"""``edge-agent doctor``: is this board ready to run the agent? Each line says what to fix."""
+"""``edge-agent doctor``: is this board ready to run the agent? Each line says what to fix.
+
+It checks what the config names, for real: every model is loaded and run once, the camera is
+opened and one frame grabbed, the serial port opened, the broker connected (TLS and credentials
+as the service uses them). It has no side effects: it creates no directory and writes no file,
+and the broker probe uses a client id of its own. Exit status 1 when any check FAILs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
+from edge_agent.app.configfile import add_config_arg
+
+Add = Callable[..., None]
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
 
@@ -15,13 +26,14 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "doctor", help="check board, runtime, devices, storage, broker and clock", description=__doc__
     )
-    p.add_argument("--config", "-c", help="config file to check against (default: built-in defaults)")
+    add_config_arg(p)
     p.add_argument("--root", default="/", help=argparse.SUPPRESS)  # fake /proc,/dev trees in tests
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.set_defaults(func=run)
 
 
-def checks(cfg: Any, root: str) -> list[dict[str, str]]:
+def checks(cfg: Any, root: str, probe: bool = True) -> list[dict[str, str]]:
+    """Every check, in order; ``probe`` False skips what touches devices, models and the network."""
     import onnxruntime as ort
 
     from edge_agent import __version__
@@ -29,10 +41,8 @@ def checks(cfg: Any, root: str) -> list[dict[str, str]]:
     from edge_agent.adapters.system import (
         clock_synchronised,
         cpu_features,
-        dir_writable,
         free_disk_bytes,
         list_devices,
-        tcp_reachable,
     )
     from edge_agent.core.providers import plan_providers
     from edge_agent.errors import EdgeAgentError
@@ -68,6 +78,7 @@ def checks(cfg: Any, root: str) -> list[dict[str, str]]:
             cfg.detector.provider,
             cfg.detector.threads,
             cfg.device.state_dir,
+            ort.__version__,
         )
         add(
             "onnxruntime",
@@ -82,33 +93,21 @@ def checks(cfg: Any, root: str) -> list[dict[str, str]]:
             f"{ort.__version__}; {exc}",
             "fix [detector] provider or install the right onnxruntime",
         )
+    if probe:
+        _models(cfg, add)
     devs = list_devices(root)
-    cam = cfg.camera.source
     add(
-        "cameras",
-        OK if devs["cameras"] else WARN,
-        ", ".join(devs["cameras"]) or "no /dev/video* devices",
-        ""
-        if devs["cameras"]
-        else f"camera source is {cam!r}; plug a USB camera or set [camera] source to a file/URL",
+        "video devices",
+        OK,
+        ", ".join(devs["cameras"]) or "no /dev/video* devices (fine for a file, folder or network camera)",
     )
+    if probe:
+        _camera(cfg, add)
     if cfg.sensor is not None:
-        ok = cfg.sensor.port in devs["serial"] or "://" in cfg.sensor.port
-        add(
-            "serial",
-            OK if ok else FAIL,
-            f"sensor port {cfg.sensor.port}; present: {', '.join(devs['serial']) or 'none'}",
-            "" if ok else "check the cable and that the service user is in the dialout group",
-        )
+        _serial(cfg, add) if probe else None
     else:
         add("serial", OK, ", ".join(devs["serial"]) or "no serial ports (none configured)")
-    ok_dir, msg = dir_writable(cfg.device.state_dir)
-    add(
-        "state dir",
-        OK if ok_dir else FAIL,
-        msg,
-        "" if ok_dir else "create it or set [device] state_dir (StateDirectory= in the unit)",
-    )
+    _state_dir(cfg.device.state_dir, add)
     free = free_disk_bytes(cfg.queue.path)
     if free is None:
         add("disk", WARN, f"cannot stat the filesystem of {cfg.queue.path}")
@@ -122,17 +121,19 @@ def checks(cfg: Any, root: str) -> list[dict[str, str]]:
             if low
             else "",
         )
-    if cfg.mqtt.enabled:
-        ok_net, msg = tcp_reachable(cfg.mqtt.host, cfg.mqtt.port)
+    if cfg.mqtt.enabled and probe:
+        from edge_agent.adapters.mqtt_probe import probe_broker
+
+        ok_net, msg = probe_broker(cfg.mqtt, cfg.device.id)
         add(
             "broker",
             OK if ok_net else WARN,
             msg,
             ""
             if ok_net
-            else "results queue locally until the broker is reachable; check [mqtt] host/port and the network",
+            else "results queue locally until the broker accepts us; check [mqtt] host/port/TLS/credentials",
         )
-    else:
+    elif not cfg.mqtt.enabled:
         add("broker", OK, "MQTT disabled: results stay in the local queue")
     synced = clock_synchronised(root)
     add(
@@ -144,17 +145,108 @@ def checks(cfg: Any, root: str) -> list[dict[str, str]]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    from edge_agent.app.configfile import load_config
-    from edge_agent.core.config import Config
+def _models(cfg: Any, add: Add) -> None:
+    """Load every configured model with the service's providers and run one inference on it."""
+    from edge_agent.app.modelset import ModelSet
+    from edge_agent.errors import EdgeAgentError
 
-    cfg = load_config(args.config) if args.config else Config()
-    results = checks(cfg, args.root)
+    try:
+        models = ModelSet.from_config(cfg)  # loading includes the warm-up inference
+    except EdgeAgentError as exc:
+        add("models", FAIL, str(exc), "fix [detector] model / [classifier] model")
+        return
+    for role, info in models.describe().items():
+        add(f"{role}", OK, f"{info['id']} ({info['quantization']}) loaded and ran on {models.provider}")
+
+
+def _camera(cfg: Any, add: Add) -> None:
+    """Open the configured source (any kind) and wait for one frame."""
+    from edge_agent.adapters.camera import Camera
+    from edge_agent.errors import EdgeAgentError
+
+    cam = Camera(cfg.camera, max_reconnects=0)
+    try:
+        cam.start()
+        frame = cam.read(timeout_s=10.0)
+    except EdgeAgentError as exc:
+        add("camera", FAIL, str(exc), "fix [camera] source or plug the camera in")
+        return
+    finally:
+        cam.stop()
+    if frame is None:
+        why = cam.last_error or "no frame within 10 s"
+        add("camera", FAIL, f"{cam.name}: {why}", "fix [camera] source or plug the camera in")
+    else:
+        h, w = frame.image.shape[:2]
+        add("camera", OK, f"{cam.name}: got a {w}x{h} frame")
+
+
+def _serial(cfg: Any, add: Add) -> None:
+    from edge_agent.adapters.sensor import open_serial
+
+    s = cfg.sensor
+    try:
+        open_serial(s.port, s.baudrate, 1.0).close()
+    except (OSError, ValueError) as exc:  # pyserial's SerialException is an OSError
+        add(
+            "serial",
+            FAIL,
+            f"sensor port {s.port}: {exc}",
+            "check the cable and that the service user is in the dialout group",
+        )
+        return
+    add("serial", OK, f"sensor port {s.port} opens at {s.baudrate} baud")
+
+
+def _state_dir(path: str, add: Add) -> None:
+    """Writable or creatable, judged without creating anything."""
+    p = Path(path)
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if p.is_dir() and os.access(p, os.W_OK | os.X_OK):
+        add("state dir", OK, f"{p} is writable")
+    elif not p.exists() and os.access(probe, os.W_OK | os.X_OK):
+        add("state dir", OK, f"{p} does not exist yet; the agent will create it under {probe}")
+    elif not p.exists():
+        add(
+            "state dir",
+            WARN,
+            f"{p} does not exist and {probe} is not writable by this user",
+            "the unit's StateDirectory= creates it for the service; else create it or set [device] state_dir",
+        )
+    else:
+        add(
+            "state dir",
+            FAIL,
+            f"{p} is not a writable directory",
+            "fix its owner/mode or set [device] state_dir",
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    from edge_agent.app.configfile import config_path, load_config
+    from edge_agent.core.config import Config
+    from edge_agent.errors import EdgeAgentError
+
+    path = config_path(args.config)
+    pre: list[dict[str, str]] = []
+    try:
+        cfg = load_config(path)
+        pre.append({"check": "config", "status": OK, "detail": str(path), "fix": ""})
+        probe = True
+    except EdgeAgentError as exc:
+        # the board checks still help; what the config would name cannot be checked
+        pre.append(
+            {"check": "config", "status": FAIL, "detail": str(exc), "fix": "see 'edge-agent config example'"}
+        )
+        cfg, probe = Config(), False
+    results = pre + checks(cfg, args.root, probe)
     if args.json:
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     else:
         for r in results:
-            sys.stdout.write(f"[{r['status']:>4}] {r['check']:<12} {r['detail']}\n")
+            sys.stdout.write(f"[{r['status']:>4}] {r['check']:<13} {r['detail']}\n")
             if r["fix"]:
-                sys.stdout.write(f"{'':7}{'':13}-> {r['fix']}\n")
+                sys.stdout.write(f"{'':7}{'':14}-> {r['fix']}\n")
     return 1 if any(r["status"] == FAIL for r in results) else 0

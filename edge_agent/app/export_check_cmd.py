@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edge_agent.app.argtypes import non_negative_int, positive_int
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -25,10 +27,12 @@ def register(sub: Any) -> None:
         "--kwargs", default="{}", help="JSON keyword arguments for CALLABLE, e.g. '{\"imgsz\": 640}'"
     )
     p.add_argument("--input-shape", default="1,3,224,224", help="example input N,C,H,W (default 1,3,224,224)")
-    p.add_argument("--opset", type=int, default=17)
+    p.add_argument("--opset", type=positive_int, default=17, help="ONNX opset of the export")
     p.add_argument("-o", "--output", default="export-check.onnx", help="where to write the ONNX file")
-    p.add_argument("--runs", type=int, default=30, help="timed runs per runtime (0 = no timing)")
-    p.add_argument("--threads", type=int, default=2, help="threads for PyTorch and onnxruntime alike")
+    p.add_argument("--runs", type=non_negative_int, default=30, help="timed runs per runtime (0 = no timing)")
+    p.add_argument(
+        "--threads", type=positive_int, default=2, help="threads for PyTorch and onnxruntime alike"
+    )
     p.add_argument("--no-int8", action="store_true", help="skip the INT8 quantization and its timing")
     p.set_defaults(func=run)
 

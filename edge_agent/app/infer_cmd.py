@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
+from edge_agent.app.argtypes import non_negative_float, positive_int, unit_interval
 from edge_agent.errors import EdgeAgentError, ImageError
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--provider",
         help="execution provider(s) to use, e.g. cpu, xnnpack, cuda, tensorrt (default: per board)",
     )
-    p.add_argument("--threads", type=int, help="intra-op threads (default: per board)")
+    p.add_argument("--threads", type=positive_int, help="intra-op threads (default: per board)")
 
 
 def register(sub: Any) -> None:
@@ -32,10 +33,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--classify-classes", help="comma-separated detector classes whose crops are classified (default all)"
     )
-    p.add_argument("--crop-padding", type=float, default=0.1, help="crop padding as a fraction of box size")
-    p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (default 0.25)")
-    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default 0.45)")
-    p.add_argument("--max-det", type=int, default=300)
+    p.add_argument(
+        "--crop-padding", type=non_negative_float, default=0.1, help="crop padding as a fraction of box size"
+    )
+    p.add_argument("--conf", type=unit_interval, default=0.25, help="confidence threshold")
+    p.add_argument("--iou", type=unit_interval, default=0.45, help="NMS IoU threshold")
+    p.add_argument("--max-det", type=positive_int, default=300, help="keep at most N detections per image")
     p.add_argument("--classes", help="comma-separated detector classes to keep (default all)")
     p.add_argument("--save", metavar="DIR", help="write annotated images to DIR")
     p.add_argument("--json", action="store_true", help="one JSON object per image on stdout")

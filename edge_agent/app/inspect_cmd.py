@@ -12,9 +12,9 @@ from edge_agent.app.infer_cmd import add_model_args
 
 def register(sub: Any) -> None:
     p = sub.add_parser("inspect", help="describe an ONNX model file", description=__doc__)
-    p.add_argument("model")
+    p.add_argument("model", help="ONNX model file")
     p.add_argument("--labels", help="labels file overriding the model's class names")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the description as JSON")
     add_model_args(p)
     p.set_defaults(func=run)
 

@@ -28,7 +28,14 @@ class ModelSet:
         d = cfg.detector
         state = cfg.device.state_dir
         path = Path(d.model) if d.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
-        model = OnnxModel(path, provider=d.provider, threads=d.threads, labels=d.labels, state_dir=state)
+        model = OnnxModel(
+            path,
+            provider=d.provider,
+            threads=d.threads,
+            labels=d.labels,
+            state_dir=state,
+            float_source=d.float_model,
+        )
         detector = Detector(model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det))
         if d.classes:
             detector.params.classes = detector.class_ids(d.classes)

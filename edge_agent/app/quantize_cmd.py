@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edge_agent.app.argtypes import non_negative_int
 from edge_agent.app.infer_cmd import add_model_args
 from edge_agent.app.validate_cmd import add_threshold_args, thresholds_from
 
@@ -37,7 +38,9 @@ def register(sub: Any) -> None:
     p.add_argument("--target", choices=("x86", "arm64"), default="x86", help="CPU the model will run on")
     p.add_argument("--val", help="validation images (default: the calibration images)")
     p.add_argument("--val-labels", help="YOLO labels for --val images (adds mAP checks)")
-    p.add_argument("--val-max-images", type=int, default=64, help="validate on at most N images (0 = all)")
+    p.add_argument(
+        "--val-max-images", type=non_negative_int, default=64, help="validate on at most N images (0 = all)"
+    )
     p.add_argument(
         "--reduce-range", action="store_true", help="7-bit weights (x86 without VNNI, if accuracy drops)"
     )
@@ -54,7 +57,9 @@ def register(sub: Any) -> None:
 
 def default_output(model: Path) -> Path:
     stem = model.name[: -len(".onnx")] if model.name.endswith(".onnx") else model.name
-    return model.with_name(f"{stem.removesuffix('-fp32').removesuffix('.fp32')}.int8.onnx")
+    for suffix in ("-fp32", ".fp32"):  # str.removesuffix is 3.9+; this runs on 3.8 (JetPack)
+        stem = stem[: -len(suffix)] if stem.endswith(suffix) else stem
+    return model.with_name(f"{stem}.int8.onnx")
 
 
 def failed_name(out: Path) -> Path:

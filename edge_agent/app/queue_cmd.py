@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from edge_agent.core.config import DEFAULT_CONFIG_PATH
+from edge_agent.app.argtypes import positive_float, positive_int
+from edge_agent.app.configfile import add_config_arg
 
 if TYPE_CHECKING:
     from edge_agent.core.config import Config
@@ -26,9 +27,7 @@ def register(subparsers: Any) -> None:
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(
-            "--config", "-c", default=str(DEFAULT_CONFIG_PATH), help="config TOML (default: %(default)s)"
-        )
+        add_config_arg(p)
         p.set_defaults(func=run)
         return p
 
@@ -36,10 +35,10 @@ def register(subparsers: Any) -> None:
         "--json", action="store_true", help="one JSON object"
     )
     action("drain", "publish everything pending to the configured broker, then exit").add_argument(
-        "--timeout", type=float, default=60.0, metavar="S", help="give up after S seconds (default 60)"
+        "--timeout", type=positive_float, default=60.0, metavar="S", help="give up after S seconds (default 60)"
     )
     action("peek", "show the oldest messages as JSON lines").add_argument(
-        "-n", type=int, default=10, metavar="N", help="how many (default 10)"
+        "-n", type=positive_int, default=10, metavar="N", help="how many (default 10)"
     )
     action("export", "write every queued message as JSON lines").add_argument(
         "-o", "--output", metavar="FILE", help="file to write (default: stdout)"

@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edge_agent.app.argtypes import positive_int
+from edge_agent.app.configfile import add_config_arg
+
 log = logging.getLogger(__name__)
 
 
@@ -16,8 +19,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "run", help="run the inference loop (the systemd service runs this)", description=__doc__
     )
-    p.add_argument("--config", "-c", help="config file (default /etc/edge-agent/config.toml)")
-    p.add_argument("--max-frames", type=int, help="process N frames, flush the queue and exit 0")
+    add_config_arg(p)
+    p.add_argument("--max-frames", type=positive_int, help="process N frames, flush the queue and exit 0")
     p.set_defaults(func=run)
     d = sub.add_parser(
         "demo",
@@ -26,17 +29,16 @@ def register(sub: Any) -> None:
         "classifier into a local SQLite queue, prints each result, and ends with the queue stats.",
     )
     d.add_argument("--state-dir", default="edge-agent-demo", help="where the demo queue and status go")
-    d.add_argument("--frames", type=int, help="stop after N frames (default: each sample once)")
+    d.add_argument("--frames", type=positive_int, help="stop after N frames (default: each sample once)")
     d.add_argument("--loop", action="store_true", help="replay the samples forever (Ctrl-C to stop)")
     d.set_defaults(func=demo)
 
 
 def run(args: argparse.Namespace) -> int:
     from edge_agent.app.agent import Agent
-    from edge_agent.app.configfile import load_config
-    from edge_agent.core.config import DEFAULT_CONFIG_PATH
+    from edge_agent.app.configfile import config_path, load_config
 
-    path = Path(args.config) if args.config else DEFAULT_CONFIG_PATH
+    path = config_path(args.config)
     cfg = load_config(path)
     agent = Agent(cfg, path, max_frames=args.max_frames)
     agent.install_signal_handlers()

@@ -7,27 +7,30 @@ import json
 import sys
 from typing import Any
 
+from edge_agent.app.argtypes import positive_float
+from edge_agent.app.configfile import add_config_arg
 from edge_agent.errors import EdgeAgentError
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="show the running agent's health", description=__doc__)
-    p.add_argument("--config", "-c", help="config file (its [health] status_file is read)")
-    p.add_argument("--file", help="status file to read (overrides the config)")
-    p.add_argument("--max-age", type=float, default=30.0, help="older than this (s) counts as stale (exit 1)")
-    p.add_argument("--json", action="store_true")
+    add_config_arg(p)
+    p.add_argument("--file", help="status file to read (instead of the config's [health] status_file)")
+    p.add_argument(
+        "--max-age", type=positive_float, default=30.0, help="older than this (s) counts as stale (exit 1)"
+    )
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.statusfile import read_status
     from edge_agent.app.configfile import load_config
-    from edge_agent.core.config import Config
 
     if args.file:
         path = args.file
     else:
-        cfg = load_config(args.config) if args.config else Config()
+        cfg = load_config(args.config)
         path = cfg.health.status_file
     snap = read_status(path)
     if snap is None:

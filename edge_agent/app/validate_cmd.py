@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edge_agent.app.argtypes import non_negative_int, unit_interval
 from edge_agent.app.infer_cmd import add_model_args
 
 
@@ -17,17 +18,26 @@ def add_threshold_args(p: argparse.ArgumentParser) -> None:
     d = Thresholds()
     g = p.add_argument_group("pass/fail thresholds")
     g.add_argument(
-        "--min-recall", type=float, default=d.min_recall, help="detector: recall of reference detections"
+        "--min-recall",
+        type=unit_interval,
+        default=d.min_recall,
+        help="detector: recall of reference detections",
     )
-    g.add_argument("--min-mean-iou", type=float, default=d.min_mean_iou, help="detector: mean IoU of matches")
     g.add_argument(
-        "--max-conf-delta", type=float, default=d.max_conf_delta, help="detector: mean |delta conf|"
+        "--min-mean-iou", type=unit_interval, default=d.min_mean_iou, help="detector: mean IoU of matches"
     )
     g.add_argument(
-        "--max-map-drop", type=float, default=d.max_map_drop, help="detector: mAP50 / mAP50-95 drop"
+        "--max-conf-delta", type=unit_interval, default=d.max_conf_delta, help="detector: mean |delta conf|"
     )
-    g.add_argument("--min-top1-agreement", type=float, default=d.min_top1_agreement, help="classifier")
-    g.add_argument("--max-top1-drop", type=float, default=d.max_top1_drop, help="classifier: accuracy drop")
+    g.add_argument(
+        "--max-map-drop", type=unit_interval, default=d.max_map_drop, help="detector: mAP50 / mAP50-95 drop"
+    )
+    g.add_argument(
+        "--min-top1-agreement", type=unit_interval, default=d.min_top1_agreement, help="classifier"
+    )
+    g.add_argument(
+        "--max-top1-drop", type=unit_interval, default=d.max_top1_drop, help="classifier: accuracy drop"
+    )
 
 
 def thresholds_from(args: argparse.Namespace) -> Any:
@@ -49,7 +59,9 @@ def register(sub: Any) -> None:
     p.add_argument("candidate", help="candidate model (usually INT8)")
     p.add_argument("--images", required=True, help="image folder (classifiers: one subfolder per class name)")
     p.add_argument("--labels", help="detectors: folder of YOLO labels <stem>.txt (adds mAP50 / mAP50-95)")
-    p.add_argument("--max-images", type=int, default=0, help="use at most N images (spread evenly; 0 = all)")
+    p.add_argument(
+        "--max-images", type=non_negative_int, default=0, help="use at most N images (spread evenly; 0 = all)"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_threshold_args(p)
     add_model_args(p)

@@ -22,6 +22,8 @@ else:  # pragma: no cover - exercised only on 3.9/3.10
 DEFAULT_CONFIG_PATH = Path("/etc/edge-agent/config.toml")
 
 
+# Field annotations use typing.List/Optional, never list[...] / X | None: pydantic evaluates them,
+# and this module must import on Python 3.8 (JetPack 4/5).
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -53,16 +55,19 @@ class DetectorConfig(_Section):
     iou_threshold: float = Field(default=0.45, ge=0, le=1)
     max_det: int = Field(default=300, gt=0)
     # class names to keep (empty = all)
-    classes: list[str] = Field(default_factory=list)
+    classes: List[str] = Field(default_factory=list)
     provider: Optional[str] = None
     threads: Optional[int] = Field(default=None, gt=0)
+    # the FP32/FP16 model a quantized `model` was made from: TensorRT builds its FP16 engine from it
+    # on GPUs without INT8 (Jetson Nano); a model package's manifest may fill it in
+    float_model: Optional[str] = None
 
 
 class ClassifierConfig(_Section):
     model: str
     labels: Optional[str] = None
     # detector classes whose crops are classified (empty = all)
-    classes: list[str] = Field(default_factory=list)
+    classes: List[str] = Field(default_factory=list)
     crop_padding: float = Field(default=0.1, ge=0, le=1)
     top_k: int = Field(default=1, gt=0)
     provider: Optional[str] = None
@@ -73,7 +78,7 @@ class SensorConfig(_Section):
     baudrate: int = Field(default=9600, gt=0)
     protocol: Literal["jsonl", "kv", "csv", "regex"] = "jsonl"
     # csv: column names in order; regex: a pattern with named groups
-    csv_fields: list[str] = Field(default_factory=list)
+    csv_fields: List[str] = Field(default_factory=list)
     regex: Optional[str] = None
     # a reading that triggers capture + inference, e.g. "pir >= 1"
     trigger: Optional[str] = None

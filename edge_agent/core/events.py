@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Tuple
 
 import numpy as np
 
 from edge_agent.core.config import OutputConfig
 from edge_agent.core.yolo import box_iou as pairwise_iou
 
-Box = tuple[float, float, float, float]  # x1, y1, x2, y2
-Detection = tuple[str, Box]  # (label, box)
+Box = Tuple[float, float, float, float]  # x1, y1, x2, y2
+Detection = Tuple[str, Box]  # (label, box)
 Reason = Literal["first", "change", "heartbeat", "every_frame"]
 
 

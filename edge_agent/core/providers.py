@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
+from edge_agent.core.tensorrt import tensorrt_options
 from edge_agent.errors import ProviderError
 
 TRT = "TensorrtExecutionProvider"
@@ -51,16 +52,6 @@ def resolve_name(name: str) -> str:
     return ALIASES.get(name.strip().lower(), name.strip())
 
 
-def tensorrt_options(cache_dir: str) -> dict[str, str]:
-    return {
-        "trt_fp16_enable": "True",
-        "trt_engine_cache_enable": "True",
-        "trt_engine_cache_path": os.path.join(cache_dir, "trt-engines"),
-        "trt_timing_cache_enable": "True",
-        "trt_timing_cache_path": os.path.join(cache_dir, "trt-engines"),
-    }
-
-
 def plan_providers(
     board_kind: str,
     available: Sequence[str],
@@ -68,21 +59,32 @@ def plan_providers(
     override: Optional[str] = None,
     threads: Optional[int] = None,
     state_dir: str = "/var/lib/edge-agent",
+    ort_version: str = "",
+    trt_cache_dir: Optional[str] = None,
 ) -> ProviderPlan:
-    """Decide the provider order for ``board_kind`` given what onnxruntime has."""
+    """Decide the provider order for ``board_kind`` given what onnxruntime has.
+
+    ``ort_version`` limits TensorRT options to names that release parses (JetPack 4: 1.11);
+    ``trt_cache_dir`` is the keyed engine directory (default ``<state_dir>/trt-engines``)."""
     avail = list(available)
     is_pi = board_kind.startswith("rpi")
     n_threads = threads if threads is not None else (physical_cores if is_pi else 0)
 
     def opts(name: str) -> dict[str, str]:
         if name == TRT:
-            return tensorrt_options(state_dir)
+            return tensorrt_options(trt_cache_dir or os.path.join(state_dir, "trt-engines"), ort_version)
         if name == XNNPACK:
             return {"intra_op_num_threads": str(max(1, physical_cores if threads is None else threads))}
         return {}
 
     if override:
         wanted = [resolve_name(p) for p in override.split(",") if p.strip()]
+        unknown = [p for p in wanted if p not in ALIASES.values() and not p.endswith("ExecutionProvider")]
+        if unknown:
+            raise ProviderError(
+                f"unknown provider {', '.join(map(repr, unknown))}; valid names: {', '.join(ALIASES)} "
+                f"or a full onnxruntime name such as {CPU}"
+            )
         missing = [p for p in wanted if p not in avail]
         if missing:
             raise ProviderError(

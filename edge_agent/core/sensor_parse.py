@@ -14,13 +14,13 @@ import math
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Dict, Optional, Union
 
 from edge_agent.core.config import SensorConfig
 from edge_agent.errors import ConfigError, SensorError
 
 Value = Union[int, float, str, bool]
-Reading = dict[str, Value]
+Reading = Dict[str, Value]
 LineParser = Callable[[str], Reading]
 
 _INT = re.compile(r"^[+-]?\d+$")

@@ -1,12 +1,13 @@
 """Model tooling (quantize, validate, bench, export checks): needs the ``onnx`` package.
 
-Never imported by the runtime; ``onnx`` comes with the ``edge-agent[models]`` extra.
+Never imported by the runtime; ``onnx`` comes with the ``[models]`` extra of onnx-edge-agent.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
+from edge_agent import install_hint
 from edge_agent.errors import EdgeAgentError
 
 
@@ -20,7 +21,7 @@ def require_onnx() -> ModuleType:
         import onnx as module
     except ImportError:
         raise ToolingDependencyError(
-            "the 'onnx' package is needed for model tooling; install it with: pip install 'edge-agent[models]'"
+            "the 'onnx' package is needed for model tooling; install it with: " + install_hint("models")
         ) from None
     onnx: ModuleType = module
     return onnx

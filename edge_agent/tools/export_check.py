@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from edge_agent import install_hint
 from edge_agent.tools import ToolingDependencyError, require_onnx
 
 MAX_REL_DIFF = 1e-4
@@ -32,7 +33,7 @@ def require_torch() -> Any:
         import torch
     except ImportError:
         raise ToolingDependencyError(
-            "export checks need PyTorch; install it with: pip install 'edge-agent[torch]'"
+            "export checks need PyTorch; install it with: " + install_hint("torch")
         ) from None
     return torch
 

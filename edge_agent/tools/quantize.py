@@ -23,6 +23,7 @@ The choices, and why (measured on this project's x86 CI machine, onnxruntime 1.3
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -166,10 +167,20 @@ def preprocess_for_quantization(src: Path, dst: Path) -> None:
     onnxruntime dumps ``sym_shape_infer_temp.onnx`` plus external data into the *current* dir.
     """
     onnx = require_onnx()
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
     model = _upgrade_opset(onnx, onnx.load(str(src)))
     dst = dst.resolve()
+    try:
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+    except ImportError:  # onnxruntime < 1.13 (JetPack 4's 1.11): no pre-processing step there
+        import onnxruntime
+
+        log.warning(
+            "onnxruntime %s has no quant_pre_process (1.13+): quantizing without its shape inference "
+            "and graph optimisation (results may differ from a newer onnxruntime)",
+            onnxruntime.__version__,
+        )
+        onnx.save(model, str(dst))
+        return
     with _working_dir(dst.parent):
         try:
             quant_pre_process(model, str(dst))
@@ -234,7 +245,12 @@ def quantize_model(
             weight_type=getattr(QuantType, wt),
             nodes_to_exclude=excluded,
             calibrate_method=methods[method],
-            calibration_providers=["CPUExecutionProvider"],
+            # onnxruntime < 1.16 has no such argument and calibrates on the CPU anyway
+            **(
+                {"calibration_providers": ["CPUExecutionProvider"]}
+                if "calibration_providers" in inspect.signature(quantize_static).parameters
+                else {}
+            ),
             extra_options=extra,
         )
     settings = {

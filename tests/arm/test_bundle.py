@@ -95,7 +95,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
 def test_bundle_is_named_for_the_version_and_holds_only_aarch64_wheels(installed: Installed) -> None:
     assert installed.tarball.name == f"edge-agent-{__version__}-aarch64.tar.gz"
     wheels = sorted(p.name for p in (installed.bundle / "wheels").glob("*.whl"))
-    assert f"edge_agent-{__version__}-py3-none-any.whl" in wheels
+    assert f"onnx_edge_agent-{__version__}-py3-none-any.whl" in wheels
     for name in ("onnxruntime", "numpy", "opencv_python_headless", "pydantic_core", "paho_mqtt", "pip"):
         assert any(w.startswith(name + "-") for w in wheels), f"{name} wheel missing: {wheels}"
     for w in wheels:

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx", reason="the model toolchain needs the onnx package (edge-agent[models])")
+onnx = pytest.importorskip(
+    "onnx", reason="the model toolchain needs the onnx package (onnx-edge-agent[models])"
+)
 cv2 = pytest.importorskip("cv2")
 
 from helpers_toolchain import build_toy_detector, write_scenes  # noqa: E402

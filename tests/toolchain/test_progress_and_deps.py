@@ -51,4 +51,4 @@ def test_missing_onnx_names_the_extra(
     (tmp_path / "calib").mkdir()
     (tmp_path / "calib" / "a.jpg").write_bytes(b"x")
     assert main(["quantize", str(model), "--calib", str(tmp_path / "calib")]) == 1
-    assert "edge-agent[models]" in capsys.readouterr().err
+    assert "onnx-edge-agent[models]" in capsys.readouterr().err

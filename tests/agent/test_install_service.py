@@ -1,0 +1,85 @@
+"""README's service steps that run without systemd: install-service.sh into a scratch root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "systemd" / "install-service.sh"
+
+
+def fake_venv(tmp_path: Path) -> Path:
+    """A venv whose edge-agent runs this checkout (the real CLI, not a stub)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    shim = venv / "bin" / "edge-agent"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m edge_agent "$@"\n')
+    shim.chmod(0o755)
+    return venv
+
+
+def install(root: Path, venv: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        ["bash", str(SCRIPT), "--venv", str(venv), "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+@pytest.mark.skipif(
+    shutil.which("systemd-sysusers") is None, reason="needs systemd-sysusers (Debian: systemd)"
+)
+def test_install_service_lays_out_user_config_credentials_and_unit(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    venv = fake_venv(tmp_path)
+    r = install(root, venv)
+    assert r.returncode == 0, r.stderr
+    # the user, from the sysusers.d file, in the scratch root's passwd/group
+    passwd = (root / "etc" / "passwd").read_text()
+    assert passwd.startswith("edge-agent:") or "\nedge-agent:" in passwd
+    assert "/usr/sbin/nologin" in passwd
+    cfg = root / "etc" / "edge-agent" / "config.toml"
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o640
+    gid = int(
+        next(
+            line for line in (root / "etc/group").read_text().splitlines() if line.startswith("edge-agent:")
+        ).split(":")[2]
+    )
+    if os.geteuid() == 0:
+        assert cfg.stat().st_gid == gid
+    # the config it wrote is the example, and it is valid
+    check = subprocess.run(
+        [str(venv / "bin" / "edge-agent"), "config", "check", str(cfg)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert check.returncode == 0, check.stderr
+    pw = root / "etc" / "edge-agent" / "mqtt-password"
+    assert pw.read_bytes() == b"" and stat.S_IMODE(pw.stat().st_mode) == 0o600
+    assert (root / "var/lib/edge-agent/models").is_dir()
+    unit = (root / "etc/systemd/system/edge-agent.service").read_text()
+    assert f"ExecStart={venv}/bin/edge-agent run --config /etc/edge-agent/config.toml" in unit
+    assert "LoadCredential=mqtt-password:/etc/edge-agent/mqtt-password" in unit
+    assert (root / "etc/modules-load.d/edge-agent.conf").is_file()
+    # idempotent, and a user's config is never overwritten
+    cfg.write_text(cfg.read_text() + "\n# edited\n")
+    again = install(root, venv)
+    assert again.returncode == 0, again.stderr
+    assert cfg.read_text().endswith("# edited\n") and "kept the existing" in again.stdout
+
+
+def test_install_service_refuses_a_venv_without_edge_agent(tmp_path: Path) -> None:
+    r = install(tmp_path, tmp_path / "no-venv")
+    assert r.returncode == 1 and "install the package first" in r.stderr

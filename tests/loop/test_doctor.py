@@ -1,0 +1,146 @@
+"""``edge-agent doctor`` checks what the config names, for real, and changes nothing on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from helpers_mqtt import Broker, TlsFiles, make_tls, require_mosquitto
+
+REPO = Path(__file__).resolve().parents[2]
+DETECTOR = REPO / "models" / "demo-detector-int8.onnx"
+SAMPLES = REPO / "models" / "samples"
+
+
+def doctor(*args: str, env: Optional[dict[str, str]] = None) -> tuple[int, dict[str, dict[str, str]], str]:
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-q", "doctor", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, {c["check"]: c for c in json.loads(r.stdout)}, r.stderr
+
+
+def fake_pi4(root: Path, dotprod: bool = False) -> Path:
+    dt = root / "proc/device-tree"
+    dt.mkdir(parents=True)
+    (dt / "model").write_bytes(b"Raspberry Pi 4 Model B Rev 1.4\x00")
+    (dt / "compatible").write_bytes(b"raspberrypi,4-model-b\x00brcm,bcm2711\x00")
+    feats = "fp asimd evtstrm crc32 cpuid" + (" asimddp" if dotprod else "")
+    (root / "proc/cpuinfo").write_text(
+        "".join(f"processor\t: {i}\nFeatures\t: {feats}\nCPU part\t: 0xd08\n\n" for i in range(4))
+    )
+    (root / "dev").mkdir()
+    (root / "dev/video0").touch()
+    return root
+
+
+def config(tmp_path: Path, extra: str = "", model: Path = DETECTOR, camera: str = str(SAMPLES)) -> Path:
+    """A config naming real things: the demo detector, the sample folder as the camera."""
+    state = tmp_path / "state"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[device]\nid = "d1"\nstate_dir = "{state}"\n[detector]\nmodel = "{model}"\n'
+        f'[camera]\nsource = "{camera}"\n[queue]\npath = "{state}/q.db"\n'
+        f'[health]\nstatus_file = "{state}/status.json"\n{extra}'
+    )
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    require_mosquitto()
+    return make_tls(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def tls_broker(tmp_path: Path, tls: TlsFiles) -> Iterator[Broker]:
+    b = Broker(tmp_path / "broker", tls=tls)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def test_doctor_loads_the_model_grabs_a_frame_and_connects_over_tls(
+    tmp_path: Path, tls_broker: Broker, tls: TlsFiles
+) -> None:
+    root = fake_pi4(tmp_path / "root")
+    mqtt = (
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {tls_broker.tls_port}\ntls_ca = "{tls.ca}"\n'
+        f'tls_cert = "{tls.client_cert}"\ntls_key = "{tls.client_key}"\n'
+    )
+    rc, checks, err = doctor("--config", str(config(tmp_path, mqtt)), "--root", str(root))
+    assert rc == 0, (checks, err)
+    assert "Raspberry Pi 4" in checks["board"]["detail"] and "4 physical cores" in checks["board"]["detail"]
+    assert checks["cpu"]["status"] == "warn" and "dot-product (asimddp): no" in checks["cpu"]["detail"]
+    assert checks["detector"]["status"] == "ok" and "loaded and ran" in checks["detector"]["detail"]
+    assert checks["camera"]["status"] == "ok" and "frame" in checks["camera"]["detail"]
+    assert checks["broker"]["status"] == "ok" and "(TLS)" in checks["broker"]["detail"]
+    # doctor has no side effects: the state dir it judged is still not there
+    assert not (tmp_path / "state").exists()
+    assert "does not exist yet" in checks["state dir"]["detail"]
+
+
+def test_doctor_warns_when_the_broker_accepts_tcp_but_never_answers_mqtt(tmp_path: Path) -> None:
+    listener = socket.socket()  # a port that accepts but never sends CONNACK (not a broker)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    try:
+        extra = f'[mqtt]\nhost = "127.0.0.1"\nport = {listener.getsockname()[1]}\n'
+        rc, checks, _ = doctor("--config", str(config(tmp_path, extra)))
+    finally:
+        listener.close()
+    assert rc == 0  # a missing broker is a warning: results queue locally
+    assert checks["broker"]["status"] == "warn" and "no CONNACK" in checks["broker"]["detail"]
+
+
+def test_a_config_naming_a_missing_model_fails_and_names_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "yolov8n.onnx"
+    rc, checks, _ = doctor("--config", str(config(tmp_path, "[mqtt]\nenabled = false\n", model=missing)))
+    assert rc == 1
+    assert checks["models"]["status"] == "FAIL" and str(missing) in checks["models"]["detail"]
+
+
+def test_a_camera_that_gives_no_frame_fails(tmp_path: Path) -> None:
+    empty = tmp_path / "empty-folder"
+    empty.mkdir()
+    rc, checks, _ = doctor("--config", str(config(tmp_path, "[mqtt]\nenabled = false\n", camera=str(empty))))
+    assert rc == 1 and checks["camera"]["status"] == "FAIL" and str(empty) in checks["camera"]["detail"]
+
+
+def test_doctor_fails_on_a_missing_serial_port_and_unwritable_state(tmp_path: Path) -> None:
+    root = fake_pi4(tmp_path / "root", dotprod=True)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[device]\nstate_dir = "{blocker}"\n[detector]\nmodel = "{DETECTOR}"\n[camera]\nsource = "{SAMPLES}"\n'
+        f'[mqtt]\nenabled = false\n[sensor]\nport = "/dev/ttyACM7"\n'
+    )
+    rc, checks, _ = doctor("--config", str(cfg), "--root", str(root))
+    assert rc == 1
+    assert checks["serial"]["status"] == "FAIL" and "dialout" in checks["serial"]["fix"]
+    assert checks["state dir"]["status"] == "FAIL"
+    assert checks["cpu"]["status"] == "ok"
+
+
+def test_doctor_reads_the_same_config_as_every_command(tmp_path: Path) -> None:
+    """$EDGE_AGENT_CONFIG is honoured; without any config the first check FAILs and says where it looked."""
+    cfg = config(tmp_path, "[mqtt]\nenabled = false\n")
+    rc, checks, _ = doctor(env={"EDGE_AGENT_CONFIG": str(cfg)})
+    assert rc == 0 and checks["config"]["detail"] == str(cfg)
+    rc, checks, _ = doctor(env={"EDGE_AGENT_CONFIG": str(tmp_path / "absent.toml")})
+    assert rc == 1 and checks["config"]["status"] == "FAIL"
+    assert "absent.toml: config file not found" in checks["config"]["detail"]
