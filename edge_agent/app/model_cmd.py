@@ -19,12 +19,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+from edge_agent.app.configfile import add_config_arg
 from edge_agent.errors import ConfigError, EdgeAgentError, ModelError
+
+DESCRIPTION = (
+    "Model packages: make one (pack, keygen), install it through the gate (install; push over MQTT), "
+    "see and undo what runs (status, rollback). See docs/model-updates.md."
+)
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "model", help="model packages: pack, install, status, rollback, push", description=__doc__
+        "model", help="model packages: pack, install, status, rollback, push", description=DESCRIPTION
     )
     msub = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
 
@@ -45,25 +51,25 @@ def register(sub: Any) -> None:
     kg.set_defaults(func=keygen)
 
     ins = msub.add_parser("install", help="install a package on this device (through the gate)")
-    ins.add_argument("package")
-    ins.add_argument("--config", "-c", help="config file (default /etc/edge-agent/config.toml)")
+    ins.add_argument("package", help="package file from `edge-agent model pack`")
+    add_config_arg(ins)
     ins.add_argument("--force", action="store_true", help="switch even if the gate refuses (logged)")
     ins.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the running agent")
-    ins.add_argument("--json", action="store_true")
+    ins.add_argument("--json", action="store_true", help="print the outcome as JSON")
     ins.set_defaults(func=install)
 
     st = msub.add_parser("status", help="the active model version, its trial, the last update")
-    st.add_argument("--config", "-c")
-    st.add_argument("--json", action="store_true")
+    add_config_arg(st)
+    st.add_argument("--json", action="store_true", help="print the status as JSON")
     st.set_defaults(func=status)
 
     rb = msub.add_parser("rollback", help="go back to the previous model version")
-    rb.add_argument("--config", "-c")
+    add_config_arg(rb)
     rb.set_defaults(func=rollback)
 
     pu = msub.add_parser("push", help="send a package over MQTT to devices or a group")
-    pu.add_argument("package")
-    pu.add_argument("--config", "-c", help="config with the broker settings ([mqtt])")
+    pu.add_argument("package", help="package file from `edge-agent model pack`")
+    add_config_arg(pu)
     target = pu.add_mutually_exclusive_group(required=True)
     target.add_argument("--device", action="append", help="device id (repeatable)")
     target.add_argument("--group", help="group topic every device in model_update.groups listens to")

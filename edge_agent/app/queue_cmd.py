@@ -35,7 +35,11 @@ def register(subparsers: Any) -> None:
         "--json", action="store_true", help="one JSON object"
     )
     action("drain", "publish everything pending to the configured broker, then exit").add_argument(
-        "--timeout", type=positive_float, default=60.0, metavar="S", help="give up after S seconds (default 60)"
+        "--timeout",
+        type=positive_float,
+        default=60.0,
+        metavar="S",
+        help="give up after S seconds (default 60)",
     )
     action("peek", "show the oldest messages as JSON lines").add_argument(
         "-n", type=positive_int, default=10, metavar="N", help="how many (default 10)"
