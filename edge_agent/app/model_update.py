@@ -38,6 +38,8 @@ def effective_config(cfg: Config, vid: Optional[str], store: ModelStore) -> Conf
     out = cfg.model_copy(deep=True)
     out.detector.model = str(paths["detector"])
     out.detector.labels = str(paths["detector_labels"]) if "detector_labels" in paths else None
+    # the package's float source replaces the config's: it belongs to the new weights
+    out.detector.float_model = str(paths["float_source"]) if "float_source" in paths else None
     if "classifier" in paths:
         from edge_agent.core.config import ClassifierConfig
 

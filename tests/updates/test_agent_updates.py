@@ -125,6 +125,8 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
             return False
 
         wait(reported, what="the status topic reporting the new version and hash")
+        progress = [(b.get("model_update") or {}).get("transfer") or {} for b in col.on_topic("/status")]
+        assert any(t.get("transfer_id") == tid for t in progress)  # the transfer was reported too
         assert a.last()["origin"] == f"mqtt:{tid}" and a.last()["gate"]["passed"] is True
         r = cli("model", "status", "-c", str(a.cfg_path))
         assert "demo 2.0-good" in r.stdout and INT8_SHA in r.stdout

@@ -202,3 +202,22 @@ def test_inbox_drop_is_installed_and_answered(
     res = json.loads((up.inbox / "crashy.result.json").read_text())
     assert res["outcome"] == "refused" and "died twice" in res["detail"]
     assert list(up.inbox.glob("*.pkg")) == []
+
+
+def test_float_source_and_min_agent_version(make_config: Callable[..., Path], tmp_path: Path) -> None:
+    from helpers_updates import INT8
+
+    from edge_agent.app.model_update import effective_config, store_for
+
+    pkg = tmp_path / "trt.pkg"
+    r = cli("model", "pack", str(INT8), "--float-source", str(FP32), "-o", str(pkg), "--version", "4")
+    assert r.returncode == 0, r.stderr
+    cfg = load_config(make_config())
+    assert install(cfg, pkg, origin="test")["outcome"] == "switched"
+    eff = effective_config(cfg, describe(cfg)["current"]["id"], store_for(cfg))
+    assert eff.detector.float_model is not None and eff.detector.float_model.endswith("float_source.onnx")
+    future = tmp_path / "future.pkg"
+    r = cli("model", "pack", str(INT8), "-o", str(future), "--version", "5", "--min-agent-version", "99.0")
+    assert r.returncode == 0, r.stderr
+    res = install(cfg, future, origin="test")
+    assert res["outcome"] == "refused" and "needs edge-agent >= 99.0" in res["detail"]
