@@ -175,8 +175,9 @@ def main() -> None:
                 runs.append(one_rep(rep, broker.port, pkg, args.ring, args.chunk_kb * 1024))
                 print(json.dumps({k: round(v, 3) for k, v in runs[-1].items()}))
         inf = one_inference_s()
+        size = pkg.stat().st_size
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    print(f"package {pkg.stat().st_size if pkg.exists() else 0} bytes; medians over {args.reps} reps:")
+    print(f"package {size} bytes; medians over {args.reps} reps:")
     for k, v in med.items():
         print(f"  {k:<28} {v:8.3f}")
     per_img = med["gate_s"] / max(med["gate_images"], 1)

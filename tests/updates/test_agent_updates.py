@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -232,6 +233,38 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
+
+
+def test_kill9_mid_gate_keeps_the_old_model_and_the_update_completes_after_restart(
+    agents: list[AgentProc], packages: dict[str, Path], make_config: Callable[..., Path]
+) -> None:
+    import shutil
+
+    from helpers_updates import SAMPLES
+
+    a = AgentProc(make_config(extra="[model_update]\nring_frames = 60\nring_interval_s = 3600"))
+    ring = a.state / "models" / "ring"
+    ring.mkdir(parents=True)
+    now = int(time.time() * 1000)
+    samples = sorted(SAMPLES.glob("*.jpg"))
+    for i in range(60):  # a full ring makes the gate take a while (~3 model runs per frame)
+        shutil.copyfile(samples[i % len(samples)], ring / f"{now - 60_000 + i * 1000:015d}.jpg")
+    agents.append(a.start())
+    inbox = a.state / "models" / "inbox"
+    shutil.copyfile(packages["good"], inbox / ".drop.partial")
+    os.replace(inbox / ".drop.partial", inbox / "drop.pkg")
+    wait((inbox / "drop.request.json").exists, what="the gate starting")  # written just before it
+    a.kill9()
+    state = (
+        json.loads((a.state / "models" / "active.json").read_text())
+        if (a.state / "models" / "active.json").exists()
+        else {}
+    )
+    assert state.get("current") is None  # cut before the switch
+    a.start()
+    assert a.last().get("outcome") in (None, "switched")
+    wait(lambda: a.detector_sha() == INT8_SHA, what=f"the retried update\n{a.log_text()}")
+    assert json.loads((inbox / "drop.result.json").read_text())["outcome"] == "switched"
 
 
 def test_staged_but_not_switched_starts_the_old_model(
