@@ -69,6 +69,7 @@ class ModelUpdates:
         self._trial_t0 = 0.0
         self._trial_done = False
         self._started = False
+        self._in_progress: Optional[Path] = None  # the request file of the install running now
 
     # ---- loading ----------------------------------------------------------------------------
     def build_models(self, cfg: Config) -> ModelSet:
@@ -136,7 +137,7 @@ class ModelUpdates:
                 f"detection rate collapsed: {rate:.2f}/frame over {self._trial_frames} frames, "
                 f"the previous model had {t['baseline_rate']:.2f}/frame (collapse_ratio {mu.collapse_ratio:g})"
             )
-            self._jobs.put(("rollback", reason))
+            self._jobs.put(("rollback", (t["vid"], reason)))
         elif time.monotonic() - self._trial_t0 >= mu.trial_s and self._trial_frames >= mu.trial_min_frames:
             self._trial_done = True
             self._jobs.put(("confirm", t["vid"]))
@@ -175,6 +176,14 @@ class ModelUpdates:
             self._receiver.stop()
         if self._thread is not None:
             self._thread.join(10)
+        req = self._in_progress
+        if req is not None:  # stopped cleanly mid-gate: that attempt does not count as a crash
+            try:
+                data = json.loads(req.read_text(encoding="utf-8"))
+                data["attempts"] = max(0, int(data.get("attempts", 1)) - 1)
+                write_durable(req, json.dumps(data).encode())
+            except (OSError, ValueError) as exc:
+                log.debug("request %s not rewritten: %s", req, exc)
         try:
             pid_file(self.cfg).unlink(missing_ok=True)
             with self.store.locked():
@@ -200,8 +209,11 @@ class ModelUpdates:
                 if kind == "scan":
                     self._scan_inbox()
                 elif kind == "rollback":
-                    self._event(mu_ops.rollback(self.cfg, arg, origin="agent"))
-                    self.request_reload()
+                    vid, reason = arg
+                    res = mu_ops.rollback(self.cfg, reason, origin="agent", only_if_current=vid)
+                    if res["outcome"] == "rolled_back":
+                        self.request_reload()
+                    self._event(res)
                 elif kind == "confirm":
                     self._confirm(arg)
             except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad package
@@ -241,6 +253,7 @@ class ModelUpdates:
             )
         else:
             self.state = "gating"
+            self._in_progress = req_file
             self._event(None)
             result = mu_ops.install(
                 self.cfg,
@@ -249,6 +262,7 @@ class ModelUpdates:
                 origin=origin,
                 baseline_rate=self.detection_rate(),
             )
+            self._in_progress = None
         write_durable(pkg.with_suffix(".result.json"), json.dumps(result, indent=1).encode())
         pkg.unlink(missing_ok=True)
         req_file.unlink(missing_ok=True)

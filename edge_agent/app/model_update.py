@@ -197,13 +197,20 @@ def _drop_unused(store: ModelStore, state: dict[str, Any], vid: str) -> None:
     store.prune([state.get("current"), *state.get("history", [])])
 
 
-def rollback(cfg: Config, reason: str, origin: str = "cli") -> dict[str, Any]:
-    """Back to the previous version (or the config's model); the abandoned one is deleted."""
+def rollback(
+    cfg: Config, reason: str, origin: str = "cli", only_if_current: Optional[str] = None
+) -> dict[str, Any]:
+    """Back to the previous version (or the config's model); the abandoned one is deleted.
+
+    ``only_if_current``: an automatic rollback of that version, skipped when another install
+    replaced it meanwhile (never roll back the wrong model)."""
     store = store_for(cfg)
     with store.locked():
         state = store.state()
         cur = state.get("current")
         history = list(state.get("history", []))
+        if only_if_current is not None and cur != only_if_current:
+            return {"outcome": "unchanged", "detail": f"{only_if_current} no longer runs", "origin": origin}
         if cur is None:
             return _record(store, origin, None, "refused", "nothing to roll back: the config's model runs")
         prev = history.pop() if history else CONFIG_MODEL

@@ -221,3 +221,26 @@ def test_float_source_and_min_agent_version(make_config: Callable[..., Path], tm
     assert r.returncode == 0, r.stderr
     res = install(cfg, future, origin="test")
     assert res["outcome"] == "refused" and "needs edge-agent >= 99.0" in res["detail"]
+
+
+def test_a_clean_stop_mid_install_is_not_counted_as_a_crash(make_config: Callable[..., Path]) -> None:
+    from edge_agent.app.model_agent import ModelUpdates
+
+    cfg = load_config(make_config())
+    up = ModelUpdates(cfg, lambda: None)
+    up.inbox.mkdir(parents=True)
+    req = up.inbox / "x.request.json"
+    req.write_text('{"attempts": 1, "origin": "cli"}')
+    up._in_progress = req  # what _take sets while the gate runs
+    up.stop()
+    assert json.loads(req.read_text())["attempts"] == 0
+
+
+def test_an_automatic_rollback_never_hits_a_newer_install(
+    packages: dict[str, Path], make_config: Callable[..., Path]
+) -> None:
+    cfg = load_config(make_config())
+    assert install(cfg, packages["good"], origin="test")["outcome"] == "switched"
+    res = rollback(cfg, "collapse of an older version", origin="agent", only_if_current="demo-1.0-00000000")
+    assert res["outcome"] == "unchanged"
+    assert describe(cfg)["current"]["version"] == "2.0-good"
