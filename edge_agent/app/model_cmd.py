@@ -75,6 +75,10 @@ def register(sub: Any) -> None:
     target.add_argument("--group", help="group topic every device in model_update.groups listens to")
     pu.add_argument("--chunk-kb", type=int, default=256, help="chunk size in KiB (default 256)")
     pu.add_argument("--force", action="store_true", help="ask the devices to switch even if the gate refuses")
+    pu.add_argument(
+        "--wait", type=float, default=0.0, metavar="S", help="wait up to S seconds for the devices' verdicts"
+    )
+    pu.add_argument("--expect", type=int, default=0, metavar="N", help="with --group: wait for N devices")
     pu.set_defaults(func=push)
 
 
@@ -272,12 +276,24 @@ def rollback(args: argparse.Namespace) -> int:
 
 
 def push(args: argparse.Namespace) -> int:
-    from edge_agent.app.model_push import push_package
+    from edge_agent.app.model_push import OutcomeWatcher, push_package
 
     cfg = _config(args.config)
     pkg = Path(args.package)
     if not pkg.is_file():
         raise ModelError(f"{pkg}: no such package file")
-    tid = push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, args.force)
+    tid = uuid.uuid4().hex[:16]
+    watcher = OutcomeWatcher(cfg, tid) if args.wait > 0 else None
+    push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, args.force, tid)
     sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
-    return 0
+    if watcher is None:
+        return 0
+    devices = list(args.device or [])
+    got = watcher.wait(args.wait, devices, args.expect)
+    for dev in sorted(set(got) | set(devices)):
+        res = got.get(dev)
+        sys.stdout.write(f"{dev}: {res['outcome']}: {res['detail']}\n" if res else f"{dev}: no answer\n")
+    bad = [d for d, r in got.items() if r["outcome"] != "switched"]
+    missing = [d for d in devices if d not in got]
+    short = args.expect and len(got) < args.expect
+    return 1 if bad or missing or short else 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
+import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -94,3 +96,39 @@ def _wait(infos: list[Any]) -> None:
         info.wait_for_publish(PUBACK_TIMEOUT_S)
         if not info.is_published():
             raise SyncError("the broker did not acknowledge a chunk within 60 s")
+
+
+class OutcomeWatcher:
+    """Collects the devices' verdicts on one transfer from their retained status topics
+    (``model_update.last`` whose origin is ``mqtt:<transfer>``)."""
+
+    def __init__(self, cfg: Config, transfer_id: str) -> None:
+        self.origin = f"mqtt:{transfer_id}"
+        self.outcomes: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._client = _connect(cfg)
+        self._client.on_message = self._on_message
+        self._client.subscribe(f"{cfg.mqtt.topic_prefix.strip('/')}/+/status", qos=1)
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        try:
+            body = json.loads(msg.payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return
+        last = (body.get("model_update") or {}).get("last") or {}
+        if last.get("origin") == self.origin and last.get("outcome") != "unchanged":
+            with self._lock:
+                self.outcomes[str(body.get("device_id"))] = last
+
+    def wait(self, timeout_s: float, devices: list[str], expect: int) -> dict[str, dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                done = set(self.outcomes)
+            if (devices and set(devices) <= done) or (expect and len(done) >= expect):
+                break
+            time.sleep(0.1)
+        self._client.disconnect()
+        self._client.loop_stop()
+        with self._lock:
+            return dict(self.outcomes)

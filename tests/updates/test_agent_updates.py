@@ -159,11 +159,16 @@ def test_bad_signature_over_mqtt_is_refused(
     pub = packages["pub"].read_text().strip()
     a = AgentProc(make_config(port=broker.port, extra=f'[model_update]\ntrusted_keys = ["{pub}"]'))
     agents.append(a.start())
-    push_package(a.cfg, packages["badsig"], ["cam-1"], None)
-    wait(lambda: a.last().get("outcome") == "refused", what="refusal")
+    r = cli(
+        "model", "push", str(packages["badsig"]), "-c", str(a.cfg_path), "--device", "cam-1", "--wait", "60"
+    )
+    assert r.returncode == 1 and "cam-1: refused:" in r.stdout and "bad signature" in r.stdout, r.stdout
     assert "bad signature" in a.last()["detail"]
     assert a.detector_sha() == FP32_SHA
-    push_package(a.cfg, packages["signed"], ["cam-1"], None)
+    r = cli(
+        "model", "push", str(packages["signed"]), "-c", str(a.cfg_path), "--device", "cam-1", "--wait", "60"
+    )
+    assert r.returncode == 0 and "cam-1: switched:" in r.stdout, r.stdout + a.log_text()
     wait(lambda: a.detector_sha() == INT8_SHA, what=f"the signed package switched\n{a.log_text()}")
 
 
