@@ -122,6 +122,14 @@ class ModelReceiver:
             if chunks <= 0 or chunks * int(begin["chunk_size"]) < size:
                 raise ValueError(f"begin of {tid}: {chunks} chunks cannot hold {size} bytes")
             d = self.dir / tid
+            try:
+                old = json.loads((d / "begin.json").read_text())
+            except (OSError, ValueError):
+                old = None
+            key = ("sha256", "size", "chunk_size")
+            if old is not None and any(old.get(k) != begin.get(k) for k in key):
+                # same id, different content or chunking: the chunks on disk belong to another file
+                shutil.rmtree(d, ignore_errors=True)
             (d / "chunks").mkdir(parents=True, exist_ok=True)
             if not (d / "begin.json").exists():
                 write_durable(d / "begin.json", json.dumps(begin).encode())
@@ -144,6 +152,8 @@ class ModelReceiver:
                 raise ValueError(
                     f"transfer {tid}: chunk {idx} ({len(data)} bytes) outside the transfer or cap"
                 )
+            if (d / str(idx)).exists():
+                return  # a redelivery, or a re-push after a lost broker session: already on disk
             tmp = d / f".{idx}.tmp"
             with open(tmp, "wb") as f:
                 f.write(data)

@@ -78,6 +78,12 @@ def register(sub: Any) -> None:
     pu.add_argument(
         "--wait", type=float, default=0.0, metavar="S", help="wait up to S seconds for the devices' verdicts"
     )
+    pu.add_argument(
+        "--transfer-id",
+        metavar="ID",
+        help="re-push an interrupted transfer under its id (a broker that lost its sessions): "
+        "devices skip the chunks they already have",
+    )
     pu.add_argument("--expect", type=int, default=0, metavar="N", help="with --group: wait for N devices")
     pu.set_defaults(func=push)
 
@@ -282,7 +288,7 @@ def push(args: argparse.Namespace) -> int:
     pkg = Path(args.package)
     if not pkg.is_file():
         raise ModelError(f"{pkg}: no such package file")
-    tid = uuid.uuid4().hex[:16]
+    tid = args.transfer_id or uuid.uuid4().hex[:16]
     watcher = OutcomeWatcher(cfg, tid) if args.wait > 0 else None
     push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, args.force, tid)
     sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")

@@ -451,3 +451,60 @@ def test_assembled_package_with_the_wrong_sha256_is_refused(
         pub.disconnect()
         pub.loop_stop()
         rec.stop()
+
+
+def test_a_transfer_survives_a_broker_that_lost_its_sessions(
+    broker: Broker,
+    packages: dict[str, Path],
+    make_config: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Half the chunks arrive, the broker restarts without its persistence file (sessions and
+    queued chunks gone), the operator re-pushes under the same transfer id: the device keeps what
+    it has on disk and completes."""
+    from edge_agent.adapters import model_mqtt
+
+    written: list[str] = []
+    real_replace = os.replace
+
+    def counting_replace(src: Any, dst: Any) -> None:
+        written.append(Path(dst).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(model_mqtt.os, "replace", counting_replace)
+    cfg_path = make_config(port=broker.port)
+    cfg = load_config(cfg_path)
+    root = Path(cfg.device.state_dir)
+    rec = model_mqtt.ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
+    rec.start()
+    try:
+        wait(rec._client.is_connected, what="connected")
+        time.sleep(0.3)
+        chunk, tid = 32 * 1024, "lost-session"
+        push_package(cfg, packages["good"], ["cam-1"], None, chunk, transfer_id=tid, only=range(5))
+        chunks = root / "transfers" / tid / "chunks"
+        wait(lambda: len(list(chunks.iterdir())) == 5, what="5 chunks on disk")
+        broker.stop()
+        (broker.workdir / "mosquitto.db").unlink(missing_ok=True)
+        broker.start()
+        r = cli(
+            "model",
+            "push",
+            str(packages["good"]),
+            "-c",
+            str(cfg_path),
+            "--device",
+            "cam-1",
+            "--chunk-kb",
+            "32",
+            "--transfer-id",
+            tid,
+        )
+        assert r.returncode == 0, r.stderr
+        wait((root / "inbox" / f"{tid}.pkg").exists, what="the completed package in the inbox")
+        total = -(-packages["good"].stat().st_size // chunk)
+        assert sorted(int(n) for n in written if n.isdigit()) == list(range(total))  # 0-4 written once
+        data = (root / "inbox" / f"{tid}.pkg").read_bytes()
+        assert hashlib.sha256(data).digest() == hashlib.sha256(packages["good"].read_bytes()).digest()
+    finally:
+        rec.stop()
