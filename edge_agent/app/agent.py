@@ -32,7 +32,6 @@ from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import build_status, start_metrics
 from edge_agent.app.model_agent import ModelUpdates
 from edge_agent.app.modelset import ModelSet
-from edge_agent.app.pipeline import Prepared, run_cascade
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config
@@ -40,6 +39,8 @@ from edge_agent.core.events import OutputPolicy
 from edge_agent.core.messages import result_message, topics
 from edge_agent.core.schema import ImageResult
 from edge_agent.errors import EdgeAgentError
+from edge_agent.inference.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
+from edge_agent.inference.pipeline import Prepared, run_cascade
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class Agent:
         self._last_mqtt_status = 0.0
         self._status_failures = 0
         self.updates: Optional[ModelUpdates] = None
+        self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -289,6 +291,10 @@ class Agent:
             log.error("frame %d: %s", frame.seq, exc)
             return
         timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
+        best = getattr(models.detector, "last_max_score", float("nan"))
+        self._no_score_streak = self._no_score_streak + 1 if best <= NO_SCORE_LEVEL else 0
+        if self._no_score_streak == NO_SCORE_FRAMES:
+            log.warning("%s", self.warnings()[0])
         self.frames += 1
         if self.updates is not None:
             self.updates.on_frame(frame.image, len(dets))
@@ -347,6 +353,15 @@ class Agent:
         return self.updates.build_models(cfg) if self.updates is not None else ModelSet.from_config(cfg)
 
     # ---- health ---------------------------------------------------------------------------------
+    def warnings(self) -> list[str]:
+        """Conditions an operator should look at; carried in the status file."""
+        if self._no_score_streak >= NO_SCORE_FRAMES:
+            return [
+                f"detector: no score above {NO_SCORE_LEVEL:g} for {self._no_score_streak} consecutive "
+                "frames (a model that cannot score, or a camera seeing nothing); check with `edge-agent infer`"
+            ]
+        return []
+
     def fps(self) -> float:
         t = self._frame_times
         return (len(t) - 1) / (t[-1] - t[0]) if len(t) >= 2 and t[-1] > t[0] else 0.0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
 from edge_agent.app.argtypes import non_negative_int, positive_int
 from edge_agent.app.infer_cmd import add_model_args
@@ -33,7 +34,14 @@ def run(args: argparse.Namespace) -> int:
     if args.image:
         image, label = read_image(args.image), args.image
     else:
-        image, label = default_image()
+        from edge_agent.app.assets import demo_samples
+        from edge_agent.errors import ModelError
+
+        try:
+            samples: Optional[Path] = demo_samples()
+        except ModelError:
+            samples = None
+        image, label = default_image(samples)
     benches = bench_models(
         args.models, image, args.runs, args.warmup, args.threads, args.provider, not args.no_memory
     )

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.app.configfile import add_config_arg
+from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
-EXAMPLE = """\
+EXAMPLE = (
+    """\
 # edge-agent configuration (TOML). Unknown keys are errors, so a typo can't be silently ignored.
 # Check a file with:  edge-agent config check /etc/edge-agent/config.toml
 
@@ -34,9 +36,9 @@ reconnect_max_s = 30.0
 [detector]
 model = "/var/lib/edge-agent/models/detector.int8.onnx"
 # labels = "/etc/edge-agent/labels.txt"   # one name per line, overrides the model's names
-conf_threshold = 0.25
-iou_threshold = 0.45
-max_det = 300
+conf_threshold = @CONF@
+iou_threshold = @IOU@
+max_det = @MAX_DET@
 classes = []              # keep only these class names (empty = all)
 # provider = "xnnpack"    # override the per-board choice: cpu, xnnpack, cuda, tensorrt
 # threads = 4
@@ -101,10 +103,12 @@ ring_frames = 0           # recent frames kept for the update gate; 0 = off (pri
 # ring_interval_s = 60
 # ring_max_age_h = 72
 min_recall = 0.9          # the gate: recall of the current model's detections
-min_max_score = 0.05      # broken-model guard: refuse a detector that cannot score
 trial_s = 600             # after a switch: rollback on a detection-rate collapse in this window
 collapse_ratio = 0.2
-"""
+""".replace("@CONF@", str(CONF_THRESHOLD))
+    .replace("@IOU@", str(IOU_THRESHOLD))
+    .replace("@MAX_DET@", str(MAX_DET))
+)
 
 
 def register(sub: Any) -> None:

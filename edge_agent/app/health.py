@@ -45,6 +45,7 @@ def build_status(
         "provider": models.provider if models else None,
         "models": models.describe() if models else None,
         "clock_synced": clock_synchronised(),
+        "warnings": agent.warnings(),
         "model_update": agent.updates.status() if agent.updates is not None else None,
     }
 

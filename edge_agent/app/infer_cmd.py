@@ -11,6 +11,7 @@ from typing import Any, Optional, TextIO
 
 from edge_agent.app.argtypes import non_negative_float, positive_int, unit_interval
 from edge_agent.errors import EdgeAgentError, ImageError
+from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
 log = logging.getLogger(__name__)
 
@@ -29,16 +30,27 @@ def register(sub: Any) -> None:
     p.add_argument("--model", "-m", help="detector ONNX (default: bundled demo detector)")
     p.add_argument("--labels", help="labels file overriding the model's class names (one per line)")
     p.add_argument("--classifier", help="classifier ONNX applied to detected crops")
-    p.add_argument("--classifier-labels", help="labels file for the classifier")
+    p.add_argument(
+        "--classifier-labels", help="labels file for the classifier: one name per line (e.g. ImageNet's 1000)"
+    )
+    p.add_argument(
+        "--classifier-preprocess",
+        metavar="SPEC",
+        help="classifier preprocessing: ultralytics, imagenet, raw, or custom "
+        "'resize=shorter,crop=0.875,scale=1/255,mean=a:b:c,std=a:b:c,order=RGB,layout=NCHW' "
+        "(default: the model's metadata, else a guess `inspect` shows)",
+    )
     p.add_argument(
         "--classify-classes", help="comma-separated detector classes whose crops are classified (default all)"
     )
     p.add_argument(
         "--crop-padding", type=non_negative_float, default=0.1, help="crop padding as a fraction of box size"
     )
-    p.add_argument("--conf", type=unit_interval, default=0.25, help="confidence threshold")
-    p.add_argument("--iou", type=unit_interval, default=0.45, help="NMS IoU threshold")
-    p.add_argument("--max-det", type=positive_int, default=300, help="keep at most N detections per image")
+    p.add_argument("--conf", type=unit_interval, default=CONF_THRESHOLD, help="confidence threshold")
+    p.add_argument("--iou", type=unit_interval, default=IOU_THRESHOLD, help="NMS IoU threshold")
+    p.add_argument(
+        "--max-det", type=positive_int, default=MAX_DET, help="keep at most N detections per image"
+    )
     p.add_argument("--classes", help="comma-separated detector classes to keep (default all)")
     p.add_argument("--save", metavar="DIR", help="write annotated images to DIR")
     p.add_argument("--json", action="store_true", help="one JSON object per image on stdout")
@@ -54,12 +66,16 @@ def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.images import expand_inputs, read_image
     from edge_agent.adapters.runtime import OnnxModel
     from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file, demo_samples
-    from edge_agent.app.pipeline import Classifier, Detector, DetectorParams, run_cascade
     from edge_agent.core.schema import ImageResult
+    from edge_agent.inference.guard import check_detector, describe
+    from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams, run_cascade
 
     model_path = Path(args.model) if args.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
     det_model = OnnxModel(model_path, provider=args.provider, threads=args.threads, labels=args.labels)
     detector = Detector(det_model, DetectorParams(args.conf, args.iou, args.max_det))
+    problems = check_detector(detector)
+    if problems:  # infer still runs (the user may be debugging exactly this), but says why it finds nothing
+        sys.stderr.write(f"edge-agent infer: warning: {describe(model_path, problems)}\n")
     if args.classes:
         detector.params.classes = detector.class_ids(_split(args.classes))
     classifier = None
@@ -68,7 +84,12 @@ def run(args: argparse.Namespace) -> int:
         cm = OnnxModel(
             args.classifier, provider=args.provider, threads=args.threads, labels=args.classifier_labels
         )
-        classifier = Classifier(cm)
+        classifier = Classifier(cm, preprocess_option=args.classifier_preprocess)
+        if classifier.choice.is_guess:
+            sys.stderr.write(
+                f"edge-agent infer: warning: {args.classifier}: preprocessing is a guess: "
+                f"{classifier.choice.describe()}; set --classifier-preprocess if it is wrong\n"
+            )
         if args.classify_classes:
             cls_ids = detector.class_ids(_split(args.classify_classes))
     inputs = args.images or [str(demo_samples())]

@@ -14,6 +14,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("inspect", help="describe an ONNX model file", description=__doc__)
     p.add_argument("model", help="ONNX model file")
     p.add_argument("--labels", help="labels file overriding the model's class names")
+    p.add_argument(
+        "--classifier-preprocess", metavar="SPEC", help="classifier preprocessing to show (as for infer)"
+    )
     p.add_argument("--json", action="store_true", help="print the description as JSON")
     add_model_args(p)
     p.set_defaults(func=run)
@@ -23,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.runtime import OnnxModel
 
     m = OnnxModel(args.model, provider=args.provider, threads=args.threads, labels=args.labels)
-    info = m.info.to_json()
+    usage = describe_usage(m, args.classifier_preprocess)
+    info = {**m.info.to_json(), **usage}
     if args.json:
         sys.stdout.write(json.dumps(info, indent=2) + "\n")
         return 0
@@ -44,4 +48,45 @@ def run(args: argparse.Namespace) -> int:
     w(f"operators    {sum(m.info.graph.op_counts.values())} nodes: {top_ops}\n")
     w(f"providers    {', '.join(m.info.providers)}  ({m.info.provider_reason})\n")
     w(f"load+warmup  {m.info.load_ms:.0f} ms\n")
+    if usage.get("format"):
+        w(f"format       {usage['format']}\n")
+    if usage.get("preprocess"):
+        w(f"preprocess   {usage['preprocess']}\n")
+    for warning in usage["warnings"]:
+        sys.stderr.write(f"edge-agent inspect: warning: {warning}\n")
     return 0
+
+
+def describe_usage(m: Any, preprocess_option: Any = None) -> dict[str, Any]:
+    """How the agent would run this model: detector format + guard, or classifier preprocessing."""
+    from edge_agent.errors import ModelError
+    from edge_agent.inference.guard import check_detector, describe
+    from edge_agent.inference.pipeline import Detector
+    from edge_agent.inference.presets import choose_preprocess
+
+    out: dict[str, Any] = {"warnings": []}
+    shape = m.info.outputs[0].shape
+    if m.info.task == "classify" or (m.info.task is None and len(shape) == 2):
+        choice = choose_preprocess(m, preprocess_option)
+        out["task_used"] = "classify"
+        out["preprocess"] = choice.describe()
+        if choice.is_guess:
+            out["warnings"].append(
+                f"{m.path}: no preprocessing in the metadata; guessing {choice.spec!r}. Set "
+                "--classifier-preprocess / [classifier] preprocess (ultralytics, imagenet, raw or custom)"
+            )
+        return out
+    try:
+        det = Detector(m)
+    except ModelError as exc:
+        out["warnings"].append(str(exc))
+        return out
+    out["task_used"] = "detect"
+    f = det.format
+    out["format"] = f"{f.fmt.name} {f.fmt.shape}, {f.num_classes} classes" + (
+        ", NMS in the model" if not f.fmt.nms else ""
+    )
+    problems = check_detector(det)
+    if problems:
+        out["warnings"].append(describe(m.path, problems))
+    return out

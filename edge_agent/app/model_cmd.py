@@ -99,11 +99,15 @@ def pack(args: argparse.Namespace) -> int:
     from edge_agent.adapters import signing
     from edge_agent.adapters.package_file import describe_file, write_package
     from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.app.pipeline import Classifier, Detector
     from edge_agent.core.model_package import Manifest, manifest_bytes, parse_manifest
+    from edge_agent.inference.guard import check_detector, describe
+    from edge_agent.inference.pipeline import Classifier, Detector
 
     det_path = Path(args.detector)
     det = Detector(OnnxModel(det_path, warmup=False))  # refuses what is not a detector
+    problems = check_detector(det)
+    if problems:  # packed anyway (it may be a test of the fleet's gate); devices will refuse it
+        sys.stderr.write(f"warning: {describe(det_path, problems)}\n")
     sources: dict[str, Path] = {"detector.onnx": det_path}
     files = {"detector": describe_file(det_path, "detector.onnx")}
     labels = {"detector": [det.names[i] for i in sorted(det.names)]}

@@ -1,8 +1,8 @@
 """The update gate: a candidate model runs beside the current one on the device's own frames.
 
-This is the ONE place that calls the detector comparison and the broken-model guard. Both live
-here only until the inference layer (issue 10) provides them: switch ``_compare_detector`` to its
-comparison and ``_max_score`` to its guard and nothing else changes.
+The comparison is ``edge-agent validate``'s (:func:`edge_agent.tools.validate.validate_detector` /
+``validate_classifier``) and the broken-model guard is the one every model load goes through
+(:func:`edge_agent.inference.guard.check_detector`): one verdict, wherever a model is judged.
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
-
 from edge_agent.tools.thresholds import Thresholds
 
 MAX_CROPS = 200
-GUARD_IMAGES = 4
 
 
 @dataclass
@@ -62,26 +59,20 @@ def _compare_classifier(ref: Any, cand: Any, files: list[Path], root: Path, th: 
     return validate_classifier(ref, cand, files, root, th)
 
 
-def _max_score(model: Any, files: list[Path]) -> float:
-    """Highest class score the detector gives anywhere on ``files``: ~0 means it cannot score at all
-    (the INT8 model whose score tensor was quantized to zero)."""
-    from edge_agent.adapters.images import read_image
-    from edge_agent.tools.validate import _detect_raw, _split_raw
+def _guard(model: Any) -> tuple[list[str], float]:
+    """The load-time broken-model guard on the candidate, and its best score on the probe image."""
+    from edge_agent.inference.guard import check_detector, probe_max_score
+    from edge_agent.inference.pipeline import Detector
 
-    best = 0.0
-    for f in files:
-        raw, _ = _detect_raw(model, read_image(f))
-        scores = _split_raw(raw)[4:]
-        if scores.size:
-            best = max(best, float(np.max(scores)))
-    return best
+    det = Detector(model)
+    return [p.cause for p in check_detector(det)], probe_max_score(det)
 
 
 def _crops(ref: Any, files: list[Path], out: Path, padding: float, conf: float) -> list[Path]:
     import cv2
 
     from edge_agent.adapters.images import read_image
-    from edge_agent.app.pipeline import Detector, DetectorParams, crop_boxes
+    from edge_agent.inference.pipeline import Detector, DetectorParams, crop_boxes
 
     det = Detector(ref, DetectorParams(conf_threshold=conf))
     paths: list[Path] = []
@@ -111,7 +102,6 @@ def run_gate(
     files: list[Path],
     source: str,
     th: Thresholds,
-    min_max_score: float,
     provider: Optional[str] = None,
     threads: Optional[int] = None,
     crop_padding: float = 0.1,
@@ -134,20 +124,12 @@ def run_gate(
     rep = _compare_detector(ref, cand, files, th)
     res.detector = rep.to_json()
     res.reasons += _failed_checks(rep)
-    if rep.metrics.get("reference_detections", 0) == 0:
+    if rep.no_verdict:
         res.reasons.append(
-            f"the current model finds nothing on the {len(files)} {source} images: nothing to compare "
-            "(turn the frame ring on, or ship probe images with the package)"
+            f"{rep.no_verdict} (turn the frame ring on, or ship probe images with the package)"
         )
-    # a model that cannot score shows it on any image: a few spread-out ones keep the guard at
-    # ~4 extra runs instead of one more pass over the ring (YOLOv8n on the ring: 3.5 -> ~2.2 runs/image)
-    step = max(1, len(files) // GUARD_IMAGES)
-    res.candidate_max_score = _max_score(cand, files[::step][:GUARD_IMAGES])
-    if res.candidate_max_score < min_max_score:
-        res.reasons.append(
-            f"broken-model guard: the candidate's highest score on {min(len(files), GUARD_IMAGES)} images is "
-            f"{res.candidate_max_score:.4f} (< {min_max_score:g}): it cannot score detections"
-        )
+    problems, res.candidate_max_score = _guard(cand)
+    res.reasons += [f"broken-model guard: {p}" for p in problems]
     if "classifier" in current and "classifier" in candidate:
         rc = load(current["classifier"], current.get("classifier_labels"))
         cc = load(candidate["classifier"], candidate.get("classifier_labels"))

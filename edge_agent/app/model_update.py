@@ -148,7 +148,6 @@ def install(
                     files,
                     source,
                     _thresholds(cfg),
-                    mu.min_max_score,
                     cfg.detector.provider,
                     cfg.detector.threads,
                     cfg.classifier.crop_padding if cfg.classifier else 0.1,

@@ -6,14 +6,19 @@ one and swap a single reference: a model that fails to load never replaces a wor
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file
-from edge_agent.app.pipeline import Classifier, Detector, DetectorParams
 from edge_agent.core.config import Config
+from edge_agent.errors import ModelError
+from edge_agent.inference.guard import check_detector, describe
+from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -37,6 +42,12 @@ class ModelSet:
             float_source=d.float_model,
         )
         detector = Detector(model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det))
+        problems = check_detector(detector)
+        if problems:  # run and SIGHUP hot swap both come here: refuse, unless the config says otherwise
+            msg = describe(path, problems)
+            if not d.allow_broken_model:
+                raise ModelError(f"{msg} (to run it anyway: [detector] allow_broken_model = true)")
+            log.warning("%s (running it: [detector] allow_broken_model = true)", msg)
         if d.classes:
             detector.params.classes = detector.class_ids(d.classes)
         classifier = None
@@ -50,7 +61,7 @@ class ModelSet:
                 labels=c.labels,
                 state_dir=state,
             )
-            classifier = Classifier(cm, top_k=c.top_k)
+            classifier = Classifier(cm, top_k=c.top_k, preprocess_option=c.preprocess)
             ids = detector.class_ids(c.classes) if c.classes else None
         return cls(detector, classifier, ids, c.crop_padding if c else 0.1)
 

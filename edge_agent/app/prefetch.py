@@ -13,8 +13,8 @@ from typing import Callable, Optional
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.system import lower_thread_priority
 from edge_agent.app.modelset import ModelSet
-from edge_agent.app.pipeline import Prepared
 from edge_agent.core.camera_source import Frame
+from edge_agent.inference.pipeline import Prepared
 
 
 class Prefetch:

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,17 @@ log = logging.getLogger(__name__)
 
 def register(sub: Any) -> None:
     p = sub.add_parser("quantize", help="static INT8 quantization with validation", description=__doc__)
-    p.add_argument("model", help="FP32 ONNX model (detector or classifier)")
+    p.add_argument(
+        "model",
+        help="ONNX model (detector or classifier): FP32, FP16, or dynamic/QOperator/QDQ INT8 (dequantized first)",
+    )
     p.add_argument("--calib", required=True, help="folder of calibration images (representative, 50-300)")
     p.add_argument("-o", "--output", help="output path (default: <model>.int8.onnx)")
     p.add_argument(
-        "--samples", type=int, default=128, help="calibration images to use (default 128; 0 = all)"
+        "--samples",
+        type=non_negative_int,
+        default=128,
+        help="calibration images to use (default 128; 0 = all)",
     )
     p.add_argument(
         "--method",
@@ -57,8 +64,9 @@ def register(sub: Any) -> None:
 
 def default_output(model: Path) -> Path:
     stem = model.name[: -len(".onnx")] if model.name.endswith(".onnx") else model.name
-    for suffix in ("-fp32", ".fp32"):  # str.removesuffix is 3.9+; this runs on 3.8 (JetPack)
-        stem = stem[: -len(suffix)] if stem.endswith(suffix) else stem
+    for tag in ("-fp32", ".fp32", "-fp16", ".fp16"):  # no str.removesuffix: Python 3.8
+        if stem.endswith(tag):
+            stem = stem[: -len(tag)]
     return model.with_name(f"{stem}.int8.onnx")
 
 
@@ -70,7 +78,6 @@ def failed_name(out: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     from edge_agent.errors import QuantizeError
     from edge_agent.tools.quantize import image_files, pick_samples, quantize_model
-    from edge_agent.tools.validate import validate_models
 
     src = Path(args.model)
     if not src.is_file():
@@ -79,8 +86,22 @@ def run(args: argparse.Namespace) -> int:
     if out.resolve() == src.resolve():
         raise QuantizeError(f"{out}: output would overwrite the input model")
     calib = pick_samples(image_files(Path(args.calib)), args.samples)
-    result = quantize_model(src, out, calib, args.method, args.target, args.naive, args.reduce_range)
+    with tempfile.TemporaryDirectory(prefix="edge-agent-quantize-") as tmp:
+        float_copy = Path(tmp) / f"{src.stem}.fp32.onnx"
+        result = quantize_model(
+            src, out, calib, args.method, args.target, args.naive, args.reduce_range, float_copy=float_copy
+        )
+        reference = float_copy if float_copy.is_file() else src
+        return _validate(args, src, out, result, reference)
+
+
+def _validate(args: argparse.Namespace, src: Path, out: Path, result: Any, reference: Path) -> int:
+    from edge_agent.tools.quantize import image_files, pick_samples
+    from edge_agent.tools.validate import validate_models
+
     s = result.settings
+    if s.get("source_note"):
+        sys.stderr.write(f"{src.name}: {s['source_note']}\n")
     sys.stderr.write(
         f"quantized {src.name} -> {out} ({s['activation_type']} activations, {s['weight_type']} weights, "
         f"{s['method']}, {result.samples} samples, {len(result.excluded_nodes)} post-processing nodes kept float)\n"
@@ -90,8 +111,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     val_root = Path(args.val) if args.val else Path(args.calib)
     val_files = pick_samples(image_files(val_root), args.val_max_images)
+    if reference != src:
+        sys.stderr.write(f"validating against the FP32 copy of {src.name} (what was quantized)\n")
     report = validate_models(
-        src,
+        reference,
         out,
         val_files,
         val_root,

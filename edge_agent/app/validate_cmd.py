@@ -54,7 +54,12 @@ def thresholds_from(args: argparse.Namespace) -> Any:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("validate", help="compare a candidate model with its reference", description=__doc__)
+    p = sub.add_parser(
+        "validate",
+        help="compare a candidate model with its reference",
+        description=__doc__ + " Any two models of one task: input sizes, output layouts and class lists "
+        "may differ (detections are compared, classes matched by name). Exit 0 PASS, 1 FAIL, 2 no verdict.",
+    )
     p.add_argument("reference", help="reference model (usually FP32)")
     p.add_argument("candidate", help="candidate model (usually INT8)")
     p.add_argument("--images", required=True, help="image folder (classifiers: one subfolder per class name)")
@@ -88,4 +93,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(report.format_table() + "\n")
-    return 0 if report.passed else 1
+    # 2: the data could not support a verdict (e.g. the reference detects nothing on these images)
+    return 0 if report.passed else 2 if report.no_verdict else 1

@@ -12,7 +12,8 @@ from typing import List, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from edge_agent.errors import ConfigError
+from edge_agent.errors import ConfigError, EdgeAgentError
+from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -51,13 +52,15 @@ class CameraConfig(_Section):
 class DetectorConfig(_Section):
     model: str = ""
     labels: Optional[str] = None
-    conf_threshold: float = Field(default=0.25, ge=0, le=1)
-    iou_threshold: float = Field(default=0.45, ge=0, le=1)
-    max_det: int = Field(default=300, gt=0)
+    conf_threshold: float = Field(default=CONF_THRESHOLD, ge=0, le=1)
+    iou_threshold: float = Field(default=IOU_THRESHOLD, ge=0, le=1)
+    max_det: int = Field(default=MAX_DET, gt=0)
     # class names to keep (empty = all)
     classes: List[str] = Field(default_factory=list)
     provider: Optional[str] = None
     threads: Optional[int] = Field(default=None, gt=0)
+    # run a detector the load-time guard says cannot produce scores (e.g. INT8 output scale 8)
+    allow_broken_model: bool = False
     # the FP32/FP16 model a quantized `model` was made from: TensorRT builds its FP16 engine from it
     # on GPUs without INT8 (Jetson Nano); a model package's manifest may fill it in
     float_model: Optional[str] = None
@@ -71,6 +74,23 @@ class ClassifierConfig(_Section):
     crop_padding: float = Field(default=0.1, ge=0, le=1)
     top_k: int = Field(default=1, gt=0)
     provider: Optional[str] = None
+    # ultralytics | imagenet | raw | custom "resize=shorter,crop=0.875,scale=1/255,mean=..,std=..,order=RGB";
+    # unset: the model's metadata, else a guess that `edge-agent inspect` flags
+    preprocess: Optional[str] = None
+
+    @field_validator("preprocess")
+    @classmethod
+    def _preprocess_parses(cls, value: Optional[str]) -> Optional[str]:
+        if value is None or value.strip().lower() in ("", "auto"):
+            return value
+        from edge_agent.core.preprocess import ClassifierPreprocess
+        from edge_agent.inference.presets import parse_spec
+
+        try:
+            parse_spec(value, ClassifierPreprocess(), "classifier.preprocess")
+        except EdgeAgentError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class SensorConfig(_Section):
@@ -157,12 +177,11 @@ class ModelUpdateConfig(_Section):
     ring_frames: int = Field(default=0, ge=0)
     ring_interval_s: float = Field(default=60.0, gt=0)
     ring_max_age_h: float = Field(default=72.0, gt=0)
-    # the gate: the thresholds of `edge-agent validate`, plus the broken-model guard
+    # the gate: the thresholds of `edge-agent validate` (the broken-model guard is always on)
     min_recall: float = Field(default=0.9, ge=0, le=1)
     min_mean_iou: float = Field(default=0.8, ge=0, le=1)
     max_conf_delta: float = Field(default=0.1, ge=0, le=1)
     min_top1_agreement: float = Field(default=0.95, ge=0, le=1)
-    min_max_score: float = Field(default=0.05, ge=0, le=1)
     # the trial after a switch: rollback on a detection-rate collapse within trial_s
     trial_s: float = Field(default=600.0, ge=0)
     trial_min_frames: int = Field(default=30, gt=0)

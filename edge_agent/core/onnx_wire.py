@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal, Optional, Union
 
 QuantKind = Literal["fp32", "fp16", "qdq_int8", "qoperator_int8", "dynamic_int8", "mixed"]
 
@@ -143,3 +143,84 @@ def classify_quantization(op_counts: Counter[str], fp16_initializers: int = 0) -
     if kinds:
         return kinds[0]
     return "fp16" if fp16_initializers else "fp32"
+
+
+_GRAPH_OUTPUT = 12
+_NODE_INPUT, _NODE_OUTPUT = 1, 2
+_TENSOR_FLOAT_DATA, _TENSOR_NAME, _TENSOR_RAW_DATA = 4, 8, 9
+_FLOAT = 1
+# ops that move values without changing them: a quantized output seen through them is still quantized
+_PASSTHROUGH = ("Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten")
+
+
+def _scalar_float(tensor: bytes) -> tuple[str, Optional[float]]:
+    """(name, value) of a TensorProto holding one float32; value None for anything else."""
+    import struct
+
+    name, dtype, raw, floats = "", 0, b"", []
+    for num, wt, val in iter_fields(tensor):
+        if num == _TENSOR_NAME and wt == 2:
+            name = _bytes(val).decode("utf-8", "replace")
+        elif num == _TENSOR_DATA_TYPE and wt == 0:
+            dtype = _int(val)
+        elif num == _TENSOR_RAW_DATA and wt == 2:
+            raw = _bytes(val)
+        elif num == _TENSOR_FLOAT_DATA and wt == 2:
+            b = _bytes(val)
+            floats += list(struct.unpack(f"<{len(b) // 4}f", b))
+        elif num == _TENSOR_FLOAT_DATA and wt == 5:
+            floats.append(struct.unpack("<f", _bytes(val) if isinstance(val, bytes) else b"")[0])
+    if dtype != _FLOAT:
+        return name, None
+    if len(raw) == 4:
+        return name, float(struct.unpack("<f", raw)[0])
+    return name, (float(floats[0]) if len(floats) == 1 else None)
+
+
+def output_dequant_scales(model_bytes: bytes) -> dict[str, float]:
+    """Graph outputs made by a ``DequantizeLinear`` (possibly seen through reshapes/transposes) with a
+    scalar scale -> that scale. A score in (0, 1) under a scale of 8 rounds to 0: the commonest
+    INT8 failure (the output Concat of pixel boxes and scores quantized as one tensor)."""
+    graph: Optional[bytes] = None
+    for num, wt, val in iter_fields(model_bytes):
+        if num == _MODEL_GRAPH and wt == 2:
+            graph = _bytes(val)
+    if graph is None:
+        raise WireError("no graph in the model")
+    producer: dict[str, tuple[str, list[str]]] = {}
+    scalars: dict[str, float] = {}
+    outputs: list[str] = []
+    for num, wt, val in iter_fields(graph):
+        if num == _GRAPH_NODE and wt == 2:
+            op, ins, outs = "", [], []
+            for n2, w2, v2 in iter_fields(_bytes(val)):
+                if w2 != 2:
+                    continue
+                if n2 == _NODE_OP_TYPE:
+                    op = _bytes(v2).decode("utf-8", "replace")
+                elif n2 == _NODE_INPUT:
+                    ins.append(_bytes(v2).decode("utf-8", "replace"))
+                elif n2 == _NODE_OUTPUT:
+                    outs.append(_bytes(v2).decode("utf-8", "replace"))
+            for o in outs:
+                producer[o] = (op, ins)
+        elif num == _GRAPH_INITIALIZER and wt == 2:
+            name, value = _scalar_float(_bytes(val))
+            if value is not None:
+                scalars[name] = value
+        elif num == _GRAPH_OUTPUT and wt == 2:
+            for n2, w2, v2 in iter_fields(_bytes(val)):
+                if n2 == 1 and w2 == 2:
+                    outputs.append(_bytes(v2).decode("utf-8", "replace"))
+    found: dict[str, float] = {}
+    for out in outputs:
+        name = out
+        for _ in range(8):
+            op, ins = producer.get(name, ("", []))
+            if op in _PASSTHROUGH and ins:
+                name = ins[0]
+                continue
+            if op == "DequantizeLinear" and len(ins) >= 2 and ins[1] in scalars:
+                found[out] = scalars[ins[1]]
+            break
+    return found

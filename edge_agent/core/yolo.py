@@ -1,8 +1,8 @@
-"""YOLOv8/YOLO11 detector output decoding: threshold, class-aware NMS, map back to the image.
+"""Detection geometry shared by every output format: class-aware NMS, mapping boxes back through
+the letterbox, IoU. Pure numpy/cv2.
 
-Pure numpy/cv2. The raw output is ``[1, 4+nc, N]`` (Ultralytics export) or its transpose
-``[1, N, 4+nc]``; boxes are (cx, cy, w, h) in model-input pixels, class scores already sigmoid.
-The confidence threshold is applied *before* any per-anchor work, so post-processing cost is
+The per-format decoding (YOLOv8/11, YOLOv5, end2end) lives in :mod:`edge_agent.inference.formats`;
+it applies the confidence threshold *before* any per-anchor work, so post-processing cost is
 proportional to the candidates, not to the 8400 anchors.
 """
 
@@ -102,51 +102,6 @@ def nms_cv2(
     )
     kept = np.asarray(idx, dtype=np.int64).reshape(-1)
     return kept[np.argsort(-scores[kept], kind="stable")]
-
-
-def decode(
-    output: npt.NDArray[np.generic],
-    letterbox: Letterbox,
-    conf_threshold: float = 0.25,
-    iou_threshold: float = 0.45,
-    max_det: int = 300,
-    classes: Optional[Sequence[int]] = None,
-    max_candidates: int = 30000,
-    num_classes: Optional[int] = None,
-) -> Detections:
-    """Raw detector output -> detections in original-image pixels, clipped to the image."""
-    out = np.asarray(output)
-    if out.ndim == 3:
-        out = out[0]
-    if out.ndim != 2:
-        raise ValueError(f"detector output must be [1, 4+nc, N] or [1, N, 4+nc], got shape {output.shape}")
-    layout = detector_layout((1, *out.shape), num_classes)
-    if layout == "channels_last":
-        out = out.T
-    elif layout is None:
-        raise ValueError(f"cannot tell boxes from classes in detector output of shape {output.shape}")
-    if out.dtype != np.float32:
-        out = out.astype(np.float32)
-    cls_scores = out[4:]  # [nc, N]
-    best = cls_scores.max(axis=0)
-    cand = np.flatnonzero(best >= conf_threshold)
-    if classes is not None:
-        cls_of_cand = cls_scores[:, cand].argmax(axis=0)
-        cand = cand[np.isin(cls_of_cand, np.asarray(classes))]
-    if cand.size == 0:
-        return Detections.empty()
-    if cand.size > max_candidates:
-        cand = cand[np.argsort(-best[cand], kind="stable")[:max_candidates]]
-    scores = best[cand]
-    class_ids = cls_scores[:, cand].argmax(axis=0).astype(np.int64)
-    cx, cy, w, h = out[0, cand], out[1, cand], out[2, cand], out[3, cand]
-    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
-    keep = (nms_cv2 if cand.size > 64 else nms)(boxes, scores, class_ids, iou_threshold)[:max_det]
-    boxes = scale_boxes(boxes[keep], letterbox)
-    # a box lying wholly in the letterbox padding collapses to zero area when clipped: drop it
-    visible = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
-    keep = keep[visible]
-    return Detections(boxes[visible], scores[keep].astype(np.float32), class_ids[keep])
 
 
 def scale_boxes(boxes_xyxy: FloatArray, lb: Letterbox) -> FloatArray:

@@ -85,14 +85,11 @@ def synthetic_image(h: int = 480, w: int = 640, seed: int = 0) -> npt.NDArray[np
     return img
 
 
-def default_image() -> tuple[npt.NDArray[np.uint8], str]:
+def default_image(folder: Optional[Path] = None) -> tuple[npt.NDArray[np.uint8], str]:
+    """The first image of ``folder`` (the caller passes the bundled samples: tools never import app/)."""
     from edge_agent.adapters.images import IMAGE_SUFFIXES, read_image
-    from edge_agent.app.assets import demo_samples
-    from edge_agent.errors import ModelError
 
-    try:
-        folder = demo_samples()
-    except ModelError:
+    if folder is None or not folder.is_dir():
         return synthetic_image(), "synthetic 640x480"
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
@@ -102,9 +99,9 @@ def default_image() -> tuple[npt.NDArray[np.uint8], str]:
 
 def _pipeline(model: Any, kind: str) -> tuple[Callable[[Any], Any], Callable[[Any], dict[str, float]]]:
     """(preprocess for the bare run, full pipeline returning stage timings) for one model."""
-    from edge_agent.app.pipeline import Detector, classifier_preprocess_for
     from edge_agent.core.classify import to_probabilities, top_k
     from edge_agent.core.preprocess import preprocess_classifier, preprocess_detector
+    from edge_agent.inference.pipeline import Detector, classifier_preprocess_for
 
     if kind == "detect":
         det = Detector(model)

@@ -38,8 +38,9 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent import __version__
-from edge_agent.errors import ModelError, QuantizeError
+from edge_agent.errors import QuantizeError
 from edge_agent.tools import require_onnx
+from edge_agent.tools.dequantize import to_float32
 from edge_agent.tools.graph import ensure_node_names, hoist_transposed_softmax, postprocess_tail
 from edge_agent.tools.progress import Progress
 
@@ -62,25 +63,16 @@ class QuantizeResult:
 
 
 def model_kind(model: Any) -> Literal["detect", "classify"]:
-    """``detect`` or ``classify`` from metadata/output shape (an OnnxModel); else a clear error."""
-    from edge_agent.core.yolo import detector_layout
+    """``detect`` or ``classify`` (see :func:`edge_agent.inference.task.model_task`)."""
+    from edge_agent.inference.task import model_task
 
-    task = model.info.task
-    out_shape = model.info.outputs[0].shape
-    if task == "classify" or (task is None and len(out_shape) == 2):
-        return "classify"
-    if task in (None, "detect") and detector_layout(out_shape) is not None:
-        return "detect"
-    raise ModelError(
-        f"{model.path}: output shape {list(out_shape)} (task {task!r}) is neither a YOLO detector "
-        "[1, 4+nc, N] nor a classifier [N, classes]"
-    )
+    return model_task(model)
 
 
 def make_preprocess(model: Any) -> Any:
     """image (BGR) -> input tensor, exactly as the runtime pipeline does it for this model."""
-    from edge_agent.app.pipeline import classifier_preprocess_for
     from edge_agent.core.preprocess import preprocess_classifier, preprocess_detector
+    from edge_agent.inference.pipeline import classifier_preprocess_for
 
     dtype = model.input.dtype
     if model_kind(model) == "detect":
@@ -148,6 +140,14 @@ def _upgrade_opset(onnx: Any, model: Any) -> Any:
     return version_converter.convert_version(model, MIN_OPSET)
 
 
+def _have_sympy() -> bool:
+    try:
+        import sympy  # noqa: F401 - only whether it imports
+    except ImportError:
+        return False
+    return True
+
+
 @contextmanager
 def _working_dir(path: Path) -> Iterator[None]:
     """chdir for the duration (not thread-safe; the tools are single-threaded CLI code)."""
@@ -161,13 +161,16 @@ def _working_dir(path: Path) -> Iterator[None]:
 
 def preprocess_for_quantization(src: Path, dst: Path) -> None:
     """Opset upgrade + ``quant_pre_process``; symbolic shape inference is skipped when it fails
-    (it does on some dynamic H/W and dynamic-batch exports), ONNX shape inference still runs.
+    (without sympy -- onnxruntime >= 1.32 no longer installs it -- and on some dynamic H/W and
+    dynamic-batch exports), ONNX shape inference still runs.
 
-    Runs with ``dst``'s folder as the working directory: when symbolic shape inference fails,
-    onnxruntime dumps ``sym_shape_infer_temp.onnx`` plus external data into the *current* dir.
+    Both attempts read the model from a *file*: ``quant_pre_process`` given a ModelProto mutates it
+    (it moves the weights to external data under a temp dir that is gone afterwards), so retrying
+    with the same object failed with "Data of TensorProto ... should be stored in .../foo.bin".
+    Runs with ``dst``'s folder as the working directory: a failing symbolic pass dumps
+    ``sym_shape_infer_temp.onnx`` plus external data into the *current* dir.
     """
     onnx = require_onnx()
-    model = _upgrade_opset(onnx, onnx.load(str(src)))
     dst = dst.resolve()
     try:
         from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -179,14 +182,21 @@ def preprocess_for_quantization(src: Path, dst: Path) -> None:
             "and graph optimisation (results may differ from a newer onnxruntime)",
             onnxruntime.__version__,
         )
-        onnx.save(model, str(dst))
+        onnx.save(_upgrade_opset(onnx, onnx.load(str(src))), str(dst))
         return
+    upgraded = dst.with_name(f"{dst.stem}.opset.onnx")
+    onnx.save(_upgrade_opset(onnx, onnx.load(str(src))), str(upgraded))
     with _working_dir(dst.parent):
+        if not _have_sympy():
+            log.info("sympy is not installed: quantization pre-processing without symbolic shape inference")
+            quant_pre_process(str(upgraded), str(dst), skip_symbolic_shape=True)
+            return
         try:
-            quant_pre_process(model, str(dst))
+            quant_pre_process(str(upgraded), str(dst))
         except Exception as exc:  # noqa: BLE001 - symbolic shape inference raises bare Exception; logged, then retried
-            log.warning("symbolic shape inference failed (%s); pre-processing without it", exc)
-            quant_pre_process(model, str(dst), skip_symbolic_shape=True)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.warning("symbolic shape inference failed (%s); pre-processing without it", first)
+            quant_pre_process(str(upgraded), str(dst), skip_symbolic_shape=True)
 
 
 def quantize_model(
@@ -198,8 +208,13 @@ def quantize_model(
     naive: bool = False,
     reduce_range: bool = False,
     progress: bool = True,
+    float_copy: Optional[Path] = None,
 ) -> QuantizeResult:
-    """Write a static QDQ INT8 copy of ``src`` to ``dst``, calibrated on ``calib_files``."""
+    """Write a static QDQ INT8 copy of ``src`` to ``dst``, calibrated on ``calib_files``.
+
+    ``float_copy``: where to keep the FP32 model quantized from, when ``src`` was not FP32 (the
+    reference to validate against: an INT8 source is no reference for accuracy).
+    """
     onnx = require_onnx()
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
@@ -207,74 +222,113 @@ def quantize_model(
 
     if not calib_files:
         raise QuantizeError("no calibration images")
-    ref = OnnxModel(src, provider="cpu", warmup=False)
-    if ref.info.quant_kind not in ("fp32", "fp16"):
-        raise QuantizeError(
-            f"{src}: already quantized ({ref.info.quant_kind}); quantize its FP32 source instead"
-        )
-    kind = model_kind(ref)
-    reader = _Reader(ref.input.name, list(calib_files), make_preprocess(ref), progress)
+    src_kind = OnnxModel(src, provider="cpu", warmup=False).info.quant_kind
     act, wt = TARGET_TYPES[target]
-    with tempfile.TemporaryDirectory(prefix="edge-agent-quant-") as tmp:
-        pre = Path(tmp) / "pre.onnx"
-        preprocess_for_quantization(src, pre)
-        pre_model = onnx.load(str(pre))
-        ensure_node_names(pre_model.graph)
-        hoisted = hoist_transposed_softmax(pre_model.graph)
-        excluded = [] if naive else [n.name for n in postprocess_tail(pre_model.graph)]
-        onnx.save(pre_model, str(pre))
-        methods = {
-            "minmax": CalibrationMethod.MinMax,
-            "entropy": CalibrationMethod.Entropy,
-            "percentile": CalibrationMethod.Percentile,
-        }
-        # not "CalibMaxIntermediateOutputs": in onnxruntime 1.32 MinMaxCalibrater clears the collected
-        # ranges every N samples without merging them (calibrate.py collect_data), i.e. calibrates
-        # on the last partial chunk only. MinMax keeps just two scalars per tensor per sample anyway.
-        extra: dict[str, Any] = {}
-        if method == "percentile":
-            extra["CalibPercentile"] = 99.999
-        quantize_static(
-            str(pre),
-            str(dst),
-            reader,
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            reduce_range=reduce_range,
-            activation_type=getattr(QuantType, act),
-            weight_type=getattr(QuantType, wt),
-            nodes_to_exclude=excluded,
-            calibrate_method=methods[method],
-            # onnxruntime < 1.16 has no such argument and calibrates on the CPU anyway
-            **(
-                {"calibration_providers": ["CPUExecutionProvider"]}
-                if "calibration_providers" in inspect.signature(quantize_static).parameters
-                else {}
-            ),
-            extra_options=extra,
-        )
-    settings = {
+    dst = Path(dst)
+    # written beside dst under a temporary name and renamed at the very end: a run that fails
+    # anywhere (onnxruntime, a bad calibration image, Ctrl-C) never leaves a file named dst
+    part = dst.with_name(f".{dst.name}.{os.getpid()}.partial")
+    try:
+        with tempfile.TemporaryDirectory(prefix="edge-agent-quant-") as tmp:
+            float_src, note = src, ""
+            if src_kind != "fp32":
+                model, note = to_float32(onnx.load(str(src)), src_kind)
+                float_src = Path(tmp) / "float32.onnx"
+                onnx.save(model, str(float_src))
+                log.info("%s: %s", src.name, note)
+                if float_copy is not None:
+                    onnx.save(model, str(float_copy))
+            ref = OnnxModel(float_src, provider="cpu", warmup=False)
+            ref.info.metadata.update(_metadata(onnx, src))
+            ref.info.task = ref.info.metadata.get("task")
+            kind = model_kind(ref)
+            reader = _Reader(ref.input.name, list(calib_files), make_preprocess(ref), progress)
+            pre = Path(tmp) / "pre.onnx"
+            preprocess_for_quantization(float_src, pre)
+            pre_model = onnx.load(str(pre))
+            ensure_node_names(pre_model.graph)
+            hoisted = hoist_transposed_softmax(pre_model.graph)
+            excluded = [] if naive else [n.name for n in postprocess_tail(pre_model.graph)]
+            onnx.save(pre_model, str(pre))
+            methods = {
+                "minmax": CalibrationMethod.MinMax,
+                "entropy": CalibrationMethod.Entropy,
+                "percentile": CalibrationMethod.Percentile,
+            }
+            # not "CalibMaxIntermediateOutputs": in onnxruntime 1.32 MinMaxCalibrater clears the collected
+            # ranges every N samples without merging them (calibrate.py collect_data), i.e. calibrates
+            # on the last partial chunk only. MinMax keeps just two scalars per tensor per sample anyway.
+            extra: dict[str, Any] = {}
+            if method == "percentile":
+                extra["CalibPercentile"] = 99.999
+            quantize_static(
+                str(pre),
+                str(part),
+                reader,
+                quant_format=QuantFormat.QDQ,
+                per_channel=True,
+                reduce_range=reduce_range,
+                activation_type=getattr(QuantType, act),
+                weight_type=getattr(QuantType, wt),
+                nodes_to_exclude=excluded,
+                calibrate_method=methods[method],
+                # onnxruntime < 1.16 has no such argument and calibrates on the CPU anyway
+                **(
+                    {"calibration_providers": ["CPUExecutionProvider"]}
+                    if "calibration_providers" in inspect.signature(quantize_static).parameters
+                    else {}
+                ),
+                extra_options=extra,
+            )
+            settings = _settings(
+                method, target, act, wt, reduce_range, reader.i, excluded, naive, hoisted, kind
+            )
+            settings.update({"source": src.name, "source_quantization": src_kind})
+            if note:
+                settings["source_note"] = note
+            _write_metadata(onnx, src, part, settings)
+        os.replace(part, dst)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return QuantizeResult(dst, excluded, reader.i, settings)
+
+
+def _settings(
+    method: str,
+    target: str,
+    act: str,
+    wt: str,
+    reduce_range: bool,
+    samples: int,
+    excluded: list[str],
+    naive: bool,
+    hoisted: Any,
+    kind: str,
+) -> dict[str, Any]:
+    return {
         "format": "QDQ",
         "method": method,
         "target": target,
         "activation_type": "uint8" if act == "QUInt8" else "int8",
         "weight_type": "int8 per-channel" if wt == "QInt8" else "uint8 per-channel",
         "reduce_range": reduce_range,
-        "samples": reader.i,
+        "samples": samples,
         "excluded_nodes": len(excluded),
         "naive": naive,
         "softmax_hoisted": hoisted,
         "task": kind,
-        "source": src.name,
         "edge_agent_version": __version__,
     }
-    _write_metadata(onnx, src, dst, settings)
-    return QuantizeResult(dst, excluded, reader.i, settings)
+
+
+def _metadata(onnx: Any, src: Path) -> dict[str, str]:
+    return {p.key: p.value for p in onnx.load(str(src), load_external_data=False).metadata_props}
 
 
 def _write_metadata(onnx: Any, src: Path, dst: Path, settings: dict[str, Any]) -> None:
     """Carry the source's metadata (names, imgsz, stride, task, preprocess...) and add ``quantization``."""
-    src_meta = {p.key: p.value for p in onnx.load(str(src), load_external_data=False).metadata_props}
+    src_meta = _metadata(onnx, src)
     out = onnx.load(str(dst))
     meta = {p.key: p.value for p in out.metadata_props}
     meta.update(src_meta)

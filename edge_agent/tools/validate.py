@@ -10,7 +10,6 @@ output differences are reported for both, but not gated: INT8 is *supposed* to d
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,76 +26,7 @@ from edge_agent.core.metrics import (
 )
 from edge_agent.errors import EdgeAgentError
 from edge_agent.tools.thresholds import Thresholds
-
-
-@dataclass
-class Check:
-    name: str
-    value: float
-    limit: float
-    op: str  # ">=" or "<="
-
-    @property
-    def passed(self) -> bool:
-        if math.isnan(self.value):
-            return False
-        return self.value >= self.limit if self.op == ">=" else self.value <= self.limit
-
-
-@dataclass
-class ValidationReport:
-    kind: str
-    reference: str
-    candidate: str
-    images: int
-    metrics: dict[str, float] = field(default_factory=dict)
-    checks: list[Check] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and all(c.passed for c in self.checks)
-
-    def to_json(self) -> dict[str, Any]:
-        def num(v: float) -> Optional[float]:
-            return None if math.isnan(v) else round(v, 6)
-
-        return {
-            "kind": self.kind,
-            "reference": self.reference,
-            "candidate": self.candidate,
-            "images": self.images,
-            "passed": self.passed,
-            "metrics": {k: num(v) for k, v in self.metrics.items()},
-            "checks": [
-                {"name": c.name, "value": num(c.value), "limit": c.limit, "op": c.op, "passed": c.passed}
-                for c in self.checks
-            ],
-            "notes": self.notes,
-        }
-
-    def format_table(self) -> str:
-        lines = [
-            f"validate {self.kind}: {Path(self.candidate).name} against {Path(self.reference).name} "
-            f"on {self.images} images",
-            f"  {'metric':<28} {'value':>10}",
-        ]
-        lines += [f"  {k:<28} {_fmt(v):>10}" for k, v in self.metrics.items()]
-        lines.append(f"  {'check':<28} {'value':>10}  {'limit':>10}  result")
-        for c in self.checks:
-            result = "ok" if c.passed else "FAIL"
-            lines.append(f"  {c.name:<28} {_fmt(c.value):>10}  {c.op} {c.limit:<7g}  {result}")
-        lines += [f"  note: {n}" for n in self.notes]
-        lines.append(
-            "PASS" if self.passed else "FAIL: the candidate model does not hold the reference's accuracy"
-        )
-        return "\n".join(lines)
-
-
-def _fmt(v: float) -> str:
-    if math.isnan(v):
-        return "n/a"
-    return str(int(v)) if float(v).is_integer() and abs(v) >= 1 else f"{v:.4f}"
+from edge_agent.tools.validate_report import Check, ValidationReport
 
 
 def read_yolo_labels(path: Path, width: int, height: int) -> Boxes:
@@ -121,68 +51,119 @@ def read_yolo_labels(path: Path, width: int, height: int) -> Boxes:
     return Boxes.make(arr[:, 1:], arr[:, 0].astype(np.int64))
 
 
-def _detect_raw(model: Any, img: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.generic], Any]:
-    from edge_agent.core.preprocess import preprocess_detector
-
-    blob, lb = preprocess_detector(img, model.input_hw(), model.input.dtype)
-    return model.run_single(blob)[0], lb
-
-
-def _boxes(raw: npt.NDArray[np.generic], lb: Any, conf: float, iou: float) -> Boxes:
-    from edge_agent.core.yolo import decode
-
-    d = decode(raw, lb, conf, iou, max_det=300)
-    return Boxes(d.boxes, d.scores, d.class_ids)
-
-
-def _split_raw(raw: npt.NDArray[np.generic]) -> npt.NDArray[np.float32]:
-    """[1, 4+nc, N] or [1, N, 4+nc] -> float32 [4+nc, N]."""
+def _split_raw(raw: npt.NDArray[np.generic], transposed: Optional[bool] = None) -> npt.NDArray[np.float32]:
+    """A YOLO output [1, 4+nc, N] or [1, N, 4+nc] as float32 [4+nc, N] (layout guessed when None)."""
     from edge_agent.core.yolo import detector_layout
 
     out: npt.NDArray[np.float32] = np.asarray(raw, np.float32)[0]
-    return out.T if detector_layout((1, *out.shape)) == "channels_last" else out
+    if transposed is None:
+        transposed = detector_layout((1, *out.shape)) != "channels_last"
+    return out if transposed else out.T
 
 
 def detector_raw_diffs(
-    r_raw: npt.NDArray[np.generic], c_raw: npt.NDArray[np.generic], conf: float
+    r_raw: npt.NDArray[np.generic],
+    c_raw: npt.NDArray[np.generic],
+    conf: float,
+    transposed: Optional[bool] = None,
 ) -> tuple[float, float]:
     """(max |delta score| over all anchors, max |delta box px| over anchors the reference is confident
     about). The whole-tensor max is dominated by boxes of empty anchors, which nobody sees."""
-    r, c = _split_raw(r_raw), _split_raw(c_raw)
+    r, c = _split_raw(r_raw, transposed), _split_raw(c_raw, transposed)
     score = float(np.max(np.abs(r[4:] - c[4:]))) if r.shape[0] > 4 else 0.0
-    sel = r[4:].max(axis=0) >= conf if r.shape[0] > 4 else np.zeros(r.shape[1], bool)
+    sel = r[4:].max(axis=0) > conf if r.shape[0] > 4 else np.zeros(r.shape[1], bool)
     box = float(np.max(np.abs(r[:4, sel] - c[:4, sel]))) if sel.any() else float("nan")
     return score, box
+
+
+def class_map(ref_names: dict[int, str], cand_names: dict[int, str]) -> tuple[dict[int, int], list[str]]:
+    """Candidate class id -> reference class id, by name; notes on what does not match."""
+    by_name = {v: k for k, v in ref_names.items()}
+    mapping = {ci: by_name[n] for ci, n in cand_names.items() if n in by_name}
+    notes = []
+    if len(ref_names) != len(cand_names):
+        notes.append(
+            f"class count differs: reference {len(ref_names)}, candidate {len(cand_names)}; compared on the "
+            f"{len(mapping)} class name(s) both have"
+        )
+    elif any(ref_names.get(ci) != n for ci, n in cand_names.items()) and mapping:
+        notes.append("class ids differ between the models: matched by name")
+    return mapping, notes
+
+
+def _remap(b: Boxes, mapping: dict[int, int], keep_ref: Optional[set[int]] = None) -> Boxes:
+    """Candidate boxes in reference class ids (unmatched classes dropped); or reference boxes restricted."""
+    if keep_ref is not None:
+        sel = np.isin(b.class_ids, np.asarray(sorted(keep_ref), np.int64))
+        return Boxes(b.xyxy[sel], b.scores[sel], b.class_ids[sel])
+    ids = np.asarray([mapping.get(int(c), -1) for c in b.class_ids], np.int64)
+    sel = ids >= 0
+    return Boxes(b.xyxy[sel], b.scores[sel], ids[sel])
 
 
 def validate_detector(
     ref: Any, cand: Any, files: list[Path], labels_dir: Optional[Path], th: Thresholds, progress: Any = None
 ) -> ValidationReport:
+    """Compare two detectors of any formats, input sizes or class lists on the detections they give."""
     from edge_agent.adapters.images import read_image
+    from edge_agent.inference.defaults import IOU_THRESHOLD
+    from edge_agent.inference.pipeline import Detector, DetectorParams
 
     rep = ValidationReport("detector", str(ref.path), str(cand.path), len(files))
+    lo = max(th.conf - th.conf_margin, 0.0)
+    dets = {
+        "ref": Detector(ref, DetectorParams(th.conf, IOU_THRESHOLD)),
+        "cand": Detector(cand, DetectorParams(th.conf, IOU_THRESHOLD)),
+    }
+    mapping, notes = class_map(dets["ref"].names, dets["cand"].names)
+    rep.notes += notes
+    if not mapping:
+        raise EdgeAgentError(
+            f"{cand.path} and {ref.path} have no class names in common "
+            f"({len(dets['cand'].names)} vs {len(dets['ref'].names)} classes): nothing to compare"
+        )
+    common = set(mapping.values())
+    rf, cf = dets["ref"].format, dets["cand"].format
+    same_raw = ref.info.outputs[0].shape == cand.info.outputs[0].shape and rf.fmt is cf.fmt and rf.fmt.nms
+    if not same_raw:
+        rep.notes.append(
+            f"raw outputs differ ({rf.fmt.name} {list(ref.info.outputs[0].shape)} vs {cf.fmt.name} "
+            f"{list(cand.info.outputs[0].shape)}): compared on detections only"
+        )
     refs, cands, refs_lo, cands_lo, ref_eval, cand_eval, gts = [], [], [], [], [], [], []
     max_abs = max_rel = max_score = 0.0
     max_box = float("nan")
+    found_labels = 0
     for f in files:
         img = read_image(f)
-        r_raw, lb = _detect_raw(ref, img)
-        c_raw, _ = _detect_raw(cand, img)
-        a, r = raw_difference(r_raw, c_raw)
-        max_abs, max_rel = max(max_abs, a), max(max_rel, r)
-        sd, bd = detector_raw_diffs(r_raw, c_raw, th.conf)
-        max_score = max(max_score, sd)
-        if not math.isnan(bd):
-            max_box = bd if math.isnan(max_box) else max(max_box, bd)
-        refs.append(_boxes(r_raw, lb, th.conf, 0.45))
-        cands.append(_boxes(c_raw, lb, th.conf, 0.45))
-        lo = max(th.conf - th.conf_margin, 0.0)
-        refs_lo.append(_boxes(r_raw, lb, lo, 0.45))
-        cands_lo.append(_boxes(c_raw, lb, lo, 0.45))
-        if labels_dir is not None:
-            ref_eval.append(_boxes(r_raw, lb, th.eval_conf, th.eval_iou))
-            cand_eval.append(_boxes(c_raw, lb, th.eval_conf, th.eval_iou))
-            gts.append(read_yolo_labels(labels_dir / f"{f.stem}.txt", img.shape[1], img.shape[0]))
+        out = {}
+        for who, det in dets.items():
+            prep = det.prepare(img)
+            o = det.detect_prepared(prep, keep_raw=True)
+            # the same raw output at the lower thresholds: conf - margin, and Ultralytics val for mAP
+            low = _decode(det, o.raw, prep.letterbox, lo, IOU_THRESHOLD)
+            ev = None
+            if labels_dir is not None:
+                ev = _decode(det, o.raw, prep.letterbox, th.eval_conf, th.eval_iou)
+            out[who] = (o, low, ev)
+        (ro, r_lo, r_ev), (co, c_lo, c_ev) = out["ref"], out["cand"]
+        if same_raw and ro.raw is not None and co.raw is not None:
+            a, r = raw_difference(ro.raw, co.raw)
+            max_abs, max_rel = max(max_abs, a), max(max_rel, r)
+            sd, bd = detector_raw_diffs(ro.raw, co.raw, th.conf, rf.transposed)
+            max_score = max(max_score, sd)
+            if not math.isnan(bd):
+                max_box = bd if math.isnan(max_box) else max(max_box, bd)
+        refs.append(_remap(_as_boxes(ro.detections), mapping, common))
+        refs_lo.append(_remap(r_lo, mapping, common))
+        cands.append(_remap(_as_boxes(co.detections), mapping))
+        cands_lo.append(_remap(c_lo, mapping))
+        if labels_dir is not None and r_ev is not None and c_ev is not None:
+            label_file = labels_dir / f"{f.stem}.txt"
+            found_labels += label_file.is_file()
+            ref_eval.append(_remap(r_ev, mapping, common))
+            cand_eval.append(_remap(c_ev, mapping))
+            gts.append(_remap(read_yolo_labels(label_file, img.shape[1], img.shape[0]), mapping, common))
         if progress:
             progress.update()
     # a reference detection counts as kept when the candidate has it at conf - conf_margin: a score
@@ -198,20 +179,35 @@ def validate_detector(
             "precision_vs_reference": back.recall,
             "mean_iou": ag.mean_iou,
             "mean_abs_conf_delta": ag.mean_abs_conf_delta,
-            "raw_max_abs_diff": max_abs,
-            "raw_max_rel_diff": max_rel,
-            "raw_max_score_diff": max_score,
-            "raw_max_box_diff_px_confident": max_box,
         }
     )
+    if same_raw:
+        rep.metrics.update(
+            {
+                "raw_max_abs_diff": max_abs,
+                "raw_max_rel_diff": max_rel,
+                "raw_max_score_diff": max_score,
+                "raw_max_box_diff_px_confident": max_box,
+            }
+        )
     if ag.ref_count == 0:
-        rep.notes.append(f"the reference found no detections at conf {th.conf}: nothing to compare against")
-    rep.checks += [
-        Check("recall_of_reference", ag.recall, th.min_recall, ">="),
-        Check("mean_iou", ag.mean_iou, th.min_mean_iou, ">="),
-        Check("mean_abs_conf_delta", ag.mean_abs_conf_delta, th.max_conf_delta, "<="),
-    ]
-    if labels_dir is not None:
+        rep.no_verdict = (
+            f"the reference found no detections at conf {th.conf} on {len(files)} image(s): nothing to "
+            "compare against (use images with objects the reference detects)"
+        )
+    else:
+        rep.checks += [
+            Check("recall_of_reference", ag.recall, th.min_recall, ">="),
+            Check("mean_iou", ag.mean_iou, th.min_mean_iou, ">="),
+            Check("mean_abs_conf_delta", ag.mean_abs_conf_delta, th.max_conf_delta, "<="),
+        ]
+    if labels_dir is not None and found_labels == 0:
+        rep.notes.append(
+            f"no labels found: none of the {len(files)} image(s) has a <stem>.txt in {labels_dir}; mAP not measured"
+        )
+    elif labels_dir is not None:
+        if found_labels < len(files):
+            rep.notes.append(f"labels for {found_labels} of {len(files)} image(s); the rest count as empty")
         mr = mean_average_precision(ref_eval, gts)
         mc = mean_average_precision(cand_eval, gts)
         rep.metrics.update(
@@ -229,6 +225,17 @@ def validate_detector(
     return rep
 
 
+def _as_boxes(d: Any) -> Boxes:
+    return Boxes(d.boxes, d.scores, d.class_ids)
+
+
+def _decode(det: Any, raw: Any, lb: Any, conf: float, iou: float) -> Boxes:
+    """An output already computed, decoded again at other thresholds (no second inference)."""
+    from edge_agent.inference.formats import decode_output
+
+    return _as_boxes(decode_output(raw, det.format, lb, conf, iou, det.params.max_det)[0])
+
+
 def class_folder_labels(files: list[Path], root: Path, names: dict[int, str]) -> Optional[list[int]]:
     """Class ids from ``root/<class name>/img`` paths; None when the layout isn't class-per-folder."""
     by_name = {v: k for k, v in names.items()}
@@ -244,23 +251,40 @@ def class_folder_labels(files: list[Path], root: Path, names: dict[int, str]) ->
 def validate_classifier(
     ref: Any, cand: Any, files: list[Path], root: Path, th: Thresholds, progress: Any = None
 ) -> ValidationReport:
+    """Top-1/top-5 agreement; each model gets its own preprocessing, classes are matched by name."""
     from edge_agent.adapters.images import read_image
-    from edge_agent.app.pipeline import classifier_preprocess_for
     from edge_agent.core.classify import to_probabilities
     from edge_agent.core.preprocess import preprocess_classifier
+    from edge_agent.inference.pipeline import Classifier
 
     rep = ValidationReport("classifier", str(ref.path), str(cand.path), len(files))
-    pp_r, pp_c = classifier_preprocess_for(ref), classifier_preprocess_for(cand)
+    rc, cc = Classifier(ref), Classifier(cand)
+    for c in (rc, cc):
+        if c.choice.is_guess:
+            rep.notes.append(f"{Path(c.model.path).name}: preprocessing guessed ({c.choice.describe()})")
+    mapping, notes = class_map(ref.info.names, cand.info.names)
+    rep.notes += notes
+    if not mapping:
+        raise EdgeAgentError(f"{cand.path} and {ref.path} have no class names in common: nothing to compare")
+    same_classes = ref.info.names == cand.info.names
+    nr = len(ref.info.names)
+    cols = np.asarray(sorted(mapping), np.int64)
     rp, cp = [], []
     max_abs = max_rel = 0.0
     for f in files:
         img = read_image(f)
-        r_raw = ref.run_single(preprocess_classifier([img], pp_r, ref.input.dtype))[0]
-        c_raw = cand.run_single(preprocess_classifier([img], pp_c, cand.input.dtype))[0]
-        a, r = raw_difference(r_raw, c_raw)
-        max_abs, max_rel = max(max_abs, a), max(max_rel, r)
+        r_raw = ref.run_single(preprocess_classifier([img], rc.pp, ref.input.dtype))[0]
+        c_raw = cand.run_single(preprocess_classifier([img], cc.pp, cand.input.dtype))[0]
+        if same_classes and np.shape(r_raw) == np.shape(c_raw):
+            a, r = raw_difference(r_raw, c_raw)
+            max_abs, max_rel = max(max_abs, a), max(max_rel, r)
         rp.append(to_probabilities(np.asarray(r_raw))[0])
-        cp.append(to_probabilities(np.asarray(c_raw))[0])
+        c_prob = to_probabilities(np.asarray(c_raw))[0]
+        if not same_classes:  # candidate probabilities laid out in the reference's class ids
+            aligned = np.zeros(nr, np.float32)
+            aligned[[mapping[int(i)] for i in cols]] = c_prob[cols]
+            c_prob = aligned
+        cp.append(c_prob)
         if progress:
             progress.update()
     ag = classifier_agreement(np.stack(rp), np.stack(cp))
@@ -269,10 +293,10 @@ def validate_classifier(
             "top1_agreement": ag.top1_agreement,
             "top5_overlap": ag.top5_overlap,
             "max_abs_prob_delta": ag.max_abs_prob_delta,
-            "raw_max_abs_diff": max_abs,
-            "raw_max_rel_diff": max_rel,
         }
     )
+    if same_classes:
+        rep.metrics.update({"raw_max_abs_diff": max_abs, "raw_max_rel_diff": max_rel})
     rep.checks.append(Check("top1_agreement", ag.top1_agreement, th.min_top1_agreement, ">="))
     labels = class_folder_labels(files, root, ref.info.names)
     if labels is not None:
@@ -280,7 +304,9 @@ def validate_classifier(
         rep.metrics.update({"top1_accuracy_reference": acc_r, "top1_accuracy_candidate": acc_c})
         rep.checks.append(Check("top1_accuracy_drop", acc_r - acc_c, th.max_top1_drop, "<="))
     else:
-        rep.notes.append("no class-per-folder layout under the images dir: accuracy not measured")
+        rep.notes.append(
+            "no labels found (no class-per-folder layout under the images dir): accuracy not measured"
+        )
     return rep
 
 
@@ -297,13 +323,13 @@ def validate_models(
 ) -> ValidationReport:
     """Load both models and compare them on ``files``; which comparison depends on the model kind."""
     from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.inference.task import model_task
     from edge_agent.tools.progress import Progress
-    from edge_agent.tools.quantize import model_kind
 
     th = thresholds or Thresholds()
     ref = OnnxModel(ref_path, provider=provider, threads=threads, warmup=False)
     cand = OnnxModel(cand_path, provider=provider, threads=threads, warmup=False)
-    kind, ckind = model_kind(ref), model_kind(cand)
+    kind, ckind = model_task(ref), model_task(cand)
     if kind != ckind:
         raise EdgeAgentError(f"{cand_path} is a {ckind} model but {ref_path} is a {kind} model")
     bar = Progress(len(files), "validating") if show_progress else None
@@ -311,6 +337,10 @@ def validate_models(
         if kind == "detect":
             return validate_detector(ref, cand, files, labels_dir, th, bar)
         return validate_classifier(ref, cand, files, images_root, th, bar)
+    except (ValueError, IndexError, KeyError) as exc:  # one line, never a traceback
+        raise EdgeAgentError(
+            f"cannot compare {cand_path} with {ref_path}: {type(exc).__name__}: {exc}"
+        ) from None
     finally:
         if bar:
             bar.close()

@@ -26,8 +26,8 @@ sys.path.insert(0, str(REPO))
 
 from edge_agent.adapters.images import read_image  # noqa: E402
 from edge_agent.adapters.runtime import OnnxModel  # noqa: E402
-from edge_agent.app.pipeline import Detector  # noqa: E402
 from edge_agent.core.preprocess import preprocess_detector  # noqa: E402
+from edge_agent.inference.pipeline import Detector  # noqa: E402
 
 CONF, IOU = 0.25, 0.45
 

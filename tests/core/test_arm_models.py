@@ -10,8 +10,8 @@ import pytest
 from edge_agent.adapters.board import detect_board
 from edge_agent.adapters.images import read_image
 from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.app.pipeline import Detector
 from edge_agent.core.yolo import box_iou
+from edge_agent.inference.pipeline import Detector
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 

@@ -101,7 +101,7 @@ def test_bad_models_one_line_no_traceback(tmp_path: Path, scene_dir: Path, color
     for model, expected in (
         (tmp_path / "nope.onnx", "model file not found"),
         (trunc, "truncated"),
-        (color_classifier, "expected a YOLO detector output"),
+        (color_classifier, "is not a detector output"),
     ):
         r = cli("infer", str(scene_dir), "--model", str(model))
         assert r.returncode == 1

@@ -10,8 +10,8 @@ import pytest
 from edge_agent.adapters.board import BoardInfo
 from edge_agent.adapters.images import read_image
 from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.app.pipeline import Detector, run_cascade
 from edge_agent.core.yolo import box_iou
+from edge_agent.inference.pipeline import Detector, run_cascade
 
 X86 = BoardInfo("generic-x86", "test", "x86_64", 2)
 pytestmark = pytest.mark.shared

@@ -6,7 +6,24 @@ import numpy as np
 import pytest
 
 from edge_agent.core.preprocess import Letterbox, letterbox
-from edge_agent.core.yolo import box_iou, decode, detector_layout, nms, nms_cv2
+from edge_agent.core.yolo import Detections, box_iou, detector_layout, nms, nms_cv2
+from edge_agent.errors import ModelError
+from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
+from edge_agent.inference.formats import decode_output, resolve_format
+
+
+def decode(
+    out: np.ndarray,
+    lb: Letterbox,
+    conf_threshold: float = CONF_THRESHOLD,
+    iou_threshold: float = IOU_THRESHOLD,
+    max_det: int = MAX_DET,
+    classes: list[int] | None = None,
+    num_classes: int | None = None,
+) -> Detections:
+    """The YOLOv8 path of the inference layer (format from the shape, as a model's would be)."""
+    fmt = resolve_format(out.shape, num_classes or 0, {}, (0, 0))
+    return decode_output(out, fmt, lb, conf_threshold, iou_threshold, max_det, classes)[0]
 
 
 def _output(rows: list[tuple[float, float, float, float, list[float]]]) -> np.ndarray:
@@ -64,7 +81,7 @@ def test_boxes_are_clipped_to_the_image() -> None:
 
 def test_empty_and_layout_errors() -> None:
     assert len(decode(_output([(5, 5, 4, 4, [0.1])]), IDENTITY, num_classes=1)) == 0
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ModelError, match=r"shape \[1, 2, 3, 4\]"):
         decode(np.zeros((1, 2, 3, 4), np.float32), IDENTITY)
     assert detector_layout((1, 84, 8400)) == "channels_first"
     assert detector_layout((1, 8400, 84)) == "channels_last"

@@ -16,8 +16,8 @@ from edge_agent.adapters.board import BoardInfo
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.app.agent import Agent
 from edge_agent.app.modelset import ModelSet
-from edge_agent.app.pipeline import Detector, DetectOutput, Prepared
 from edge_agent.core.config import Config
+from edge_agent.inference.pipeline import Detector, DetectOutput, Prepared
 
 
 class HangingDetector(Detector):

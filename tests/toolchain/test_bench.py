@@ -73,5 +73,8 @@ def test_memory_probe_runs_in_a_fresh_process(pair: tuple[Path, Path]) -> None:
 
 
 def test_bench_rejects_bad_counts(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", str(pair[0]), "--runs", "0"]) == 1
-    assert "--runs must be >= 1" in capsys.readouterr().err
+    # a usage error since the CLI checks ranges in argparse (exit 2, one line; see test_cli_manners)
+    with pytest.raises(SystemExit) as e:
+        main(["bench", str(pair[0]), "--runs", "0"])
+    assert e.value.code == 2
+    assert "--runs: 0 is out of range: expected a whole number >= 1" in capsys.readouterr().err

@@ -134,7 +134,7 @@ def test_validate_with_yolo_labels_reports_map(
     # above 0.25 is then a true positive ranked above all others, so the reference scores mAP 1.0
     from edge_agent.adapters.images import read_image
     from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.app.pipeline import Detector, DetectorParams
+    from edge_agent.inference.pipeline import Detector, DetectorParams
 
     ref = toy_dir / "toy-fp32.onnx"
     det = Detector(OnnxModel(ref, provider="cpu"), DetectorParams(conf_threshold=0.25, iou_threshold=0.7))
@@ -216,7 +216,7 @@ def test_histogram_calibration_methods_also_hold_accuracy(toy_dir: Path, tmp_pat
     assert rep.passed, rep.format_table()
 
 
-def test_an_already_quantized_model_is_refused(
+def test_a_failed_run_leaves_no_file_under_the_output_name(
     toy_int8: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calib = tmp_path / "calib"
@@ -224,5 +224,5 @@ def test_an_already_quantized_model_is_refused(
     (calib / "a.png").write_bytes(b"")
     assert main(["quantize", str(toy_int8), "--calib", str(calib), "-o", str(tmp_path / "x.onnx")]) == 1
     err = capsys.readouterr().err
-    assert "already quantized (qdq_int8)" in err and "FP32 source" in err
-    assert not (tmp_path / "x.onnx").exists()
+    assert "a.png: empty file" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calib"]

@@ -29,7 +29,7 @@ def y8(shared_dir: Path, shared_calib: Path, tmp_path_factory: pytest.TempPathFa
 def test_int8_keeps_every_fp32_detection(shared_dir: Path, y8: dict[str, Path]) -> None:
     from edge_agent.adapters.images import read_image
     from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.app.pipeline import Detector
+    from edge_agent.inference.pipeline import Detector
 
     ref = Detector(OnnxModel(y8["fp32"], provider="cpu"))
     cand = Detector(OnnxModel(y8["int8"], provider="cpu"))
@@ -59,3 +59,41 @@ def test_naive_whole_model_quantization_is_caught(
     out = capsys.readouterr().out
     assert "FAIL" in out and "recall_of_reference" in out
     assert main(["validate", str(y8["fp32"]), str(y8["int8"]), "--images", images]) == 0
+
+
+def test_the_dynamic_int8_file_alone_is_a_way_forward(
+    shared_dir: Path, shared_calib: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user with only the dynamic INT8 file (which `infer` tells to run `quantize`): the CLI
+    dequantizes it, re-quantizes statically, and the result keeps the FP32 model's detections."""
+    from edge_agent.app.cli import main
+    from edge_agent.tools.validate import validate_models
+
+    dyn = shared_dir / "models" / "yolov8n-coco-int8-dynamic.onnx"
+    out = tmp_path / "static.onnx"
+    assert main(["quantize", str(dyn), "--calib", str(shared_calib), "-o", str(out)]) == 0
+    assert "dequantized back to FP32 first" in capsys.readouterr().err
+    rep = validate_models(
+        shared_dir / "models" / "yolov8n-coco-fp32.onnx",
+        out,
+        image_files(shared_calib),
+        shared_calib,
+        show_progress=False,
+    )
+    assert rep.passed and rep.metrics["recall_of_reference"] >= 0.9, rep.format_table()
+
+
+def test_the_load_time_guard_flags_the_naive_int8_and_passes_ours(y8: dict[str, Path]) -> None:
+    """The real failure: whole-model INT8 puts pixel boxes and scores under one output scale. The
+    guard names that scale at load; our INT8 (head kept float) and the FP32 pass."""
+    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.core.onnx_wire import output_dequant_scales
+    from edge_agent.inference.guard import check_detector
+    from edge_agent.inference.pipeline import Detector
+
+    scales = output_dequant_scales(y8["naive"].read_bytes())
+    assert scales and max(scales.values()) > 1.0  # ~640/255: one step is bigger than any score
+    problems = check_detector(Detector(OnnxModel(y8["naive"], provider="cpu")))
+    assert problems and "INT8-quantized with scale" in problems[0].cause
+    for good in ("fp32", "int8"):
+        assert check_detector(Detector(OnnxModel(y8[good], provider="cpu"))) == [], good

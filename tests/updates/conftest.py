@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from helpers_updates import INT8, cli, make_zero_score, write_config
+from helpers_updates import INT8, cli, make_dim_scores, make_zero_score, write_config
 
 
 @pytest.fixture(scope="session")
@@ -16,16 +16,18 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"{INT8} missing (the demo models are part of the repository)")
     d = tmp_path_factory.mktemp("update-models")
     make_zero_score(INT8, d / "zero-score-int8.onnx")
+    make_dim_scores(INT8, d / "dim-int8.onnx")
     return d
 
 
 @pytest.fixture(scope="session")
 def packages(models_dir: Path) -> dict[str, Path]:
-    """good.pkg (the demo INT8), zero.pkg (zero-score INT8), signed-good.pkg, keys."""
+    """good (the demo INT8), zero (zero-score INT8), dim (scores x 0.1), signed, badsig, keys."""
     out = {}
     for name, model, extra in (
         ("good", INT8, []),
         ("zero", models_dir / "zero-score-int8.onnx", []),
+        ("dim", models_dir / "dim-int8.onnx", []),
     ):
         pkg = models_dir / f"{name}.pkg"
         r = cli(

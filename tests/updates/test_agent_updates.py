@@ -313,7 +313,7 @@ def test_detection_rate_collapse_rolls_back_a_forced_model(
     a = AgentProc(make_config(extra="[model_update]\ntrial_min_frames = 10\ncollapse_ratio = 0.2"))
     agents.append(a.start())
     wait(lambda: (a.status() or {}).get("frames", 0) >= 15, what="a baseline detection rate")
-    r = cli("model", "install", str(packages["zero"]), "-c", str(a.cfg_path), "--force")
+    r = cli("model", "install", str(packages["dim"]), "-c", str(a.cfg_path), "--force")
     assert r.returncode == 0 and "(forced)" in r.stdout, r.stdout + r.stderr
     assert "--force given by cli" in a.log_text()
     wait(lambda: a.last().get("outcome") == "rolled_back", what=f"automatic rollback\n{a.log_text()}")

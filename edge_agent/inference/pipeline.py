@@ -6,7 +6,7 @@ way everywhere: ``pre`` (letterbox + blob), ``infer`` (``session.run``), ``post`
 
 from __future__ import annotations
 
-import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,15 +24,20 @@ from edge_agent.core.preprocess import (
     preprocess_detector,
 )
 from edge_agent.core.schema import Detection, to_detection_list
-from edge_agent.core.yolo import Detections, decode, detector_layout
+from edge_agent.core.yolo import Detections
 from edge_agent.errors import ModelError
+from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
+from edge_agent.inference.formats import decode_output, resolve_format
+from edge_agent.inference.presets import choose_preprocess
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class DetectorParams:
-    conf_threshold: float = 0.25
-    iou_threshold: float = 0.45
-    max_det: int = 300
+    conf_threshold: float = CONF_THRESHOLD
+    iou_threshold: float = IOU_THRESHOLD
+    max_det: int = MAX_DET
     classes: Optional[list[int]] = None
 
 
@@ -51,33 +56,43 @@ class DetectOutput:
 
 
 class Detector:
-    """A YOLOv8/YOLO11-style detector. Refuses, at load, a model whose output isn't one."""
+    """A detector in one of the :mod:`edge_agent.inference.formats`; refuses anything else at load."""
 
-    def __init__(self, model: OnnxModel, params: Optional[DetectorParams] = None) -> None:
+    def __init__(
+        self, model: OnnxModel, params: Optional[DetectorParams] = None, output_format: Optional[str] = None
+    ) -> None:
         self.model = model
         self.params = params or DetectorParams()
         out = model.info.outputs[0]
-        nc = len(model.info.names) or None
-        if detector_layout(out.shape, nc) is None and detector_layout(out.shape) is None:
-            raise ModelError(
-                f"{model.path}: output '{out.name}' has shape {list(out.shape)}; expected a YOLO detector "
-                f"output [1, 4+nc, N] or [1, N, 4+nc]"
-                + (f" (task in metadata: {model.info.task})" if model.info.task else "")
+        self.input_hw = model.input_hw()
+        try:
+            self.format = resolve_format(
+                out.shape, len(model.info.names), model.info.metadata, self.input_hw, output_format
             )
+        except ModelError as exc:
+            task = f" (task in metadata: {model.info.task})" if model.info.task else ""
+            raise ModelError(f"{model.path}: output '{out.name}': {exc}{task}") from None
         if model.info.task and model.info.task not in ("detect",):
             raise ModelError(
                 f"{model.path}: metadata says task '{model.info.task}', expected a 'detect' model"
             )
-        self.num_classes = nc if detector_layout(out.shape, nc) is not None else None
-        self.input_hw = model.input_hw()
+        self.num_classes = self.format.num_classes
         self.dtype = model.input.dtype
+        # best score of the last frame, whatever the threshold: the loop's "cannot score" watch
+        self.last_max_score = float("nan")
         h, w = self.input_hw
         self._ring = [(np.empty((h, w, 3), np.uint8), np.empty((1, 3, h, w), np.float32)) for _ in range(3)]
         self._ring_pos = 0
-        if not model.info.names:
-            n = out.shape[1] if detector_layout(out.shape) == "channels_first" else out.shape[2]
-            if isinstance(n, int):
-                model.info.names = {i: f"class{i}" for i in range(n - 4)}
+        if not model.info.names and self.num_classes:
+            model.info.names = {i: f"class{i}" for i in range(self.num_classes)}
+        elif self.num_classes and len(model.info.names) != self.num_classes:
+            # a labels file for another model, or stale metadata: results would carry wrong names
+            log.warning(
+                "%s: %d class names but the output has %d classes; unnamed ones are reported as their id",
+                model.path,
+                len(model.info.names),
+                self.num_classes,
+            )
 
     @property
     def names(self) -> dict[int, str]:
@@ -116,14 +131,8 @@ class Detector:
         t2 = time.perf_counter()
         p = self.params
         try:
-            dets = decode(
-                raw,
-                prep.letterbox,
-                p.conf_threshold,
-                p.iou_threshold,
-                p.max_det,
-                p.classes,
-                num_classes=self.num_classes,
+            dets, self.last_max_score = decode_output(
+                raw, self.format, prep.letterbox, p.conf_threshold, p.iou_threshold, p.max_det, p.classes
             )
         except ValueError as exc:
             raise ModelError(f"{self.model.path}: {exc}") from None
@@ -135,37 +144,20 @@ class Detector:
         return self.detect_prepared(self.prepare(image_bgr), keep_raw)
 
 
-def classifier_preprocess_for(model: OnnxModel) -> ClassifierPreprocess:
-    """Defaults from the model: input shape/layout, then a ``preprocess`` JSON in the metadata."""
-    shape = model.input.shape
-    nhwc = len(shape) == 4 and shape[3] in (1, 3) and shape[1] not in (1, 3)
-    h, w = model.input_hw(default=(224, 224))
-    kwargs: dict[str, object] = {"size_hw": (h, w), "layout": "NHWC" if nhwc else "NCHW"}
-    raw = model.info.metadata.get("preprocess")
-    if raw:
-        try:
-            hints = json.loads(raw)
-        except ValueError:
-            raise ModelError(f"{model.path}: metadata 'preprocess' is not JSON: {raw[:80]!r}") from None
-        if hints.get("resize") in ("shorter_side", "stretch"):
-            kwargs["resize"] = hints["resize"]
-        if "crop" in hints:
-            kwargs["center_crop"] = bool(hints["crop"])
-        for key in ("mean", "std"):
-            if key in hints:
-                kwargs[key] = tuple(float(v) for v in hints[key])
-        if "scale" in hints:
-            kwargs["scale"] = float(hints["scale"])
-        if hints.get("color") in ("RGB", "BGR"):
-            kwargs["color"] = hints["color"]
-    return ClassifierPreprocess(**kwargs)  # type: ignore[arg-type]
+def classifier_preprocess_for(model: OnnxModel, option: Optional[str] = None) -> ClassifierPreprocess:
+    """The preprocessing ``model`` gets (see :func:`edge_agent.inference.presets.choose_preprocess`)."""
+    return choose_preprocess(model, option).pp
 
 
 class Classifier:
     """An image classifier; batches crops when the model's batch axis is dynamic."""
 
     def __init__(
-        self, model: OnnxModel, preprocess: Optional[ClassifierPreprocess] = None, top_k: int = 1
+        self,
+        model: OnnxModel,
+        preprocess: Optional[ClassifierPreprocess] = None,
+        top_k: int = 1,
+        preprocess_option: Optional[str] = None,
     ) -> None:
         self.model = model
         out = model.info.outputs[0]
@@ -173,7 +165,8 @@ class Classifier:
             raise ModelError(
                 f"{model.path}: output '{out.name}' has shape {list(out.shape)}; expected classifier scores [N, classes]"
             )
-        self.pp = preprocess or classifier_preprocess_for(model)
+        self.choice = choose_preprocess(model, preprocess_option)
+        self.pp = preprocess or self.choice.pp
         self.k = top_k
         self.dtype = model.input.dtype
         if not model.info.names and isinstance(out.shape[1], int):
