@@ -263,3 +263,23 @@ def test_a_reused_transfer_id_with_other_content_starts_over(make_config: Callab
         rec._chunk("t1", 5, b"x")
     with pytest.raises(ValueError, match="transfer id"):
         rec._chunk("../etc", 0, b"x")
+
+
+def test_nothing_to_compare_is_refused(
+    packages: dict[str, Path], make_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Gate images on which the current model finds nothing (blank frames in the ring): no verdict
+    is no pass."""
+    import time
+
+    import numpy as np
+
+    from edge_agent.adapters.frame_ring import FrameRing
+
+    cfg = load_config(make_config(extra="[model_update]\nring_frames = 3\nring_interval_s = 1"))
+    ring = FrameRing(Path(cfg.device.state_dir) / "models" / "ring", 3, 1.0, 1.0)
+    for i in range(3):
+        assert ring.offer(np.zeros((120, 160, 3), np.uint8), now=time.time() - 10 + i * 2)
+    res = install(cfg, packages["good"], origin="test")
+    assert res["outcome"] == "refused" and "nothing to compare" in res["detail"], res["detail"]
+    assert describe(cfg)["current"]["id"] is None
