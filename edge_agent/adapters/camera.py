@@ -95,8 +95,11 @@ class Camera:
         max_reconnects: Optional[int] = None,
     ) -> None:
         self.cfg = cfg
+        # the model input (h, w): JPEG sources decode frames >= 2x larger at 1/2, 1/4, 1/8 (set by the agent)
+        self.decode_target: Optional[tuple[int, int]] = None
+        self.granted: Optional[dict[str, object]] = None
         if source_factory is None:
-            self._factory, self.kind = build_source_factory(cfg)
+            self._factory, self.kind = build_source_factory(cfg, lambda: self.decode_target)
         else:
             self._factory = source_factory
             src = cfg.source
@@ -188,6 +191,7 @@ class Camera:
                 "last_error": self.last_error,
                 "last_frame_age_s": age,
                 "fps": round(self._fps, 2),
+                **({"granted": self.granted} if self.granted else {}),
             }
 
     def __enter__(self) -> Camera:
@@ -249,6 +253,7 @@ class Camera:
                         attempts,
                     )
                 attempts = 0
+            self.granted = getattr(source, "granted", None)
             reason = self._stream(source)
             source.close()
             source = None
@@ -308,6 +313,7 @@ class Camera:
             seq=self._seq,
             source=self.name,
             name=getattr(source, "current_name", None),
+            full_size=getattr(source, "full_size", None),
         )
         with self._lock:
             if self._last_frame_mono is not None:

@@ -12,6 +12,7 @@ restarts us; a helper thread pinging would hide exactly that failure.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import signal
 import threading
@@ -37,6 +38,7 @@ from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config
 from edge_agent.core.events import OutputPolicy
 from edge_agent.core.messages import result_message, topics
+from edge_agent.core.motion import MotionFilter
 from edge_agent.core.schema import ImageResult
 from edge_agent.errors import EdgeAgentError
 from edge_agent.inference.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
@@ -83,6 +85,8 @@ class Agent:
         self._status_failures = 0
         self.updates: Optional[ModelUpdates] = None
         self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
+        self._running_camera: Optional[Camera] = None
+        self.motion: Optional[MotionFilter] = MotionFilter(cfg.motion) if cfg.motion.enabled else None
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -113,6 +117,9 @@ class Agent:
         camera = self._camera or Camera(cfg.camera)
         sensor = self._start_sensor(outbox)
         metrics = start_metrics(self, camera, outbox, sync)
+        # JPEG sources decode frames >= 2x the model input at 1/2..1/8 (libjpeg DCT scaling)
+        camera.decode_target = models.detector.input_hw
+        self._running_camera = camera
         try:
             camera.start()
             self.ready_s = time.monotonic() - self.started_mono
@@ -205,7 +212,8 @@ class Agent:
             and cfg.camera.interval_s == 0
         )
         paced = cfg.camera.interval_s > 0 or trigger_only
-        prefetch = None if paced else Prefetch(camera, lambda: self._models)  # type: ignore[arg-type,return-value]
+        gate = self._motion_gate if self.motion is not None else None
+        prefetch = None if paced else Prefetch(camera, lambda: self._models, gate)  # type: ignore[arg-type,return-value]
         last_ping = last_status = 0.0
         next_shot = time.monotonic()
         try:
@@ -262,7 +270,13 @@ class Agent:
                     return None
         frame = camera.read(0.25)
         assert self._models is not None
-        return (frame, None, self._models) if frame is not None else None
+        if frame is None or (self.motion is not None and not self._motion_gate(frame)):
+            return None
+        return frame, None, self._models
+
+    def _motion_gate(self, frame: Frame) -> bool:
+        assert self.motion is not None
+        return self.motion.check(frame.image, frame.ts_mono)
 
     def _process(
         self,
@@ -277,6 +291,7 @@ class Agent:
         if models is not self._models:  # reloaded meanwhile: prepared for the old model's input size
             models, prepared = self._models, None  # type: ignore[assignment]
         t0 = time.monotonic()
+        age_ms = (t0 - frame.ts_mono) * 1e3  # how old the frame is when inference starts
         try:
             dets, timings = run_cascade(
                 frame.image,
@@ -291,6 +306,13 @@ class Agent:
             log.error("frame %d: %s", frame.seq, exc)
             return
         timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
+        timings["age"] = age_ms
+        sx, sy = frame.full_scale()
+        if (sx, sy) != (1.0, 1.0):  # decoded small: boxes back to the frame as the camera sent it
+            dets = [
+                dataclasses.replace(d, box=(d.box[0] * sx, d.box[1] * sy, d.box[2] * sx, d.box[3] * sy))
+                for d in dets
+            ]
         best = getattr(models.detector, "last_max_score", float("nan"))
         self._no_score_streak = self._no_score_streak + 1 if best <= NO_SCORE_LEVEL else 0
         if self._no_score_streak == NO_SCORE_FRAMES:
@@ -304,6 +326,8 @@ class Agent:
         if not decision.emit:
             return
         h, w = frame.image.shape[:2]
+        if frame.full_size is not None:
+            w, h = frame.full_size
         image = frame.name or f"{frame.source}#{frame.seq}"
         result = ImageResult(image, w, h, dets, timings).to_json()
         extra: dict[str, Any] = {
@@ -343,6 +367,8 @@ class Agent:
             log.error("reload failed, keeping the running models: %s", exc)
             return
         self._models = new_models
+        if self._running_camera is not None:
+            self._running_camera.decode_target = new_models.detector.input_hw
         self.cfg.detector = new_cfg.detector
         self.cfg.classifier = new_cfg.classifier
         self.reloads += 1

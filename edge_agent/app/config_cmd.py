@@ -20,7 +20,8 @@ id = "pi-entrance-01"               # MQTT client id and topic segment: letters,
 state_dir = "/var/lib/edge-agent"   # queue, TensorRT engine cache (systemd StateDirectory=)
 
 [camera]
-# 0 or "/dev/video0" (USB/V4L2, MJPG), "rtsp://user:pw@host/stream" (TCP), "http://...",
+# 0 or "/dev/video0" (USB/V4L2, MJPG), "rtsp://user:pw@host/stream" (TCP),
+# "http://cam/stream" (multipart MJPEG: ESP32-CAM, mjpg-streamer; see docs/cameras.md),
 # a GStreamer pipeline ending in appsink, e.g. Pi CSI:
 #   "libcamerasrc ! video/x-raw,width=1280,height=720 ! videoconvert ! appsink"
 # a video file, or a folder of images replayed in name order
@@ -28,7 +29,8 @@ source = 0
 loop = false              # replay files/folders forever
 width = 1280
 height = 720
-fps = 15
+fps = 15                  # V4L2: asked of the driver (the log says what it granted); folders: replay rate
+# credentials_file = "/run/credentials/edge-agent.service/camera"   # http MJPEG basic auth: "user:password"
 interval_s = 0.0          # 0 = as fast as inference goes; else seconds between inferences
 stall_timeout_s = 10.0    # no new frame for this long -> reconnect (capped backoff)
 reconnect_max_s = 30.0
@@ -91,6 +93,15 @@ mode = "event"            # event: when the set of detections changes (+ heartbe
 heartbeat_s = 60
 snapshot = false          # attach a JPEG (base64) to each result
 snapshot_max_bytes = 65536
+
+[motion]
+enabled = false           # true: run the detector only on motion (docs/cameras.md)
+threshold = 25            # grey-level change (0-255) that counts a pixel as changed
+min_area = 0.002          # largest changed region, as a fraction of the frame
+max_idle_s = 60           # the detector still runs this often on a still scene (heartbeat)
+frames_after = 5          # ... and on this many frames after motion stops
+lightning_threshold = 0.8 # more of the frame changing at once (lights on, IR switch): relearn the scene
+# masks = [[[0.0, 0.0], [0.3, 0.0], [0.3, 0.2]]]   # ignored polygons, x/y as fractions of the frame
 
 [health]
 status_file = "/run/edge-agent/status.json"   # read by `edge-agent status`

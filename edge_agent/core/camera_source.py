@@ -8,6 +8,7 @@ right backend and options and lets us test the rules without any hardware.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional, Union
 from urllib.parse import urlsplit, urlunsplit
@@ -107,3 +108,39 @@ class Frame:
     source: str
     # file name for folder replays (None for streams)
     name: Optional[str] = None
+    # (w, h) the camera sent when ``image`` was decoded smaller (libjpeg DCT scaling); None = same
+    full_size: Optional[tuple[int, int]] = None
+
+    def full_scale(self) -> tuple[float, float]:
+        """(x, y) factors from ``image`` coordinates to the frame as the camera sent it."""
+        if self.full_size is None:
+            return 1.0, 1.0
+        h, w = self.image.shape[:2]
+        return self.full_size[0] / w, self.full_size[1] / h
+
+
+def fourcc_text(code: float) -> str:
+    """cv2's CAP_PROP_FOURCC double -> "MJPG" ("" when the driver reports none)."""
+    n = int(code)
+    text = "".join(chr((n >> (8 * i)) & 0xFF) for i in range(4))
+    return text if n and text.isprintable() else ""
+
+
+def grant_mismatches(asked: Mapping[str, object], granted: Mapping[str, object]) -> tuple[str, ...]:
+    """What the V4L2 driver did not grant: ``("width 1920 -> 1280", ...)``; fps within 0.5 is granted.
+
+    Drivers silently fall back to the nearest mode (a camera without MJPG gives YUYV at a fraction
+    of the fps), and the user should read that in the log, not discover it as a slow loop.
+    """
+    out = []
+    for key, want in asked.items():
+        if want is None:
+            continue
+        got = granted.get(key)
+        if key == "fps" and isinstance(want, (int, float)) and isinstance(got, (int, float)):
+            if abs(float(want) - float(got)) <= 0.5:
+                continue
+        elif got == want:
+            continue
+        out.append(f"{key} {want} -> {got}")
+    return tuple(out)

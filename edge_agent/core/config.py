@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Literal, Optional, Union
+from typing import List, Literal, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -46,6 +46,8 @@ class CameraConfig(_Section):
     # capture cadence: 0 = as fast as inference goes; otherwise seconds between frames
     interval_s: float = Field(default=0.0, ge=0)
     stall_timeout_s: float = Field(default=10.0, gt=0)
+    # http(s) MJPEG basic auth: a file with one line "user:password" (systemd LoadCredential=)
+    credentials_file: Optional[str] = None
     reconnect_max_s: float = Field(default=30.0, gt=0)
 
 
@@ -156,6 +158,40 @@ class OutputConfig(_Section):
     snapshot_max_bytes: int = Field(default=64 * 1024, gt=1024)
 
 
+class MotionConfig(_Section):
+    """``[motion]``: run the detector only on motion (see edge_agent.core.motion)."""
+
+    enabled: bool = False
+    # grey-level change (0-255) that counts a pixel as changed
+    threshold: int = Field(default=25, ge=1, le=254)
+    # the largest changed region must cover this fraction of the frame
+    min_area: float = Field(default=0.002, gt=0, lt=1)
+    # width the frame is shrunk to before the check (cost ~ width^2)
+    width: int = Field(default=160, ge=16, le=1920)
+    # background adaptation per checked frame (light changes, shadows)
+    alpha: float = Field(default=0.05, gt=0, le=1)
+    # more than this fraction of the frame changing at once (lights on, IR switch) = a new scene:
+    # relearn the background instead of reporting motion until it adapts (1 = never)
+    lightning_threshold: float = Field(default=0.8, gt=0, le=1)
+    # polygons ignored by the check, points as [x, y] fractions of the frame (0..1)
+    masks: List[List[Tuple[float, float]]] = Field(default_factory=list)
+    # the detector still runs at least this often without motion (heartbeat)
+    max_idle_s: float = Field(default=60.0, gt=0)
+    # ... and on this many frames after motion stops (so a departure is seen)
+    frames_after: int = Field(default=5, ge=0)
+
+    @field_validator("masks")
+    @classmethod
+    def _polygons(cls, masks: list[list[tuple[float, float]]]) -> list[list[tuple[float, float]]]:
+        for n, poly in enumerate(masks):
+            if len(poly) < 3:
+                raise ValueError(f"mask {n} has {len(poly)} points, a polygon needs at least 3")
+            for x, y in poly:
+                if not (0.0 <= x <= 1.0 and 0.0 <= y <= 1.0):
+                    raise ValueError(f"mask {n} point [{x}, {y}] is outside 0..1 (fractions of the frame)")
+        return masks
+
+
 class HealthConfig(_Section):
     status_file: str = "/run/edge-agent/status.json"
     prometheus_port: Optional[int] = Field(default=None, gt=0, lt=65536)
@@ -198,6 +234,7 @@ class Config(_Section):
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
     queue: QueueConfig = Field(default_factory=QueueConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
+    motion: MotionConfig = Field(default_factory=MotionConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
     model_update: ModelUpdateConfig = Field(default_factory=ModelUpdateConfig)
 

@@ -190,6 +190,11 @@ def resolve_format(
     if a is not None and b is not None and min(a, b) >= 5:
         # unknown input size/anchors: the smaller dim is 4+nc (N is in the thousands)
         return Resolved(YOLOV8, a < b, (a if a < b else b) - 4)
+    # a dynamic anchor axis (exports with dynamic=True): the one known axis is 4+nc
+    if b is None and a is not None and a >= 5:
+        return Resolved(YOLOV8, True, a - 4)
+    if a is None and b is not None and b >= 5:
+        return Resolved(YOLOV8, False, b - 4)
     if forced == "yolov8" and (a or 0) >= 5:
         return Resolved(YOLOV8, True, (a or 0) - 4)
     raise ModelError(

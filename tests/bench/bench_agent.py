@@ -28,10 +28,13 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 
 
-def bare_run_ms(model: Path, runs: int = 30) -> float:
+def bare_run_ms(model: Path, runs: int = 30, threads: int | None = None) -> float:
     import onnxruntime as ort
 
-    s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    if threads:
+        so.intra_op_num_threads = threads
+    s = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
     i = s.get_inputs()[0]
     shape = [d if isinstance(d, int) else 1 for d in i.shape]
     x = np.random.default_rng(0).uniform(0, 1, shape).astype(np.float32)
@@ -45,18 +48,21 @@ def bare_run_ms(model: Path, runs: int = 30) -> float:
     return statistics.median(t)
 
 
-def run_agent(model: Path, classifier: Path | None, images: list[Path], frames: int) -> dict[str, float]:
+def run_agent(
+    model: Path, classifier: Path | None, images: list[Path], frames: int, threads: int | None = None
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         cam = root / "cam"
         cam.mkdir()
         for n, img in enumerate(images * 4):
             shutil.copy(img, cam / f"{n:03d}{img.suffix}")
+        thr = f"threads = {threads}\n" if threads else ""
         cls = f'[classifier]\nmodel = "{classifier}"\n' if classifier else ""
         cfg = root / "c.toml"
         cfg.write_text(
             f'[device]\nid = "bench"\nstate_dir = "{root}"\n[camera]\nsource = "{cam}"\nloop = true\n'
-            f'[detector]\nmodel = "{model}"\n{cls}[mqtt]\nenabled = false\n[queue]\npath = "{root}/q.db"\n'
+            f'[detector]\nmodel = "{model}"\n{thr}{cls}[mqtt]\nenabled = false\n[queue]\npath = "{root}/q.db"\n'
             f'[output]\nmode = "every_frame"\n[health]\nstatus_file = "{root}/status.json"\n'
         )
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -112,6 +118,7 @@ def main() -> None:
     ap.add_argument("--model", nargs="*", type=Path)
     ap.add_argument("--classifier", type=Path)
     ap.add_argument("--frames", type=int, default=60)
+    ap.add_argument("--threads", type=int, nargs="*", default=[0], help="intra-op threads (0 = ORT default)")
     a = ap.parse_args()
     models = a.model or [SHARED / "models/yolov8n-coco-fp32.onnx"]
     images = (
@@ -119,20 +126,26 @@ def main() -> None:
         if SHARED.is_dir()
         else sorted((REPO / "models/samples").glob("*"))
     )
-    for m in models:
-        ref1 = bare_run_ms(m)
-        agent = run_agent(m, a.classifier, images, a.frames)
-        ref2 = bare_run_ms(m)
+    for m, th in [(m, t or None) for m in models for t in a.threads]:
+        ref1 = bare_run_ms(m, threads=th)
+        agent = run_agent(m, a.classifier, images, a.frames, th)
+        ref2 = bare_run_ms(m, threads=th)
         ref = statistics.median([ref1, ref2])
         print(
             json.dumps(
                 {
                     "model": str(m),
+                    "threads": th or "default",
                     "classifier": str(a.classifier) if a.classifier else None,
                     "bare_session_run_ms": round(ref, 2),
                     "bare_fps": round(1000 / ref, 2),
                     "agent_fps": agent["fps"],
                     "ratio_agent_vs_bare": round(agent["fps"] * ref / 1000, 3),
+                    # the same ratio against session.run *inside* the loop (same load, same run):
+                    # on a machine others load, the bare figure from before/after can be far off
+                    "ratio_agent_vs_in_loop_run": round(
+                        agent["fps"] * agent["latency_ms"].get("infer", 0.0) / 1000, 3
+                    ),
                     "ready_s": round(agent["ready_s"], 2),
                     "peak_rss_mb": round(agent["peak_rss_mb"], 1),
                     "agent_latency_ms": agent["latency_ms"],

@@ -92,6 +92,8 @@ def test_end2end_is_recognised_without_metadata_too(fmt_dir: Path) -> None:
         (("batch", 84, "anchors"), 80, {}, (640, 640), ("yolov8", True, 80)),
         ((1, "K", 6), 80, {}, (640, 640), ("end2end", False, 80)),  # ONNX NMS: K rows, dynamic
         ((1, 8400, 85), 80, {}, (640, 640), ("yolov5", False, 80)),  # one anchor per cell
+        (("b", 7, "n"), 0, {}, (64, 64), ("yolov8", True, 3)),  # dynamic=True export, no names
+        (("b", "n", 7), 0, {}, (64, 64), ("yolov8", False, 3)),  # the same, transposed
     ],
 )
 def test_format_table_from_shape_and_metadata(
