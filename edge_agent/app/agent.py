@@ -32,6 +32,7 @@ from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import snapshot, start_metrics
+from edge_agent.app.model_agent import ModelUpdates
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
@@ -87,6 +88,7 @@ class Agent:
         self._parts: Optional[tuple[Camera, Outbox, Any, Any]] = None
         self._last_mqtt_status = -1e9
         self._status_failures = 0
+        self.updates: Optional[ModelUpdates] = None
         self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
         self._running_camera: Optional[Camera] = None
         self.motion: Optional[MotionFilter] = MotionFilter(cfg.motion) if cfg.motion.enabled else None
@@ -110,7 +112,9 @@ class Agent:
             # a first TensorRT engine build can take minutes: tell systemd before its start timeout hits
             sdnotify.notify(f"EXTEND_TIMEOUT_USEC={15 * 60 * 1_000_000}")
         sdnotify.status("loading and warming up the models")
-        models = self._models or ModelSet.from_config(cfg)  # warmed up inside OnnxModel
+        if self._models is None and cfg.model_update.enabled:
+            self.updates = ModelUpdates(cfg, self.reload_requested.set)
+        models = self._models or self._build_models(cfg)  # warmed up inside OnnxModel
         self._models = models
         sdnotify.status(f"models warm: {models.detector.model.info.model_id}")
         outbox = Outbox.from_config(cfg.queue)
@@ -118,6 +122,11 @@ class Agent:
         self._parts = (camera, outbox, None, None)
         sync = self._start_sync(outbox)
         self._parts = (camera, outbox, sync, None)
+        if self.updates is not None:
+            # a model-update step publishes the whole snapshot (the same shape), right away
+            self.updates.start(
+                (lambda: sync.publish_status(self.current_status(fresh=True))) if sync is not None else None
+            )
         sensor = self._start_sensor(outbox)
         self._parts = (camera, outbox, sync, sensor)
         metrics = start_metrics(self)
@@ -139,6 +148,8 @@ class Agent:
             self._loop(camera, outbox, sync, sensor)
         finally:
             sdnotify.stopping()
+            if self.updates is not None:
+                self.updates.stop()
             if metrics is not None:
                 metrics.stop()
             camera.stop()
@@ -318,6 +329,8 @@ class Agent:
         if self._no_score_streak == NO_SCORE_FRAMES:
             log.warning("%s", self.warnings()[0])
         self.frames += 1
+        if self.updates is not None:
+            self.updates.on_frame(frame.image, len(dets))
         self._latency.append(timings)
         self._frame_times.append(time.monotonic())
         decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
@@ -363,7 +376,7 @@ class Agent:
         try:
             new_cfg = load_config(self.config_path) if self.config_path else self.cfg
             require_detector(new_cfg, str(self.config_path))
-            new_models = ModelSet.from_config(new_cfg)
+            new_models = self._build_models(new_cfg)
         except EdgeAgentError as exc:
             self.reload_failures += 1
             log.error("reload failed, keeping the running models: %s", exc)
@@ -375,6 +388,10 @@ class Agent:
         self.cfg.classifier = new_cfg.classifier
         self.reloads += 1
         log.info("reloaded: detector %s", new_models.detector.model.info.model_id)
+
+    def _build_models(self, cfg: Config) -> ModelSet:
+        """The installed model version (with rollback on a load failure), else the config's model."""
+        return self.updates.build_models(cfg) if self.updates is not None else ModelSet.from_config(cfg)
 
     # ---- health ---------------------------------------------------------------------------------
     def warnings(self) -> list[str]:

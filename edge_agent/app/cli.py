@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edge_agent.app.validate_cmd",
     "edge_agent.app.bench_cmd",
     "edge_agent.app.export_check_cmd",
+    "edge_agent.app.model_cmd",
 )
 
 log = logging.getLogger("edge_agent")

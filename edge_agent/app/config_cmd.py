@@ -108,6 +108,16 @@ lightning_threshold = 0.8 # more of the frame changing at once (lights on, IR sw
 [health]
 status_file = "/run/edge-agent/status.json"   # read by `edge-agent status`
 # prometheus_port = 9108                      # metrics on 127.0.0.1
+
+[model_update]            # docs/model-updates.md
+# trusted_keys = ["base64 public key from `edge-agent model keygen`"]  # then only signed packages
+# groups = ["shop-floor"]  # also take packages pushed to edge/groups/<group>/model
+ring_frames = 0           # recent frames kept for the update gate; 0 = off (privacy)
+# ring_interval_s = 60
+# ring_max_age_h = 72
+min_recall = 0.9          # the gate: recall of the current model's detections
+trial_s = 600             # after a switch: rollback on a detection-rate collapse in this window
+collapse_ratio = 0.2
 """.replace("@CONF@", str(CONF_THRESHOLD))
     .replace("@IOU@", str(IOU_THRESHOLD))
     .replace("@MAX_DET@", str(MAX_DET))

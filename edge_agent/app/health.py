@@ -54,6 +54,7 @@ def snapshot(
         models=models.describe() if models else None,
         clock_synced=clock_synchronised(),
         warnings=agent.warnings(),
+        model_update=agent.updates.status() if agent.updates is not None else None,
     )
 
 

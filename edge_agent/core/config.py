@@ -225,6 +225,34 @@ class HealthConfig(_Section):
     prometheus_port: Optional[int] = Field(default=None, gt=0, lt=65536)
 
 
+class ModelUpdateConfig(_Section):
+    """Model updates (docs/model-updates.md): delivery, signatures, the gate, the trial after a switch."""
+
+    enabled: bool = True
+    # base64 Ed25519 public keys; when set, unsigned or badly signed packages are refused
+    trusted_keys: List[str] = Field(default_factory=list)
+    # watched folder for packages; default <state_dir>/models/inbox
+    inbox: Optional[str] = None
+    max_package_mb: float = Field(default=512.0, gt=0)
+    # MQTT delivery on <prefix>/<device>/model/... and <prefix>/groups/<group>/model/...
+    mqtt: bool = True
+    groups: List[str] = Field(default_factory=list)
+    # the frame ring the gate compares on: off (0) by default, frames of a site can be personal data
+    ring_frames: int = Field(default=0, ge=0)
+    ring_interval_s: float = Field(default=60.0, gt=0)
+    ring_max_age_h: float = Field(default=72.0, gt=0)
+    # the gate: the thresholds of `edge-agent validate` (the broken-model guard is always on)
+    min_recall: float = Field(default=0.9, ge=0, le=1)
+    min_mean_iou: float = Field(default=0.8, ge=0, le=1)
+    max_conf_delta: float = Field(default=0.1, ge=0, le=1)
+    min_top1_agreement: float = Field(default=0.95, ge=0, le=1)
+    # the trial after a switch: rollback on a detection-rate collapse within trial_s
+    trial_s: float = Field(default=600.0, ge=0)
+    trial_min_frames: int = Field(default=30, gt=0)
+    collapse_ratio: float = Field(default=0.2, ge=0, le=1)
+    keep_versions: int = Field(default=3, ge=2)
+
+
 class Config(_Section):
     device: DeviceConfig = Field(default_factory=DeviceConfig)
     camera: CameraConfig = Field(default_factory=CameraConfig)
@@ -236,6 +264,7 @@ class Config(_Section):
     output: OutputConfig = Field(default_factory=OutputConfig)
     motion: MotionConfig = Field(default_factory=MotionConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+    model_update: ModelUpdateConfig = Field(default_factory=ModelUpdateConfig)
 
     @field_validator("classifier", "sensor", mode="before")
     @classmethod

@@ -38,6 +38,7 @@ def build_status(
     models: Optional[Mapping[str, Any]],
     clock_synced: Optional[bool],
     warnings: Sequence[str] = (),
+    model_update: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
     """The snapshot. ``counters``: frames, results, errors, reloads, reload_failures.
 
@@ -77,9 +78,10 @@ def build_status(
         "provider": provider,
         "models": dict(models) if models is not None else None,
         "clock_synced": clock_synced,
-        "warnings": list(
-            warnings
-        ),  # conditions an operator should look at (e.g. a detector that never scores)
+        # conditions an operator should look at (e.g. a detector that never scores)
+        "warnings": list(warnings),
+        # the over-the-air model update block ([model_update] enabled), else None
+        "model_update": dict(model_update) if model_update is not None else None,
     }
 
 

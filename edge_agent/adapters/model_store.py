@@ -1,0 +1,155 @@
+"""The on-device model store: versions, the active pointer, staging, and the lock.
+
+Layout under ``<state_dir>/models``::
+
+    versions/<name>-<version>-<sha8>/   complete, verified packages (manifest + files), never edited
+    staging/                            extraction in progress; anything here at start is debris
+    active.json                         {"current", "history", "trial", ...}: the only switch
+    lock                                flock: the agent and the CLI never switch at the same time
+
+Crash safety comes from ordering: a version directory is extracted under ``staging/``, every file
+fsync'd, then renamed into ``versions/`` (rename is atomic on one filesystem) and the directory
+fsync'd; only then is ``active.json`` replaced (temp + fsync + rename + dir fsync). A kill -9 at any
+point leaves either the old pointer or the new one, each naming a complete directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Optional
+
+from edge_agent.adapters.package_file import PackageReader, fsync_dir, sha256_file, write_durable
+from edge_agent.core.model_package import MANIFEST, Manifest, parse_manifest
+from edge_agent.errors import ModelError
+
+log = logging.getLogger(__name__)
+
+
+class ModelStore:
+    def __init__(self, state_dir: str) -> None:
+        self.root = Path(state_dir) / "models"
+        self.versions = self.root / "versions"
+        self.staging = self.root / "staging"
+        self.pointer = self.root / "active.json"
+
+    def ensure(self) -> ModelStore:
+        for d in (self.versions, self.staging):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        self.ensure()
+        with open(self.root / "lock", "a+b") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+    # ---- the pointer ------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.pointer.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"current": None, "history": [], "trial": None}
+        except (OSError, ValueError) as exc:
+            # written atomically, so this is disk corruption: the config's model beats no model
+            log.error(
+                "%s: unreadable (%s); running the config's model, the file is kept as .corrupt",
+                self.pointer,
+                exc,
+            )
+            with contextlib.suppress(OSError):
+                os.replace(self.pointer, self.pointer.with_suffix(".corrupt"))
+            return {"current": None, "history": [], "trial": None}
+        data.setdefault("history", [])
+        data.setdefault("trial", None)
+        return dict(data)
+
+    def save(self, state: dict[str, Any]) -> None:
+        self.ensure()
+        state["updated_at"] = time.time()
+        write_durable(self.pointer, (json.dumps(state, indent=1) + "\n").encode("utf-8"))
+
+    # ---- versions ---------------------------------------------------------------------------
+    def version_dir(self, vid: str) -> Path:
+        return self.versions / vid
+
+    def manifest(self, vid: str) -> Manifest:
+        d = self.version_dir(vid)
+        try:
+            data = (d / MANIFEST).read_bytes()
+        except OSError as exc:
+            raise ModelError(f"{d}: installed version has no readable manifest ({exc})") from None
+        return parse_manifest(data, str(d))
+
+    def verify(self, vid: str) -> Manifest:
+        """Re-hash an installed version's model files (a flipped bit on an SD card is a real thing)."""
+        m = self.manifest(vid)
+        d = self.version_dir(vid)
+        for role, f in m.files.items():
+            p = d / f.path
+            if not p.is_file() or sha256_file(p) != f.sha256:
+                raise ModelError(f"{p}: {role} file missing or its sha256 no longer matches the manifest")
+        return m
+
+    def stage(self, reader: PackageReader) -> str:
+        """Extract ``reader`` into ``versions/`` (via staging + rename); returns the version id."""
+        m = reader.manifest
+        vid = m.version_id
+        final = self.version_dir(vid)
+        if final.is_dir():
+            return vid  # same name, version and detector hash: already here and verified at its staging
+        self.ensure()
+        tmp = self.staging / f"{vid}.{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            reader.extract_to(tmp)
+            labels = m.labels.get("detector")
+            if labels:
+                write_durable(tmp / "detector.labels.json", json.dumps(labels).encode("utf-8"))
+            if m.labels.get("classifier"):
+                write_durable(tmp / "classifier.labels.json", json.dumps(m.labels["classifier"]).encode())
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        fsync_dir(self.versions)
+        return vid
+
+    def clean_staging(self) -> None:
+        """Half-extracted versions from a power cut are never referenced: remove them at start."""
+        if self.staging.is_dir():
+            for p in self.staging.iterdir():
+                shutil.rmtree(p, ignore_errors=True)
+
+    def prune(self, keep: list[Optional[str]]) -> None:
+        wanted = {k for k in keep if k}
+        if not self.versions.is_dir():
+            return
+        for p in self.versions.iterdir():
+            if p.name not in wanted:
+                shutil.rmtree(p, ignore_errors=True)
+
+    def paths(self, vid: str) -> dict[str, Path]:
+        """Role -> file path of an installed version, plus ``<role>_labels`` when the manifest had labels."""
+        m = self.manifest(vid)
+        d = self.version_dir(vid)
+        out = {role: d / f.path for role, f in m.files.items()}
+        for role in ("detector", "classifier"):
+            if (d / f"{role}.labels.json").is_file():
+                out[f"{role}_labels"] = d / f"{role}.labels.json"
+        return out
+
+    def probe_images(self, vid: str) -> list[Path]:
+        m = self.manifest(vid)
+        return [self.version_dir(vid) / p.path for p in m.probe]

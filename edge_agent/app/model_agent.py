@@ -1,0 +1,297 @@
+"""The running agent's side of model updates: load with rollback, the inbox, MQTT, the trial.
+
+One worker thread does the slow things (gate, staging, rollback) so the inference loop never
+waits on them and keeps pinging the watchdog; the loop only hands it frames' detection counts.
+
+Trial: after a switch the new model is "on trial" for ``trial_s``. It is rolled back when
+- it does not load (at the switch or at any later start),
+- the agent ends uncleanly while it is on trial (a crash, systemd's watchdog kill, a power cut:
+  the trial's ``running`` flag is still set at the next start), or
+- its detections per frame collapse below ``collapse_ratio`` x the old model's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from edge_agent.adapters.frame_ring import FrameRing
+from edge_agent.adapters.package_file import write_durable
+from edge_agent.app import model_update as mu_ops
+from edge_agent.app.modelset import ModelSet
+from edge_agent.core.config import Config
+from edge_agent.core.model_package import rate_collapsed
+from edge_agent.errors import EdgeAgentError
+
+log = logging.getLogger("edge_agent.model_update")
+INBOX_POLL_S = 1.0
+MAX_ATTEMPTS = 2
+
+
+def inbox_dir(cfg: Config) -> Path:
+    mu = cfg.model_update
+    return Path(mu.inbox) if mu.inbox else mu_ops.store_for(cfg).root / "inbox"
+
+
+def pid_file(cfg: Config) -> Path:
+    return mu_ops.store_for(cfg).root / "agent.pid"
+
+
+class ModelUpdates:
+    def __init__(self, cfg: Config, request_reload: Callable[[], None]) -> None:
+        from edge_agent.adapters import signing
+
+        signing.check_keys(cfg.model_update.trusted_keys)  # a typo'd key fails the start, not an install
+        self.cfg = cfg
+        self.store = mu_ops.store_for(cfg)
+        self.inbox = inbox_dir(cfg)
+        self.request_reload = request_reload
+        self.publish: Optional[Callable[[], Any]] = None
+        mu = cfg.model_update
+        self.ring = FrameRing(self.store.root / "ring", mu.ring_frames, mu.ring_interval_s, mu.ring_max_age_h)
+        self.state = "idle"
+        self.transfer: Optional[dict[str, Any]] = None
+        self._jobs: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._receiver: Any = None
+        self._recent: deque[int] = deque(maxlen=300)  # detections per frame of the running model
+        self._trial: Optional[dict[str, Any]] = None
+        self._trial_frames = 0
+        self._trial_dets = 0
+        self._trial_t0 = 0.0
+        self._trial_done = False
+        self._started = False
+        self._in_progress: Optional[Path] = None  # the request file of the install running now
+
+    # ---- loading ----------------------------------------------------------------------------
+    def build_models(self, cfg: Config) -> ModelSet:
+        """The active version's models; a version that fails to load is rolled back, then the next."""
+        self.cfg = cfg
+        if not self._started:
+            self._started = True
+            self.store.clean_staging()
+            trial = self.store.state().get("trial")
+            if trial and trial.get("running") and trial.get("vid") == self.store.state().get("current"):
+                mu_ops.rollback(
+                    cfg,
+                    "the agent ended uncleanly while it was on trial (crash, watchdog kill or power cut)",
+                    origin="agent",
+                )
+        while True:
+            vid = self.store.state().get("current")
+            try:
+                if vid:
+                    self.store.verify(vid)
+                models = ModelSet.from_config(mu_ops.effective_config(cfg, vid, self.store))
+                break
+            except EdgeAgentError as exc:
+                if not vid:
+                    raise
+                mu_ops.rollback(cfg, f"does not load: {exc}", origin="agent")
+        self._begin_trial(vid)
+        return models
+
+    def _begin_trial(self, vid: Optional[str]) -> None:
+        self._recent.clear()
+        self._trial = None
+        trial = self.store.state().get("trial")
+        if not trial or trial.get("vid") != vid:
+            return  # no trial: nothing to write (and a read-only state dir is no error here)
+        with self.store.locked():
+            state = self.store.state()
+            trial = state.get("trial")
+            if not trial or trial.get("vid") != vid:
+                return
+            trial["running"] = True
+            self.store.save(state)
+        self._trial = trial
+        self._trial_frames = self._trial_dets = 0
+        self._trial_t0 = time.monotonic()
+        self._trial_done = False
+        log.info("model %s on trial for %.0fs", vid, self.cfg.model_update.trial_s)
+
+    # ---- the loop's hooks (loop thread: cheap only) -----------------------------------------
+    def on_frame(self, image: Any, detections: int) -> None:
+        self.ring.offer(image)
+        self._recent.append(detections)
+        t = self._trial
+        if t is None or self._trial_done:
+            return
+        self._trial_frames += 1
+        self._trial_dets += detections
+        mu = self.cfg.model_update
+        rate = self._trial_dets / self._trial_frames
+        if rate_collapsed(
+            t.get("baseline_rate"), rate, self._trial_frames, mu.trial_min_frames, mu.collapse_ratio
+        ):
+            self._trial_done = True
+            reason = (
+                f"detection rate collapsed: {rate:.2f}/frame over {self._trial_frames} frames, "
+                f"the previous model had {t['baseline_rate']:.2f}/frame (collapse_ratio {mu.collapse_ratio:g})"
+            )
+            self._jobs.put(("rollback", (t["vid"], reason)))
+        elif time.monotonic() - self._trial_t0 >= mu.trial_s and self._trial_frames >= mu.trial_min_frames:
+            self._trial_done = True
+            self._jobs.put(("confirm", t["vid"]))
+
+    def detection_rate(self) -> Optional[float]:
+        r = list(self._recent)
+        return sum(r) / len(r) if len(r) >= 10 else None
+
+    # ---- worker -----------------------------------------------------------------------------
+    def start(self, publish: Optional[Callable[[], Any]] = None) -> None:
+        self.publish = publish
+        try:
+            self.inbox.mkdir(parents=True, exist_ok=True)
+            write_durable(pid_file(self.cfg), f"{os.getpid()}\n".encode())
+        except OSError as exc:  # inference does not depend on updates: run without them
+            log.error("model updates disabled: %s is not writable (%s)", self.store.root, exc)
+            return
+        self._thread = threading.Thread(target=self._work, name="model-updates", daemon=True)
+        self._thread.start()
+        if self.cfg.mqtt.enabled and self.cfg.model_update.mqtt:
+            from edge_agent.adapters.model_mqtt import ModelReceiver
+
+            self._receiver = ModelReceiver(
+                self.cfg, self.store.root / "transfers", self.inbox, self._on_transfer
+            )
+            try:
+                self._receiver.start()
+            except EdgeAgentError as exc:
+                log.error("model updates over MQTT disabled: %s", exc)
+                self._receiver = None
+
+    def stop(self) -> None:
+        """A clean stop: the trial is not held against the model at the next start."""
+        self._stop.set()
+        if self._receiver is not None:
+            self._receiver.stop()
+        if self._thread is not None:
+            self._thread.join(10)
+        req = self._in_progress
+        if req is not None:  # stopped cleanly mid-gate: that attempt does not count as a crash
+            try:
+                data = json.loads(req.read_text(encoding="utf-8"))
+                data["attempts"] = max(0, int(data.get("attempts", 1)) - 1)
+                write_durable(req, json.dumps(data).encode())
+            except (OSError, ValueError) as exc:
+                log.debug("request %s not rewritten: %s", req, exc)
+        try:
+            pid_file(self.cfg).unlink(missing_ok=True)
+            with self.store.locked():
+                state = self.store.state()
+                if state.get("trial"):
+                    state["trial"]["running"] = False
+                    self.store.save(state)
+        except (OSError, EdgeAgentError) as exc:
+            log.error("model store not updated at stop: %s", exc)
+
+    def _work(self) -> None:
+        from edge_agent.adapters.system import lower_thread_priority
+
+        # the gate's onnxruntime threads are created here and inherit this nice value: the
+        # inference loop (and its watchdog pings) keeps the CPU while a candidate is compared
+        lower_thread_priority(10)
+        while not self._stop.is_set():
+            try:
+                kind, arg = self._jobs.get(timeout=INBOX_POLL_S)
+            except queue.Empty:
+                kind, arg = "scan", None
+            try:
+                if kind == "scan":
+                    self._scan_inbox()
+                elif kind == "rollback":
+                    vid, reason = arg
+                    res = mu_ops.rollback(self.cfg, reason, origin="agent", only_if_current=vid)
+                    if res["outcome"] == "rolled_back":
+                        self.request_reload()
+                    self._event(res)
+                elif kind == "confirm":
+                    self._confirm(arg)
+            except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad package
+                log.error("model update: %s: %s", type(exc).__name__, exc)
+
+    def _confirm(self, vid: str) -> None:
+        with self.store.locked():
+            state = self.store.state()
+            if state.get("trial") and state["trial"].get("vid") == vid:
+                state["trial"] = None
+                self.store.save(state)
+        self._trial = None
+        log.info("model %s passed its trial", vid)
+        self._event(None)
+
+    def _scan_inbox(self) -> None:
+        if not self.inbox.is_dir():
+            return
+        for pkg in sorted(self.inbox.glob("*.pkg"), key=lambda p: p.stat().st_mtime):
+            if self._stop.is_set():
+                return
+            self._take(pkg)
+
+    def _take(self, pkg: Path) -> None:
+        req_file = pkg.with_suffix(".request.json")
+        try:
+            req = json.loads(req_file.read_text(encoding="utf-8")) if req_file.exists() else {}
+        except (OSError, ValueError):
+            req = {}
+        attempts = int(req.get("attempts", 0)) + 1
+        req["attempts"] = attempts
+        write_durable(req_file, json.dumps(req).encode())  # survives a crash inside the gate
+        origin = str(req.get("origin", f"inbox:{pkg.name}"))
+        if attempts > MAX_ATTEMPTS:
+            result = mu_ops._record(
+                self.store, origin, None, "refused", f"{pkg.name}: the agent died twice while installing it"
+            )
+        else:
+            self.state = "gating"
+            self._in_progress = req_file
+            self._event(None)
+            result = mu_ops.install(
+                self.cfg,
+                pkg,
+                force=bool(req.get("force")),
+                origin=origin,
+                baseline_rate=self.detection_rate(),
+            )
+            self._in_progress = None
+        write_durable(pkg.with_suffix(".result.json"), json.dumps(result, indent=1).encode())
+        pkg.unlink(missing_ok=True)
+        req_file.unlink(missing_ok=True)
+        self.state = "idle"
+        if result["outcome"] == "switched":
+            self.request_reload()
+        self._event(result)
+
+    def _on_transfer(self, info: Optional[dict[str, Any]]) -> None:
+        self.transfer = info
+        if info and info.get("complete"):
+            self._jobs.put(("scan", None))  # in the inbox now: no need to wait for the next poll
+        self._event(None)
+
+    def _event(self, result: Optional[dict[str, Any]]) -> None:
+        if self.publish is not None:
+            try:
+                self.publish()
+            except Exception as exc:  # noqa: BLE001 - status is best-effort, the update is not
+                log.debug("status publish failed: %s", exc)
+
+    # ---- status -----------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """The ``model_update`` block of the status file and the MQTT status topic."""
+        try:
+            info = mu_ops.describe(self.cfg)
+        except EdgeAgentError as exc:
+            info = {"error": str(exc)}
+        info["state"] = self.state
+        info["transfer"] = self.transfer
+        info["ring_frames"] = len(self.ring.files()) if self.ring.enabled else None
+        return info

@@ -1,0 +1,309 @@
+"""``edge-agent model pack|keygen|install|status|rollback|push``: validated model updates.
+
+See docs/model-updates.md. ``install`` hands the package to the running agent through its inbox
+and waits for the gate's verdict; with no agent running it gates and switches itself, and the
+agent loads the new version at its next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+from edge_agent.app.configfile import add_config_arg
+from edge_agent.errors import ConfigError, EdgeAgentError, ModelError
+
+DESCRIPTION = (
+    "Model packages: make one (pack, keygen), install it through the gate (install; push over MQTT), "
+    "see and undo what runs (status, rollback). See docs/model-updates.md."
+)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "model", help="model packages: pack, install, status, rollback, push", description=DESCRIPTION
+    )
+    msub = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
+
+    pk = msub.add_parser("pack", help="make a model package from ONNX file(s)")
+    pk.add_argument("detector", help="detector ONNX file")
+    pk.add_argument("--classifier", help="classifier ONNX file for the crops")
+    pk.add_argument("--float-source", help="the float model a TensorRT engine should be built from")
+    pk.add_argument("-o", "--output", required=True, help="package file to write (e.g. model-1.2.pkg)")
+    pk.add_argument("--name", help="package name (default: the detector's file stem)")
+    pk.add_argument("--version", dest="pkg_version", help="package version (default: UTC timestamp)")
+    pk.add_argument("--min-agent-version", help="oldest edge-agent that may install it (default: this one)")
+    pk.add_argument("--probe", help="folder of probe images the gate uses when a device's ring is empty")
+    pk.add_argument("--sign", metavar="KEYFILE", help="sign the manifest with this Ed25519 private key")
+    pk.set_defaults(func=pack)
+
+    kg = msub.add_parser("keygen", help="make an Ed25519 signing key; prints the public key for the config")
+    kg.add_argument("keyfile", help="private key file to create (mode 0600)")
+    kg.set_defaults(func=keygen)
+
+    ins = msub.add_parser("install", help="install a package on this device (through the gate)")
+    ins.add_argument("package", help="package file from `edge-agent model pack`")
+    add_config_arg(ins)
+    ins.add_argument("--force", action="store_true", help="switch even if the gate refuses (logged)")
+    ins.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the running agent")
+    ins.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    ins.set_defaults(func=install)
+
+    st = msub.add_parser("status", help="the active model version, its trial, the last update")
+    add_config_arg(st)
+    st.add_argument("--json", action="store_true", help="print the status as JSON")
+    st.set_defaults(func=status)
+
+    rb = msub.add_parser("rollback", help="go back to the previous model version")
+    add_config_arg(rb)
+    rb.set_defaults(func=rollback)
+
+    pu = msub.add_parser("push", help="send a package over MQTT to devices or a group")
+    pu.add_argument("package", help="package file from `edge-agent model pack`")
+    add_config_arg(pu)
+    target = pu.add_mutually_exclusive_group(required=True)
+    target.add_argument("--device", action="append", help="device id (repeatable)")
+    target.add_argument("--group", help="group topic every device in model_update.groups listens to")
+    pu.add_argument("--chunk-kb", type=int, default=256, help="chunk size in KiB (default 256)")
+    pu.add_argument("--force", action="store_true", help="ask the devices to switch even if the gate refuses")
+    pu.add_argument(
+        "--wait", type=float, default=0.0, metavar="S", help="wait up to S seconds for the devices' verdicts"
+    )
+    pu.add_argument(
+        "--transfer-id",
+        metavar="ID",
+        help="re-push an interrupted transfer under its id (a broker that lost its sessions): "
+        "devices skip the chunks they already have",
+    )
+    pu.add_argument("--expect", type=int, default=0, metavar="N", help="with --group: wait for N devices")
+    pu.set_defaults(func=push)
+
+
+def _config(path: Optional[str]) -> Any:
+    from edge_agent.app.configfile import load_config
+
+    return load_config(path)
+
+
+def pack(args: argparse.Namespace) -> int:
+    from edge_agent import __version__
+    from edge_agent.adapters import signing
+    from edge_agent.adapters.package_file import describe_file, write_package
+    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.core.model_package import Manifest, manifest_bytes, parse_manifest
+    from edge_agent.inference.guard import check_detector, describe
+    from edge_agent.inference.pipeline import Classifier, Detector
+
+    det_path = Path(args.detector)
+    det = Detector(OnnxModel(det_path, warmup=False))  # refuses what is not a detector
+    problems = check_detector(det)
+    if problems:  # packed anyway (it may be a test of the fleet's gate); devices will refuse it
+        sys.stderr.write(f"warning: {describe(det_path, problems)}\n")
+    sources: dict[str, Path] = {"detector.onnx": det_path}
+    files = {"detector": describe_file(det_path, "detector.onnx")}
+    labels = {"detector": [det.names[i] for i in sorted(det.names)]}
+    if args.classifier:
+        cpath = Path(args.classifier)
+        cls = Classifier(OnnxModel(cpath, warmup=False))
+        sources["classifier.onnx"] = cpath
+        files["classifier"] = describe_file(cpath, "classifier.onnx")
+        if cls.model.info.names:
+            labels["classifier"] = [cls.model.info.names[i] for i in sorted(cls.model.info.names)]
+    if args.float_source:
+        sources["float_source.onnx"] = Path(args.float_source)
+        files["float_source"] = describe_file(Path(args.float_source), "float_source.onnx")
+    probe = []
+    if args.probe:
+        imgs = sorted(p for p in Path(args.probe).iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
+        if not imgs:
+            raise ModelError(f"{args.probe}: no .jpg/.png probe images")
+        for p in imgs[:32]:
+            sources[f"probe/{p.name}"] = p
+            probe.append(describe_file(p, f"probe/{p.name}"))
+    stem = det_path.name[: -len(".onnx")] if det_path.name.endswith(".onnx") else det_path.name
+    now = datetime.now(timezone.utc)
+    m = Manifest(
+        name=args.name or stem.replace(" ", "_"),
+        version=args.pkg_version or now.strftime("%Y%m%d.%H%M%S"),
+        task="detect+classify" if args.classifier else "detect",
+        created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        min_agent_version=args.min_agent_version or __version__,
+        files=files,
+        labels=labels,
+        probe=probe,
+    )
+    parse_manifest(manifest_bytes(m), "pack")  # the same checks a device will make
+    sig = signing.sign(manifest_bytes(m), Path(args.sign)) if args.sign else None
+    out = Path(args.output)
+    write_package(out, m, sources, sig)
+    sys.stdout.write(
+        f"{out}: {m.name} {m.version} ({m.task}), {out.stat().st_size} bytes, "
+        f"{'signed' if sig else 'unsigned'}, detector sha256 {files['detector'].sha256[:16]}...\n"
+    )
+    return 0
+
+
+def keygen(args: argparse.Namespace) -> int:
+    from edge_agent.adapters import signing
+
+    try:
+        pub = signing.generate_key(Path(args.keyfile))
+    except FileExistsError:
+        raise ConfigError(f"{args.keyfile}: exists; refusing to overwrite a signing key") from None
+    sys.stdout.write(
+        f"private key: {args.keyfile} (keep it off the devices)\n"
+        f"public key for [model_update] trusted_keys on the devices:\n  {pub}\n"
+    )
+    return 0
+
+
+def agent_pid(cfg: Any) -> Optional[int]:
+    """The running agent's pid (from its pid file, checked alive), or None."""
+    from edge_agent.app.model_agent import pid_file
+
+    try:
+        pid = int(pid_file(cfg).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def _print_result(res: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        sys.stdout.write(json.dumps(res, indent=2) + "\n")
+    else:
+        w = sys.stdout.write
+        w(f"{res['outcome']}: {res['detail']}\n")
+        gate = res.get("gate") or {}
+        for part in ("detector", "classifier"):
+            rep = gate.get(part) or {}
+            for c in rep.get("checks", []):
+                w(
+                    f"  {part} {c['name']:<22} {c['value']}  ({c['op']} {c['limit']})  {'ok' if c['passed'] else 'FAIL'}\n"
+                )
+        if gate:
+            met = (gate.get("detector") or {}).get("metrics", {})
+            w(
+                f"  reference detections {met.get('reference_detections')}, candidate detections "
+                f"{met.get('candidate_detections')}, candidate max score {gate.get('candidate_max_score')}\n"
+            )
+    return 0 if res["outcome"] in ("switched", "unchanged", "staged") else 1
+
+
+def install(args: argparse.Namespace) -> int:
+    from edge_agent.app import model_update
+    from edge_agent.app.model_agent import inbox_dir
+
+    cfg = _config(args.config)
+    pkg = Path(args.package)
+    if not pkg.is_file():
+        raise ModelError(f"{pkg}: no such package file")
+    pid = agent_pid(cfg)
+    if pid is None:
+        res = model_update.install(cfg, pkg, force=args.force, origin="cli")
+        if res["outcome"] == "switched":
+            res["detail"] += "; no agent running: it loads this version at its next start"
+        return _print_result(res, args.json)
+    inbox = inbox_dir(cfg)
+    inbox.mkdir(parents=True, exist_ok=True)
+    stem = f"cli-{uuid.uuid4().hex[:12]}"
+    (inbox / f"{stem}.request.json").write_text(json.dumps({"origin": "cli", "force": args.force}))
+    shutil.copyfile(pkg, inbox / f".{stem}.partial")
+    os.replace(inbox / f".{stem}.partial", inbox / f"{stem}.pkg")
+    sys.stderr.write(f"handed {pkg} to the running agent (pid {pid}); waiting for the gate...\n")
+    result = inbox / f"{stem}.result.json"
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if result.exists():
+            res = json.loads(result.read_text())
+            result.unlink()
+            return _print_result(res, args.json)
+        time.sleep(0.2)
+    raise EdgeAgentError(
+        f"no answer from the agent within {args.timeout:.0f}s; see `edge-agent model status`"
+    )
+
+
+def status(args: argparse.Namespace) -> int:
+    from edge_agent.adapters.statusfile import read_status
+    from edge_agent.app.model_update import describe
+
+    cfg = _config(args.config)
+    info = describe(cfg)
+    snap = read_status(cfg.health.status_file)
+    live = (snap.data.get("model_update") if snap is not None and not snap.is_stale(30) else None) or {}
+    info["agent"] = "running" if agent_pid(cfg) else "not running"
+    info["state"] = live.get("state")
+    info["transfer"] = live.get("transfer")
+    if args.json:
+        sys.stdout.write(json.dumps(info, indent=2) + "\n")
+        return 0
+    w = sys.stdout.write
+    cur = info["current"] or {}
+    if cur.get("id"):
+        w(f"current   {cur.get('name')} {cur.get('version')}  detector sha256 {cur.get('detector_sha256')}\n")
+    else:
+        w(f"current   the config's model: {cur.get('model')}\n")
+    w(f"previous  {', '.join(str(h or 'config model') for h in reversed(info['history'])) or '-'}\n")
+    if info.get("trial"):
+        t = info["trial"]
+        w(
+            f"trial     since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t['since']))}"
+            f"{' (forced past the gate)' if t.get('forced') else ''}\n"
+        )
+    w(f"agent     {info['agent']}, update state {info['state'] or '-'}\n")
+    if info.get("transfer"):
+        t = info["transfer"]
+        w(f"transfer  {t.get('transfer_id')}: {t.get('received')}/{t.get('chunks')} chunks\n")
+    last = info.get("last")
+    if last:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last["at"]))
+        w(f"last      {when} {last['outcome']} ({last['origin']}): {last['detail']}\n")
+    return 0
+
+
+def rollback(args: argparse.Namespace) -> int:
+    from edge_agent.app.model_update import rollback as do_rollback
+
+    cfg = _config(args.config)
+    res = do_rollback(cfg, "requested with `edge-agent model rollback`")
+    pid = agent_pid(cfg)
+    if res["outcome"] == "rolled_back" and pid is not None:
+        os.kill(pid, signal.SIGHUP)  # the agent reloads: the pointer now names the previous version
+        res["detail"] += f"; agent pid {pid} reloading"
+    sys.stdout.write(f"{res['outcome']}: {res['detail']}\n")
+    return 0 if res["outcome"] == "rolled_back" else 1
+
+
+def push(args: argparse.Namespace) -> int:
+    from edge_agent.app.model_push import OutcomeWatcher, push_package
+
+    cfg = _config(args.config)
+    pkg = Path(args.package)
+    if not pkg.is_file():
+        raise ModelError(f"{pkg}: no such package file")
+    tid = args.transfer_id or uuid.uuid4().hex[:16]
+    watcher = OutcomeWatcher(cfg, tid) if args.wait > 0 else None
+    push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, args.force, tid)
+    sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
+    if watcher is None:
+        return 0
+    devices = list(args.device or [])
+    got = watcher.wait(args.wait, devices, args.expect)
+    for dev in sorted(set(got) | set(devices)):
+        res = got.get(dev)
+        sys.stdout.write(f"{dev}: {res['outcome']}: {res['detail']}\n" if res else f"{dev}: no answer\n")
+    bad = [d for d, r in got.items() if r["outcome"] != "switched"]
+    missing = [d for d in devices if d not in got]
+    short = args.expect and len(got) < args.expect
+    return 1 if bad or missing or short else 0

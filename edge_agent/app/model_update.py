@@ -1,0 +1,267 @@
+"""Installing, switching and rolling back model versions; the gate decides, the store makes it durable.
+
+Used by the CLI (``edge-agent model install/rollback`` when no agent runs) and by the agent's
+:class:`~edge_agent.app.model_agent.ModelUpdates` (inbox, MQTT, trial). Every path that changes
+the active model holds the store's lock, so the CLI and a running agent never switch at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from edge_agent import __version__
+from edge_agent.adapters import signing
+from edge_agent.adapters.model_store import ModelStore
+from edge_agent.adapters.package_file import PackageReader
+from edge_agent.core.config import Config
+from edge_agent.core.model_package import check_agent_version
+from edge_agent.errors import EdgeAgentError, ModelError
+
+log = logging.getLogger("edge_agent.model_update")
+CONFIG_MODEL = None  # history entry meaning "the model named in the config file"
+
+
+def store_for(cfg: Config) -> ModelStore:
+    return ModelStore(cfg.device.state_dir)
+
+
+def effective_config(cfg: Config, vid: Optional[str], store: ModelStore) -> Config:
+    """``cfg`` with the detector (and classifier) of installed version ``vid``; None = the config's own."""
+    if vid is None:
+        return cfg
+    paths = store.paths(vid)
+    out = cfg.model_copy(deep=True)
+    out.detector.model = str(paths["detector"])
+    out.detector.labels = str(paths["detector_labels"]) if "detector_labels" in paths else None
+    # the package's float source replaces the config's: it belongs to the new weights
+    out.detector.float_model = str(paths["float_source"]) if "float_source" in paths else None
+    if "classifier" in paths:
+        from edge_agent.core.config import ClassifierConfig
+
+        c = cfg.classifier or ClassifierConfig(model="")
+        out.classifier = c.model_copy(
+            update={
+                "model": str(paths["classifier"]),
+                "labels": str(paths["classifier_labels"]) if "classifier_labels" in paths else None,
+            }
+        )
+    return out
+
+
+def current_paths(cfg: Config, store: ModelStore) -> dict[str, Path]:
+    """Role -> file of the model running now (an installed version, else the config's / demo model)."""
+    vid = store.state().get("current")
+    if vid:
+        return store.paths(vid)
+    from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file
+
+    d = cfg.detector
+    out = {"detector": Path(d.model) if d.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)}
+    if d.labels:
+        out["detector_labels"] = Path(d.labels)
+    if cfg.classifier is not None:
+        out["classifier"] = Path(cfg.classifier.model)
+        if cfg.classifier.labels:
+            out["classifier_labels"] = Path(cfg.classifier.labels)
+    return out
+
+
+def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], str]:
+    """The device's own recent frames; else the package's probe images; else the bundled samples."""
+    from edge_agent.adapters.frame_ring import FrameRing
+
+    mu = cfg.model_update
+    ring = FrameRing(store.root / "ring", mu.ring_frames, mu.ring_interval_s, mu.ring_max_age_h)
+    files = ring.files()
+    if files:
+        return files, "ring"
+    probe = store.probe_images(vid)
+    if probe:
+        return probe, "probe"
+    from edge_agent.app.assets import demo_samples
+
+    try:
+        samples = sorted(p for p in demo_samples().iterdir() if p.suffix.lower() in (".jpg", ".png"))
+    except ModelError:
+        samples = []
+    return samples, "bundled-probe"
+
+
+def _thresholds(cfg: Config) -> Any:
+    from edge_agent.tools.thresholds import Thresholds
+
+    mu = cfg.model_update
+    return Thresholds(
+        min_recall=mu.min_recall,
+        min_mean_iou=mu.min_mean_iou,
+        max_conf_delta=mu.max_conf_delta,
+        min_top1_agreement=mu.min_top1_agreement,
+    )
+
+
+def install(
+    cfg: Config,
+    package: Path,
+    *,
+    force: bool = False,
+    origin: str = "cli",
+    baseline_rate: Optional[float] = None,
+) -> dict[str, Any]:
+    """Verify, stage, gate and switch; returns the outcome (also kept as ``last`` in the store).
+
+    Refusals (bad signature, failed gate) return ``{"outcome": "refused", ...}``; the running model
+    stays. ModelError only for a package that cannot be read at all."""
+    from edge_agent.app.model_gate import run_gate
+
+    store = store_for(cfg)
+    mu = cfg.model_update
+    t0 = time.monotonic()
+    with store.locked():
+        size = package.stat().st_size
+        if size > mu.max_package_mb * 1e6:
+            return _record(store, origin, None, "refused", f"{package}: {size} bytes > max_package_mb")
+        try:
+            with PackageReader(package) as reader:
+                m = reader.manifest
+                check_agent_version(m, __version__, str(package))
+                signer = signing.verify(reader.manifest_data, reader.signature, mu.trusted_keys, str(package))
+                vid = store.stage(reader)
+        except ModelError as exc:
+            return _record(store, origin, None, "refused", str(exc))
+        state = store.state()
+        if state.get("current") == vid:
+            return _record(store, origin, m.summary(), "unchanged", f"{vid} is already the running model")
+        cur = current_paths(cfg, store)
+        files, source = gate_images(cfg, store, vid)
+        try:
+            with tempfile.TemporaryDirectory(dir=store.root, prefix=".gate-") as snap:
+                # a snapshot: the loop keeps rotating the ring while the gate reads it
+                files = _snapshot(files, Path(snap)) if source == "ring" else files
+                gate = run_gate(
+                    cur,
+                    store.paths(vid),
+                    files,
+                    source,
+                    _thresholds(cfg),
+                    cfg.detector.provider,
+                    cfg.detector.threads,
+                    cfg.classifier.crop_padding if cfg.classifier else 0.1,
+                )
+        except EdgeAgentError as exc:
+            _drop_unused(store, state, vid)
+            return _record(store, origin, m.summary(), "refused", f"the gate could not run: {exc}")
+        log.info("%s: %s", vid, gate.summary())
+        if not gate.passed and not force:
+            _drop_unused(store, state, vid)
+            return _record(store, origin, m.summary(), "refused", gate.summary(), gate.to_json())
+        if not gate.passed:
+            log.warning("%s: gate failed but --force given by %s: switching anyway", vid, origin)
+        history = [*state.get("history", []), state.get("current")][-(mu.keep_versions - 1) :]
+        state.update(
+            current=vid,
+            history=history,
+            trial={
+                "vid": vid,
+                "since": time.time(),
+                "running": False,
+                "baseline_rate": baseline_rate,
+                "forced": bool(force and not gate.passed),
+            },
+        )
+        store.save(state)
+        store.prune([vid, *history])
+        detail = gate.summary() + (" (forced)" if force and not gate.passed else "")
+        out = _record(store, origin, m.summary(), "switched", detail, gate.to_json(), signer=signer)
+        log.info("switched to %s in %.1fs (%s)", vid, time.monotonic() - t0, origin)
+        return out
+
+
+def _snapshot(files: list[Path], dest: Path) -> list[Path]:
+    out = []
+    for f in files:
+        try:
+            out.append(Path(shutil.copy2(f, dest)))
+        except FileNotFoundError:  # rotated out between listing and copying
+            continue
+    return out
+
+
+def _drop_unused(store: ModelStore, state: dict[str, Any], vid: str) -> None:
+    """A refused candidate is deleted, unless it is a version the device still keeps."""
+    store.prune([state.get("current"), *state.get("history", [])])
+
+
+def rollback(
+    cfg: Config, reason: str, origin: str = "cli", only_if_current: Optional[str] = None
+) -> dict[str, Any]:
+    """Back to the previous version (or the config's model); the abandoned one is deleted.
+
+    ``only_if_current``: an automatic rollback of that version, skipped when another install
+    replaced it meanwhile (never roll back the wrong model)."""
+    store = store_for(cfg)
+    with store.locked():
+        state = store.state()
+        cur = state.get("current")
+        history = list(state.get("history", []))
+        if only_if_current is not None and cur != only_if_current:
+            return {"outcome": "unchanged", "detail": f"{only_if_current} no longer runs", "origin": origin}
+        if cur is None:
+            return _record(store, origin, None, "refused", "nothing to roll back: the config's model runs")
+        prev = history.pop() if history else CONFIG_MODEL
+        state.update(current=prev, history=history, trial=None)
+        store.save(state)
+        store.prune([prev, *history])
+        log.warning("rolled back from %s to %s: %s", cur, prev or "the config's model", reason)
+        return _record(
+            store, origin, {"name": str(cur)}, "rolled_back", f"{cur} -> {prev or 'config model'}: {reason}"
+        )
+
+
+def _record(
+    store: ModelStore,
+    origin: str,
+    version: Optional[dict[str, str]],
+    outcome: str,
+    detail: str,
+    gate: Optional[dict[str, Any]] = None,
+    signer: Optional[int] = None,
+) -> dict[str, Any]:
+    event = {
+        "outcome": outcome,
+        "detail": detail,
+        "version": version,
+        "origin": origin,
+        "at": time.time(),
+        "gate": gate,
+        "signed_by_key": signer,
+    }
+    if outcome == "refused":
+        log.error("model update refused (%s): %s", origin, detail)
+    state = store.state()
+    state["last"] = event
+    store.save(state)
+    return event
+
+
+def describe(cfg: Config) -> dict[str, Any]:
+    """What `model status` and the status topic show: the active version, the trial, the last event."""
+    store = store_for(cfg)
+    state = store.state()
+    cur = state.get("current")
+    info: dict[str, Any] = {"current": None, "history": state.get("history", [])}
+    if cur:
+        try:
+            m = store.manifest(cur)
+            info["current"] = {**m.summary(), "id": cur, "created_at": m.created_at}
+        except ModelError as exc:
+            info["current"] = {"id": cur, "error": str(exc)}
+    else:
+        info["current"] = {"id": None, "model": cfg.detector.model or "bundled demo detector"}
+    info["trial"] = state.get("trial")
+    info["last"] = state.get("last")
+    return info

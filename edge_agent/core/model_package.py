@@ -1,0 +1,136 @@
+"""Model packages (pure): the manifest schema, version checks, chunk bookkeeping, trial verdicts.
+
+A package is an uncompressed tar holding ``manifest.json``, an optional ``manifest.sig`` (Ed25519
+over the exact manifest bytes) and the files the manifest lists with their sha256. Signing the
+manifest bytes, not a re-serialisation, means no canonical-JSON rules to get wrong: the hashes in
+it bind every file to the signature.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Dict, List, Literal, Optional, Tuple
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from edge_agent.errors import ModelError
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"
+ROLES = ("detector", "classifier", "float_source")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?$")
+
+
+class PackageFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(pattern=_SAFE_NAME.pattern)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+
+
+class Manifest(BaseModel):
+    """What a package claims; every file it lists is checked against its hash before use."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: int = FORMAT
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    version: str = Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.+-]+$")
+    task: Literal["detect", "detect+classify"] = "detect"
+    created_at: str
+    min_agent_version: str = "0"
+    # role -> file; "float_source" is the float model a TensorRT engine should be built from
+    files: Dict[str, PackageFile]
+    labels: Dict[str, List[str]] = Field(default_factory=dict)
+    # images the gate uses when the device's frame ring is empty
+    probe: List[PackageFile] = Field(default_factory=list)
+
+    @property
+    def version_id(self) -> str:
+        """Directory name of this version in the store: readable and unique per detector hash."""
+        return f"{self.name}-{self.version}-{self.files['detector'].sha256[:8]}"
+
+    def summary(self) -> Dict[str, str]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "detector_sha256": self.files["detector"].sha256,
+        }
+
+
+def parse_manifest(data: bytes, source: str) -> Manifest:
+    """Bytes -> :class:`Manifest`; ModelError naming ``source`` and the field on anything wrong."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{source}: {MANIFEST} is not JSON ({exc})") from None
+    try:
+        m = Manifest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<root>"
+        raise ModelError(
+            f"{source}: {MANIFEST} field {where} = {first.get('input')!r}: {first['msg']}"
+        ) from None
+    if m.format != FORMAT:
+        raise ModelError(f"{source}: package format {m.format}, this agent reads format {FORMAT}")
+    unknown = sorted(set(m.files) - set(ROLES))
+    if unknown:
+        raise ModelError(f"{source}: {MANIFEST} files has unknown role(s) {unknown}; expected {list(ROLES)}")
+    if "detector" not in m.files:
+        raise ModelError(f"{source}: {MANIFEST} lists no 'detector' file")
+    if (m.task == "detect+classify") != ("classifier" in m.files):
+        raise ModelError(f"{source}: task {m.task!r} does not match the files listed {sorted(m.files)}")
+    paths = [f.path for f in m.files.values()] + [p.path for p in m.probe]
+    if len(set(paths)) != len(paths) or {MANIFEST, SIGNATURE} & set(paths):
+        raise ModelError(f"{source}: {MANIFEST} lists a file path twice or a reserved name: {paths}")
+    return m
+
+
+def manifest_bytes(m: Manifest) -> bytes:
+    return (json.dumps(m.model_dump(), indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+
+def version_tuple(v: str) -> Tuple[int, ...]:
+    """'0.10.2rc1' -> (0, 10, 2): numeric parts only, enough to compare agent releases."""
+    out = []
+    for part in v.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        out.append(int(digits.group()))
+    return tuple(out)
+
+
+def check_agent_version(m: Manifest, agent_version: str, source: str) -> None:
+    if version_tuple(agent_version) < version_tuple(m.min_agent_version):
+        raise ModelError(
+            f"{source}: needs edge-agent >= {m.min_agent_version}, this agent is {agent_version}"
+        )
+
+
+def missing_ranges(have: set[int], total: int) -> List[List[int]]:
+    """Chunk indexes not yet received as [first, last] ranges (what a resuming sender re-sends)."""
+    out: List[List[int]] = []
+    for i in range(total):
+        if i in have:
+            continue
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def rate_collapsed(
+    baseline: Optional[float], rate: float, frames: int, min_frames: int, ratio: float
+) -> bool:
+    """True when a new model's detections per frame fell below ``ratio`` x the old model's.
+
+    Needs ``min_frames`` frames and a baseline of at least 0.5 detection per frame: on a scene
+    where the old model rarely saw anything, "fewer detections" is not evidence of a broken model.
+    """
+    if baseline is None or baseline < 0.5 or frames < min_frames:
+        return False
+    return rate < ratio * baseline

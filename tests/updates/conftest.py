@@ -1,0 +1,72 @@
+"""Fixtures for model-update tests: the demo detector (FP32 = the running model), its good INT8,
+the zero-score INT8, packages made with the real `edge-agent model pack`, and a config writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from helpers_updates import INT8, cli, make_dim_scores, make_zero_score, write_config
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not INT8.is_file():
+        pytest.skip(f"{INT8} missing (the demo models are part of the repository)")
+    d = tmp_path_factory.mktemp("update-models")
+    make_zero_score(INT8, d / "zero-score-int8.onnx")
+    make_dim_scores(INT8, d / "dim-int8.onnx")
+    return d
+
+
+@pytest.fixture(scope="session")
+def packages(models_dir: Path) -> dict[str, Path]:
+    """good (the demo INT8), zero (zero-score INT8), dim (scores x 0.1), signed, badsig, keys."""
+    out = {}
+    for name, model, extra in (
+        ("good", INT8, []),
+        ("zero", models_dir / "zero-score-int8.onnx", []),
+        ("dim", models_dir / "dim-int8.onnx", []),
+    ):
+        pkg = models_dir / f"{name}.pkg"
+        r = cli(
+            "model", "pack", str(model), "-o", str(pkg), "--name", "demo", "--version", f"2.0-{name}", *extra
+        )
+        assert r.returncode == 0, r.stderr
+        out[name] = pkg
+    key = models_dir / "signing.key"
+    r = cli("model", "keygen", str(key))
+    assert r.returncode == 0, r.stderr
+    out["key"] = key
+    (models_dir / "signing.pub").write_text(r.stdout.split("\n")[2].strip())
+    out["pub"] = models_dir / "signing.pub"
+    other = models_dir / "other.key"
+    assert cli("model", "keygen", str(other)).returncode == 0
+    out["other_key"] = other
+    for name, k in (("signed", key), ("badsig", other)):
+        pkg = models_dir / f"{name}.pkg"
+        r = cli(
+            "model",
+            "pack",
+            str(INT8),
+            "-o",
+            str(pkg),
+            "--name",
+            "demo",
+            "--version",
+            f"2.1-{name}",
+            "--sign",
+            str(k),
+        )
+        assert r.returncode == 0, r.stderr
+        out[name] = pkg
+    return out
+
+
+@pytest.fixture
+def make_config(tmp_path: Path) -> Callable[..., Path]:
+    def make(**kw: Any) -> Path:
+        return write_config(tmp_path, **kw)
+
+    return make
