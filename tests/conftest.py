@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers_mqtt import Broker, require_mosquitto
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -17,3 +19,15 @@ def shared_dir() -> Path:
     if not (SHARED / "models").is_dir():
         pytest.skip(f"shared test data absent: {SHARED} (real YOLOv8n models and photos live there)")
     return SHARED
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    """A real mosquitto of this test's own, on a free loopback port (skips without mosquitto)."""
+    require_mosquitto()
+    b = Broker(tmp_path / "broker")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()

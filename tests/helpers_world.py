@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -87,3 +88,34 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=timeout
     )
+
+
+class PtySensor:
+    """A serial sensor on a pty: a thread writes ``temp=.. hum=..`` lines like a microcontroller
+    would; with ``garbage_every`` N, every Nth line is garbage (counted and skipped by the agent)."""
+
+    def __init__(self, link: Path, garbage_every: int = 0) -> None:
+        self.master, slave = os.openpty()
+        self.link = link
+        self.garbage_every = garbage_every
+        link.symlink_to(os.ttyname(slave))
+        os.close(slave)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self.stop.wait(0.1):
+            garbage = self.garbage_every and i % self.garbage_every == 0
+            line = b"%% garbage \xff line\n" if garbage else b"temp=21.5 hum=40\n"
+            try:
+                os.write(self.master, line)
+            except OSError:
+                return
+            i += 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        os.close(self.master)

@@ -23,13 +23,13 @@ import cv2
 import numpy as np
 
 from edge_agent.core.camera_source import redact_source
+from edge_agent.core.image_header import jpeg_size
 from edge_agent.core.mjpeg import (
     MultipartError,
     MultipartParser,
     Part,
     boundary_from_content_type,
     is_complete_jpeg,
-    jpeg_size,
     reduced_scale,
 )
 from edge_agent.errors import CameraError, ImageError

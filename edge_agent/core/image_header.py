@@ -15,7 +15,14 @@ DEFAULT_MAX_PIXELS = 40_000_000  # 40 MP: a 40 MP photo decodes to 120 MB of BGR
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
 
-def _jpeg(data: bytes) -> Optional[tuple[int, int]]:
+def jpeg_size(data: bytes) -> Optional[tuple[int, int]]:
+    """``(width, height)`` from the first SOF marker, without decoding; None if not found.
+
+    One parser for both uses: the size guard before decoding a file, and the MJPEG reader's
+    choice of a reduced decode scale.
+    """
+    if data[:2] != b"\xff\xd8":
+        return None
     i = 2
     n = len(data)
     while i + 4 <= n:
@@ -28,12 +35,14 @@ def _jpeg(data: bytes) -> Optional[tuple[int, int]]:
         if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
             i += 2
             continue
+        if marker == 0xDA:  # start of scan before any SOF
+            return None
         (length,) = struct.unpack(">H", data[i + 2 : i + 4])
         if marker in _JPEG_SOF:
             if i + 9 > n:
                 return None
             h, w = struct.unpack(">HH", data[i + 5 : i + 9])
-            return int(w), int(h)
+            return (int(w), int(h)) if w and h else None
         i += 2 + length
     return None
 
@@ -44,7 +53,7 @@ def image_dimensions(data: bytes) -> Optional[tuple[int, int]]:
         w, h = struct.unpack(">II", data[16:24])
         return int(w), int(h)
     if data[:2] == b"\xff\xd8":
-        return _jpeg(data)
+        return jpeg_size(data)
     if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
         w, h = struct.unpack("<HH", data[6:10])
         return int(w), int(h)

@@ -146,38 +146,6 @@ def is_complete_jpeg(data: bytes) -> bool:
     return data.rstrip(b"\r\n\x00")[-2:] == b"\xff\xd9"
 
 
-_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
-
-
-def jpeg_size(data: bytes) -> Optional[tuple[int, int]]:
-    """(width, height) from the first SOF marker, without decoding; None if not found."""
-    if data[:2] != b"\xff\xd8":
-        return None
-    i = 2
-    n = len(data)
-    while i + 4 <= n:
-        if data[i] != 0xFF:
-            return None
-        marker = data[i + 1]
-        if marker == 0xFF:  # fill byte
-            i += 1
-            continue
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
-            i += 2
-            continue
-        seg = (data[i + 2] << 8) | data[i + 3]
-        if marker in _SOF:
-            if i + 9 > n:
-                return None
-            h = (data[i + 5] << 8) | data[i + 6]
-            w = (data[i + 7] << 8) | data[i + 8]
-            return (w, h) if w and h else None
-        if marker == 0xDA:  # start of scan before any SOF
-            return None
-        i += 2 + seg
-    return None
-
-
 def reduced_scale(size_wh: tuple[int, int], target_hw: Optional[tuple[int, int]]) -> int:
     """The largest libjpeg DCT scale denominator (1, 2, 4, 8) that still leaves the image at least
     as large as the letterboxed copy the model gets, so decoding small loses nothing it would keep.

@@ -16,12 +16,12 @@ from helpers_mjpeg import MjpegServer, jpeg_number, numbered_jpeg
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.mjpeg_http import MjpegHttpSource, decode_jpeg
 from edge_agent.core.config import CameraConfig
+from edge_agent.core.image_header import jpeg_size
 from edge_agent.core.mjpeg import (
     MultipartError,
     MultipartParser,
     boundary_from_content_type,
     is_complete_jpeg,
-    jpeg_size,
     reduced_scale,
 )
 from edge_agent.errors import CameraError, ImageError

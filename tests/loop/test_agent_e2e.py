@@ -4,21 +4,18 @@ sensor, a real mosquitto, a NOTIFY_SOCKET, and real signals."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
-import cv2
 import pytest
-from helpers_models import bright_scene, make_bright_detector, make_color_classifier
-from helpers_mqtt import Broker, Collector, require_mosquitto
+from helpers_models import make_bright_detector
+from helpers_mqtt import Broker, Collector
+from helpers_world import PtySensor, make_world, start_agent
 
 pytestmark = pytest.mark.slow
 
@@ -35,18 +32,7 @@ def wait_until(pred: Callable[[], bool], timeout: float = 20.0, what: str = "con
 @pytest.fixture
 def world(tmp_path: Path) -> dict[str, Path]:
     """Models, a folder of 4 scenes (0..3 red squares), and a state dir."""
-    imgs = tmp_path / "camera"
-    imgs.mkdir()
-    for n in range(4):
-        squares = [(32 + 64 * i, 64, 32) for i in range(n)]
-        cv2.imwrite(str(imgs / f"{n:03d}.png"), bright_scene(128, 256, squares, color=(0, 0, 255)))
-    return {
-        "root": tmp_path,
-        "camera": imgs,
-        "det": make_bright_detector(tmp_path / "det.onnx"),
-        "cls": make_color_classifier(tmp_path / "cls.onnx"),
-        "state": tmp_path / "state",
-    }
+    return make_world(tmp_path)
 
 
 def write_config(
@@ -98,17 +84,6 @@ status_file = "{w["state"]}/status.json"
     return cfg
 
 
-def start_agent(cfg: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    e = {**os.environ, **(env or {})}
-    return subprocess.Popen(
-        [sys.executable, "-m", "edge_agent", "run", "--config", str(cfg), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=e,
-    )
-
-
 def status(w: dict[str, Path]) -> dict[str, Any]:
     try:
         return json.loads((w["state"] / "status.json").read_text())  # type: ignore[no-any-return]
@@ -127,47 +102,10 @@ def queue_stats(cfg: Path) -> dict[str, Any]:
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    require_mosquitto()
-    b = Broker(tmp_path / "broker")
-    b.start()
-    yield b
-    b.stop()
-
-
-class PtySensor:
-    """A serial sensor on a pty: a thread writes ``temp=..`` lines like a microcontroller would."""
-
-    def __init__(self, link: Path) -> None:
-        self.master, slave = os.openpty()
-        self.link = link
-        link.symlink_to(os.ttyname(slave))
-        os.close(slave)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        i = 0
-        while not self.stop.wait(0.1):
-            lines = b"temp=21.5 hum=40\n" if i % 3 else b"%% garbage \xff line\n"
-            try:
-                os.write(self.master, lines)
-            except OSError:
-                return
-            i += 1
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2)
-        os.close(self.master)
-
-
 def test_results_with_detections_and_sensor_readings_reach_the_broker(
     world: dict[str, Path], broker: Broker
 ) -> None:
-    sensor = PtySensor(world["root"] / "ttyUSB0")
+    sensor = PtySensor(world["root"] / "ttyUSB0", garbage_every=3)
     try:
         cfg = write_config(
             world,

@@ -6,12 +6,11 @@ import json
 import signal
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_mqtt import Broker, Collector, require_mosquitto
+from helpers_mqtt import Broker, Collector
 from helpers_tmpfs import fill, free, tmpfs
 from helpers_world import agent_config, cli, make_world, start_agent
 
@@ -38,15 +37,6 @@ def exported(cfg: Path) -> list[dict[str, Any]]:
     r = cli("queue", "export", "--config", str(cfg))
     assert r.returncode == 0, r.stderr
     return [json.loads(line)["payload"] for line in r.stdout.splitlines()]
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    require_mosquitto()
-    b = Broker(tmp_path / "broker")
-    b.start()
-    yield b
-    b.stop()
 
 
 def test_kill_9_loss_shows_as_a_sequence_gap_and_is_counted(tmp_path: Path) -> None:

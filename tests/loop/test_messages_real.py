@@ -4,18 +4,15 @@ validated against the JSON Schemas shipped in edge_agent/schemas/."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import threading
 import time
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_mqtt import Broker, Collector, require_mosquitto
-from helpers_world import agent_config, cli, make_world, start_agent
+from helpers_mqtt import Broker, Collector
+from helpers_world import PtySensor, agent_config, cli, make_world, start_agent
 
 jsonschema = pytest.importorskip("jsonschema", reason="dev extra: pip install -e '.[dev]'")
 
@@ -25,37 +22,6 @@ pytestmark = pytest.mark.slow
 def schema(name: str) -> dict[str, Any]:
     text = resources.files("edge_agent").joinpath("schemas", f"{name}.json").read_text(encoding="utf-8")
     return json.loads(text)  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    require_mosquitto()
-    b = Broker(tmp_path / "broker")
-    b.start()
-    yield b
-    b.stop()
-
-
-class PtySensor:
-    def __init__(self, link: Path) -> None:
-        self.master, slave = os.openpty()
-        link.symlink_to(os.ttyname(slave))
-        os.close(slave)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.wait(0.1):
-            try:
-                os.write(self.master, b"temp=21.5 hum=40\n")
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2)
-        os.close(self.master)
 
 
 def test_real_messages_match_the_schemas_and_status_has_one_shape(tmp_path: Path, broker: Broker) -> None:

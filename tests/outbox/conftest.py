@@ -12,17 +12,6 @@ from helpers_outbox import big_limits
 from edge_agent.adapters.outbox import Outbox
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    require_mosquitto()
-    b = Broker(tmp_path / "broker")
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
-
-
 @pytest.fixture(scope="session")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     require_mosquitto()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
-from helpers_mqtt import Broker, Collector, require_mosquitto
+from helpers_mqtt import Broker, Collector
 from helpers_updates import FP32, INT8, cli
 
 from edge_agent.adapters.package_file import PackageReader
@@ -87,15 +87,6 @@ class AgentProc:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    require_mosquitto()
-    b = Broker(tmp_path / "broker")
-    b.start()
-    yield b
-    b.stop()
 
 
 @pytest.fixture
