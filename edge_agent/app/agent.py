@@ -11,7 +11,6 @@ restarts us; a helper thread pinging would hide exactly that failure.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import logging
@@ -23,8 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any, Optional
-
-import cv2
 
 from edge_agent.adapters import sdnotify
 from edge_agent.adapters.camera import Camera
@@ -41,6 +38,7 @@ from edge_agent.core.events import OutputPolicy
 from edge_agent.core.messages import result_message, sensor_message, topics
 from edge_agent.core.motion import MotionFilter
 from edge_agent.core.schema import ImageResult
+from edge_agent.core.snapshot import encode_snapshot
 from edge_agent.errors import EdgeAgentError, QueueFullError
 from edge_agent.inference.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
 from edge_agent.inference.pipeline import Prepared, run_cascade
@@ -108,9 +106,8 @@ class Agent:
 
     def run(self) -> int:
         cfg = self.cfg
-        if self._models is None and _has_tensorrt():
-            # a first TensorRT engine build can take minutes: tell systemd before its start timeout hits
-            sdnotify.notify(f"EXTEND_TIMEOUT_USEC={15 * 60 * 1_000_000}")
+        # a first TensorRT engine build can take minutes: adapters.tensorrt extends systemd's start
+        # timeout right before one (a cold engine cache), and only then
         sdnotify.status("loading and warming up the models")
         if self._models is None and cfg.model_update.enabled:
             self.updates = ModelUpdates(cfg, self.reload_requested.set)
@@ -452,23 +449,3 @@ class Agent:
         )
         if due and sync.publish_status(status):
             self._last_mqtt_status = now
-
-
-def _has_tensorrt() -> bool:
-    import onnxruntime as ort
-
-    return "TensorrtExecutionProvider" in ort.get_available_providers()
-
-
-def encode_snapshot(image: Any, max_bytes: int) -> Optional[str]:
-    """A JPEG under ``max_bytes`` (lowering quality, then size), base64 for the JSON payload."""
-    img = image
-    for _ in range(4):
-        for quality in (80, 60, 40, 25):
-            ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, quality])
-            if ok and len(buf) <= max_bytes:
-                return base64.b64encode(buf.tobytes()).decode("ascii")
-        img = cv2.resize(
-            img, (max(1, img.shape[1] // 2), max(1, img.shape[0] // 2)), interpolation=cv2.INTER_AREA
-        )
-    return None

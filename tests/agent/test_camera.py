@@ -12,9 +12,10 @@ import cv2
 import numpy as np
 import pytest
 from helpers_agentio import wait_until
+from helpers_camera import FakeDevice, fake_frame_number
 
 from edge_agent.adapters.camera import Camera, LatestFrame
-from edge_agent.adapters.camera_sources import FakeDevice, fake_frame_number, gstreamer_available
+from edge_agent.adapters.camera_sources import gstreamer_available
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import CameraConfig
 from edge_agent.errors import CameraError
