@@ -144,3 +144,22 @@ def test_doctor_reads_the_same_config_as_every_command(tmp_path: Path) -> None:
     rc, checks, _ = doctor(env={"EDGE_AGENT_CONFIG": str(tmp_path / "absent.toml")})
     assert rc == 1 and checks["config"]["status"] == "FAIL"
     assert "absent.toml: config file not found" in checks["config"]["detail"]
+
+
+def test_doctor_reports_a_broker_that_refuses_our_credentials(tmp_path: Path) -> None:
+    """TCP and MQTT both answer, the CONNACK says no: that is what a bad password looks like."""
+    require_mosquitto()
+    b = Broker(tmp_path / "auth-broker", users={"cam": "right"})
+    b.start()
+    try:
+        secret = tmp_path / "pw"
+        secret.write_text("wrong\n")
+        mqtt = f'[mqtt]\nhost = "127.0.0.1"\nport = {b.port}\nusername = "cam"\npassword_file = "{secret}"\n'
+        rc, checks, _ = doctor("--config", str(config(tmp_path, mqtt)))
+        assert rc == 0 and checks["broker"]["status"] == "warn"
+        assert "refused" in checks["broker"]["detail"], checks["broker"]
+        secret.write_text("right\n")
+        rc, checks, _ = doctor("--config", str(config(tmp_path, mqtt)))
+        assert checks["broker"]["status"] == "ok" and "connected as cam" in checks["broker"]["detail"]
+    finally:
+        b.stop()
