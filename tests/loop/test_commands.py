@@ -21,21 +21,6 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def fake_pi4(root: Path, dotprod: bool = False) -> Path:
-    dt = root / "proc/device-tree"
-    dt.mkdir(parents=True)
-    (dt / "model").write_bytes(b"Raspberry Pi 4 Model B Rev 1.4\x00")
-    (dt / "compatible").write_bytes(b"raspberrypi,4-model-b\x00brcm,bcm2711\x00")
-    feats = "fp asimd evtstrm crc32 cpuid" + (" asimddp" if dotprod else "")
-    (root / "proc/cpuinfo").write_text(
-        "".join(f"processor\t: {i}\nFeatures\t: {feats}\nCPU part\t: 0xd08\n\n" for i in range(4))
-    )
-    (root / "dev").mkdir()
-    (root / "dev/video0").touch()
-    (root / "dev/ttyUSB0").touch()
-    return root
-
-
 def test_status_reads_fresh_file_and_flags_stale_or_missing(tmp_path: Path) -> None:
     f = tmp_path / "status.json"
     r = cli("status", "--file", str(f))

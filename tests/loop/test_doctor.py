@@ -7,12 +7,10 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional
 
-import pytest
-from helpers_mqtt import Broker, TlsFiles, make_tls, require_mosquitto
+from helpers_mqtt import Broker, TlsFiles, require_mosquitto
 
 REPO = Path(__file__).resolve().parents[2]
 DETECTOR = REPO / "models" / "demo-detector-int8.onnx"
@@ -57,29 +55,13 @@ def config(tmp_path: Path, extra: str = "", model: Path = DETECTOR, camera: str 
     return cfg
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    require_mosquitto()
-    return make_tls(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture
-def tls_broker(tmp_path: Path, tls: TlsFiles) -> Iterator[Broker]:
-    b = Broker(tmp_path / "broker", tls=tls)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
-
-
 def test_doctor_loads_the_model_grabs_a_frame_and_connects_over_tls(
-    tmp_path: Path, tls_broker: Broker, tls: TlsFiles
+    tmp_path: Path, tls_broker: Broker, tls_files: TlsFiles
 ) -> None:
     root = fake_pi4(tmp_path / "root")
     mqtt = (
-        f'[mqtt]\nhost = "127.0.0.1"\nport = {tls_broker.tls_port}\ntls_ca = "{tls.ca}"\n'
-        f'tls_cert = "{tls.client_cert}"\ntls_key = "{tls.client_key}"\n'
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {tls_broker.tls_port}\ntls_ca = "{tls_files.ca}"\n'
+        f'tls_cert = "{tls_files.client_cert}"\ntls_key = "{tls_files.client_key}"\n'
     )
     rc, checks, err = doctor("--config", str(config(tmp_path, mqtt)), "--root", str(root))
     assert rc == 0, (checks, err)

@@ -6,26 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_mqtt import Broker, Collector, TlsFiles, make_tls, require_mosquitto
+from helpers_mqtt import Broker, Collector
 from helpers_outbox import big_limits
 
 from edge_agent.adapters.outbox import Outbox
-
-
-@pytest.fixture(scope="session")
-def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    require_mosquitto()
-    return make_tls(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture
-def tls_broker(tmp_path: Path, tls_files: TlsFiles) -> Iterator[Broker]:
-    b = Broker(tmp_path / "tls-broker", tls=tls_files)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture
