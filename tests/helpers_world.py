@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import cv2
 from helpers_models import bright_scene, make_bright_detector, make_color_classifier
+
+from edge_agent.core.config import Config, parse_config
 
 
 def make_world(root: Path, scenes: int = 4) -> dict[str, Path]:
@@ -119,3 +123,55 @@ class PtySensor:
         self.stop.set()
         self.thread.join(2)
         os.close(self.master)
+
+
+def offline_config(
+    state: Path,
+    source: object,
+    model: Path,
+    *,
+    camera: str = "",
+    detector: str = "",
+    mode: str = "every_frame",
+    extra: str = "",
+) -> Config:
+    """An in-process agent config with no broker: ``state`` holds the queue and status file;
+    ``camera``/``detector`` are extra lines for those sections, ``extra`` whole sections."""
+    return parse_config(
+        f"""
+[device]
+state_dir = "{state}"
+[camera]
+source = "{source}"
+{camera}
+[detector]
+model = "{model}"
+{detector}
+[mqtt]
+enabled = false
+[queue]
+path = "{state}/q.db"
+[output]
+mode = "{mode}"
+[health]
+status_file = "{state}/status.json"
+{extra}
+"""
+    )
+
+
+def status(w: dict[str, Path]) -> dict[str, Any]:
+    """The agent's status file, or {} while it is not (completely) written yet."""
+    try:
+        return json.loads((w["state"] / "status.json").read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_until(pred: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

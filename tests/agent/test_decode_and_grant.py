@@ -10,33 +10,17 @@ from typing import Any
 import cv2
 import pytest
 from helpers_models import bright_scene, make_bright_detector
+from helpers_world import offline_config
 
 from edge_agent.app.agent import Agent
 from edge_agent.core.camera_source import fourcc_text, grant_mismatches
-from edge_agent.core.config import parse_config
 
 
 def run_agent(tmp_path: Path, cam: Path, tag: str) -> list[dict[str, Any]]:
     state = tmp_path / f"state-{tag}"
     state.mkdir()
-    cfg = parse_config(
-        f"""
-[device]
-state_dir = "{state}"
-[camera]
-source = "{cam}"
-[detector]
-model = "{make_bright_detector(tmp_path / "det.onnx")}"
-conf_threshold = 0.9
-[mqtt]
-enabled = false
-[queue]
-path = "{state}/q.db"
-[output]
-mode = "every_frame"
-[health]
-status_file = "{state}/status.json"
-"""
+    cfg = offline_config(
+        state, cam, make_bright_detector(tmp_path / "det.onnx"), detector="conf_threshold = 0.9"
     )
     out: list[dict[str, Any]] = []
     assert Agent(cfg, on_result=out.append).run() == 0

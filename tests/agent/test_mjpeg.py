@@ -234,31 +234,15 @@ def test_the_agent_runs_on_an_mjpeg_stream(
     server_factory: Callable[..., MjpegServer], tmp_path: Path
 ) -> None:
     from helpers_models import make_bright_detector
+    from helpers_world import offline_config
 
     from edge_agent.app.agent import Agent
-    from edge_agent.core.config import parse_config
 
     srv = server_factory(auth=("cam", "pw"))
     cred = tmp_path / "cred"
     cred.write_text("cam:pw\n")
-    cfg = parse_config(
-        f"""
-[device]
-state_dir = "{tmp_path}"
-[camera]
-source = "{srv.url}"
-credentials_file = "{cred}"
-[detector]
-model = "{make_bright_detector(tmp_path / "det.onnx")}"
-[mqtt]
-enabled = false
-[queue]
-path = "{tmp_path}/q.db"
-[output]
-mode = "every_frame"
-[health]
-status_file = "{tmp_path}/status.json"
-"""
+    cfg = offline_config(
+        tmp_path, srv.url, make_bright_detector(tmp_path / "det.onnx"), camera=f'credentials_file = "{cred}"'
     )
     got: list[dict[str, object]] = []
     assert Agent(cfg, max_frames=5, on_result=got.append).run() == 0

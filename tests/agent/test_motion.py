@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers_clip import real_photo, static_clip, walk
 from helpers_models import make_bright_detector
+from helpers_world import offline_config
 
 from edge_agent.app.agent import Agent
 from edge_agent.core.config import parse_config
@@ -106,27 +107,12 @@ def test_the_loop_infers_only_when_the_gate_opens(tmp_path: Path, enabled: bool,
     cam.mkdir()
     for i, f in enumerate(still + walking):
         cv2.imwrite(str(cam / f"{i:04d}.png"), f)
-    cfg = parse_config(
-        f"""
-[device]
-state_dir = "{tmp_path}"
-[camera]
-source = "{cam}"
-interval_s = {interval}
-[detector]
-model = "{make_bright_detector(tmp_path / "det.onnx")}"
-[mqtt]
-enabled = false
-[queue]
-path = "{tmp_path}/q.db"
-[output]
-mode = "every_frame"
-[health]
-status_file = "{tmp_path}/status.json"
-[motion]
-enabled = {str(enabled).lower()}
-frames_after = 2
-"""
+    cfg = offline_config(
+        tmp_path,
+        cam,
+        make_bright_detector(tmp_path / "det.onnx"),
+        camera=f"interval_s = {interval}",
+        extra=f"[motion]\nenabled = {str(enabled).lower()}\nframes_after = 2",
     )
     seen: list[str] = []
     agent = Agent(cfg, on_result=lambda body: seen.append(body["image"]))

@@ -10,23 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from helpers_models import make_bright_detector
 from helpers_mqtt import Broker, Collector
-from helpers_world import PtySensor, make_world, start_agent
+from helpers_world import PtySensor, make_world, start_agent, status, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -82,13 +73,6 @@ status_file = "{w["state"]}/status.json"
 """
     )
     return cfg
-
-
-def status(w: dict[str, Path]) -> dict[str, Any]:
-    try:
-        return json.loads((w["state"] / "status.json").read_text())  # type: ignore[no-any-return]
-    except (OSError, ValueError):
-        return {}
 
 
 def queue_stats(cfg: Path) -> dict[str, Any]:

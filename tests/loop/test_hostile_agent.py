@@ -12,25 +12,9 @@ from typing import Any
 import pytest
 from helpers_mqtt import Broker, Collector
 from helpers_tmpfs import fill, free, tmpfs
-from helpers_world import agent_config, cli, make_world, start_agent
+from helpers_world import agent_config, cli, make_world, start_agent, status, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def status(w: dict[str, Path]) -> dict[str, Any]:
-    try:
-        return json.loads((w["state"] / "status.json").read_text())  # type: ignore[no-any-return]
-    except (OSError, ValueError):
-        return {}
-
-
-def wait_until(pred: Any, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def exported(cfg: Path) -> list[dict[str, Any]]:
