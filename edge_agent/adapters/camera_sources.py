@@ -33,7 +33,7 @@ from edge_agent.core.camera_source import (
     redact_source,
 )
 from edge_agent.core.config import CameraConfig
-from edge_agent.core.image_header import DEFAULT_MAX_PIXELS
+from edge_agent.core.image_header import DEFAULT_MAX_PIXELS, pixel_problem
 from edge_agent.errors import CameraError, ImageError
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,12 @@ class CvCaptureSource:
         if not cap.isOpened():
             cap.release()
             raise CameraError(f"cannot open camera source {self.name!r} ({kind.value})")
+        self.max_pixels = cfg.max_pixels
+        size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        problem = pixel_problem(size, cfg.max_pixels, "camera.max_pixels")
+        if problem is not None:  # what the stream/driver announces, before a frame is handed out
+            cap.release()
+            raise CameraError(f"camera {self.name!r}: frames of {problem}; not opened")
         self._cap = cap
 
     def _report_grant(self, cap: cv2.VideoCapture, cfg: CameraConfig) -> None:
@@ -136,12 +142,17 @@ class CvCaptureSource:
 
     def read(self) -> Optional[np.ndarray]:
         ok, img = self._cap.read()
-        if ok:
-            return np.asarray(img)
-        if self.finite and self.loop and self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0):
+        if not ok and self.finite and self.loop and self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0):
             ok, img = self._cap.read()
-            return np.asarray(img) if ok else None
-        return None
+        if not ok:
+            return None
+        frame = np.asarray(img)
+        # a stream may change size mid-way (H.264 SPS change): such a frame is skipped and counted
+        # before it reaches letterbox/motion/snapshot, which would each copy it again
+        problem = pixel_problem((frame.shape[1], frame.shape[0]), self.max_pixels, "camera.max_pixels")
+        if problem is not None:
+            raise ImageError(f"frame of {problem}; skipped")
+        return frame
 
     def close(self) -> None:
         self._cap.release()
@@ -225,12 +236,15 @@ class FolderSource:
             if data.size and data[:2].tobytes() == b"\xff\xd8":
                 try:
                     img, self.full_size = decode_jpeg(
-                        data.tobytes(), self._f.target() if self._f.target else None
+                        data.tobytes(), self._f.target() if self._f.target else None, self._f.max_pixels
                     )
                 except ImageError:
                     img = None
             elif data.size:
-                img = cv2.imdecode(data, cv2.IMREAD_COLOR)
+                try:
+                    img = cv2.imdecode(data, cv2.IMREAD_COLOR)
+                except cv2.error:
+                    img = None
             if img is None:
                 self._bad_in_a_row += 1
                 raise ImageError(f"{path}: unreadable or corrupt image, skipped")
@@ -274,7 +288,9 @@ def build_source_factory(
 def _open_http(cfg: CameraConfig, kind: SourceKind, target: Optional[DecodeTarget]) -> FrameSource:
     """multipart MJPEG through our own reader; anything else over HTTP (HLS, MP4) through FFmpeg."""
     try:
-        return MjpegHttpSource(str(cfg.source), cfg.stall_timeout_s, cfg.credentials_file, target)
+        return MjpegHttpSource(
+            str(cfg.source), cfg.stall_timeout_s, cfg.credentials_file, target, cfg.max_pixels
+        )
     except NotMultipart as exc:
         log.info("%s; opening it with FFmpeg", exc)
         return CvCaptureSource(cfg, kind, cfg.stall_timeout_s)

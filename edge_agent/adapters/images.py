@@ -11,19 +11,26 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from edge_agent.core.image_header import DEFAULT_MAX_PIXELS, image_dimensions
+from edge_agent.core.image_header import DEFAULT_MAX_PIXELS, HeaderError, image_dimensions, pixel_problem
 from edge_agent.errors import ImageError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 
 
-def check_pixels(data: bytes, name: object, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
-    """Refuse, from the header alone, an image larger than ``max_pixels`` (ImageError, one line)."""
-    dims = image_dimensions(data)
+def check_pixels(data: bytes, name: object, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """Refuse, from the header alone, an image larger than ``max_pixels`` (ImageError, one line).
+
+    Returns the header's (w, h). Bytes whose size no header parser (ours, then Pillow's) can tell
+    are refused too: cv2 would pick a decoder by the same magic and allocate whatever it reads.
+    """
+    try:
+        dims = image_dimensions(data)
+    except HeaderError as exc:
+        raise ImageError(f"{name}: {exc}; not decoded") from None
     if dims is None:  # TIFF and friends: Pillow reads the header without decoding
         import warnings
 
-        from PIL import Image, UnidentifiedImageError
+        from PIL import Image
 
         try:
             with warnings.catch_warnings():
@@ -32,14 +39,14 @@ def check_pixels(data: bytes, name: object, max_pixels: int = DEFAULT_MAX_PIXELS
                     dims = im.size
         except Image.DecompressionBombError as exc:
             raise ImageError(f"{name}: {exc}; not decoded") from None
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
-            return  # not an image Pillow knows: cv2 says so below
-    w, h = dims
-    if w * h > max_pixels:
-        raise ImageError(
-            f"{name}: {w}x{h} pixels ({w * h / 1e6:.0f} MP) exceeds the limit of {max_pixels / 1e6:g} MP "
-            "(max_pixels); not decoded"
-        )
+        except Exception:  # noqa: BLE001 - Pillow's plugins raise anything on crafted headers
+            raise ImageError(
+                f"{name}: not a decodable image ({len(data)} bytes), expected JPEG/PNG/WebP/BMP/TIFF"
+            ) from None
+    problem = pixel_problem(dims, max_pixels)
+    if problem is not None:
+        raise ImageError(f"{name}: {problem}; not decoded")
+    return dims
 
 
 def read_image(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> npt.NDArray[np.uint8]:
@@ -57,7 +64,10 @@ def read_image(path: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> npt.ND
     if not data:
         raise ImageError(f"{p}: empty file, expected a JPEG/PNG/WebP/BMP image")
     check_pixels(data, p, max_pixels)
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    try:
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    except cv2.error:  # a decoder's own abort (OpenCV's pixel cap, libpng): the file, not the run
+        img = None
     if img is None:
         raise ImageError(f"{p}: not a decodable image ({len(data)} bytes), expected JPEG/PNG/WebP/BMP")
     return img  # type: ignore[no-any-return]

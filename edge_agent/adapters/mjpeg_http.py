@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from edge_agent.core.camera_source import redact_source
-from edge_agent.core.image_header import jpeg_size
+from edge_agent.core.image_header import DEFAULT_MAX_PIXELS, jpeg_size, pixel_problem
 from edge_agent.core.mjpeg import (
     MultipartError,
     MultipartParser,
@@ -58,18 +58,32 @@ def read_credentials(path: str) -> tuple[str, str]:
 
 
 def decode_jpeg(
-    data: bytes, target_hw: Optional[tuple[int, int]]
+    data: bytes, target_hw: Optional[tuple[int, int]], max_pixels: int = DEFAULT_MAX_PIXELS
 ) -> tuple[np.ndarray, Optional[tuple[int, int]]]:
     """BGR image, and the JPEG's own (w, h) when it was decoded smaller (libjpeg DCT scaling at
     1/2, 1/4 or 1/8, see reduced_scale), else None.
+
+    The size in the SOF marker is checked against ``max_pixels`` before libjpeg sees the bytes: a
+    1 KB part claiming 65000x65000 took 429 MB (decoded at 1/8) before this check, and a JPEG
+    whose frame header cannot be found is not handed to libjpeg at all.
 
     Measured here on bus.jpg (810x1080) -> 1/2 is not taken for a 640 model (1080/2 < 640);
     zidane.jpg (1280x720) -> 1/2 for a 640 model: see docs/performance.md for the decode times.
     """
     size = jpeg_size(data)
-    denom = reduced_scale(size, target_hw) if size is not None else 1
+    if size is None:
+        raise ImageError(f"JPEG without a readable frame header (SOF) ({len(data)} bytes), skipped")
+    problem = pixel_problem(size, max_pixels)
+    if problem is not None:
+        raise ImageError(f"JPEG part of {problem}; not decoded")
+    denom = reduced_scale(size, target_hw)
     flag = REDUCED_FLAGS.get(denom, cv2.IMREAD_COLOR)
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), flag)
+    try:
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), flag)
+    except cv2.error as exc:  # OpenCV's own pixel cap, a libjpeg abort: one bad part, not the stream
+        raise ImageError(
+            f"undecodable JPEG ({len(data)} bytes): {str(exc).strip().splitlines()[-1]}, skipped"
+        ) from None
     if img is None:
         raise ImageError(f"undecodable JPEG ({len(data)} bytes), skipped")
     return np.asarray(img), (size if denom > 1 else None)
@@ -84,8 +98,10 @@ class MjpegHttpSource:
         timeout_s: float,
         credentials_file: Optional[str] = None,
         target: Optional[Callable[[], Optional[tuple[int, int]]]] = None,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
     ) -> None:
         self.name = redact_source(url)
+        self._max_pixels = max_pixels
         self.finite = False
         self.full_size: Optional[tuple[int, int]] = None
         self._target = target
@@ -150,7 +166,9 @@ class MjpegHttpSource:
         part = self._ready.popleft()
         if part.truncated or not is_complete_jpeg(part.body):
             raise ImageError(f"truncated JPEG part ({len(part.body)} bytes, no end marker), skipped")
-        img, self.full_size = decode_jpeg(part.body, self._target() if self._target else None)
+        img, self.full_size = decode_jpeg(
+            part.body, self._target() if self._target else None, self._max_pixels
+        )
         return img
 
     def close(self) -> None:

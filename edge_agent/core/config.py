@@ -6,12 +6,14 @@ silently ignored key, which on a headless board is the difference between "syncs
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import List, Literal, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from edge_agent.core.mqtt_names import topic_level_problem, topic_prefix_problem
 from edge_agent.errors import ConfigError, EdgeAgentError
 from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
@@ -21,6 +23,7 @@ else:  # pragma: no cover - exercised only on 3.9/3.10
     import tomli as tomllib
 
 DEFAULT_CONFIG_PATH = Path("/etc/edge-agent/config.toml")
+_DEVICE_ID = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 # Field annotations use typing.List/Optional, never list[...] / X | None: pydantic evaluates them,
@@ -30,11 +33,22 @@ class _Section(BaseModel):
 
 
 class DeviceConfig(_Section):
-    # the MQTT client id and a topic level: letters, digits, "_", ".", "-" (so no "+", "#", "/",
-    # NUL or leading "$"), at most 64 characters (MQTT 3.1.1 only guarantees 23; mosquitto takes more)
-    id: str = Field(default="edge-0", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    # the MQTT client id and a topic level: ASCII letters, digits, "_", ".", "-" (so no "+", "#",
+    # "/", control characters or leading "$"), at most 64 characters (MQTT 3.1.1 only guarantees
+    # 23; mosquitto takes more)
+    id: str = Field(default="edge-0", min_length=1, max_length=64)
     # where durable state lives (queue, TensorRT engine cache, status file)
     state_dir: str = "/var/lib/edge-agent"
+
+    @field_validator("id")
+    @classmethod
+    def _valid_device_id(cls, value: str) -> str:
+        problem = topic_level_problem(value)
+        if problem is None and not _DEVICE_ID.fullmatch(value):
+            problem = "only ASCII letters, digits, '_', '.' and '-' are allowed"
+        if problem is not None:
+            raise ValueError(f"not a usable device id (MQTT client id and topic level): {problem}")
+        return value
 
 
 class CameraConfig(_Section):
@@ -48,8 +62,9 @@ class CameraConfig(_Section):
     # capture cadence: 0 = as fast as inference goes; otherwise seconds between frames
     interval_s: float = Field(default=0.0, ge=0)
     stall_timeout_s: float = Field(default=10.0, gt=0)
-    # folder camera: images larger than this (read from the header) are skipped and counted, never
-    # decoded; a 20000x20000 PNG of 1.1 MB would otherwise take 2.45 GB
+    # every decode path: folder images and HTTP-MJPEG parts larger than this (read from the header)
+    # are skipped and counted, never decoded (a 20000x20000 PNG of 1.1 MB would otherwise take
+    # 2.45 GB); a video/RTSP/V4L2 source announcing larger frames is not opened, a larger frame skipped
     max_pixels: int = Field(default=40_000_000, gt=0)
     # http(s) MJPEG basic auth: a file with one line "user:password" (systemd LoadCredential=)
     credentials_file: Optional[str] = None
@@ -148,8 +163,6 @@ class MqttConfig(_Section):
     @field_validator("topic_prefix")
     @classmethod
     def _valid_topic_prefix(cls, value: str) -> str:
-        from edge_agent.core.messages import topic_prefix_problem
-
         problem = topic_prefix_problem(value)
         if problem is not None:
             raise ValueError(f"not a usable MQTT topic prefix: {problem}")

@@ -117,29 +117,3 @@ def topics(prefix: str, device_id: str) -> Topics:
     """Every topic a device publishes on: ``<prefix>/<device>/{detections,status,sensors}``."""
     base = f"{prefix.strip('/')}/{device_id}"
     return Topics(f"{base}/detections", f"{base}/status", f"{base}/sensors")
-
-
-# MQTT 3.1.1 section 4.7 / 1.5.3: topic names are UTF-8 strings of at most 65535 bytes, without
-# NUL or wildcards; names starting with "$" are the broker's ($SYS). Kept well below the limit
-# so prefix + device id + suffix always fit, and a broker's smaller limits are rarely hit.
-MAX_PREFIX_BYTES = 1024
-
-
-def topic_prefix_problem(prefix: str) -> Optional[str]:
-    """Why ``prefix`` cannot start a publish topic, or None if it can."""
-    if not prefix.strip("/"):
-        return "must not be empty"
-    if "\x00" in prefix:
-        return "must not contain NUL"
-    for ch in ("+", "#"):
-        if ch in prefix:
-            return f"must not contain the MQTT wildcard {ch!r}"
-    if prefix.lstrip("/").startswith("$"):
-        return "must not start with '$' (reserved for the broker, e.g. $SYS)"
-    try:
-        n = len(prefix.encode("utf-8"))
-    except UnicodeEncodeError:
-        return "must be valid UTF-8"
-    if n > MAX_PREFIX_BYTES:
-        return f"is {n} bytes long, at most {MAX_PREFIX_BYTES} allowed"
-    return None

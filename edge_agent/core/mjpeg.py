@@ -15,10 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from edge_agent.errors import CameraError
+
 MAX_PART_BYTES = 16 * 1024 * 1024  # a 4K JPEG is ~2 MB; more than this without a boundary is garbage
 
 
-class MultipartError(ValueError):
+class MultipartError(CameraError, ValueError):
     """The stream is not multipart at all (or a part grew past MAX_PART_BYTES)."""
 
 
@@ -112,8 +114,10 @@ class MultipartParser:
         headers = self._headers
         length: Optional[int] = None
         raw = headers.get("content-length", "")
-        if raw.isdigit():
-            length = int(raw)
+        # ASCII digits only ("\xb2" is a latin-1 digit to str.isdigit), and few of them: a 5000-digit
+        # value would make int() raise instead of being refused as too large
+        if raw.isascii() and raw.isdigit():
+            length = int(raw) if len(raw) <= 12 else self._max + 1
         if length is not None and length > self._max:
             raise MultipartError(f"part Content-Length {length} exceeds {self._max} bytes")
         if length is not None:
@@ -130,6 +134,8 @@ class MultipartParser:
         return self._take(i, headers, truncated=False)
 
     def _take(self, n: int, headers: dict[str, str], truncated: bool) -> Part:
+        if n > self._max:  # one read can complete a part that never sat in the buffer check
+            raise MultipartError(f"part of {n} bytes exceeds {self._max} bytes")
         body = bytes(self._buf[:n])
         del self._buf[:n]
         self._headers = None
