@@ -49,10 +49,13 @@ def free_port() -> int:
 
 
 class RtspServer:
-    """``rtsp://127.0.0.1:PORT/cam``; ``stop()`` kills it (SIGKILL: a camera losing power), ``start()`` again."""
+    """``rtsp://127.0.0.1:PORT/cam`` (``protocols="udp"``: refuses RTP over TCP with 461, like VLC);
+    ``stop()`` kills it (SIGKILL: a camera losing power), ``start()`` again."""
 
-    def __init__(self, fps: int = 25, codec: str = "h264", port: Optional[int] = None) -> None:
-        self.fps, self.codec = fps, codec
+    def __init__(
+        self, fps: int = 25, codec: str = "h264", port: Optional[int] = None, protocols: str = "any"
+    ) -> None:
+        self.fps, self.codec, self.protocols = fps, codec, protocols
         self.port = port or free_port()
         self.url = f"rtsp://127.0.0.1:{self.port}/cam"
         self.proc: Optional[subprocess.Popen[str]] = None
@@ -68,6 +71,8 @@ class RtspServer:
                 str(self.fps),
                 "--codec",
                 self.codec,
+                "--protocols",
+                self.protocols,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

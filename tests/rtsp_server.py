@@ -1,6 +1,6 @@
 """A real RTSP server for the camera tests: GStreamer's gst-rtsp-server, run by Debian's python3.
 
-    /usr/bin/python3 tests/rtsp_server.py --port 8554 --fps 25 --codec h264|mjpeg
+    /usr/bin/python3 tests/rtsp_server.py --port 8554 --fps 25 --codec h264|mjpeg [--protocols udp|tcp]
 
 Serves ``rtsp://127.0.0.1:PORT/cam``. Every frame carries the wall-clock time (ms, mod 2**32)
 it was made at as 32 black/white blocks (8 x 4 grid, MSB first, row-major), big enough to survive
@@ -19,7 +19,8 @@ import gi
 
 gi.require_version("Gst", "1.0")
 gi.require_version("GstRtspServer", "1.0")
-from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+gi.require_version("GstRtsp", "1.0")
+from gi.repository import GLib, Gst, GstRtsp, GstRtspServer  # noqa: E402
 
 W, H = 320, 240
 COLS, ROWS = 8, 4
@@ -59,6 +60,8 @@ class Factory(GstRtspServer.RTSPMediaFactory):  # type: ignore[misc]
         return Gst.parse_launch(self.launch)
 
     def do_configure(self, media: GstRtspServer.RTSPMedia) -> None:
+        # the factory's default configure (not chained up to) is what copies its protocols
+        media.set_protocols(self.get_protocols())
         src = media.get_element().get_child_by_name("src")
         period_ms = max(1, int(1000 / self.fps))
 
@@ -74,12 +77,20 @@ def main() -> int:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--fps", type=int, default=25)
     ap.add_argument("--codec", choices=("h264", "mjpeg"), default="h264")
+    # "udp": RTP over UDP only, TCP SETUPs get 461 Unsupported Transport (VLC, many NVRs and cameras)
+    ap.add_argument("--protocols", choices=("any", "udp", "tcp"), default="any")
     a = ap.parse_args()
     Gst.init(None)
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
     server.set_service(str(a.port))
-    server.get_mount_points().add_factory("/cam", Factory(a.fps, a.codec))
+    factory = Factory(a.fps, a.codec)
+    lower = GstRtsp.RTSPLowerTrans
+    if a.protocols == "udp":
+        factory.set_protocols(lower.UDP | lower.UDP_MCAST)
+    elif a.protocols == "tcp":
+        factory.set_protocols(lower.TCP)
+    server.get_mount_points().add_factory("/cam", factory)
     if server.attach(None) == 0:
         print(f"cannot listen on 127.0.0.1:{a.port}", file=sys.stderr)
         return 1

@@ -21,6 +21,7 @@ from typing import Callable, Optional, Protocol, Tuple
 import cv2
 import numpy as np
 
+from edge_agent.adapters.camera_rtsp import open_rtsp
 from edge_agent.adapters.images import check_pixels
 from edge_agent.adapters.mjpeg_http import MjpegHttpSource, NotMultipart, decode_jpeg, read_credentials
 from edge_agent.core.camera_source import (
@@ -64,7 +65,8 @@ def gstreamer_available() -> bool:
 
 
 class CvCaptureSource:
-    """cv2.VideoCapture configured for the source kind (V4L2 MJPG, RTSP over TCP, GStreamer, file)."""
+    """cv2.VideoCapture configured for the source kind (V4L2 MJPG, RTSP over camera.rtsp_transport,
+    GStreamer, file)."""
 
     def __init__(self, cfg: CameraConfig, kind: SourceKind, timeout_s: float) -> None:
         self.name = redact_source(cfg.source)
@@ -89,9 +91,6 @@ class CvCaptureSource:
                 cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)
                 self._report_grant(cap, cfg)
         elif kind is SourceKind.NETWORK:
-            if str(src).lower().startswith(("rtsp://", "rtsps://")):
-                # UDP RTP loses packets on Wi-Fi and smears frames; must be set before the open
-                os.environ.setdefault("OPENCV_FFMPEG_CAPTURE_OPTIONS", "rtsp_transport;tcp")
             # one decoder thread: FFmpeg's frame threading holds back (threads - 1) decoded frames;
             # measured on the test RTSP server at 10 fps H.264: 202 ms frame age by default, 101 ms with 1
             params = [
@@ -102,7 +101,10 @@ class CvCaptureSource:
                 cv2.CAP_PROP_N_THREADS,
                 1,
             ]
-            cap = cv2.VideoCapture(str(src), cv2.CAP_FFMPEG, params)
+            if str(src).lower().startswith(("rtsp://", "rtsps://")):
+                cap = open_rtsp(str(src), self.name, cfg.rtsp_transport, params, timeout_s)
+            else:
+                cap = cv2.VideoCapture(str(src), cv2.CAP_FFMPEG, params)
         elif kind is SourceKind.GSTREAMER:
             if not gstreamer_available():
                 raise CameraError(

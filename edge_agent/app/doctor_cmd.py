@@ -169,16 +169,27 @@ def _camera(cfg: Any, add: Add) -> None:
         cam.start()
         frame = cam.read(timeout_s=10.0)
     except EdgeAgentError as exc:
-        add("camera", FAIL, str(exc), "fix [camera] source or plug the camera in")
+        add("camera", FAIL, str(exc), _camera_fix(cam.kind.value, str(exc)))
         return
     finally:
         cam.stop()
     if frame is None:
         why = cam.last_error or "no frame within 10 s"
-        add("camera", FAIL, f"{cam.name}: {why}", "fix [camera] source or plug the camera in")
+        add("camera", FAIL, f"{cam.name}: {why}", _camera_fix(cam.kind.value, why))
     else:
         h, w = frame.image.shape[:2]
         add("camera", OK, f"{cam.name}: got a {w}x{h} frame")
+
+
+def _camera_fix(kind: str, why: str) -> str:
+    """The fix for what went wrong, not "plug it in" for a server that only speaks UDP."""
+    if "Unsupported Transport" in why:
+        return 'set [camera] rtsp_transport = "udp" (or "auto")'
+    if "max_pixels" in why:
+        return "lower the camera's resolution or raise [camera] max_pixels"
+    if kind == "network":
+        return "check [camera] source (URL, user, path), the network and that the camera is on"
+    return "fix [camera] source or plug the camera in"
 
 
 def _serial(cfg: Any, add: Add) -> None:

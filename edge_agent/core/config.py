@@ -68,6 +68,9 @@ class CameraConfig(_Section):
     max_pixels: int = Field(default=40_000_000, gt=0)
     # http(s) MJPEG basic auth: a file with one line "user:password" (systemd LoadCredential=)
     credentials_file: Optional[str] = None
+    # RTSP: RTP over "tcp" (no smeared frames on Wi-Fi), "udp", or "auto" = TCP, and UDP when the
+    # server answers 461 Unsupported Transport (VLC, several NVRs and cheap cameras offer UDP only)
+    rtsp_transport: Literal["tcp", "udp", "auto"] = "auto"
     reconnect_max_s: float = Field(default=30.0, gt=0)
 
 
