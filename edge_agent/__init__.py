@@ -8,5 +8,9 @@ DIST_NAME = "onnx-edge-agent"
 
 
 def install_hint(extra: str) -> str:
-    """How to get an optional extra: by the distribution name, or from a checkout."""
-    return f"pip install '{DIST_NAME}[{extra}]' (from a checkout: pip install '.[{extra}]')"
+    """How to get an optional extra. The checkout form comes first: no package index serves
+    the distribution yet, so the index form is only for when it is published."""
+    return (
+        f"pip install '.[{extra}]' in the edge-agent checkout "
+        f"(once published on the package index: pip install '{DIST_NAME}[{extra}]')"
+    )

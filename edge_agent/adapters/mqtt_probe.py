@@ -7,8 +7,9 @@ off the broker (MQTT closes an existing session that has the same client id).
 
 from __future__ import annotations
 
+import ssl
 import threading
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import paho.mqtt.client as mqtt
 
@@ -16,9 +17,14 @@ from edge_agent.adapters.mqtt_sync import describe_connect_error, read_password,
 from edge_agent.core.config import MqttConfig
 from edge_agent.errors import EdgeAgentError
 
+# "refused": the broker answered and said no (bad password, not authorised), or our TLS/credential
+# files are wrong: a configuration mistake that never heals by waiting. "unreachable": no answer,
+# which an offline device may legitimately see (results queue locally).
+Outcome = Literal["ok", "refused", "unreachable"]
 
-def probe_broker(cfg: MqttConfig, device_id: str, timeout_s: float = 5.0) -> tuple[bool, str]:
-    """(accepted, what happened): connect, wait for CONNACK, disconnect. Publishes nothing."""
+
+def probe_broker(cfg: MqttConfig, device_id: str, timeout_s: float = 5.0) -> tuple[Outcome, str]:
+    """(outcome, what happened): connect, wait for CONNACK, disconnect. Publishes nothing."""
     answered = threading.Event()
     outcome: dict[str, Optional[str]] = {"refused": None}
 
@@ -31,7 +37,7 @@ def probe_broker(cfg: MqttConfig, device_id: str, timeout_s: float = 5.0) -> tup
         tls = tls_context(cfg)
         password = read_password(cfg)
     except (EdgeAgentError, OSError) as exc:
-        return False, str(exc)
+        return "refused", str(exc)
     client = mqtt.Client(
         mqtt.CallbackAPIVersion.VERSION2, client_id=f"{device_id}-doctor", reconnect_on_failure=False
     )
@@ -44,14 +50,18 @@ def probe_broker(cfg: MqttConfig, device_id: str, timeout_s: float = 5.0) -> tup
     try:
         client.connect(cfg.host, cfg.port, keepalive=max(5, int(timeout_s) * 2))
     except OSError as exc:
-        return False, describe_connect_error(cfg, exc)
+        # a certificate the CA does not sign is a configuration mistake, not an outage
+        return ("refused" if isinstance(exc, ssl.SSLError) else "unreachable"), describe_connect_error(
+            cfg, exc
+        )
     client.loop_start()
     try:
         if not answered.wait(timeout_s):
-            return False, f"{where}: no CONNACK within {timeout_s:.0f}s"
+            return "unreachable", f"{where}: no CONNACK within {timeout_s:.0f}s"
         if outcome["refused"]:
-            return False, f"{where}: broker refused the connection: {outcome['refused']}"
-        return True, f"{where}: connected as {cfg.username or 'anonymous'}"
+            who = f" as {cfg.username!r}" if cfg.username else " anonymously"
+            return "refused", f"{where}: broker refused the connection{who}: {outcome['refused']}"
+        return "ok", f"{where}: connected as {cfg.username or 'anonymous'}"
     finally:
         client.disconnect()
         client.loop_stop()

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from edge_agent import install_hint
 from edge_agent.errors import ConfigError, ModelError
 
-INSTALL_HINT = "pip install 'onnx-edge-agent[signing]' (PyNaCl)"
+INSTALL_HINT = install_hint("signing") + " (PyNaCl)"
 
 
 def _nacl() -> Any:

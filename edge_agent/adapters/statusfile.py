@@ -31,7 +31,12 @@ class StatusSnapshot:
 
 def write_status(path: Union[str, Path], status: Mapping[str, Any], now: Optional[float] = None) -> None:
     """Atomically replace ``path`` with the snapshot (core.status, exactly as MQTT carries it; its
-    ``ts`` is the time it was taken); creates the directory. Mode 0640 however we were started."""
+    ``ts`` is the time it was taken); creates the directory.
+
+    Mode 0644 however we were started: ``edge-agent status`` is for any operator on the box, like
+    ``systemctl status``. The snapshot holds counters, states and redacted sources, never a
+    password or a URL's credentials, and the Prometheus port already serves the same to any local
+    user; the config (broker, user names) stays 0640."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     body = dict(status)
@@ -42,7 +47,7 @@ def write_status(path: Union[str, Path], status: Mapping[str, Any], now: Optiona
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o640)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -68,10 +68,9 @@ classes = []              # keep only these class names (empty = all)
 enabled = true
 host = "broker.example.internal"
 port = 8883
-topic_prefix = "edge"     # edge/<device>/detections|status|sensors; no + # NUL, no leading $ (docs/messages.md)
+topic_prefix = "edge"     # edge/<device>/detections|status|sensors; no + # or control characters, no leading $ or /$ (docs/messages.md)
 # username = "pi-entrance-01"
-# password_file = "/run/credentials/edge-agent.service/mqtt-password"  # systemd LoadCredential=
-password_env = "EDGE_AGENT_MQTT_PASSWORD"
+# password_file = "mqtt-password"  # the password goes in /etc/edge-agent/mqtt-password (root, 0600); the unit hands it over (LoadCredential=)
 # tls_ca = "/etc/edge-agent/ca.pem"
 # tls_cert = "/etc/edge-agent/client.pem"
 # tls_key = "/etc/edge-agent/client.key"

@@ -14,7 +14,7 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from edge_agent.app.configfile import add_config_arg
 
@@ -32,8 +32,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def checks(cfg: Any, root: str, probe: bool = True) -> list[dict[str, str]]:
-    """Every check, in order; ``probe`` False skips what touches devices, models and the network."""
+def checks(
+    cfg: Any, root: str, probe: bool = True, config_dir: Optional[Path] = None
+) -> list[dict[str, str]]:
+    """Every check, in order; ``probe`` False skips what touches devices, models and the network.
+    ``config_dir``: where a relative ``[mqtt] password_file`` is found outside the unit."""
     import onnxruntime as ort
 
     from edge_agent import __version__
@@ -122,17 +125,7 @@ def checks(cfg: Any, root: str, probe: bool = True) -> list[dict[str, str]]:
             else "",
         )
     if cfg.mqtt.enabled and probe:
-        from edge_agent.adapters.mqtt_probe import probe_broker
-
-        ok_net, msg = probe_broker(cfg.mqtt, cfg.device.id)
-        add(
-            "broker",
-            OK if ok_net else WARN,
-            msg,
-            ""
-            if ok_net
-            else "results queue locally until the broker accepts us; check [mqtt] host/port/TLS/credentials",
-        )
+        _broker(cfg, add, config_dir)
     elif not cfg.mqtt.enabled:
         add("broker", OK, "MQTT disabled: results stay in the local queue")
     synced = clock_synchronised(root)
@@ -179,6 +172,32 @@ def _camera(cfg: Any, add: Add) -> None:
     else:
         h, w = frame.image.shape[:2]
         add("camera", OK, f"{cam.name}: got a {w}x{h} frame")
+
+
+def _broker(cfg: Any, add: Add, config_dir: Optional[Path]) -> None:
+    """CONNACK with the service's settings: refused (bad password, ACL, TLS files) FAILs, since
+    waiting never fixes it; unreachable only warns (an offline device queues locally)."""
+    from edge_agent.adapters.mqtt_probe import probe_broker
+
+    mqtt = cfg.mqtt
+    pw = mqtt.password_file
+    if pw and not Path(pw).is_absolute() and not os.environ.get("CREDENTIALS_DIRECTORY") and config_dir:
+        # outside the unit: the credential's source, next to the config (LoadCredential=
+        # mqtt-password:/etc/edge-agent/mqtt-password), is what the service will be handed
+        mqtt = mqtt.model_copy(update={"password_file": str(config_dir / pw)})
+    outcome, msg = probe_broker(mqtt, cfg.device.id)
+    if outcome == "ok":
+        add("broker", OK, msg)
+    elif outcome == "refused":
+        add(
+            "broker",
+            FAIL,
+            msg,
+            "fix [mqtt] username / the password in /etc/edge-agent/mqtt-password (README: MQTT password), "
+            "or the TLS files",
+        )
+    else:
+        add("broker", WARN, msg, "results queue locally until the broker answers; check [mqtt] host/port")
 
 
 def _camera_fix(kind: str, why: str) -> str:
@@ -252,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
             {"check": "config", "status": FAIL, "detail": str(exc), "fix": "see 'edge-agent config example'"}
         )
         cfg, probe = Config(), False
-    results = pre + checks(cfg, args.root, probe)
+    results = pre + checks(cfg, args.root, probe, Path(path).parent)
     if args.json:
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     else:

@@ -103,7 +103,17 @@ def run(args: argparse.Namespace) -> int:
     inputs = args.images or [str(demo_samples())]
     save_dir = Path(args.save) if args.save else None
     if save_dir:
-        save_dir.mkdir(parents=True, exist_ok=True)
+        if save_dir.exists() and not save_dir.is_dir():
+            raise EdgeAgentError(
+                f"--save {save_dir}: is a file, expected a folder for the annotated images "
+                "(it is never written over)"
+            )
+        try:
+            save_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EdgeAgentError(
+                f"--save {save_dir}: cannot create the folder: {exc.strerror or exc}"
+            ) from None
     failures = processed = 0
     used_names: set[str] = set()
     paths = list(expand_inputs(inputs))

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from edge_agent.app.argtypes import positive_int
 from edge_agent.app.configfile import add_config_arg
+from edge_agent.errors import EdgeAgentError
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,20 @@ def demo(args: argparse.Namespace) -> int:
     from edge_agent.app.agent import Agent
 
     state = Path(args.state_dir).resolve()
-    state.mkdir(parents=True, exist_ok=True)
+    if state.exists() and not state.is_dir():
+        raise EdgeAgentError(
+            f"--state-dir {args.state_dir}: is a file, expected a folder for the demo's queue"
+        )
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EdgeAgentError(
+            f"--state-dir {args.state_dir}: cannot create the folder: {exc.strerror or exc}"
+        ) from None
+    if not os.access(state, os.W_OK | os.X_OK):
+        raise EdgeAgentError(
+            f"--state-dir {args.state_dir}: not writable by this user; choose another folder"
+        )
     cfg = demo_config(state, args.loop)
     out = sys.stdout
 

@@ -107,15 +107,29 @@ def render(d: Mapping[str, Any], age_s: float, max_age: float, now: float) -> st
     return "\n".join(lines) + "\n"
 
 
+def _status_file(config: Optional[str]) -> str:
+    """The config's [health] status_file; the default one when the config exists but this user
+    may not read it (0640, group edge-agent): the status is for every operator, the config not."""
+    import os
+
+    from edge_agent.app.configfile import config_path, load_config
+    from edge_agent.core.config import HealthConfig
+
+    cfg_path = config_path(config)
+    if cfg_path.is_file() and not os.access(cfg_path, os.R_OK):
+        default = HealthConfig().status_file
+        sys.stderr.write(
+            f"edge-agent status: {cfg_path} is readable by the edge-agent group only; reading the "
+            f"default {default} (join the group or pass --file for another one)\n"
+        )
+        return default
+    return load_config(config).health.status_file
+
+
 def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.statusfile import read_status
-    from edge_agent.app.configfile import load_config
 
-    if args.file:
-        path = args.file
-    else:
-        cfg = load_config(args.config)
-        path = cfg.health.status_file
+    path = args.file or _status_file(args.config)
     snap = read_status(path)
     if snap is None:
         raise EdgeAgentError(f"{path}: no status file (is the agent running? `systemctl status edge-agent`)")

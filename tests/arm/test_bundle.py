@@ -9,11 +9,13 @@ that venv. `doctor` and `infer` are exercised as soon as the CLI has them.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,11 +33,38 @@ pytestmark = [
     pytest.mark.skipif(
         "EDGE_AGENT_QEMU_CPU" in os.environ, reason="runs on the host: it drives the emulator itself"
     ),
-    pytest.mark.skipif(
-        shutil.which("qemu-aarch64-static") is None or shutil.which("mmdebstrap") is None,
-        reason="needs qemu-user-static and mmdebstrap (apt-get install qemu-user-static mmdebstrap)",
-    ),
 ]
+NEEDS_QEMU = (
+    "needs qemu-user-static and mmdebstrap (apt-get install qemu-user-static mmdebstrap)"
+    if shutil.which("qemu-aarch64-static") is None or shutil.which("mmdebstrap") is None
+    else None
+)
+
+
+def extract(tarball: Path, dest: Path) -> None:
+    """Extract refusing members (and links) that would land outside ``dest`` and device nodes.
+    ``filter="data"`` does that on Python >= 3.11.4 (and 3.8.17+, 3.9.17+, 3.10.12+); Debian 12's
+    /usr/bin/python3 is 3.11.2, so without it the same checks are made here first."""
+    with tarfile.open(tarball) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        root = dest.resolve()
+        for m in tar.getmembers():
+            target = (root / m.name).resolve()
+            if m.name.startswith("/") or not target.is_relative_to(root):
+                raise (
+                    tarfile.OutsideDestinationError(m, str(target))
+                    if hasattr(tarfile, "OutsideDestinationError")
+                    else ValueError(f"{m.name}: outside {root}")
+                )
+            if m.issym() or m.islnk():
+                link = (target.parent / m.linkname) if m.issym() else (root / m.linkname)
+                if m.linkname.startswith("/") or not link.resolve().is_relative_to(root):
+                    raise ValueError(f"{m.name}: link to {m.linkname} leaves {root}")
+            if m.isdev():
+                raise ValueError(f"{m.name}: device node in a bundle")
+        tar.extractall(dest)
 
 
 @dataclass(frozen=True)
@@ -64,12 +93,13 @@ def _run(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess[st
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    if NEEDS_QEMU:
+        pytest.skip(NEEDS_QEMU)
     work = tmp_path_factory.mktemp("bundle")
     built = _run(["bash", str(CROSS / "build-bundle.sh"), "-o", str(work / "dist")])
     assert built.returncode == 0, built.stderr
     tarball = Path(built.stdout.strip().splitlines()[-1])
-    with tarfile.open(tarball) as tar:
-        tar.extractall(work / "x", filter="tar")
+    extract(tarball, work / "x")
     (bundle,) = (work / "x").iterdir()
     env_py = _run(["bash", str(CROSS / "qemu-env.sh")])
     assert env_py.returncode == 0, env_py.stderr
@@ -254,3 +284,31 @@ def test_device_smoke_reports_the_installed_runtime(installed: Installed, tmp_pa
         assert ran or missing, report
     (saved,) = tmp_path.glob("edge-agent-smoke-*.txt")
     assert saved.read_text(encoding="utf-8") == report
+
+
+@pytest.mark.parametrize("python_has_filter", [True, False])
+def test_extract_keeps_members_inside_and_refuses_escapes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, python_has_filter: bool
+) -> None:
+    if not python_has_filter:  # what Debian 12's Python 3.11.2 looks like
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    elif not hasattr(tarfile, "data_filter"):
+        pytest.skip(f"this Python ({sys.version.split()[0]}) has no extraction filters")
+    good = tmp_path / "good.tar.gz"
+    (tmp_path / "src" / "bundle").mkdir(parents=True)
+    (tmp_path / "src" / "bundle" / "install.sh").write_text("echo hi\n")
+    with tarfile.open(good, "w:gz") as tar:
+        tar.add(tmp_path / "src" / "bundle", arcname="bundle")
+    extract(good, tmp_path / "x")
+    assert (tmp_path / "x" / "bundle" / "install.sh").read_text() == "echo hi\n"
+    for name, kind in [("../escape.txt", tarfile.REGTYPE), ("bundle/link", tarfile.SYMTYPE)]:
+        bad = tmp_path / f"bad-{kind!r}.tar"
+        with tarfile.open(bad, "w") as tar:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind == tarfile.SYMTYPE:
+                info.linkname = "../../outside"
+            tar.addfile(info, io.BytesIO(b""))
+        with pytest.raises((ValueError, tarfile.TarError)):
+            extract(bad, tmp_path / "y")
+        assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "y" / "bundle" / "link").exists()

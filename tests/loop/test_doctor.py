@@ -138,8 +138,9 @@ def test_doctor_reports_a_broker_that_refuses_our_credentials(tmp_path: Path) ->
         secret.write_text("wrong\n")
         mqtt = f'[mqtt]\nhost = "127.0.0.1"\nport = {b.port}\nusername = "cam"\npassword_file = "{secret}"\n'
         rc, checks, _ = doctor("--config", str(config(tmp_path, mqtt)))
-        assert rc == 0 and checks["broker"]["status"] == "warn"
-        assert "refused" in checks["broker"]["detail"], checks["broker"]
+        # a wrong password never heals by waiting: FAIL and exit 1 (issue 22), not warn
+        assert rc == 1 and checks["broker"]["status"] == "FAIL"
+        assert "refused the connection as 'cam'" in checks["broker"]["detail"], checks["broker"]
         secret.write_text("right\n")
         rc, checks, _ = doctor("--config", str(config(tmp_path, mqtt)))
         assert checks["broker"]["status"] == "ok" and "connected as cam" in checks["broker"]["detail"]
