@@ -9,7 +9,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -131,11 +133,20 @@ def _nobody_can_run_python() -> str | None:
     return None
 
 
-def test_status_works_for_an_operator_who_is_not_root(tmp_path: Path) -> None:
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A folder other users can enter (pytest's tmp_path sits under a 0700 directory)."""
+    d = Path(tempfile.mkdtemp(prefix="edge-agent-status-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d)
+
+
+def test_status_works_for_an_operator_who_is_not_root(open_dir: Path) -> None:
     why = _nobody_can_run_python()
     if why:
         pytest.skip(why)
-    os.chmod(tmp_path, 0o755)
+    tmp_path = open_dir
     run_dir = tmp_path / "run"
     run_dir.mkdir(mode=0o755)
     status = run_dir / "status.json"
