@@ -39,6 +39,11 @@ class Packed(NamedTuple):
     raw_bytes: int  # JSON Lines size before compression
 
 
+def batch_topic(prefix: str, device_id: str) -> str:
+    """``<prefix>/<device>/batch.zlib``: the encoding is in the topic, so no MQTT 5 needed."""
+    return f"{prefix.strip('/')}/{device_id}/{BATCH_KIND}"
+
+
 def kind_of(topic: str) -> str:
     """The kind of a device topic ``<prefix>/<device>/<kind>``: its last level."""
     return topic.rsplit("/", 1)[-1]
