@@ -35,7 +35,7 @@ from edge_agent.errors import QueueError, SyncError
 log = logging.getLogger("edge_agent.mqtt")
 IDLE_POLL_S = 0.25
 STOP_GRACE_S = 2.0
-BATCHES_IN_FLIGHT = 8  # batches of up to batch_max_messages each awaiting their PUBACK
+BATCHES_IN_FLIGHT = 2  # batches awaiting their PUBACK: more only made each claim skip more rows
 
 
 def read_password(cfg: MqttConfig) -> Optional[str]:

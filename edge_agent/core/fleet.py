@@ -103,7 +103,7 @@ def _json_text(value: Any, where: str) -> str:
 def _int(body: Mapping[str, Any], key: str, lo: int, hi: int, where: str) -> int:
     value = body.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise IngestError(f"{where}: {key} = {str(value)[:40]!r}, expected an integer {lo}..{hi}")
+        raise IngestError(f"{where}: {key} = {repr(value)[:40]}, expected an integer {lo}..{hi}")
     return value
 
 
