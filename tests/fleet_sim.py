@@ -20,13 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers_outbox import big_limits  # noqa: E402
+from helpers_outbox import big_limits
 
-from edge_agent.adapters.mqtt_sync import MqttSync  # noqa: E402
-from edge_agent.adapters.outbox import Outbox  # noqa: E402
-from edge_agent.core.config import MqttConfig  # noqa: E402
-from edge_agent.core.messages import result_message  # noqa: E402
-from edge_agent.core.status import build_status  # noqa: E402
+from edge_agent.adapters.mqtt_sync import MqttSync
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.core.config import MqttConfig
+from edge_agent.core.messages import result_message
+from edge_agent.core.status import build_status
 
 
 def result(dev: str, i: int) -> dict[str, object]:
@@ -47,10 +47,24 @@ def status_fn(dev: str, ob: Outbox, sync: list[MqttSync], t0: float):  # type: i
     def snap() -> dict[str, object]:
         now = time.time()
         return build_status(
-            device_id=dev, version="sim", state="running", ts=now, started_at=t0, uptime_s=now - t0,
-            ready_s=0.1, pid=0, counters={}, fps=0.0, latency_ms={}, queue=ob.stats(),
-            broker=sync[0].stats() if sync else None, camera=None, sensor=None, provider=None,
-            models={"detector": {"id": "sim-model-1"}}, clock_synced=True,
+            device_id=dev,
+            version="sim",
+            state="running",
+            ts=now,
+            started_at=t0,
+            uptime_s=now - t0,
+            ready_s=0.1,
+            pid=0,
+            counters={},
+            fps=0.0,
+            latency_ms={},
+            queue=ob.stats(),
+            broker=sync[0].stats() if sync else None,
+            camera=None,
+            sensor=None,
+            provider=None,
+            models={"detector": {"id": "sim-model-1"}},
+            clock_synced=True,
         )
 
     return snap
@@ -78,8 +92,13 @@ def main() -> int:
         ob.flush()
         holder: list[MqttSync] = []
         cfg = MqttConfig(
-            port=a.port, reconnect_min_s=0.5, reconnect_max_s=4.0, inflight=100,
-            batch_threshold=a.batch_threshold, batch_max_messages=a.batch_max, status_interval_s=5,
+            port=a.port,
+            reconnect_min_s=0.5,
+            reconnect_max_s=4.0,
+            inflight=100,
+            batch_threshold=a.batch_threshold,
+            batch_max_messages=a.batch_max,
+            status_interval_s=5,
         )
         sync = MqttSync(cfg, dev, ob, status_fn=status_fn(dev, ob, holder, t0))
         holder.append(sync)

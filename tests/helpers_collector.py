@@ -64,14 +64,32 @@ class Postgres:
     def start(self) -> None:
         if not self.data.exists():
             self._run(
-                str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                "--no-sync", "-E", "UTF8", "--locale=C",
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
             )
         opts = (
             f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root} "
             "-c fsync=on -c max_connections=50 -c shared_buffers=32MB"
         )
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"), "-w", "start")
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            opts,
+            "-l",
+            str(self.root / "log"),
+            "-w",
+            "start",
+        )
         wait_port(self.port, 30)
 
     def stop(self) -> None:
@@ -92,11 +110,29 @@ def sqlite_url(path: Path) -> str:
 class CollectorProc:
     """``edge-agent collect`` as a child process with its log in ``log``."""
 
-    def __init__(self, broker_port: int, db: str, log: Path, client_id: str, group: Optional[str] = None,
-                 metrics_port: int = 0, prefix: str = "edge") -> None:
+    def __init__(
+        self,
+        broker_port: int,
+        db: str,
+        log: Path,
+        client_id: str,
+        group: Optional[str] = None,
+        metrics_port: int = 0,
+        prefix: str = "edge",
+    ) -> None:
         self.args = [
-            sys.executable, "-m", "edge_agent", "collect", "--broker", f"mqtt://127.0.0.1:{broker_port}",
-            "--db", db, "--client-id", client_id, "--prefix", prefix,
+            sys.executable,
+            "-m",
+            "edge_agent",
+            "collect",
+            "--broker",
+            f"mqtt://127.0.0.1:{broker_port}",
+            "--db",
+            db,
+            "--client-id",
+            client_id,
+            "--prefix",
+            prefix,
         ]
         if group:
             self.args += ["--group", group]
@@ -145,5 +181,9 @@ def fleet(*args: str) -> subprocess.CompletedProcess[str]:
     """``edge-agent fleet ...`` as a child process."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "fleet", *args], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "edge_agent", "fleet", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )

@@ -85,7 +85,9 @@ def main() -> int:
                 runs["batched"].append(drain_once(tmp, broker.port, a.results, 1))
         finally:
             broker.stop()
-    med = {k: (statistics.median(r for r, _ in v), statistics.median(b for _, b in v)) for k, v in runs.items()}
+    med = {
+        k: (statistics.median(r for r, _ in v), statistics.median(b for _, b in v)) for k, v in runs.items()
+    }
     print(f"{a.results} results, {a.reps} reps (median), real mosquitto on loopback, QoS 1")
     print(f"{'mode':<10}{'drain results/s':>18}{'wire bytes/result':>20}")
     for k, (rate, b) in med.items():

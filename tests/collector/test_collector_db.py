@@ -34,8 +34,13 @@ def rec(dev: str, seq: int, boot: int = 1) -> list:  # type: ignore[type-arg]
 
 
 def status(dev: str, state: str, **queue: int):  # type: ignore[no-untyped-def]
-    body = {"device_id": dev, "state": state, "ts": NOW, "queue": {"pending": 3, **queue},
-            "models": {"detector": {"id": "m1"}}}
+    body = {
+        "device_id": dev,
+        "state": state,
+        "ts": NOW,
+        "queue": {"pending": 3, **queue},
+        "models": {"detector": {"id": "m1"}},
+    }
     return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), NOW).status
 
 
@@ -91,7 +96,11 @@ def test_fleet_commands_read_the_database(url: str) -> None:
     db = CollectorDb(url)
     try:
         db.migrate()
-        db.store(rec("d1", 1) + rec("d1", 4, boot=2), NOW, statuses=[status("d1", "running", crashes=1, seq_skipped=2)])
+        db.store(
+            rec("d1", 1) + rec("d1", 4, boot=2),
+            NOW,
+            statuses=[status("d1", "running", crashes=1, seq_skipped=2)],
+        )
     finally:
         db.close()
     out = fleet("status", "--db", url)
@@ -102,7 +111,10 @@ def test_fleet_commands_read_the_database(url: str) -> None:
     (g,) = json.loads(gaps.stdout)["gaps"]
     assert (g["first"], g["last"], g["missing"], g["reported"]) == (2, 3, 2, True)
     assert "crash window" in fleet("gaps", "d1", "--db", url).stdout
-    for args, why in [(["gaps", "nobody"], "not in the collector's database"), (["gaps", "a/b"], "expected 1-64")]:
+    for args, why in [
+        (["gaps", "nobody"], "not in the collector's database"),
+        (["gaps", "a/b"], "expected 1-64"),
+    ]:
         bad = fleet(*args, "--db", url)
         assert bad.returncode == 1 and why in bad.stderr and "Traceback" not in bad.stderr
 

@@ -57,10 +57,28 @@ def run_outage_and_kill(
         assert wait_for(lambda: all("subscribing" in c.text() for c in cols), 30), cols[0].text()
         broker.stop()
         sim = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "fleet_sim.py"), "--port", str(broker.port), "--dir",
-             str(tmp_path / "fleet"), "--devices", str(DEVICES), "--per-device", str(per_device),
-             "--batch-threshold", str(batch_threshold), "--batch-max", "20", "--timeout", "240", *(["--wait-go"] if group else [])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                str(REPO / "tests" / "fleet_sim.py"),
+                "--port",
+                str(broker.port),
+                "--dir",
+                str(tmp_path / "fleet"),
+                "--devices",
+                str(DEVICES),
+                "--per-device",
+                str(per_device),
+                "--batch-threshold",
+                str(batch_threshold),
+                "--batch-max",
+                "20",
+                "--timeout",
+                "240",
+                *(["--wait-go"] if group else []),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert sim.stdout is not None
         assert sim.stdout.readline().strip() == f"made {n}"
@@ -76,12 +94,17 @@ def run_outage_and_kill(
             sim.stdin.write("go\n")
             sim.stdin.flush()
         # kill -9 the first collector mid-ingest, restart it
-        assert wait_for(lambda: count(url) >= (1 if batch_threshold else n // 5), 120, every=0.02), cols[0].text()
+        assert wait_for(lambda: count(url) >= (1 if batch_threshold else n // 5), 120, every=0.02), cols[
+            0
+        ].text()
         at_kill = count(url)
         cols[0].kill9()
         time.sleep(0.5)
         cols[0].start()
-        assert wait_for(lambda: count(url) >= n, int(os.environ.get("H5_WAIT", "240"))), (count(url), cols[0].text()[-3000:])
+        assert wait_for(lambda: count(url) >= n, int(os.environ.get("H5_WAIT", "240"))), (
+            count(url),
+            cols[0].text()[-3000:],
+        )
         took = time.monotonic() - t0
         assert sim.wait(120) == 0
         assert wait_for(lambda: offline(url) == DEVICES, 30), "the devices' goodbyes did not arrive"
@@ -116,7 +139,9 @@ def test_sqlite_collector_killed_mid_ingest_stores_every_result_once(tmp_path: P
     url = sqlite_url(tmp_path / "fleet.db")
     # batched drains 1000 results in a blink: more of them so the kill lands mid-ingest
     f = run_outage_and_kill(tmp_path, url, batch, per_device=2000 if batch else PER_DEVICE)
-    print(f"\nsqlite {'batched' if batch else 'single'}: {f['n']} results in {f['took']:.1f} s (killed at {f['at_kill']})")
+    print(
+        f"\nsqlite {'batched' if batch else 'single'}: {f['n']} results in {f['took']:.1f} s (killed at {f['at_kill']})"
+    )
 
 
 def test_postgres_two_collectors_shared_one_killed(tmp_path: Path, postgres: Postgres) -> None:
