@@ -100,6 +100,14 @@ class Collector:
         finally:
             self.sub.stop()
             self.db.close()
+            m = self.metrics
+            log.info(
+                "collector: stopped: %d messages, %d records stored, duplicates dropped %d, rejected %d",
+                m.messages,
+                m.records,
+                m.duplicates,
+                m.rejected,
+            )
 
     def _take(self, wait_s: float) -> list[Inbound]:
         try:
