@@ -224,21 +224,24 @@ class CollectorDb:
         )
 
     def _upsert_status(self, s: DeviceStatus, received: float) -> None:
-        """The newest status by receive time wins (a will carries the snapshot of its connect)."""
-        cols = ["state", "status_time", "status_received", "last_seen", "version", "model_version", "backlog"]
+        """The newest status wins, by its ``ts``; an offline one by ``max(ts, receive time)``: a last
+        will carries the snapshot of its connect, older than the statuses sent after it, and a
+        redelivered old status (collector restart, another group member) must not win over it."""
+        cols = ["state", "status_time", "status_order", "last_seen", "version", "model_version", "backlog"]
         cols += [*LOSS_COUNTERS, "disk_full", "status"]
-        vals: list[Any] = [s.state, s.ts, received, received, s.version, s.model_version, s.backlog]
+        order = max(s.ts, received) if s.state == "offline" else s.ts
+        vals: list[Any] = [s.state, s.ts, order, received, s.version, s.model_version, s.backlog]
         vals += [s.counters.get(k, 0) for k in LOSS_COUNTERS]
         vals += [int(s.disk_full) if self.dialect == "sqlite" else s.disk_full, s.body]
         if self.dialect == "sqlite":
             marks = ", ".join("?" for _ in cols)
-            newer = "excluded.status_received >= COALESCE(devices.status_received, 0)"
+            newer = "excluded.status_order >= COALESCE(devices.status_order, 0)"
         else:
-            times = {"status_time", "status_received", "last_seen"}
+            times = {"status_time", "status_order", "last_seen"}
             marks = ", ".join(
                 "to_timestamp(%s)" if c in times else ("%s::jsonb" if c == "status" else "%s") for c in cols
             )
-            newer = "devices.status_received IS NULL OR excluded.status_received >= devices.status_received"
+            newer = "devices.status_order IS NULL OR excluded.status_order >= devices.status_order"
         sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "last_seen")
         great = "max" if self.dialect == "sqlite" else "GREATEST"
         sql = (

@@ -33,11 +33,11 @@ def rec(dev: str, seq: int, boot: int = 1) -> list:  # type: ignore[type-arg]
     return parse("edge", f"edge/{dev}/detections", json.dumps(body).encode(), NOW).records
 
 
-def status(dev: str, state: str, **queue: int):  # type: ignore[no-untyped-def]
+def status(dev: str, state: str, ts: float = NOW, **queue: int):  # type: ignore[no-untyped-def]
     body = {
         "device_id": dev,
         "state": state,
-        "ts": NOW,
+        "ts": ts,
         "queue": {"pending": 3, **queue},
         "models": {"detector": {"id": "m1"}},
     }
@@ -76,18 +76,24 @@ def test_redeliveries_are_counted_not_stored_and_gaps_are_seen(url: str) -> None
         db.close()
 
 
-def test_the_newest_status_by_receive_time_wins(url: str) -> None:
+def test_the_newest_status_wins_and_a_last_will_counts_at_its_arrival(url: str) -> None:
     db = CollectorDb(url)
     try:
         db.migrate()
-        db.store([], NOW + 10, statuses=[status("d1", "running", crashes=1)])
-        db.store([], NOW + 5, statuses=[status("d1", "offline")])  # older: ignored
+        db.store([], NOW + 10, statuses=[status("d1", "running", ts=NOW + 10, crashes=1)])
+        db.store([], NOW + 11, statuses=[status("d1", "running", ts=NOW + 5)])  # older, redelivered
+        (d,) = db.devices()
+        assert d["status_time"] == pytest.approx(NOW + 10) and d["counters"]["crashes"] == 1
         assert db.online() == 1
-        db.store([], NOW + 20, statuses=[status("d1", "running"), status("d1", "offline", dropped=4)])
+        # the will: the snapshot of the connect (ts NOW), published by the broker at NOW + 30
+        db.store([], NOW + 30, statuses=[status("d1", "offline", ts=NOW, dropped=4)])
+        db.store([], NOW + 31, statuses=[status("d1", "running", ts=NOW + 20)])  # stale redelivery
         (d,) = db.devices()
         assert (d["state"], d["backlog"], d["model_version"]) == ("offline", 3, "m1")
-        assert d["counters"]["dropped"] == 4 and d["last_seen"] == pytest.approx(NOW + 20)
+        assert d["counters"]["dropped"] == 4 and d["last_seen"] == pytest.approx(NOW + 31)
         assert db.online() == 0
+        db.store([], NOW + 40, statuses=[status("d1", "running", ts=NOW + 40)])  # back again
+        assert db.online() == 1
     finally:
         db.close()
 

@@ -18,7 +18,9 @@ CREATE TABLE devices (
     device          TEXT PRIMARY KEY,
     state           TEXT,
     status_time     TIMESTAMPTZ,
-    status_received TIMESTAMPTZ,
+    -- which status wins: its ts; an offline one (a last will carries the ts of its connect) at
+    -- max(ts, receive time)
+    status_order TIMESTAMPTZ,
     last_seen       TIMESTAMPTZ,
     version         TEXT,
     model_version   TEXT,

@@ -19,7 +19,9 @@ CREATE TABLE devices (
     device          TEXT PRIMARY KEY,
     state           TEXT,
     status_time     REAL,
-    status_received REAL,
+    -- which status wins: its ts; an offline one (a last will carries the ts of its connect) at
+    -- max(ts, receive time)
+    status_order REAL,
     last_seen       REAL,
     version         TEXT,
     model_version   TEXT,
