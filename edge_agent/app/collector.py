@@ -32,7 +32,8 @@ class Metrics:
     """Counters for Prometheus; written by the writer thread, read by the HTTP thread."""
 
     def __init__(self) -> None:
-        self.messages = 0  # MQTT messages taken
+        self.taken = 0  # MQTT messages taken from the inbox (committed or not)
+        self.messages = 0  # MQTT messages committed and acknowledged
         self.records = 0  # results/readings stored
         self.duplicates = 0
         self.rejected = 0
@@ -54,6 +55,7 @@ class Metrics:
     def values(self, inbox: int, connected: bool) -> dict[str, float]:
         now = time.monotonic()
         return {
+            "collector_taken_total": self.taken,
             "collector_messages_total": self.messages,
             "collector_records_total": self.records,
             "collector_duplicates_dropped_total": self.duplicates,
@@ -124,6 +126,7 @@ class Collector:
 
     def _round(self, batch: list[Inbound], stop: threading.Event) -> None:
         received = time.time()
+        self.metrics.taken += len(batch)
         records: list[Record] = []
         statuses: list[DeviceStatus] = []
         events: list[Event] = []
