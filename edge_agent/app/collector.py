@@ -90,7 +90,10 @@ class Collector:
         self._online_at = 0.0
 
     def run(self, stop: threading.Event) -> None:
-        version = self.db.migrate()
+        try:
+            version = self.db.migrate()
+        except self.db.errors() as exc:  # one line; the URL (it may hold a password) is not shown
+            raise DbError(f"{self.db.dialect}: cannot apply the collector schema: {exc}") from None
         log.info("collector: database %s at schema version %d", self.db.dialect, version)
         self.sub.start()
         try:
