@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Optional
 
@@ -187,3 +188,13 @@ def fleet(*args: str) -> subprocess.CompletedProcess[str]:
         env=env,
         timeout=120,
     )
+
+
+def metrics(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {
+        ln.split("{")[0]: float(ln.rsplit(" ", 1)[1])
+        for ln in text.splitlines()
+        if ln and not ln.startswith("#")
+    }

@@ -7,12 +7,11 @@ import json
 import sqlite3
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from helpers_collector import REPO, CollectorProc, sqlite_url, wait_for
+from helpers_collector import REPO, CollectorProc, metrics, sqlite_url, wait_for
 from helpers_fleetrun import count
 from helpers_mqtt import Broker, free_port
 
@@ -64,16 +63,6 @@ def publish(port: int, msgs: list[tuple[str, bytes]]) -> None:
         c.publish(topic, payload, qos=1).wait_for_publish(10)
     c.disconnect()
     c.loop_stop()
-
-
-def metrics(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return {
-        ln.split("{")[0]: float(ln.rsplit(" ", 1)[1])
-        for ln in text.splitlines()
-        if ln and not ln.startswith("#")
-    }
 
 
 def test_acks_only_after_the_commit_and_metrics(tmp_path: Path, broker: Broker) -> None:
