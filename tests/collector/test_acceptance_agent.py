@@ -2,7 +2,9 @@
 results (broker down); mosquitto comes back; `edge-agent queue drain` sends them; `edge-agent
 collect` (SQLite) is kill -9'd mid-ingest -- held inside its commit by another writer, so the kill
 lands mid-ingest every time -- and restarted. The database then holds exactly N distinct
-(device, boot, seq), and `edge-agent fleet gaps` reports none."""
+(device, boot, seq), and `edge-agent fleet gaps` reports none. (That the ack waits for the commit is
+proven in test_collect_cmd.py, which fails when the ack is moved before the commit; here the
+stuck round may hold only the drain's status message.)"""
 
 from __future__ import annotations
 
