@@ -131,7 +131,9 @@ class CollectorDb:
             )
             have = int(self._x("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
             if have > len(todo):
-                raise DbError(f"{self.dialect} database: schema version {have} is newer than this collector ({len(todo)})")
+                raise DbError(
+                    f"{self.dialect} database: schema version {have} is newer than this collector ({len(todo)})"
+                )
             for version, name, sql in todo[have:]:
                 if self.dialect == "sqlite":
                     for stmt in _statements(sql):
