@@ -51,13 +51,21 @@ def sys_bytes(port: int) -> int:
     return got["received"] + got["sent"]
 
 
-def drain_once(tmp: Path, port: int, n: int, batch: int) -> tuple[float, float]:
+def drain_once(
+    tmp: Path, port: int, n: int, batch: int, bmax: int = 500, bkib: int = 256
+) -> tuple[float, float]:
     ob = Outbox(tmp / f"q-{time.monotonic_ns()}.db", LIMITS, flush_interval_s=0.2, flush_batch=100)
     for i in range(n):
         ob.put("edge/bench-1/detections", result("bench-1", i))
     ob.flush()
     before = sys_bytes(port)
-    sync = MqttSync(MqttConfig(port=port, inflight=100, batch_threshold=batch), "bench-1", ob)
+    sync = MqttSync(
+        MqttConfig(
+            port=port, inflight=100, batch_threshold=batch, batch_max_messages=bmax, batch_max_kib=bkib
+        ),
+        "bench-1",
+        ob,
+    )
     t0 = time.perf_counter()
     sync.start()
     ok = sync.drain(600)
@@ -73,6 +81,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", type=int, default=30000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--batch-max", type=int, default=500, help="[mqtt] batch_max_messages")
+    ap.add_argument("--batch-kib", type=int, default=256, help="[mqtt] batch_max_kib")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -82,13 +92,16 @@ def main() -> int:
         try:
             for _ in range(a.reps):  # interleaved: both modes see the same machine load
                 runs["single"].append(drain_once(tmp, broker.port, a.results, 0))
-                runs["batched"].append(drain_once(tmp, broker.port, a.results, 1))
+                runs["batched"].append(drain_once(tmp, broker.port, a.results, 1, a.batch_max, a.batch_kib))
         finally:
             broker.stop()
     med = {
         k: (statistics.median(r for r, _ in v), statistics.median(b for _, b in v)) for k, v in runs.items()
     }
-    print(f"{a.results} results, {a.reps} reps (median), real mosquitto on loopback, QoS 1")
+    print(
+        f"{a.results} results, {a.reps} reps (median), real mosquitto on loopback, QoS 1; "
+        f"batches of {a.batch_max} results / {a.batch_kib} KiB"
+    )
     print(f"{'mode':<10}{'drain results/s':>18}{'wire bytes/result':>20}")
     for k, (rate, b) in med.items():
         print(f"{k:<10}{rate:>18,.0f}{b:>20.1f}")
