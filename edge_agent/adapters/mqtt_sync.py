@@ -26,6 +26,7 @@ import paho.mqtt.client as mqtt
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.backoff import backoff_delay
+from edge_agent.core.batch import batch_topic, kind_of, pack
 from edge_agent.core.config import MqttConfig
 from edge_agent.core.messages import encode, offline_status, topics
 from edge_agent.core.queue_policy import TokenBucket
@@ -34,6 +35,7 @@ from edge_agent.errors import QueueError, SyncError
 log = logging.getLogger("edge_agent.mqtt")
 IDLE_POLL_S = 0.25
 STOP_GRACE_S = 2.0
+BATCHES_IN_FLIGHT = 2  # batches awaiting their PUBACK: more only made each claim skip more rows
 
 
 def read_password(cfg: MqttConfig) -> Optional[str]:
@@ -94,6 +96,7 @@ class _Session:
         self.wake = wake
         self.acks: deque[int] = deque()
         self.mids: dict[int, int] = {}  # paho mid -> outbox row id, valid for this connection only
+        self.batches: dict[int, list[int]] = {}  # paho mid -> the row ids of one batch (core.batch)
         self.answered = threading.Event()
         self.refused: Optional[str] = None
         self.lost = threading.Event()
@@ -133,6 +136,7 @@ class MqttSync:
         self.status_fn = status_fn
         t = topics(cfg.topic_prefix, device_id)
         self.detections_topic, self.status_topic = t.detections, t.status
+        self.batch_topic = batch_topic(cfg.topic_prefix, device_id)
         self.state = "disabled" if not cfg.enabled else "disconnected"
         self.last_sync: Optional[float] = None
         self.last_error: Optional[str] = None
@@ -317,12 +321,16 @@ class MqttSync:
             now = time.monotonic()
             if self._stop.is_set():  # stop sending; give in-flight messages a moment for their PUBACK
                 grace = grace if grace is not None else now + STOP_GRACE_S
-                if not session.mids or now >= grace:
+                if not (session.mids or session.batches) or now >= grace:
                     return
                 self._wake.wait(0.05)
                 continue
-            room = min(self.cfg.inflight - len(session.mids), bucket.available(now))
-            sent = self._send(client, session, room) if room > 0 else 0
+            if self._batching():
+                room = min(BATCHES_IN_FLIGHT - len(session.batches), bucket.available(now))
+                sent = self._send_batches(client, session, room) if room > 0 else 0
+            else:
+                room = min(self.cfg.inflight - len(session.mids), bucket.available(now))
+                sent = self._send(client, session, room) if room > 0 else 0
             bucket.take(sent)
             if sent and sent == room:
                 continue  # a full batch went out: more may be waiting
@@ -340,12 +348,38 @@ class MqttSync:
         self.published += len(msgs)
         return len(msgs)
 
+    def _batching(self) -> bool:
+        """Batched sync (``batch_threshold``): 1 = always, N = while at least N messages wait."""
+        t = self.cfg.batch_threshold
+        return t > 0 and (t == 1 or self.outbox.stats()["pending"] >= t)
+
+    def _send_batches(self, client: Any, session: _Session, n: int) -> int:
+        """Up to ``n`` batches (core.batch); each one's rows are deleted only after its PUBACK."""
+        for k in range(n):
+            msgs = self.outbox.claim(self.cfg.batch_max_messages, self.cfg.newest_first)
+            if not msgs:
+                return k
+            packed = pack([(kind_of(m.topic), m.payload) for m in msgs], self.cfg.batch_max_kib * 1024)
+            rowids = [m.rowid for m in msgs[: packed.rows]]
+            if packed.rows < len(msgs):
+                self.outbox.release([m.rowid for m in msgs[packed.rows :]])
+            info = client.publish(self.batch_topic, packed.payload, qos=1)
+            if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                self.outbox.release(rowids)
+                session.lost.set()
+                return k
+            session.batches[info.mid] = rowids
+            self.published += len(rowids)
+        return n
+
     def _apply_acks(self, session: _Session) -> None:
         rowids = []
         while session.acks:
-            rowid = session.mids.pop(session.acks.popleft(), None)
-            if rowid is not None:  # None: a status publish
+            mid = session.acks.popleft()
+            rowid = session.mids.pop(mid, None)
+            if rowid is not None:  # None: a status publish or a batch
                 rowids.append(rowid)
+            rowids.extend(session.batches.pop(mid, ()))
         if rowids:
             self.outbox.ack(rowids)
             self.acked += len(rowids)
@@ -362,7 +396,8 @@ class MqttSync:
         client.loop_stop()
         self._client = None
         self._apply_acks(session)  # PUBACKs that arrived before the socket closed still count
-        if session.mids:
-            self.outbox.release(list(session.mids.values()))
-            log.info("mqtt: %d un-acked messages back to pending", len(session.mids))
+        unacked = list(session.mids.values()) + [r for rows in session.batches.values() for r in rows]
+        if unacked:
+            self.outbox.release(unacked)
+            log.info("mqtt: %d un-acked messages back to pending", len(unacked))
         self.state = "disconnected"

@@ -31,6 +31,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edge_agent.app.bench_cmd",
     "edge_agent.app.export_check_cmd",
     "edge_agent.app.model_cmd",
+    "edge_agent.app.collect_cmd",
+    "edge_agent.app.fleet_cmd",
 )
 
 log = logging.getLogger("edge_agent")

@@ -78,6 +78,7 @@ inflight = 100            # un-acknowledged QoS 1 messages in flight
 newest_first = false
 rate_limit_per_s = 0      # 0 = unlimited
 status_interval_s = 60
+batch_threshold = 0       # batched zlib sync while >= N results wait (1 = always, 0 = never)
 
 [queue]
 path = "/var/lib/edge-agent/outbox.db"

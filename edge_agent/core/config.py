@@ -162,6 +162,13 @@ class MqttConfig(_Section):
     reconnect_min_s: float = Field(default=1.0, gt=0)
     reconnect_max_s: float = Field(default=60.0, gt=0)
     status_interval_s: float = Field(default=60.0, gt=0)
+    # batched, compressed sync (core.batch, docs/collector.md): while at least batch_threshold
+    # messages wait, up to batch_max_messages / batch_max_kib KiB of them go in ONE zlib JSON Lines
+    # message on <prefix>/<device>/batch.zlib, all deleted after its one PUBACK. 0 = never (one
+    # message per result, lowest latency: the default), 1 = always. Needs a batch-aware consumer.
+    batch_threshold: int = Field(default=0, ge=0)
+    batch_max_messages: int = Field(default=500, gt=0, le=100_000)
+    batch_max_kib: int = Field(default=256, gt=0, le=16_384)
 
     @field_validator("topic_prefix")
     @classmethod

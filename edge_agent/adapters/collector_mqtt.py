@@ -1,0 +1,131 @@
+"""The collector's MQTT side: an MQTT 5 subscriber with a persistent session that acknowledges a
+message only when told to (paho 2.x ``manual_ack``), i.e. after the database commit.
+
+- fixed client id, ``clean_start=False`` and a Session Expiry Interval: while the collector is down
+  (a crash, a deploy) the broker keeps its subscription and queues QoS 1 messages for it;
+- ``manual_ack=True``: paho sends no PUBACK by itself; un-acked messages are sent again by the
+  broker after a reconnect (MQTT 5 section 4.4), so a crash between receive and commit loses nothing;
+- Receive Maximum: how many un-acked messages the broker may push before waiting for our acks
+  (flow control; also bounds the in-memory inbox);
+- every connection has a number: an ack for a message received on an earlier connection is not
+  sent (packet ids restart; the broker sends that message again and the insert is idempotent).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import ssl
+import threading
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Optional
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+log = logging.getLogger("edge_agent.collector")
+
+
+class Inbound(NamedTuple):
+    topic: str
+    payload: bytes
+    mid: int
+    qos: int
+    conn: int  # the connection it arrived on
+
+
+class Subscriber:
+    """Puts every message into :attr:`inbox`; :meth:`ack` sends the PUBACKs after a commit."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        filters: Sequence[str],
+        *,
+        session_expiry_s: int,
+        receive_maximum: int,
+        keepalive_s: int = 30,
+        username: Optional[str] = None,
+        password: Optional[str] = None,
+        tls: Optional[ssl.SSLContext] = None,
+    ) -> None:
+        self.host, self.port, self.filters = host, port, list(filters)
+        self.keepalive_s = keepalive_s
+        self.inbox: queue.Queue[Inbound] = queue.Queue()
+        self.connected = threading.Event()
+        self.conn = 0
+        self.connects = 0
+        self.last_error: Optional[str] = None
+        self._lock = threading.Lock()
+        c = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5, manual_ack=True
+        )
+        c.reconnect_delay_set(1, 30)
+        if username is not None:
+            c.username_pw_set(username, password)
+        if tls is not None:
+            c.tls_set_context(tls)
+        c.on_connect = self._on_connect
+        c.on_disconnect = self._on_disconnect
+        c.on_message = self._on_message
+        self.props = Properties(PacketTypes.CONNECT)
+        self.props.SessionExpiryInterval = session_expiry_s
+        self.props.ReceiveMaximum = receive_maximum
+        self.client = c
+
+    def start(self) -> None:
+        """Connect in the background; paho reconnects by itself, with the same session."""
+        self.client.connect_async(
+            self.host, self.port, self.keepalive_s, clean_start=False, properties=self.props
+        )
+        self.client.loop_start()
+
+    def stop(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    def ack(self, msgs: Sequence[Inbound]) -> int:
+        """PUBACK every message received on the current connection; returns how many."""
+        sent = 0
+        with self._lock:
+            for m in msgs:
+                if m.qos > 0 and m.conn == self.conn and self.connected.is_set():
+                    self.client.ack(m.mid, m.qos)
+                    sent += 1
+        return sent
+
+    # ---- paho's thread --------------------------------------------------------------------
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        if reason.is_failure:
+            self.last_error = f"broker refused the connection: {reason}"
+            log.error("collector: %s", self.last_error)
+            return
+        with self._lock:
+            self.conn += 1
+            self.connects += 1
+        self.last_error = None
+        log.info(
+            "collector: connected to %s:%d (session present: %s), subscribing to %s",
+            self.host,
+            self.port,
+            bool(flags.session_present),
+            ", ".join(self.filters),
+        )
+        client.subscribe([(f, 1) for f in self.filters])
+        self.connected.set()
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        self.connected.clear()
+        if reason.is_failure:
+            self.last_error = f"connection lost: {reason}"
+            log.warning("collector: %s; reconnecting", self.last_error)
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        try:
+            topic = msg.topic
+        except UnicodeDecodeError:  # not UTF-8: stored as rejected under a readable name
+            topic = bytes(msg._topic).decode("utf-8", "replace")
+        self.inbox.put(Inbound(topic, bytes(msg.payload), int(msg.mid), int(msg.qos), self.conn))

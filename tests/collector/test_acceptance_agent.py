@@ -1,0 +1,87 @@
+"""Issue 21's acceptance, with the real commands end to end: an offline `edge-agent run` makes N
+results (broker down); mosquitto comes back; `edge-agent queue drain` sends them; `edge-agent
+collect` (SQLite) is kill -9'd mid-ingest -- held inside its commit by another writer, so the kill
+lands mid-ingest every time -- and restarted. The database then holds exactly N distinct
+(device, boot, seq), and `edge-agent fleet gaps` reports none. (That the ack waits for the commit is
+proven in test_collect_cmd.py, which fails when the ack is moved before the commit; here the
+stuck round may hold only the drain's status message.)"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers_collector import REPO, CollectorProc, fleet, metrics, sqlite_url, wait_for
+from helpers_fleetrun import count
+from helpers_mqtt import Broker, free_port
+
+from edge_agent.adapters.collector_db import CollectorDb
+
+pytestmark = pytest.mark.slow
+FRAMES = 120
+
+
+def agent(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "edge_agent", *args], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+
+
+def test_offline_agent_results_land_once_despite_a_collector_kill(tmp_path: Path, broker: Broker) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    conf = tmp_path / "agent.toml"
+    conf.write_text(
+        f'[device]\nid = "cam-acc"\nstate_dir = "{state}"\n'
+        f'[camera]\nsource = "{REPO / "models" / "samples"}"\nloop = true\n'
+        f'[detector]\nmodel = "{REPO / "models" / "demo-detector-int8.onnx"}"\n'
+        f"[mqtt]\nport = {broker.port}\nreconnect_min_s = 0.5\nreconnect_max_s = 1\n"
+        f'[queue]\npath = "{state / "q.db"}"\n[output]\nmode = "every_frame"\n'
+        f'[health]\nstatus_file = "{state / "status.json"}"\n'
+    )
+    db_path = tmp_path / "fleet.db"
+    url = sqlite_url(db_path)
+    mport = free_port()
+    col = CollectorProc(broker.port, url, tmp_path / "col.log", "col-acc", metrics_port=mport)
+    col.start()
+    try:
+        assert wait_for(lambda: "subscribing" in col.text(), 30), col.text()
+        broker.stop()  # the agent is offline: every result stays in its outbox
+        run = agent("run", "--config", str(conf), "--max-frames", str(FRAMES), "-q")
+        assert run.returncode == 0, run.stderr[-2000:]
+        stats = json.loads(agent("queue", "stats", "--config", str(conf), "--json").stdout)
+        n = stats["pending"]
+        assert n >= FRAMES and stats["seq"] == n  # every frame a result, nothing sent yet
+        connects = col.text().count("connected to")
+        broker.start()
+        assert wait_for(lambda: col.text().count("connected to") > connects, 60)
+        lock = sqlite3.connect(db_path, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")  # the collector's next commit waits: mid-ingest
+        drain = agent("queue", "drain", "--config", str(conf), "--timeout", "60")
+        assert drain.returncode == 0, drain.stderr[-2000:]  # the broker has them all (PUBACKs)
+        assert wait_for(lambda: metrics(mport)["edge_agent_collector_taken_total"] > 0, 30)
+        col.kill9()
+        lock.execute("ROLLBACK")
+        lock.close()
+        assert count(url) == 0  # nothing of that round committed
+        col.start()
+        assert wait_for(lambda: count(url) >= n, 60), (count(url), n, col.text()[-2000:])
+    finally:
+        col.stop()
+    db = CollectorDb(url)
+    try:
+        rows, keys = db.message_stats()
+        (dev,) = db.devices()
+    finally:
+        db.close()
+    assert rows == keys == n
+    assert dev["device"] == "cam-acc" and dev["messages"] == n and dev["gaps"] == 0
+    gaps = fleet("gaps", "cam-acc", "--db", url)
+    assert gaps.returncode == 0 and gaps.stdout.strip() == "cam-acc: no gaps", gaps.stdout + gaps.stderr
+    print(
+        f"\nacceptance (SQLite): {n} results made offline, collector kill -9'd mid-ingest, {rows} rows, 0 gaps"
+    )

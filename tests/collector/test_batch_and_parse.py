@@ -1,0 +1,156 @@
+"""core.batch and core.fleet meet outside data: round trips, bounds, and one clear error each."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edge_agent.core.batch import BATCH_KIND, MAX_INFLATED, BatchError, batch_topic, pack, unpack
+from edge_agent.core.fleet import IngestError, explain, parse, split_topic, subscriptions
+
+NOW = 1796000000.0
+bodies = st.dictionaries(
+    st.text(min_size=1, max_size=8),
+    st.one_of(st.integers(-10, 10**12), st.text(max_size=20), st.booleans()),
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["detections", "sensors", "objects"]), bodies), min_size=1, max_size=40
+    )
+)
+def test_pack_unpack_round_trip(rows: list[tuple[str, dict[str, object]]]) -> None:
+    raw = [(k, json.dumps(b, separators=(",", ":")).encode()) for k, b in rows]
+    packed = pack(raw, 1 << 20)
+    assert packed.rows == len(rows)
+    assert unpack(packed.payload) == rows
+
+
+def test_pack_stops_at_the_byte_budget_but_takes_at_least_one() -> None:
+    raw = [("detections", b'{"x":"' + b"a" * 100 + b'"}')] * 10
+    assert pack(raw, 350).rows == 2  # 124 bytes a line
+    assert pack(raw, 10).rows == 1  # one over-size row still goes (alone)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=300))
+def test_unpack_of_garbage_raises_only_batch_error(data: bytes) -> None:
+    for payload in (data, zlib.compress(data)):
+        with contextlib.suppress(BatchError):
+            unpack(payload)
+
+
+@pytest.mark.parametrize(
+    "lines, why",
+    [
+        (b'["detections",{"a":1}', "not JSON"),
+        (b'["detections",[1]]', "expected an object"),
+        (b'["Bad Kind",{}]', "not a message kind"),
+        (b'["batch.zlib",{}]', "not a message kind"),
+        (b'{"a":1}', "expected [kind, body]"),
+    ],
+)
+def test_unpack_names_the_bad_line(lines: bytes, why: str) -> None:
+    with pytest.raises(BatchError, match="line 1") as err:
+        unpack(zlib.compress(lines))
+    assert why in str(err.value)
+
+
+def test_unpack_refuses_a_zip_bomb_and_a_truncated_stream() -> None:
+    bomb = zlib.compress(b"\n" * (MAX_INFLATED + 10), 9)
+    assert len(bomb) < MAX_INFLATED // 500
+    with pytest.raises(BatchError, match="inflates to more than"):
+        unpack(bomb)
+    with pytest.raises(BatchError, match="truncated"):
+        unpack(zlib.compress(b'["detections",{}]\n')[:-3])
+
+
+def test_topics_and_subscriptions() -> None:
+    assert batch_topic("edge/", "cam-1") == f"edge/cam-1/{BATCH_KIND}"
+    assert subscriptions("edge", None) == ["edge/+/+"]
+    assert subscriptions("site/a", "g1") == ["$share/g1/site/a/+/+"]
+    assert split_topic("site/a", "site/a/cam-1/detections") == ("cam-1", "detections")
+    for bad in ("other/cam-1/detections", "edge/cam 1/detections", "edge/cam-1/model/begin", "edge/cam-1/UP"):
+        with pytest.raises(IngestError):
+            split_topic("edge", bad)
+
+
+def body(**kw: object) -> bytes:
+    b: dict[str, object] = {
+        "id": "a" * 32,
+        "seq": 7,
+        "boot": 2,
+        "device_id": "cam-1",
+        "ts": NOW,
+        "detections": [],
+    }
+    b.update(kw)
+    return json.dumps({k: v for k, v in b.items() if v is not None}).encode()
+
+
+def test_parse_a_result_a_batch_a_status_and_an_event() -> None:
+    rec = parse("edge", "edge/cam-1/detections", body(), NOW + 5).records[0]
+    assert (rec.device, rec.boot, rec.seq, rec.kind, rec.time) == ("cam-1", 2, 7, "detections", NOW)
+    rows = [("detections", body(seq=s)) for s in (1, 2)] + [("sensors", body(seq=3))]
+    got = parse("edge", f"edge/cam-1/{BATCH_KIND}", pack(rows, 1 << 20).payload, NOW).records
+    assert [(r.seq, r.kind) for r in got] == [(1, "detections"), (2, "detections"), (3, "sensors")]
+    snap = {
+        "device_id": "cam-1",
+        "state": "offline",
+        "ts": NOW,
+        "version": "0.4",
+        "queue": {"pending": 12, "crashes": 2, "dropped": True},
+        "model_update": {"current": {"id": "v7"}},
+        "models": {"detector": {"id": "yolo"}},
+    }
+    s = parse("edge", "edge/cam-1/status", json.dumps(snap).encode(), NOW).status
+    assert s is not None and (s.state, s.backlog, s.model_version) == ("offline", 12, "v7")
+    assert s.counters["crashes"] == 2 and s.counters["dropped"] == 0  # a bool is not a count
+    ev = parse("edge", "edge/cam-1/model_progress", b'{"step":"verify"}', NOW).event
+    assert ev is not None and ev.kind == "model_progress"
+
+
+@pytest.mark.parametrize(
+    "topic, payload, why",
+    [
+        ("edge/cam-1/detections", b"{", "not JSON"),
+        ("edge/cam-1/detections", body(seq=0), "seq = 0"),
+        ("edge/cam-1/detections", body(seq=2**70), "seq ="),
+        ("edge/cam-1/detections", body(seq=True), "seq = True"),
+        ("edge/cam-1/detections", body(boot=-1), "boot = -1"),
+        ("edge/cam-1/detections", body(device_id="cam-2"), "not the topic's device"),
+        ("edge/cam-1/detections", body(id="x" * 65), "id"),
+        ("edge/cam-1/detections", body(label="a\u0000b"), "NUL"),
+        ("edge/cam-1/status", b"[1]", "expected an object"),
+        ("edge/cam-1/batch.zlib", b"not zlib", "not zlib"),
+    ],
+)
+def test_parse_refuses_with_one_line_naming_the_topic(topic: str, payload: bytes, why: str) -> None:
+    with pytest.raises(IngestError) as err:
+        parse("edge", topic, payload, NOW)
+    text = str(err.value)
+    assert topic in text and why in text and "\n" not in text
+
+
+def test_a_future_or_absurd_ts_falls_back_to_the_receive_time() -> None:
+    for ts in (1e300, -5, "soon"):
+        assert parse("edge", "edge/d/detections", body(device_id="d", ts=ts), NOW).records[0].time == NOW
+
+
+def test_explain_tells_crash_windows_device_drops_and_plain_losses_apart() -> None:
+    rows = [(1, 4, None, 1), (10, 12, 1, 2), (20, 20, 2, 2)]
+    plain = explain(rows, {})
+    assert [g.reported for g in plain] == [False, False, False]
+    assert "not received" in plain[2].reason
+    told = explain(rows, {"crashes": 1, "seq_skipped": 3, "dropped": 5})
+    assert "crash window" in told[1].reason and told[1].reported
+    assert "dropped 5" in told[2].reason and told[2].reported
+    assert "before the first" in told[0].reason and not told[0].reported

@@ -1,0 +1,136 @@
+"""The collector's database on SQLite and on a real PostgreSQL: migrations, idempotent inserts,
+status ordering, the gap view, and the fleet commands reading it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers_collector import Postgres, fleet, sqlite_url
+
+from edge_agent.adapters.collector_db import CollectorDb, DbError, Rejected
+from edge_agent.core.fleet import parse
+
+NOW = 1796000000.0
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path / "fleet.db")
+        return
+    pg: Postgres = request.getfixturevalue("postgres")
+    db = CollectorDb(pg.url)
+    db.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    db.close()
+    yield pg.url
+
+
+def rec(dev: str, seq: int, boot: int = 1) -> list:  # type: ignore[type-arg]
+    body = {"id": f"{dev}-{seq}", "seq": seq, "boot": boot, "device_id": dev, "ts": NOW + seq}
+    return parse("edge", f"edge/{dev}/detections", json.dumps(body).encode(), NOW).records
+
+
+def status(dev: str, state: str, ts: float = NOW, **queue: int):  # type: ignore[no-untyped-def]
+    body = {
+        "device_id": dev,
+        "state": state,
+        "ts": ts,
+        "queue": {"pending": 3, **queue},
+        "models": {"detector": {"id": "m1"}},
+    }
+    return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), NOW).status
+
+
+def test_migrations_are_applied_once_and_a_newer_schema_is_refused(url: str) -> None:
+    db = CollectorDb(url)
+    try:
+        assert db.schema_version() == 0
+        assert db.migrate() == 1 and db.migrate() == 1
+        assert db.schema_version() == 1
+        db._x("INSERT INTO schema_version (version, name) VALUES (99, 'future')")
+        with pytest.raises(DbError, match="newer than this collector"):
+            db.migrate()
+    finally:
+        db.close()
+
+
+def test_redeliveries_are_counted_not_stored_and_gaps_are_seen(url: str) -> None:
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        first = [r for s in (1, 2, 3, 7) for r in rec("d1", s)] + [r for s in (1, 2) for r in rec("d2", s)]
+        assert db.store(first, NOW) == 6
+        again = rec("d1", 3) + rec("d1", 7) + rec("d1", 8, boot=2)
+        assert db.store(again + again, NOW) == 1  # duplicates within one round too
+        assert db.message_stats() == (7, 7)
+        assert db.gap_rows("d1") == [(4, 6, 1, 1)]
+        assert db.gap_rows("d2") == []
+        db.store(rec("d3", 5), NOW, rejected=[Rejected("edge/x/y", "bad", NOW)])
+        assert db.gap_rows("d3") == [(1, 4, None, 1)]
+        by_dev = {d["device"]: d for d in db.devices()}
+        assert (by_dev["d1"]["messages"], by_dev["d1"]["gaps"], by_dev["d1"]["missing"]) == (5, 1, 3)
+    finally:
+        db.close()
+
+
+def test_the_newest_status_wins_and_a_last_will_counts_at_its_arrival(url: str) -> None:
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        db.store([], NOW + 10, statuses=[status("d1", "running", ts=NOW + 10, crashes=1)])
+        db.store([], NOW + 11, statuses=[status("d1", "running", ts=NOW + 5)])  # older, redelivered
+        (d,) = db.devices()
+        assert d["status_time"] == pytest.approx(NOW + 10) and d["counters"]["crashes"] == 1
+        assert db.online() == 1
+        # the will: the snapshot of the connect (ts NOW), published by the broker at NOW + 30
+        db.store([], NOW + 30, statuses=[status("d1", "offline", ts=NOW, dropped=4)])
+        db.store([], NOW + 31, statuses=[status("d1", "running", ts=NOW + 20)])  # stale redelivery
+        (d,) = db.devices()
+        assert (d["state"], d["backlog"], d["model_version"]) == ("offline", 3, "m1")
+        assert d["counters"]["dropped"] == 4 and d["last_seen"] == pytest.approx(NOW + 31)
+        assert db.online() == 0
+        db.store([], NOW + 40, statuses=[status("d1", "running", ts=NOW + 40)])  # back again
+        assert db.online() == 1
+    finally:
+        db.close()
+
+
+def test_fleet_commands_read_the_database(url: str) -> None:
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        db.store(
+            rec("d1", 1) + rec("d1", 4, boot=2),
+            NOW,
+            statuses=[status("d1", "running", crashes=1, seq_skipped=2)],
+        )
+    finally:
+        db.close()
+    out = fleet("status", "--db", url)
+    assert out.returncode == 0, out.stderr
+    assert "d1" in out.stdout and "running" in out.stdout and "1 (2 seq)" in out.stdout
+    gaps = fleet("gaps", "d1", "--db", url, "--json")
+    assert gaps.returncode == 0, gaps.stderr
+    (g,) = json.loads(gaps.stdout)["gaps"]
+    assert (g["first"], g["last"], g["missing"], g["reported"]) == (2, 3, 2, True)
+    assert "crash window" in fleet("gaps", "d1", "--db", url).stdout
+    for args, why in [
+        (["gaps", "nobody"], "not in the collector's database"),
+        (["gaps", "a/b"], "expected 1-64"),
+    ]:
+        bad = fleet(*args, "--db", url)
+        assert bad.returncode == 1 and why in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_fleet_refuses_a_missing_file_and_a_foreign_database(tmp_path: Path) -> None:
+    missing = fleet("status", "--db", sqlite_url(tmp_path / "nope.db"))
+    assert missing.returncode == 1 and "no such database file" in missing.stderr
+    other = tmp_path / "other.db"
+    CollectorDb(sqlite_url(other)).close()
+    foreign = fleet("status", "--db", sqlite_url(other))
+    assert foreign.returncode == 1 and "not a collector database" in foreign.stderr
+    bad = fleet("status", "--db", "mysql://x")
+    assert bad.returncode == 1 and "expected sqlite:///PATH" in bad.stderr
