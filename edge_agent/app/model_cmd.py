@@ -87,6 +87,10 @@ def register(sub: Any) -> None:
     pu.add_argument("--expect", type=int, default=0, metavar="N", help="with --group: wait for N devices")
     pu.set_defaults(func=push)
 
+    from edge_agent.app import model_convert_cmd  # `model convert` lives in its own module
+
+    model_convert_cmd.register_under(msub)
+
 
 def _config(path: Optional[str]) -> Any:
     from edge_agent.app.configfile import load_config
