@@ -214,9 +214,9 @@ def convert_model(model: Any, target: str, log: Callable[[str], None] = lambda _
             out = converted
         except Exception as exc:  # noqa: BLE001 - the converter raises bare RuntimeErrors
             first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            log(f"onnx version converter: {first.split(': ')[-1]}; lowering node by node")
             restamp(out, limits.opset)
-            log(f"opset {opset} -> {limits.opset} (node by node)")
+            why = first.split(": ")[-1].replace("$", "")
+            log(f"opset {opset} -> {limits.opset} (node by node; onnx's version converter said: {why})")
     _lower_ir(out, limits.ir)
     try:
         onnx.checker.check_model(out)
