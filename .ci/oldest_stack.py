@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -37,9 +36,13 @@ def fail(step: str, why: str) -> None:
     sys.exit(1)
 
 
-def ea(*args: str, timeout: float = 300.0) -> "subprocess.CompletedProcess[str]":
+def ea(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "edge-agent"), *args], capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir()
+        [str(BIN / "edge-agent"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tempfile.gettempdir(),
     )
 
 
@@ -66,7 +69,9 @@ def versions(expected_ort: str) -> None:
         fail("runtime install", "the onnx package is installed (the runtime must not need it)")
     except ImportError:
         pass
-    print(f"ok   Python {sys.version.split()[0]}, onnxruntime {onnxruntime.__version__}, numpy {numpy.__version__}")
+    print(
+        f"ok   Python {sys.version.split()[0]}, onnxruntime {onnxruntime.__version__}, numpy {numpy.__version__}"
+    )
 
 
 def free_port() -> int:
@@ -83,7 +88,7 @@ def config(root: Path, port: int, model: Path) -> Path:
         f'[device]\nid = "nano-1"\nstate_dir = "{state}"\n'
         f'[camera]\nsource = "{SAMPLES}"\nloop = true\ninterval_s = 0.05\n'
         f'[detector]\nmodel = "{model}"\n'
-        f"[mqtt]\nenabled = true\nhost = \"127.0.0.1\"\nport = {port}\nreconnect_min_s = 0.2\nreconnect_max_s = 1.0\n"
+        f'[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = {port}\nreconnect_min_s = 0.2\nreconnect_max_s = 1.0\n'
         f'[queue]\npath = "{state}/outbox.db"\n[output]\nmode = "every_frame"\n'
         f'[health]\nstatus_file = "{state}/status.json"\n'
     )
@@ -118,7 +123,14 @@ def sync_against_mosquitto(root: Path) -> Path:
         if not ready.wait(10):
             fail("mosquitto", f"no connection to 127.0.0.1:{port}")
         cfg = config(root, port, REPO / "models" / "demo-detector-int8.onnx")
-        must("run --max-frames 5 (camera replay, SQLite queue, MQTT sync)", "run", "--config", str(cfg), "--max-frames", "5")
+        must(
+            "run --max-frames 5 (camera replay, SQLite queue, MQTT sync)",
+            "run",
+            "--config",
+            str(cfg),
+            "--max-frames",
+            "5",
+        )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and sum(t.endswith("/detections") for t in got) < 5:
             time.sleep(0.1)
@@ -126,7 +138,9 @@ def sync_against_mosquitto(root: Path) -> Path:
         if n < 5:
             fail("sync", f"{n} of 5 results arrived at the broker (topics seen: {sorted(set(got))})")
         print(f"ok   sync: {n} results on edge/nano-1/detections")
-        stats = json.loads(must("queue stats", "queue", "stats", "--config", str(cfg), "--json").strip() or "{}")
+        stats = json.loads(
+            must("queue stats", "queue", "stats", "--config", str(cfg), "--json").strip() or "{}"
+        )
         if stats.get("pending", -1) != 0:
             fail("queue", f"{stats.get('pending')} results still pending after the sync")
         sub.loop_stop()
@@ -161,24 +175,55 @@ def main() -> int:
     versions(a.ort)
     with tempfile.TemporaryDirectory(prefix="edge-agent-oldest-") as tmp:
         root = Path(tmp)
-        must("demo (bundled INT8 detector + classifier)", "demo", "--state-dir", str(root / "demo"), "--frames", "3")
+        must(
+            "demo (bundled INT8 detector + classifier)",
+            "demo",
+            "--state-dir",
+            str(root / "demo"),
+            "--frames",
+            "3",
+        )
         out = must("infer --json on the bundled samples", "infer", "--json", str(SAMPLES))
         if sum(len(json.loads(x)["detections"]) for x in out.splitlines()) == 0:
             fail("infer", "no detections on the bundled samples")
-        text = must("inspect the bundled INT8 detector", "inspect", str(REPO / "models" / "demo-detector-int8.onnx"))
+        text = must(
+            "inspect the bundled INT8 detector", "inspect", str(REPO / "models" / "demo-detector-int8.onnx")
+        )
         if "loads on onnxruntime >= 1.11" not in text:
             fail("inspect", "does not say the demo model loads on onnxruntime 1.11")
         cfg = sync_against_mosquitto(root / "agent")
         pkg = root / "demo.pkg"
-        must("model pack", "model", "pack", str(REPO / "models" / "demo-detector.onnx"), "-o", str(pkg), "--version", "2")
+        must(
+            "model pack",
+            "model",
+            "pack",
+            str(REPO / "models" / "demo-detector.onnx"),
+            "-o",
+            str(pkg),
+            "--version",
+            "2",
+        )
         out = must("model install (gate on this runtime)", "model", "install", str(pkg), "--config", str(cfg))
         if not out.startswith("switched"):
             fail("model install", out.strip())
         refusal(a.shared, a.ort)
         if a.int8 and a.reference:
             got = root / "int8.jsonl"
-            got.write_text(must(f"infer --json with {a.int8.name}", "infer", "--json", "--model", str(a.int8), str(a.images or a.shared / "images")))
-            r = subprocess.run([sys.executable, str(REPO / ".ci" / "same_detections.py"), str(a.reference), str(got)], text=True, capture_output=True)
+            got.write_text(
+                must(
+                    f"infer --json with {a.int8.name}",
+                    "infer",
+                    "--json",
+                    "--model",
+                    str(a.int8),
+                    str(a.images or a.shared / "images"),
+                )
+            )
+            r = subprocess.run(
+                [sys.executable, str(REPO / ".ci" / "same_detections.py"), str(a.reference), str(got)],
+                text=True,
+                capture_output=True,
+            )
             print(("ok   " if r.returncode == 0 else "") + r.stdout.strip())
             if r.returncode:
                 fail("same detections", r.stdout.strip())

@@ -210,7 +210,9 @@ def export_detector(model: TinyDet, path: Path) -> None:
     m = fuse_bn(copy.deepcopy(model)).eval()
     m.export = True
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # dynamo=False on purpose: opset 16 (onnxruntime 1.11, Jetson Nano)
+        warnings.simplefilter(
+            "ignore", DeprecationWarning
+        )  # dynamo=False on purpose: opset 16 (onnxruntime 1.11, Jetson Nano)
         torch.onnx.export(
             m,
             (torch.zeros(1, 3, IMGSZ, IMGSZ),),

@@ -168,7 +168,9 @@ def _min_onnxruntime(sources: dict[str, Path]) -> str:
             g = summarize(path.read_bytes())
             row = oldest_runtime(g.ir_version, g.opsets)
             if row is None:
-                raise ModelError(f"{path}: IR {g.ir_version} / opsets {g.opsets} are newer than any known onnxruntime")
+                raise ModelError(
+                    f"{path}: IR {g.ir_version} / opsets {g.opsets} are newer than any known onnxruntime"
+                )
             need = max(need, row.name, key=lambda v: tuple(int(x) for x in v.split(".")))
     return need
 

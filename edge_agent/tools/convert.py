@@ -33,13 +33,37 @@ class ConvertError(EdgeAgentError):
 _MAIN = ("", "ai.onnx")
 # tensor element types and the IR version that introduced them (onnx.proto TensorProto.DataType)
 _TYPE_IR = {17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
-_REDUCE = (
-    "ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMean ReduceSumSquare"
-).split()
+_REDUCE = [
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceMean",
+    "ReduceSumSquare",
+]
 # operators whose newer versions only added tensor types (float8, int4, ...): same node, older stamp
 _TYPES_ONLY = set(
-    "Reshape Shape Identity Size ConstantOfShape Equal Constant Cast CastLike Flatten Squeeze Unsqueeze "
-    "Transpose QuantizeLinear DequantizeLinear Where".split()
+    [
+        "Reshape",
+        "Shape",
+        "Identity",
+        "Size",
+        "ConstantOfShape",
+        "Equal",
+        "Constant",
+        "Cast",
+        "CastLike",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Transpose",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "Where",
+    ]
 )
 
 
@@ -150,7 +174,9 @@ def restamp(model: Any, target: int) -> None:
         if node.domain not in _MAIN:
             continue
         if any(a.type in (5, 10) for a in node.attribute):  # GRAPH / GRAPHS: subgraphs not handled
-            raise ConvertError(f"operator {node.op_type} ({node.name or '?'}) has a subgraph: cannot lower it")
+            raise ConvertError(
+                f"operator {node.op_type} ({node.name or '?'}) has a subgraph: cannot lower it"
+            )
         try:
             now = defs.get_schema(node.op_type, current).since_version
         except Exception:  # noqa: BLE001 - onnx raises SchemaError, a pybind class
@@ -181,14 +207,19 @@ def _lower_ir(model: Any, ir: int) -> None:
     if model.ir_version <= ir:
         return
     types = [t.data_type for t in model.graph.initializer]
-    types += [v.type.tensor_type.elem_type for v in (*model.graph.input, *model.graph.output, *model.graph.value_info)]
+    types += [
+        v.type.tensor_type.elem_type
+        for v in (*model.graph.input, *model.graph.output, *model.graph.value_info)
+    ]
     for t in types:
         if _TYPE_IR.get(t, 0) > ir:
-            raise ConvertError(f"tensor element type {t} needs IR {_TYPE_IR[t]}; the target runtime reads IR <= {ir}")
+            raise ConvertError(
+                f"tensor element type {t} needs IR {_TYPE_IR[t]}; the target runtime reads IR <= {ir}"
+            )
     model.ir_version = ir
 
 
-def convert_model(model: Any, target: str, log: Callable[[str], None] = lambda _m: None) -> Any:
+def convert_model(model: Any, target: str, log: Callable[[str], object] = lambda _m: None) -> Any:
     """A copy of ``model`` (an onnx ModelProto) that the ``target`` onnxruntime loads."""
     onnx = require_onnx()
     from onnx import version_converter

@@ -57,11 +57,15 @@ def test_yolov8_export_needs_1_17_and_names_both_limits_on_a_nano() -> None:
 
 def test_unused_ml_import_of_the_quantizer_is_what_1_16_refuses() -> None:
     jp5 = limits_for("1.16.3")
-    assert jp5 is not None and refusals(8, {"ai.onnx": 17, "ai.onnx.ml": 5}, jp5) == ["ai.onnx.ml opset 5 > 3"]
+    assert jp5 is not None and refusals(8, {"ai.onnx": 17, "ai.onnx.ml": 5}, jp5) == [
+        "ai.onnx.ml opset 5 > 3"
+    ]
 
 
 @pytest.mark.arm_smoke
-@pytest.mark.parametrize("name", ["demo-detector", "demo-detector-int8", "demo-classifier", "demo-classifier-int8"])
+@pytest.mark.parametrize(
+    "name", ["demo-detector", "demo-detector-int8", "demo-classifier", "demo-classifier-int8"]
+)
 def test_bundled_demo_models_load_on_a_jetson_nano(name: str) -> None:
     g = summarize((MODELS / f"{name}.onnx").read_bytes())
     row = oldest_runtime(g.ir_version, g.opsets)

@@ -63,7 +63,10 @@ def test_reduce_axes_input_becomes_the_old_attribute() -> None:
 @pytest.mark.parametrize(
     ("model", "op"),
     [
-        (_one_op("LayerNormalization", 17, ["s"], [numpy_helper.from_array(np.ones(8, np.float32), "s")]), "LayerNormalization"),
+        (
+            _one_op("LayerNormalization", 17, ["s"], [numpy_helper.from_array(np.ones(8, np.float32), "s")]),
+            "LayerNormalization",
+        ),
         (_one_op("Split", 18, [], [], axis=1, num_outputs=2), "Split"),
     ],
 )
@@ -77,11 +80,30 @@ def test_cli_converts_validates_and_refuses(toy_dir: Path, tmp_path: Path, capsy
     src = tmp_path / "toy20.onnx"
     onnx.save(toy_detector_model(opset=20), str(src))
     out = tmp_path / "toy-ort1.11.onnx"
-    rc = main(["model", "convert", str(src), "--target-ort", "1.11", "-o", str(out), "--images", str(toy_dir / "val")])
+    rc = main(
+        [
+            "model",
+            "convert",
+            str(src),
+            "--target-ort",
+            "1.11",
+            "-o",
+            str(out),
+            "--images",
+            str(toy_dir / "val"),
+        ]
+    )
     text = capsys.readouterr().out
-    assert rc == 0 and "IR 9, opset 20 -> IR 8, opset 16; loads on onnxruntime >= 1.11" in text and "PASS" in text
+    assert (
+        rc == 0
+        and "IR 9, opset 20 -> IR 8, opset 16; loads on onnxruntime >= 1.11" in text
+        and "PASS" in text
+    )
     bad = tmp_path / "ln.onnx"
-    onnx.save(_one_op("LayerNormalization", 17, ["s"], [numpy_helper.from_array(np.ones(8, np.float32), "s")]), str(bad))
+    onnx.save(
+        _one_op("LayerNormalization", 17, ["s"], [numpy_helper.from_array(np.ones(8, np.float32), "s")]),
+        str(bad),
+    )
     rc = main(["model", "convert", str(bad), "--target-ort", "1.11", "-o", str(tmp_path / "x.onnx")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "LayerNormalization" in err[0]

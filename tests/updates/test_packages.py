@@ -310,5 +310,8 @@ def test_a_package_this_onnxruntime_cannot_load_is_refused_before_the_gate(
     staged = list(model_update.store_for(cfg).root.rglob("*.onnx"))
     res = install(cfg, pkg, origin="test")
     assert res["outcome"] == "refused"
-    assert "need onnxruntime >= 1.17, this device has 1.11.1" in res["detail"] and "--target-ort 1.11.1" in res["detail"]
+    assert (
+        "need onnxruntime >= 1.17, this device has 1.11.1" in res["detail"]
+        and "--target-ort 1.11.1" in res["detail"]
+    )
     assert list(model_update.store_for(cfg).root.rglob("*.onnx")) == staged  # nothing staged, no gate run
