@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         m = OnnxModel(args.model, provider=args.provider, threads=args.threads, labels=args.labels)
     except ModelError:
         if compat.get("loads_here") is False:  # still say what the model needs, then the one-line error
-            sys.stdout.write(f"model        {args.model}\nformat       {compat['stamps']}\n")
+            sys.stdout.write(f"model        {args.model}\nonnx         {compat['stamps']}\n")
             sys.stdout.write(f"needs        onnxruntime >= {compat['min_onnxruntime'] or '?'}\n")
         raise
     usage = describe_usage(m, args.classifier_preprocess)
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     w(f"model        {info['path']}\n")
     w(f"size         {m.info.size_bytes / 1e6:.2f} MB  sha256 {m.info.sha256[:16]}...\n")
     w(f"producer     {info['producer'] or '?'}  opsets {info['opsets']}\n")
-    w(f"format       {compat['stamps']}: loads on onnxruntime >= {compat['min_onnxruntime'] or '?'}\n")
+    w(f"onnx         {compat['stamps']}: loads on onnxruntime >= {compat['min_onnxruntime'] or '?'}\n")
     w(f"task         {info['task'] or '?'}  imgsz {info['imgsz']}  stride {info['stride']}\n")
     w(f"quantization {info['quantization']}\n")
     for t in m.info.inputs:

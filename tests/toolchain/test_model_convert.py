@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,13 @@ def test_load_on_an_old_runtime_names_ir_opset_and_the_convert_command(tmp_path:
     msg = str(err.value)
     assert "IR 9 > 8" in msg and "opset 20 > 16" in msg and "onnxruntime 1.11.1" in msg
     assert f"edge-agent model convert {src} --target-ort 1.11" in msg and "\n" not in msg
+
+
+def test_inspect_names_ir_opset_and_the_oldest_runtime(tmp_path: Path, capsys: Any) -> None:
+    src = tmp_path / "new.onnx"
+    onnx.save(toy_detector_model(opset=20), str(src))
+    assert main(["inspect", str(src)]) == 0
+    assert "onnx         IR 9, opset 20: loads on onnxruntime >= 1.17\n" in capsys.readouterr().out
+    assert main(["inspect", str(src), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["ir_version"], info["min_onnxruntime"], info["loads_here"]) == (9, "1.17", True)
