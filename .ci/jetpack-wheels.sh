@@ -16,4 +16,8 @@ tar -C "$out" -xzf "$tarball"
 dir=$(find "$out" -mindepth 1 -maxdepth 1 -type d -name 'edge-agent-*')
 grep -qx "onnxruntime=external" "$dir/BUNDLE.txt" || { echo "jetpack-wheels: BUNDLE.txt lacks onnxruntime=external" >&2; exit 1; }
 python3 cross-build/wheel_check.py "$dir/wheels" --python 3.8 --glibc "$glibc" --no-onnxruntime
+# signed updates on an offline Jetson: PyNaCl (cp36-abi3) and its cffi must be in the bundle
+for pkg in pynacl cffi pycparser; do
+    find "$dir/wheels" -maxdepth 1 -iname "$pkg-*.whl" | grep -q . || { echo "jetpack-wheels: no $pkg wheel in the bundle" >&2; exit 1; }
+done
 ls "$dir/wheels"

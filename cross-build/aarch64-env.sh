@@ -31,7 +31,9 @@ fi
 EA_SUITE=bookworm
 EA_DEB_PACKAGES=python3.11,libstdc++6
 EA_SOURCES=${EDGE_AGENT_DEBIAN_SOURCES:-/etc/apt/sources.list.d/debian.sources}
-EA_CONSTRAINTS=$EA_CROSS/constraints-aarch64.txt
+# EDGE_AGENT_QEMU_CONSTRAINTS: another pin set, e.g. constraints-aarch64-ort1.16.txt (JetPack 5's
+# onnxruntime); the cache key covers the file, so it gets an environment of its own
+EA_CONSTRAINTS=${EDGE_AGENT_QEMU_CONSTRAINTS:-$EA_CROSS/constraints-aarch64.txt}
 # bump when the layout below changes, so existing caches are rebuilt rather than misread
 EA_LAYOUT_VERSION=4
 EA_CORES="cortex-a72 cortex-a57 cortex-a76 cortex-a53"

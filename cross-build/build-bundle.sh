@@ -117,9 +117,12 @@ if [ -n "$jetpack" ]; then
     grep -v -i '^onnxruntime\b' "$work/requirements.txt" >"$work/req-noort.txt"
     # what NVIDIA's onnxruntime-gpu wheels require to import; they install with --no-deps
     printf '%s\n' flatbuffers protobuf packaging >>"$work/req-noort.txt"
+    # PyNaCl ([signing] extra, cp36-abi3 aarch64 wheel + cffi + pycparser): a Jetson is typically
+    # offline, and the agent refuses to start with [model_update] trusted_keys and no PyNaCl
+    echo pynacl >>"$work/req-noort.txt"
     mv "$work/req-noort.txt" "$work/requirements.txt"
     own=()
-    required=(numpy pip)
+    required=(numpy pip pynacl cffi)
     check_args=(--no-onnxruntime)
 fi
 # shellcheck disable=SC2046
@@ -128,7 +131,8 @@ python3 -m pip download --quiet --disable-pip-version-check --dest "$stage/wheel
     "${own[@]}" -r "$work/requirements.txt" >"$work/pip.log" 2>&1 \
     || { grep -v "^WARNING: Location .* is ignored" "$work/pip.log" >&2; ea_die "pip download failed"; }
 for pkg in "${required[@]}"; do
-    compgen -G "$stage/wheels/$pkg-*.whl" >/dev/null || ea_die "no $pkg wheel for CPython $py aarch64"
+    # case-insensitive: PyNaCl's wheel is named PyNaCl-1.5.0-...
+    find "$stage/wheels" -maxdepth 1 -iname "$pkg-*.whl" | grep -q . || ea_die "no $pkg wheel for CPython $py aarch64"
 done
 # every wheel (ours included) must load on the board: CPython $py, aarch64, glibc <= $glibc
 python3 "$EA_CROSS/wheel_check.py" "$stage/wheels" --python "$py" --glibc "$glibc" "${check_args[@]}" >&2 \

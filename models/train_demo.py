@@ -210,14 +210,16 @@ def export_detector(model: TinyDet, path: Path) -> None:
     m = fuse_bn(copy.deepcopy(model)).eval()
     m.export = True
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # dynamo=False on purpose: opset 17
+        warnings.simplefilter(
+            "ignore", DeprecationWarning
+        )  # dynamo=False on purpose: opset 16 (onnxruntime 1.11, Jetson Nano)
         torch.onnx.export(
             m,
             (torch.zeros(1, 3, IMGSZ, IMGSZ),),
             str(path),
             input_names=["images"],
             output_names=["output0"],
-            opset_version=17,
+            opset_version=16,
             dynamo=False,
         )
     meta = common_meta("edge-agent demo detector: circles, squares, triangles in synthetic cluttered scenes")
@@ -253,7 +255,7 @@ def export_classifier(model: TinyCls, path: Path) -> None:
             str(path),
             input_names=["images"],
             output_names=["output0"],
-            opset_version=17,
+            opset_version=16,
             dynamo=False,
             dynamic_axes={"images": {0: "batch"}, "output0": {0: "batch"}},
         )
@@ -327,11 +329,13 @@ def quantize(root: Path) -> int:
             str(root / "data" / calib),
             "-o",
             str(root / dst),
+            "--target-ort",  # the bundled demo must load on a Jetson Nano (JetPack 4.6)
+            "1.11",
         ]
         print(" ".join(cmd), flush=True)
         subprocess.run(cmd, check=True, cwd=HERE.parent)
         made[dst] = {
-            "command": f"python -m edge_agent quantize {src} --calib data/{calib} -o {dst}",
+            "command": f"python -m edge_agent quantize {src} --calib data/{calib} -o {dst} --target-ort 1.11",
             "source": src,
             "calib": f"data/{calib}",
         }
@@ -391,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": cmd,
             "seed": SEED,
             "torch": torch.__version__.split("+")[0],
-            "opset": 17,
+            "opset": 16,
         }
         model = train(cfg, log)
         export(model, root / name)

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from edge_agent.adapters.board import BoardInfo, detect_board
 from edge_agent.adapters.tensorrt import EngineBuild, engine_dir
 from edge_agent.core.onnx_wire import GraphSummary, WireError, summarize
+from edge_agent.core.ort_compat import load_refusal
 from edge_agent.core.providers import CPU, TRT, ProviderPlan, plan_providers
 from edge_agent.core.tensorrt import QUANTIZED_KINDS, choose_tensorrt_source, jetson_gpu
 from edge_agent.errors import ModelError, ProviderError
@@ -195,6 +196,9 @@ class OnnxModel:
         board = board or detect_board()
         available = list(available_providers or ort.get_available_providers())
         ort_version = str(getattr(ort, "__version__", ""))
+        refusal = load_refusal(str(self.path), graph.ir_version, graph.opsets, ort_version)
+        if refusal:  # before ORT's own multi-line error, which names neither the limit nor the fix
+            raise ModelError(refusal)
         plan = plan_providers(
             board.kind, available, board.physical_cores, provider, threads, state_dir, ort_version
         )

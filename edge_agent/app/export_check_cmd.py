@@ -1,6 +1,6 @@
 """``edge-agent export-check``: export a PyTorch model to ONNX and check it (needs the [torch] extra).
 
-Checks eval mode, opset >= 17, a dynamic batch axis, ``onnx.checker`` and ONNX-vs-PyTorch outputs
+Checks eval mode, opset >= 13, a dynamic batch axis, ``onnx.checker`` and ONNX-vs-PyTorch outputs
 (<= 1e-4 relative), then times PyTorch, ORT FP32 and ORT static INT8 side by side.
 """
 
@@ -27,7 +27,13 @@ def register(sub: Any) -> None:
         "--kwargs", default="{}", help="JSON keyword arguments for CALLABLE, e.g. '{\"imgsz\": 640}'"
     )
     p.add_argument("--input-shape", default="1,3,224,224", help="example input N,C,H,W (default 1,3,224,224)")
-    p.add_argument("--opset", type=positive_int, default=17, help="ONNX opset of the export")
+    p.add_argument(
+        "--opset",
+        type=positive_int,
+        default=16,
+        help="ONNX opset of the export; the file (and its INT8 copy) then loads on the oldest onnxruntime "
+        "with that opset: 16 = 1.11 (Jetson Nano, JetPack 4.6), 19 = 1.16 (JetPack 5)",
+    )
     p.add_argument("-o", "--output", default="export-check.onnx", help="where to write the ONNX file")
     p.add_argument("--runs", type=non_negative_int, default=30, help="timed runs per runtime (0 = no timing)")
     p.add_argument(

@@ -24,10 +24,18 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.errors import ModelError
 
-    m = OnnxModel(args.model, provider=args.provider, threads=args.threads, labels=args.labels)
+    compat = runtime_compat(args.model)
+    try:
+        m = OnnxModel(args.model, provider=args.provider, threads=args.threads, labels=args.labels)
+    except ModelError:
+        if compat.get("loads_here") is False:  # still say what the model needs, then the one-line error
+            sys.stdout.write(f"model        {args.model}\nonnx         {compat['stamps']}\n")
+            sys.stdout.write(f"needs        onnxruntime >= {compat['min_onnxruntime'] or '?'}\n")
+        raise
     usage = describe_usage(m, args.classifier_preprocess)
-    info = {**m.info.to_json(), **usage}
+    info = {**m.info.to_json(), **usage, **compat}
     if args.json:
         sys.stdout.write(json.dumps(info, indent=2) + "\n")
         return 0
@@ -35,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     w(f"model        {info['path']}\n")
     w(f"size         {m.info.size_bytes / 1e6:.2f} MB  sha256 {m.info.sha256[:16]}...\n")
     w(f"producer     {info['producer'] or '?'}  opsets {info['opsets']}\n")
+    w(f"onnx         {compat['stamps']}: loads on onnxruntime >= {compat['min_onnxruntime'] or '?'}\n")
     w(f"task         {info['task'] or '?'}  imgsz {info['imgsz']}  stride {info['stride']}\n")
     w(f"quantization {info['quantization']}\n")
     for t in m.info.inputs:
@@ -55,6 +64,29 @@ def run(args: argparse.Namespace) -> int:
     for warning in usage["warnings"]:
         sys.stderr.write(f"edge-agent inspect: warning: {warning}\n")
     return 0
+
+
+def runtime_compat(path: str) -> dict[str, Any]:
+    """IR version, opsets and the oldest onnxruntime that loads the model (core.ort_compat), read
+    from the file's bytes: also shown when this machine's onnxruntime cannot load it."""
+    import onnxruntime
+
+    from edge_agent.core.onnx_wire import WireError, summarize
+    from edge_agent.core.ort_compat import describe_stamps, limits_for, oldest_runtime, refusals
+
+    try:
+        with open(path, "rb") as f:
+            g = summarize(f.read())
+    except (OSError, WireError):
+        return {"stamps": "?", "min_onnxruntime": None}  # OnnxModel names the problem in one line
+    oldest = oldest_runtime(g.ir_version, g.opsets)
+    here = limits_for(onnxruntime.__version__)
+    return {
+        "ir_version": g.ir_version,
+        "stamps": describe_stamps(g.ir_version, g.opsets),
+        "min_onnxruntime": oldest.name if oldest else None,
+        "loads_here": here is None or not refusals(g.ir_version, g.opsets, here),
+    }
 
 
 def describe_usage(m: Any, preprocess_option: Any = None) -> dict[str, Any]:

@@ -87,6 +87,10 @@ def register(sub: Any) -> None:
     pu.add_argument("--expect", type=int, default=0, metavar="N", help="with --group: wait for N devices")
     pu.set_defaults(func=push)
 
+    from edge_agent.app import model_convert_cmd  # `model convert` lives in its own module
+
+    model_convert_cmd.register_under(msub)
+
 
 def _config(path: Optional[str]) -> Any:
     from edge_agent.app.configfile import load_config
@@ -137,6 +141,7 @@ def pack(args: argparse.Namespace) -> int:
         task="detect+classify" if args.classifier else "detect",
         created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         min_agent_version=args.min_agent_version or __version__,
+        min_onnxruntime=_min_onnxruntime(sources),
         files=files,
         labels=labels,
         probe=probe,
@@ -150,6 +155,24 @@ def pack(args: argparse.Namespace) -> int:
         f"{'signed' if sig else 'unsigned'}, detector sha256 {files['detector'].sha256[:16]}...\n"
     )
     return 0
+
+
+def _min_onnxruntime(sources: dict[str, Path]) -> str:
+    """The oldest onnxruntime that loads every ONNX file of the package (devices refuse it otherwise)."""
+    from edge_agent.core.onnx_wire import summarize
+    from edge_agent.core.ort_compat import oldest_runtime
+
+    need = "0"
+    for name, path in sources.items():
+        if name.endswith(".onnx"):
+            g = summarize(path.read_bytes())
+            row = oldest_runtime(g.ir_version, g.opsets)
+            if row is None:
+                raise ModelError(
+                    f"{path}: IR {g.ir_version} / opsets {g.opsets} are newer than any known onnxruntime"
+                )
+            need = max(need, row.name, key=lambda v: tuple(int(x) for x in v.split(".")))
+    return need
 
 
 def keygen(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from edge_agent.adapters import signing
 from edge_agent.adapters.model_store import ModelStore
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.core.config import Config
-from edge_agent.core.model_package import check_agent_version
+from edge_agent.core.model_package import check_agent_version, check_runtime_version
 from edge_agent.errors import EdgeAgentError, ModelError
 
 log = logging.getLogger("edge_agent.model_update")
@@ -129,6 +129,7 @@ def install(
             with PackageReader(package) as reader:
                 m = reader.manifest
                 check_agent_version(m, __version__, str(package))
+                check_runtime_version(m, _ort_version(), str(package))
                 signer = signing.verify(reader.manifest_data, reader.signature, mu.trusted_keys, str(package))
                 vid = store.stage(reader)
         except ModelError as exc:
@@ -265,3 +266,9 @@ def describe(cfg: Config) -> dict[str, Any]:
     info["trial"] = state.get("trial")
     info["last"] = state.get("last")
     return info
+
+
+def _ort_version() -> str:
+    import onnxruntime
+
+    return str(onnxruntime.__version__)

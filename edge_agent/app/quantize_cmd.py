@@ -43,6 +43,12 @@ def register(sub: Any) -> None:
         help="activation range calibration (default minmax)",
     )
     p.add_argument("--target", choices=("x86", "arm64"), default="x86", help="CPU the model will run on")
+    p.add_argument(
+        "--target-ort",
+        metavar="VERSION",
+        help="oldest onnxruntime that must load the result, e.g. 1.11 (Jetson Nano, JetPack 4.6) or 1.16 "
+        "(JetPack 5): opset/IR lowered to what it reads (default: whatever the tools write)",
+    )
     p.add_argument("--val", help="validation images (default: the calibration images)")
     p.add_argument("--val-labels", help="YOLO labels for --val images (adds mAP checks)")
     p.add_argument(
@@ -89,7 +95,15 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="edge-agent-quantize-") as tmp:
         float_copy = Path(tmp) / f"{src.stem}.fp32.onnx"
         result = quantize_model(
-            src, out, calib, args.method, args.target, args.naive, args.reduce_range, float_copy=float_copy
+            src,
+            out,
+            calib,
+            args.method,
+            args.target,
+            args.naive,
+            args.reduce_range,
+            float_copy=float_copy,
+            target_ort=args.target_ort,
         )
         reference = float_copy if float_copy.is_file() else src
         return _validate(args, src, out, result, reference)

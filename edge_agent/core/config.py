@@ -29,7 +29,9 @@ _DEVICE_ID = re.compile(r"[A-Za-z0-9_.-]+")
 # Field annotations use typing.List/Optional, never list[...] / X | None: pydantic evaluates them,
 # and this module must import on Python 3.8 (JetPack 4/5).
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # protected_namespaces=(): pydantic < 2.10 (the floor, 2.5) warns on every start that the
+    # field ``model_update`` shadows its ``model_`` namespace
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
 
 
 class DeviceConfig(_Section):

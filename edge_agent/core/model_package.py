@@ -40,6 +40,8 @@ class Manifest(BaseModel):
     task: Literal["detect", "detect+classify"] = "detect"
     created_at: str
     min_agent_version: str = "0"
+    # the oldest onnxruntime that loads every model file (core.ort_compat); "0" = not recorded
+    min_onnxruntime: str = Field(default="0", max_length=20, pattern=r"^[0-9]{1,4}(\.[0-9]{1,4}){0,2}$")
     # role -> file; "float_source" is the float model a TensorRT engine should be built from
     files: Dict[str, PackageFile]
     labels: Dict[str, List[str]] = Field(default_factory=dict)
@@ -107,6 +109,16 @@ def check_agent_version(m: Manifest, agent_version: str, source: str) -> None:
     if version_tuple(agent_version) < version_tuple(m.min_agent_version):
         raise ModelError(
             f"{source}: needs edge-agent >= {m.min_agent_version}, this agent is {agent_version}"
+        )
+
+
+def check_runtime_version(m: Manifest, ort_version: str, source: str) -> None:
+    """Refuse, before staging and the gate, a package whose models this onnxruntime cannot load."""
+    have, need = version_tuple(ort_version), version_tuple(m.min_onnxruntime)
+    if have and have < need:
+        raise ModelError(
+            f"{source}: its models need onnxruntime >= {m.min_onnxruntime}, this device has {ort_version}; "
+            f"pack models made with `edge-agent model convert|quantize ... --target-ort {ort_version}`"
         )
 
 

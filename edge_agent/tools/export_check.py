@@ -1,10 +1,13 @@
 """PyTorch -> ONNX export checks (dev tooling; needs the ``torch`` extra, never the runtime).
 
 What a good export needs, checked rather than hoped for: ``eval()`` (BatchNorm/Dropout in
-inference mode), opset >= 17, a dynamic batch axis, ``onnx.checker``, and the ONNX output equal to
-PyTorch's within 1e-4 relative (0.01 %, of the output's scale) at batch 1 *and* batch 2. torch
-2.13's default dynamo exporter needs opset 18 for YOLO-style ``Split``; the TorchScript exporter
-(``dynamo=False``) is used at 17. Also times PyTorch vs ORT FP32 vs ORT INT8 (static QDQ from
+inference mode), opset >= 13 (per-channel QDQ), a dynamic batch axis, ``onnx.checker``, and the ONNX
+output equal to PyTorch's within 1e-4 relative (0.01 %, of the output's scale) at batch 1 *and* batch
+2. torch 2.13's default dynamo exporter needs opset 18 for YOLO-style ``Split``; the TorchScript
+exporter (``dynamo=False``) is used at the default 16, the newest a Jetson Nano's onnxruntime 1.11
+reads. The export's IR version (torch writes its onnx's newest) is lowered to what the oldest
+onnxruntime implementing that opset reads (core.ort_compat), so ``--opset N`` gives a file that
+runtime loads; the INT8 copy is made for the same runtime. Also times PyTorch vs ORT FP32 vs ORT INT8 (static QDQ from
 :func:`edge_agent.tools.quantize.quantize_model`), same thread count for all.
 """
 
@@ -26,6 +29,8 @@ from edge_agent import install_hint
 from edge_agent.tools import ToolingDependencyError, require_onnx
 
 MAX_REL_DIFF = 1e-4
+MIN_OPSET = 13  # per-channel QuantizeLinear/DequantizeLinear
+DEFAULT_OPSET = 16  # onnxruntime 1.11 (JetPack 4.6, Jetson Nano) reads opset <= 16
 
 
 def require_torch() -> Any:
@@ -104,13 +109,14 @@ class ExportReport:
     max_rel_diff: float
     batch2_rel_diff: float
     timings_ms: dict[str, float] = field(default_factory=dict)
+    min_onnxruntime: str = "?"
 
     @property
     def passed(self) -> bool:
         return (
             self.checker_ok
             and self.dynamic_batch
-            and self.opset >= 17
+            and self.opset >= MIN_OPSET
             and self.max_rel_diff <= MAX_REL_DIFF
             and self.batch2_rel_diff <= MAX_REL_DIFF
         )
@@ -118,8 +124,9 @@ class ExportReport:
     def format(self) -> str:
         ok = _ok
         lines = [
-            f"export-check {self.onnx_path.name}: opset {self.opset} ({ok(self.opset >= 17)}), "
-            f"onnx.checker {ok(self.checker_ok)}, dynamic batch {ok(self.dynamic_batch)}",
+            f"export-check {self.onnx_path.name}: opset {self.opset} ({ok(self.opset >= MIN_OPSET)}), "
+            f"onnx.checker {ok(self.checker_ok)}, dynamic batch {ok(self.dynamic_batch)}, "
+            f"loads on onnxruntime >= {self.min_onnxruntime}",
             f"  ONNX vs PyTorch: max abs {self.max_abs_diff:.3g}, max rel {self.max_rel_diff:.3g} "
             f"(batch 2: {self.batch2_rel_diff:.3g}; limit {MAX_REL_DIFF:g}) {ok(self.max_rel_diff <= MAX_REL_DIFF and self.batch2_rel_diff <= MAX_REL_DIFF)}",
         ]
@@ -142,7 +149,14 @@ def _rel(a: Any, b: Any) -> tuple[float, float]:
     return raw_difference(np.asarray(a), np.asarray(b))
 
 
-def export(net: Any, example: Any, out: Path, opset: int = 17) -> None:
+def runtime_for_opset(opset: int) -> str:
+    """The oldest onnxruntime implementing ``opset`` (the export is stamped for it)."""
+    from edge_agent.core.ort_compat import TABLE
+
+    return next((row.name for row in TABLE if row.opset >= opset), TABLE[-1].name)
+
+
+def export(net: Any, example: Any, out: Path, opset: int = DEFAULT_OPSET) -> None:
     torch = require_torch()
     net.eval()
     with torch.no_grad(), warnings.catch_warnings():
@@ -160,6 +174,10 @@ def export(net: Any, example: Any, out: Path, opset: int = 17) -> None:
             dynamo=False,
         )
     _static_output_dims(out)
+    from edge_agent.tools.convert import convert_model
+
+    onnx = require_onnx()
+    onnx.save(convert_model(onnx.load(str(out)), runtime_for_opset(opset)), str(out))
 
 
 def _static_output_dims(path: Path) -> None:
@@ -177,7 +195,7 @@ def _static_output_dims(path: Path) -> None:
     onnx.save(onnx.shape_inference.infer_shapes(model, data_prop=True), str(path))
 
 
-def check_export(net: Any, example: Any, out: Path, opset: int = 17) -> ExportReport:
+def check_export(net: Any, example: Any, out: Path, opset: int = DEFAULT_OPSET) -> ExportReport:
     """Export ``net`` and check the file against PyTorch (batch 1 and 2)."""
     torch = require_torch()
     onnx = require_onnx()
@@ -202,7 +220,12 @@ def check_export(net: Any, example: Any, out: Path, opset: int = 17) -> ExportRe
     o1 = sess.run(None, {"images": x1})[0]
     abs1, rel1 = _rel(t1, o1)
     rel2 = _rel(t2, sess.run(None, {"images": x2})[0])[1] if dynamic else float("inf")
-    return ExportReport(out, got_opset, checker_ok, dynamic, abs1, rel1, rel2)
+    from edge_agent.core.ort_compat import oldest_runtime
+
+    oldest = oldest_runtime(model.ir_version, {o.domain or "ai.onnx": o.version for o in model.opset_import})
+    rep = ExportReport(out, got_opset, checker_ok, dynamic, abs1, rel1, rel2)
+    rep.min_onnxruntime = oldest.name if oldest else "?"
+    return rep
 
 
 def _synthetic_calibration(folder: Path, hw: tuple[int, int], n: int = 16) -> list[Path]:
@@ -261,7 +284,7 @@ def run_export_check(
     net: Any,
     input_shape: tuple[int, int, int, int],
     out: Path,
-    opset: int = 17,
+    opset: int = DEFAULT_OPSET,
     runs: int = 30,
     threads: int = 2,
     with_int8: bool = True,
@@ -278,7 +301,7 @@ def run_export_check(
         int8 = out.with_name(out.stem + ".int8.onnx")
         with tempfile.TemporaryDirectory(prefix="edge-agent-calib-") as tmp:
             files = _synthetic_calibration(Path(tmp), (input_shape[2], input_shape[3]))
-            quantize_model(out, int8, files, progress=False)
+            quantize_model(out, int8, files, progress=False, target_ort=runtime_for_opset(opset))
     if runs > 0:
         report.timings_ms = time_runtimes(net, example, out, int8, runs, threads)
     return report

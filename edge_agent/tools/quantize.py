@@ -40,6 +40,7 @@ import numpy.typing as npt
 from edge_agent import __version__
 from edge_agent.errors import QuantizeError
 from edge_agent.tools import require_onnx
+from edge_agent.tools.convert import convert_model
 from edge_agent.tools.dequantize import to_float32
 from edge_agent.tools.graph import ensure_node_names, hoist_transposed_softmax, postprocess_tail
 from edge_agent.tools.progress import Progress
@@ -209,11 +210,14 @@ def quantize_model(
     reduce_range: bool = False,
     progress: bool = True,
     float_copy: Optional[Path] = None,
+    target_ort: Optional[str] = None,
 ) -> QuantizeResult:
     """Write a static QDQ INT8 copy of ``src`` to ``dst``, calibrated on ``calib_files``.
 
     ``float_copy``: where to keep the FP32 model quantized from, when ``src`` was not FP32 (the
-    reference to validate against: an INT8 source is no reference for accuracy).
+    reference to validate against: an INT8 source is no reference for accuracy). ``target_ort``:
+    the onnxruntime the model must load on (e.g. 1.11, a Jetson Nano): the float model is
+    down-converted first and the result is stamped for it (see :mod:`edge_agent.tools.convert`).
     """
     onnx = require_onnx()
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
@@ -238,6 +242,10 @@ def quantize_model(
                 log.info("%s: %s", src.name, note)
                 if float_copy is not None:
                     onnx.save(model, str(float_copy))
+            if target_ort:
+                lowered = Path(tmp) / "float-target.onnx"
+                onnx.save(convert_model(onnx.load(str(float_src)), target_ort, log.info), str(lowered))
+                float_src = lowered
             ref = OnnxModel(float_src, provider="cpu", warmup=False)
             ref.info.metadata.update(_metadata(onnx, src))
             ref.info.task = ref.info.metadata.get("task")
@@ -284,6 +292,9 @@ def quantize_model(
                 method, target, act, wt, reduce_range, reader.i, excluded, naive, hoisted, kind
             )
             settings.update({"source": src.name, "source_quantization": src_kind})
+            if target_ort:  # the quantizer stamps ai.onnx.ml 5 & co. into every model it writes
+                onnx.save(convert_model(onnx.load(str(part)), target_ort, log.info), str(part))
+                settings["target_ort"] = target_ort
             if note:
                 settings["source_note"] = note
             _write_metadata(onnx, src, part, settings)

@@ -49,4 +49,12 @@ def quant_models(model_dir: Path) -> dict[str, Path]:
     for kind, fmt in (("qdq_int8", QuantFormat.QDQ), ("qoperator_int8", QuantFormat.QOperator)):
         out[kind] = model_dir / f"conv-{kind}.onnx"
         quantize_static(str(fp32), str(out[kind]), _Reader(), quant_format=fmt, per_channel=False)  # type: ignore[arg-type]
+    # what a Jetson Nano's onnxruntime 1.11 loads (test_provider_fallback's fake says 1.11): the
+    # quantizer stamps ai.onnx.ml 5 and more into every model it writes
+    import onnx
+
+    from edge_agent.tools.convert import convert_model
+
+    for path in out.values():
+        onnx.save(convert_model(onnx.load(str(path)), "1.11"), str(path))
     return out

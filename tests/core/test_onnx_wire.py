@@ -17,7 +17,7 @@ def test_quantization_kind_is_recognised(quant_models: dict[str, Path], kind: st
 def test_op_counts_and_opset_of_a_known_graph(quant_models: dict[str, Path]) -> None:
     s = summarize(quant_models["fp32"].read_bytes())
     assert s.op_counts == {"Conv": 2, "Relu": 1, "GlobalAveragePool": 1, "Flatten": 1}
-    assert s.opsets["ai.onnx"] == 17 and s.ir_version == 8
+    assert s.opsets == {"ai.onnx": 16} and s.ir_version == 8  # lowered for onnxruntime 1.11 (conftest)
 
 
 def test_truncated_and_garbage_bytes_raise(quant_models: dict[str, Path]) -> None:

@@ -58,11 +58,21 @@ def test_small_convnet_export_passes_every_check(tmp_path: Path) -> None:
     net = small_convnet()
     rep = run_export_check(net, (1, 3, 64, 64), tmp_path / "small.onnx", runs=0)
     assert rep.passed, rep.format()
-    assert rep.opset == 17 and rep.checker_ok and rep.dynamic_batch
+    assert rep.opset == 16 and rep.checker_ok and rep.dynamic_batch
+    assert rep.min_onnxruntime == "1.11"  # the default export loads on a Jetson Nano
     assert rep.max_rel_diff <= 1e-4 and rep.batch2_rel_diff <= 1e-4
     int8 = tmp_path / "small.int8.onnx"
     assert int8.is_file()
+    # torch writes its onnx's newest IR: lowered, and the INT8 copy carries no ai.onnx.ml 5 & co.
+    assert (onnx.load(str(tmp_path / "small.onnx")).ir_version, onnx.load(str(int8)).ir_version) == (8, 8)
+    assert [o.domain for o in onnx.load(str(int8)).opset_import] == [""]
     assert any(n.op_type == "QuantizeLinear" for n in onnx.load(str(int8)).graph.node)
+
+
+def test_opset_19_export_is_stamped_for_jetpack_5(tmp_path: Path) -> None:
+    rep = check_export(small_convnet().eval(), torch.rand(1, 3, 32, 32), tmp_path / "s19.onnx", opset=19)
+    assert rep.opset == 19 and rep.min_onnxruntime == "1.15" and rep.passed, rep.format()
+    assert onnx.load(str(tmp_path / "s19.onnx")).ir_version == 9
 
 
 def test_export_check_refuses_outputs_that_differ(tmp_path: Path) -> None:
@@ -71,7 +81,7 @@ def test_export_check_refuses_outputs_that_differ(tmp_path: Path) -> None:
     assert not rep.passed and "FAIL" in rep.format()
 
 
-def test_yolo_style_export_at_opset_17_keeps_its_head_float_when_quantized(tmp_path: Path) -> None:
+def test_yolo_style_export_at_opset_16_keeps_its_head_float_when_quantized(tmp_path: Path) -> None:
     net = TinyYolo()
     assert set_export_mode(net) == 1 and net.export
     rep = run_export_check(net, (1, 3, 64, 64), tmp_path / "tiny.onnx", runs=0)

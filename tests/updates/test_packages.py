@@ -283,3 +283,35 @@ def test_nothing_to_compare_is_refused(
     res = install(cfg, packages["good"], origin="test")
     assert res["outcome"] == "refused" and "nothing to compare" in res["detail"], res["detail"]
     assert describe(cfg)["current"]["id"] is None
+
+
+def test_a_package_this_onnxruntime_cannot_load_is_refused_before_the_gate(
+    make_config: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import onnx
+    from helpers_toolchain import toy_detector_model
+    from helpers_updates import INT8
+
+    from edge_agent.app import model_update
+
+    nano = tmp_path / "nano.pkg"
+    assert cli("model", "pack", str(INT8), "-o", str(nano), "--version", "6").returncode == 0
+    with PackageReader(nano) as r:
+        assert r.manifest.min_onnxruntime == "1.11"  # the bundled demo INT8 loads on a Jetson Nano
+    new = tmp_path / "opset20.onnx"
+    onnx.save(toy_detector_model(opset=20), str(new))
+    pkg = tmp_path / "new.pkg"
+    r = cli("model", "pack", str(new), "-o", str(pkg), "--version", "7")
+    assert r.returncode == 0, r.stderr
+    with PackageReader(pkg) as rd:
+        assert rd.manifest.min_onnxruntime == "1.17"  # IR 9, opset 20
+    cfg = load_config(make_config())
+    monkeypatch.setattr(model_update, "_ort_version", lambda: "1.11.1")
+    staged = list(model_update.store_for(cfg).root.rglob("*.onnx"))
+    res = install(cfg, pkg, origin="test")
+    assert res["outcome"] == "refused"
+    assert (
+        "need onnxruntime >= 1.17, this device has 1.11.1" in res["detail"]
+        and "--target-ort 1.11.1" in res["detail"]
+    )
+    assert list(model_update.store_for(cfg).root.rglob("*.onnx")) == staged  # nothing staged, no gate run
