@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edge_agent.app.bench_cmd",
     "edge_agent.app.export_check_cmd",
     "edge_agent.app.model_cmd",
+    "edge_agent.app.track_cmd",
 )
 
 log = logging.getLogger("edge_agent")
