@@ -50,15 +50,15 @@ def polygon_problem(poly: Sequence[Point]) -> Optional[str]:
         if not (0.0 <= x <= 1.0 and 0.0 <= y <= 1.0):
             return f"point [{x}, {y}] is outside 0..1 (fractions of the frame)"
     n = len(poly)
-    area = 0.5 * abs(sum(poly[i][0] * poly[(i + 1) % n][1] - poly[(i + 1) % n][0] * poly[i][1] for i in range(n)))
-    if area < 1e-6:
-        return "encloses no area (points on one line or repeated)"
     for i in range(n):
         for j in range(i + 1, n):
             if j == i + 1 or (i == 0 and j == n - 1):
                 continue  # neighbouring edges share a point
             if segments_cross(poly[i], poly[(i + 1) % n], poly[j], poly[(j + 1) % n]):
                 return f"is self-intersecting: edge {i}-{i + 1} crosses edge {j}-{(j + 1) % n}"
+    area = 0.5 * abs(sum(poly[i][0] * poly[(i + 1) % n][1] - poly[(i + 1) % n][0] * poly[i][1] for i in range(n)))
+    if area < 1e-6:
+        return "encloses no area (points on one line or repeated)"
     return None
 
 
