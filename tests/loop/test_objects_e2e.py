@@ -15,6 +15,7 @@ from typing import Any
 
 import cv2
 import numpy as np
+import pytest
 from helpers_clip import REPO, SAMPLES, noisy, paste, real_photo
 
 FPS = 10.0
@@ -157,6 +158,16 @@ def test_five_crossings_two_dwells_exactly_once_each_through_run(tmp_path: Path)
     assert final["zones"]["bay"]["total_entered"] == 2 and final["zones"]["bay"]["occupancy"] == 0
     assert sum(c["lines"]["gate"]["in"] for c in counts) == 3  # the interval counts add up, once
     assert sum(c["zones"]["bay"]["entered"] for c in counts) == 2
+    import jsonschema
+
+    schemas = REPO / "edge_agent" / "schemas"
+    check = {n: jsonschema.Draft202012Validator(json.loads((schemas / f"{n}.json").read_text())) for n in ("object", "counts")}
+    for b in objects:
+        check["object"].validate(b)
+    for b in counts:
+        check["counts"].validate(b)
+    with pytest.raises(jsonschema.ValidationError):  # unknown fields are refused
+        check["object"].validate({**objects[0], "extra": 1})
     seqs = [b["seq"] for _, b, _ in rows]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 
