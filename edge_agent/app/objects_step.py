@@ -47,9 +47,13 @@ class ObjectsStep:
     def __init__(self, cfg: Config, checkpoint: Optional[Path] = None) -> None:
         self.cfg = cfg
         self.tracker = Tracker(tracker_params(cfg))
-        self.events = ObjectEvents(cfg.tracker, cfg.zones, cfg.lines, cfg.output.counts_interval_s, time.time())
+        self.events = ObjectEvents(
+            cfg.tracker, cfg.zones, cfg.lines, cfg.output.counts_interval_s, time.time()
+        )
         self.topic, self.counts_topic = object_topics(cfg.mqtt.topic_prefix, cfg.device.id)
-        self.checkpoint = checkpoint if checkpoint is not None else Path(cfg.device.state_dir) / "object-counts.json"
+        self.checkpoint = (
+            checkpoint if checkpoint is not None else Path(cfg.device.state_dir) / "object-counts.json"
+        )
         self._labels: Dict[int, str] = {}
         self._dirty = False
         self._saved_at = 0.0

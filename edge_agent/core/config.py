@@ -344,12 +344,14 @@ class Config(_Section):
     @model_validator(mode="after")
     def _unique_zone_and_line_names(self) -> Config:
         # the names key the counts messages: two zones called "gate" would merge their counts
-        for kind, items in (("zones", self.zones), ("lines", self.lines)):
-            seen: set[str] = set()
-            for n, item in enumerate(items):
-                if item.name in seen:
-                    raise ValueError(f"{kind}.{n}.name = {item.name!r} is used twice; names must be unique")
-                seen.add(item.name)
+        names: dict[str, list[str]] = {
+            "zones": [z.name for z in self.zones],
+            "lines": [ln.name for ln in self.lines],
+        }
+        for kind, items in names.items():
+            for n, name in enumerate(items):
+                if name in items[:n]:
+                    raise ValueError(f"{kind}.{n}.name = {name!r} is used twice; names must be unique")
         return self
 
     @field_validator("classifier", "sensor", mode="before")

@@ -145,7 +145,9 @@ def topic_prefix_problem(prefix: str) -> Optional[str]:
     return None
 
 
-def object_message(event: Mapping[str, Any], *, device_id: str, ts: float, extra: Mapping[str, Any]) -> dict[str, Any]:
+def object_message(
+    event: Mapping[str, Any], *, device_id: str, ts: float, extra: Mapping[str, Any]
+) -> dict[str, Any]:
     """The ``<prefix>/<device>/objects`` body of one object event (``[output] mode = "objects"``).
 
     ``event`` comes from :class:`edge_agent.core.objects.ObjectEvents`; keys starting with ``_`` are
@@ -156,9 +158,17 @@ def object_message(event: Mapping[str, Any], *, device_id: str, ts: float, extra
     return body
 
 
-def counts_message(counts: Mapping[str, Any], *, device_id: str, ts: float, interval_s: float) -> dict[str, Any]:
+def counts_message(
+    counts: Mapping[str, Any], *, device_id: str, ts: float, interval_s: float
+) -> dict[str, Any]:
     """The ``<prefix>/<device>/counts`` body: one interval's counts per line and zone, with totals."""
-    return {"schema": SCHEMA_VERSION, "device_id": device_id, "ts": float(ts), "interval_s": float(interval_s), **counts}
+    return {
+        "schema": SCHEMA_VERSION,
+        "device_id": device_id,
+        "ts": float(ts),
+        "interval_s": float(interval_s),
+        **counts,
+    }
 
 
 def object_topics(prefix: str, device_id: str) -> tuple[str, str]:

@@ -39,12 +39,18 @@ def parse_detections(lines: Iterable[str], source: str) -> Dict[int, List[Det]]:
             frame_f = float(cols[0])
             x, y, w, h, conf = (float(c) for c in cols[2:7])
         except ValueError:
-            raise EdgeAgentError(f"{source}:{n}: {line[:80]!r} is not numbers (frame,id,x,y,w,h,conf)") from None
+            raise EdgeAgentError(
+                f"{source}:{n}: {line[:80]!r} is not numbers (frame,id,x,y,w,h,conf)"
+            ) from None
         if not frame_f.is_integer() or not 1 <= frame_f <= MAX_FRAME:
-            raise EdgeAgentError(f"{source}:{n}: frame {cols[0]!r} is not a whole number from 1 to {MAX_FRAME}")
+            raise EdgeAgentError(
+                f"{source}:{n}: frame {cols[0]!r} is not a whole number from 1 to {MAX_FRAME}"
+            )
         vals = (x, y, w, h, conf)
         if not all(math.isfinite(v) and abs(v) <= MAX_COORD for v in vals):
-            raise EdgeAgentError(f"{source}:{n}: a value is not finite or beyond {MAX_COORD:g}: {line[:80]!r}")
+            raise EdgeAgentError(
+                f"{source}:{n}: a value is not finite or beyond {MAX_COORD:g}: {line[:80]!r}"
+            )
         if w <= 0 or h <= 0:
             continue  # an empty box: nothing to track (some detectors write them), not an error
         cls = 0
@@ -58,7 +64,9 @@ def parse_detections(lines: Iterable[str], source: str) -> Dict[int, List[Det]]:
     return out
 
 
-def format_tracks(frame: int, tracks: Iterable[Tuple[int, Tuple[float, float, float, float], float]]) -> Iterator[str]:
+def format_tracks(
+    frame: int, tracks: Iterable[Tuple[int, Tuple[float, float, float, float], float]]
+) -> Iterator[str]:
     """MOTChallenge result lines ``frame,id,x,y,w,h,conf,-1,-1,-1`` for one frame."""
     for tid, (x1, y1, x2, y2), conf in tracks:
         yield f"{frame},{tid},{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{conf:.3f},-1,-1,-1\n"

@@ -47,7 +47,9 @@ class _Obj:
     best_image: Any = None  # the frame crop at the best confidence (app: optional snapshot)
 
 
-def _zero_counts(zones: Sequence[ZoneConfig], lines: Sequence[LineConfig]) -> Dict[str, Dict[str, Dict[str, int]]]:
+def _zero_counts(
+    zones: Sequence[ZoneConfig], lines: Sequence[LineConfig]
+) -> Dict[str, Dict[str, Dict[str, int]]]:
     return {
         "lines": {ln.name: {"in": 0, "out": 0} for ln in lines},
         "zones": {z.name: {"entered": 0} for z in zones},
@@ -115,7 +117,13 @@ class ObjectEvents:
                 if direction is not None:
                     self.interval["lines"][ln.name][direction] += 1
                     self.totals["lines"][ln.name][direction] += 1
-                    events.append({**self._event("line_crossed", obj, t, label, ts), "line": ln.name, "direction": direction})
+                    events.append(
+                        {
+                            **self._event("line_crossed", obj, t, label, ts),
+                            "line": ln.name,
+                            "direction": direction,
+                        }
+                    )
             for z in self.zones:
                 if z.classes and label not in z.classes:
                     continue
@@ -201,7 +209,11 @@ class ObjectEvents:
             "from": self.interval_start,
             "to": now,
             "lines": {
-                n: {**c, "total_in": self.totals["lines"][n]["in"], "total_out": self.totals["lines"][n]["out"]}
+                n: {
+                    **c,
+                    "total_in": self.totals["lines"][n]["in"],
+                    "total_out": self.totals["lines"][n]["out"],
+                }
                 for n, c in self.interval["lines"].items()
             },
             "zones": {

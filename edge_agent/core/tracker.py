@@ -321,7 +321,12 @@ class Tracker:
             filtered = _to_xyxy(self._x[t_idx])
             for k, (ti, di) in enumerate(zip(t_idx.tolist(), d_idx.tolist())):
                 t = self.tracks[ti]
-                t.box = (float(filtered[k, 0]), float(filtered[k, 1]), float(filtered[k, 2]), float(filtered[k, 3]))
+                t.box = (
+                    float(filtered[k, 0]),
+                    float(filtered[k, 1]),
+                    float(filtered[k, 2]),
+                    float(filtered[k, 3]),
+                )
                 t.score = float(sc[di])
                 t.class_id = int(cl[di]) if p.per_class or not t.classes else t.class_id
                 t.classes[int(cl[di])] += 1

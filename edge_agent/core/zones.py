@@ -35,7 +35,11 @@ def segments_cross(p1: Point, p2: Point, q1: Point, q2: Point) -> bool:
         return True
 
     def on(a: Point, b: Point, c: Point, d: float) -> bool:
-        return d == 0 and min(a[0], b[0]) <= c[0] <= max(a[0], b[0]) and min(a[1], b[1]) <= c[1] <= max(a[1], b[1])
+        return (
+            d == 0
+            and min(a[0], b[0]) <= c[0] <= max(a[0], b[0])
+            and min(a[1], b[1]) <= c[1] <= max(a[1], b[1])
+        )
 
     return on(q1, q2, p1, d1) or on(q1, q2, p2, d2) or on(p1, p2, q1, d3) or on(p1, p2, q2, d4)
 
@@ -56,7 +60,9 @@ def polygon_problem(poly: Sequence[Point]) -> Optional[str]:
                 continue  # neighbouring edges share a point
             if segments_cross(poly[i], poly[(i + 1) % n], poly[j], poly[(j + 1) % n]):
                 return f"is self-intersecting: edge {i}-{i + 1} crosses edge {j}-{(j + 1) % n}"
-    area = 0.5 * abs(sum(poly[i][0] * poly[(i + 1) % n][1] - poly[(i + 1) % n][0] * poly[i][1] for i in range(n)))
+    area = 0.5 * abs(
+        sum(poly[i][0] * poly[(i + 1) % n][1] - poly[(i + 1) % n][0] * poly[i][1] for i in range(n))
+    )
     if area < 1e-6:
         return "encloses no area (points on one line or repeated)"
     return None
@@ -95,9 +101,7 @@ class LineState:
     pos: Optional[Point] = None
 
 
-def line_step(
-    state: LineState, p: Point, a: Point, b: Point, margin: float, in_sign: int
-) -> Optional[str]:
+def line_step(state: LineState, p: Point, a: Point, b: Point, margin: float, in_sign: int) -> Optional[str]:
     """Advance ``state`` by the anchor ``p``; return "in"/"out" when this step is a crossing."""
     abx, aby = b[0] - a[0], b[1] - a[1]
     length = (abx * abx + aby * aby) ** 0.5

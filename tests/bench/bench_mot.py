@@ -121,7 +121,11 @@ def score(gt_path: Path, res_path: Path) -> dict[str, float]:
     ts = mm.io.loadtxt(str(res_path), fmt="mot15-2D")
     acc = mm.utils.compare_to_groundtruth(gt, ts, "iou", distth=0.5)
     m = mm.metrics.create().compute(acc, metrics=["mota", "idf1", "num_switches"], name="x")
-    return {"mota": float(m["mota"].iloc[0]), "idf1": float(m["idf1"].iloc[0]), "idsw": int(m["num_switches"].iloc[0])}
+    return {
+        "mota": float(m["mota"].iloc[0]),
+        "idf1": float(m["idf1"].iloc[0]),
+        "idsw": int(m["num_switches"].iloc[0]),
+    }
 
 
 def main() -> int:
@@ -132,7 +136,9 @@ def main() -> int:
     seqs = SEQS[:1] if args.smoke else SEQS
     levels = ["low"] if args.smoke else list(NOISE)
     seeds = 1 if args.smoke else args.seeds
-    print("| sequence | noise | IDF1 ours / peer | MOTA ours / peer | ID sw ours / peer | ms/frame ours / peer |")
+    print(
+        "| sequence | noise | IDF1 ours / peer | MOTA ours / peer | ID sw ours / peer | ms/frame ours / peer |"
+    )
     print("|---|---|---|---|---|---|")
     worse = 0
     with tempfile.TemporaryDirectory() as d:
@@ -156,7 +162,9 @@ def main() -> int:
                     peer_lines, peer_ms = run_peer(dets, frames, 25)
                     peer = root / "peer.txt"
                     peer.write_text("\n".join(peer_lines) + "\n")
-                    cells["ours"].append({**score(data_dir() / seq / "gt.txt", ours), "ms": time_ours(dets, frames)})
+                    cells["ours"].append(
+                        {**score(data_dir() / seq / "gt.txt", ours), "ms": time_ours(dets, frames)}
+                    )
                     cells["peer"].append({**score(data_dir() / seq / "gt.txt", peer), "ms": peer_ms})
                 o = {k: statistics.mean(c[k] for c in cells["ours"]) for k in ("idf1", "mota", "idsw", "ms")}
                 p = {k: statistics.mean(c[k] for c in cells["peer"]) for k in ("idf1", "mota", "idsw", "ms")}

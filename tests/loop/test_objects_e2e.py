@@ -27,7 +27,15 @@ def _label_boxes(n: int) -> list[tuple[int, int, int, int, int]]:
     for line in (SAMPLES / "labels" / f"sample_{n}.txt").read_text().split("\n"):
         if line.strip():
             c, cx, cy, bw, bh = map(float, line.split())
-            out.append((int(c), int((cx - bw / 2) * W), int((cy - bh / 2) * H), int((cx + bw / 2) * W), int((cy + bh / 2) * H)))
+            out.append(
+                (
+                    int(c),
+                    int((cx - bw / 2) * W),
+                    int((cy - bh / 2) * H),
+                    int((cx + bw / 2) * W),
+                    int((cy + bh / 2) * H),
+                )
+            )
     return out
 
 
@@ -62,7 +70,7 @@ def make_clip(out: Path) -> dict[str, Any]:
             frames.append([] if hidden else [(x, 30)])
         blank(6)
     start = len(frames)
-    for k in range(30):  # two objects dwell 30 frames (3.0 s) inside the zone (bottom band)
+    for _ in range(30):  # two objects dwell 30 frames (3.0 s) inside the zone (bottom band)
         frames.append([(40, 170), (200, 170)])
     blank(35)  # the dwellers' tracks end (lost for 30 frames) before the passer-by walks their spot
     for x in range(5, 262, 24):  # a passer-by: 11 frames (1.1 s) through the zone, below the line
@@ -151,7 +159,9 @@ def test_five_crossings_two_dwells_exactly_once_each_through_run(tmp_path: Path)
     appeared = [b for b in objects if b["event"] == "appeared"]
     ended = [b for b in objects if b["event"] == "ended"]
     assert len(appeared) == len(ended) == 8  # 5 crossers, 2 dwellers, 1 passer-by
-    assert all(b["best_confidence"] >= 0.5 and b["classes"] == {"square": b["classes"]["square"]} for b in ended)
+    assert all(
+        b["best_confidence"] >= 0.5 and b["classes"] == {"square": b["classes"]["square"]} for b in ended
+    )
 
     final = counts[-1]
     assert final["lines"]["gate"]["total_in"] == 3 and final["lines"]["gate"]["total_out"] == 2
@@ -161,7 +171,10 @@ def test_five_crossings_two_dwells_exactly_once_each_through_run(tmp_path: Path)
     import jsonschema
 
     schemas = REPO / "edge_agent" / "schemas"
-    check = {n: jsonschema.Draft202012Validator(json.loads((schemas / f"{n}.json").read_text())) for n in ("object", "counts")}
+    check = {
+        n: jsonschema.Draft202012Validator(json.loads((schemas / f"{n}.json").read_text()))
+        for n in ("object", "counts")
+    }
     for b in objects:
         check["object"].validate(b)
     for b in counts:
