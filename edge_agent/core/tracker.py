@@ -80,7 +80,7 @@ def iou_matrix(a: FloatArray, b: FloatArray) -> FloatArray:
     y1 = np.maximum(a[:, None, 1], b[None, :, 1])
     x2 = np.minimum(a[:, None, 2], b[None, :, 2])
     y2 = np.minimum(a[:, None, 3], b[None, :, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    inter = np.maximum(x2 - x1, 0.0) * np.maximum(y2 - y1, 0.0)
     area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
     area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
     union = area_a[:, None] + area_b[None, :] - inter
@@ -116,8 +116,14 @@ def assign(sim: FloatArray, min_sim: float) -> List[Tuple[int, int]]:
     if sim.size == 0:
         return []
     link = sim >= min_sim
-    rows_left = set(np.nonzero(link.any(axis=1))[0].tolist())
-    pairs: List[Tuple[int, int]] = []
+    per_row, per_col = link.sum(axis=1), link.sum(axis=0)
+    # the usual case, vectorised: a row with one candidate column that has no other candidate
+    lone = link & (per_row[:, None] == 1) & (per_col[None, :] == 1)
+    lr, lc = np.nonzero(lone)
+    pairs: List[Tuple[int, int]] = list(zip(lr.tolist(), lc.tolist()))
+    rows_left = set(np.nonzero(per_row > 1)[0].tolist()) | {
+        r for r in np.nonzero(per_row == 1)[0].tolist() if not lone[r].any()
+    }
     while rows_left:
         rs = {rows_left.pop()}
         cs: set[int] = set()
@@ -187,15 +193,18 @@ def optimal_match(sim: FloatArray, min_sim: float) -> List[Tuple[int, int]]:
 
 
 def _to_xywh(boxes: FloatArray) -> FloatArray:
-    w = boxes[:, 2] - boxes[:, 0]
-    h = boxes[:, 3] - boxes[:, 1]
-    return np.stack([boxes[:, 0] + w / 2, boxes[:, 1] + h / 2, w, h], axis=1)
+    out = np.empty_like(boxes)
+    out[:, 2:] = boxes[:, 2:] - boxes[:, :2]
+    out[:, :2] = boxes[:, :2] + out[:, 2:] / 2
+    return out
 
 
 def _to_xyxy(s: FloatArray) -> FloatArray:
-    w = np.maximum(s[:, 2], 1e-3)
-    h = np.maximum(s[:, 3], 1e-3)
-    return np.stack([s[:, 0] - w / 2, s[:, 1] - h / 2, s[:, 0] + w / 2, s[:, 1] + h / 2], axis=1)
+    half = np.maximum(s[:, 2:], 1e-3) / 2
+    out = np.empty_like(s)
+    out[:, :2] = s[:, :2] - half
+    out[:, 2:] = s[:, :2] + half
+    return out
 
 
 def _noise_scale(s: FloatArray) -> FloatArray:
@@ -271,6 +280,8 @@ class Tracker:
         return assign(sim, min_sim) if self.params.optimal else greedy_match(sim, min_sim)
 
     def _sim(self, t_idx: List[int], boxes: FloatArray, classes: npt.NDArray[np.int64]) -> FloatArray:
+        if not t_idx or not len(boxes):
+            return np.zeros((len(t_idx), len(boxes)))  # most frames: stages 2 and 3 have nothing to do
         pred = _to_xyxy(self._x[t_idx]) if t_idx else np.zeros((0, 4))
         sim = iou_matrix(pred, boxes)
         if self.params.per_class and sim.size:
