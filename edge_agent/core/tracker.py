@@ -47,6 +47,7 @@ class TrackerParams:
     new_match_iou: float = 0.3  # an unconfirmed track's second sighting
     lost_frames: int = 30  # frames a lost track is kept for re-identification
     per_class: bool = False  # True: a track only matches detections of its own class
+    fuse_score: bool = False  # first association on IoU x detection score (ByteTrack's MOT17 setting)
     optimal: bool = True  # optimal assignment per group of overlapping boxes; False: greedy by IoU
 
 
@@ -310,7 +311,10 @@ class Tracker:
 
         # 1: confirmed tracks (tracked or lost) x high-score detections
         pool = [i for i, t in enumerate(self.tracks) if t.confirmed]
-        for r, c in self._match(self._sim(pool, b[high], cl[high]), p.match_iou):
+        sim1 = self._sim(pool, b[high], cl[high])
+        if p.fuse_score and sim1.size:
+            sim1 = sim1 * sc[high][None, :]
+        for r, c in self._match(sim1, p.match_iou):
             matched[pool[r]] = int(high[c])
         used = set(matched.values())
         rest_high = [int(d) for d in high if int(d) not in used]
