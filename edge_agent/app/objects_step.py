@@ -38,6 +38,7 @@ def tracker_params(cfg: Config) -> TrackerParams:
         match_iou=t.match_iou,
         lost_frames=t.lost_frames,
         per_class=t.per_class,
+        fuse_score=t.fuse_score,
     )
 
 

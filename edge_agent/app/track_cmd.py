@@ -24,11 +24,11 @@ def register(sub: Any) -> None:
         "--detections", "-d", required=True, help="MOTChallenge det.txt (frame,-1,x,y,w,h,conf,...)"
     )
     p.add_argument("--output", "-o", required=True, help="tracks file to write (MOTChallenge)")
-    p.add_argument("--high", type=unit_interval, default=0.4, help="first-association score threshold")
+    p.add_argument("--high", type=unit_interval, default=0.3, help="first-association score threshold")
     p.add_argument(
         "--low", type=unit_interval, default=0.1, help="lowest score still used (second association)"
     )
-    p.add_argument("--new-track", type=unit_interval, default=0.5, help="score needed to start a track")
+    p.add_argument("--new-track", type=unit_interval, default=0.4, help="score needed to start a track")
     p.add_argument("--match-iou", type=unit_interval, default=0.2, help="IoU gate of the first association")
     p.add_argument("--lost-frames", type=non_negative_int, default=30, help="frames a lost track is kept")
     p.add_argument("--per-class", action="store_true", help="match only within a class (column 8)")

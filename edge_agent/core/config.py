@@ -197,13 +197,15 @@ _NAME = r"^[^\x00-\x1f\x7f]{1,64}$"  # shown in messages and on frames: no contr
 class TrackerConfig(_Section):
     """``[tracker]``: the ByteTrack-class tracker of objects mode (edge_agent.core.tracker)."""
 
-    high: float = Field(default=0.4, ge=0, le=1)
+    high: float = Field(default=0.3, ge=0, le=1)
     low: float = Field(default=0.1, ge=0, le=1)
-    new_track: float = Field(default=0.5, ge=0, le=1)
+    new_track: float = Field(default=0.4, ge=0, le=1)
     match_iou: float = Field(default=0.2, gt=0, le=1)
     lost_frames: int = Field(default=30, ge=0, le=10000)
     # true: a track only continues with detections of its own class
     per_class: bool = False
+    # first association on IoU x detection score (ByteTrack's MOT17 setting)
+    fuse_score: bool = True
     # the point of a box that is in a zone / crosses a line
     anchor: Literal["bottom_center", "center"] = "bottom_center"
     # a track must be seen on this many frames before it is reported ("appeared")

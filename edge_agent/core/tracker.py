@@ -37,17 +37,17 @@ STD_VEL = 1.0 / 160
 
 @dataclass(frozen=True)
 class TrackerParams:
-    """ByteTrack's defaults (match_thresh 0.8, buffer 30) with track_thresh 0.4 (tuned in bench_mot.py)."""
+    """ByteTrack's defaults (match_thresh 0.8, buffer 30) with track_thresh 0.3 and score fusion (tuned in bench_mot.py)."""
 
-    high: float = 0.4  # detections at or above this take part in the first association
+    high: float = 0.3  # detections at or above this take part in the first association
     low: float = 0.1  # ... between low and high only in the second one (recover occluded tracks)
-    new_track: float = 0.5  # a detection that starts a new track must score at least this
+    new_track: float = 0.4  # a detection that starts a new track must score at least this
     match_iou: float = 0.2  # first association: IoU gate (ByteTrack's cost 1 - IoU <= 0.8)
     low_match_iou: float = 0.5  # second association (low-score detections)
     new_match_iou: float = 0.3  # an unconfirmed track's second sighting
     lost_frames: int = 30  # frames a lost track is kept for re-identification
     per_class: bool = False  # True: a track only matches detections of its own class
-    fuse_score: bool = False  # first association on IoU x detection score (ByteTrack's MOT17 setting)
+    fuse_score: bool = True  # first association on IoU x detection score (ByteTrack's MOT17 setting)
     optimal: bool = True  # optimal assignment per group of overlapping boxes; False: greedy by IoU
 
 

@@ -1,7 +1,7 @@
 """Tracker benchmark on real pedestrian trajectories: ours vs supervision's ByteTrack, same detections.
 
     pip install motmetrics 'supervision==0.25.1'   # bench only, not project deps (0.26+ dropped ByteTrack)
-    python tests/bench/bench_mot.py [--seeds 3] [--smoke]
+    python tests/bench/bench_mot.py [--seeds 5] [--smoke]
 
 Ground truth: TUD-Campus and TUD-Stadtmitte (MOT15) as shipped inside the motmetrics wheel
 (``motmetrics/data/<seq>/gt.txt``). Detections are simulated from it with seeded noise at three
@@ -130,7 +130,7 @@ def score(gt_path: Path, res_path: Path) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=3, help="noise seeds per cell (metrics are averaged)")
+    ap.add_argument("--seeds", type=int, default=5, help="noise seeds per cell (metrics are averaged)")
     ap.add_argument("--smoke", action="store_true", help="one seed, TUD-Campus, low noise only")
     args = ap.parse_args()
     seqs = SEQS[:1] if args.smoke else SEQS

@@ -118,4 +118,4 @@ def test_parse_detections_only_ever_raises_its_own_error(lines: list[str]) -> No
     except EdgeAgentError:
         return
     for frame, dets in out.items():
-        assert 1 <= frame and all(d[2] > d[0] and d[3] > d[1] for d in dets)
+        assert frame >= 1 and all(d[2] > d[0] and d[3] > d[1] for d in dets)
