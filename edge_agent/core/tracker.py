@@ -30,6 +30,9 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
+MAX_OPTIMAL = 40  # groups of overlapping boxes larger than this are assigned greedily
+MAX_LOST = 1000  # lost tracks kept at most (the oldest are dropped first): bounds memory and cost
+
 # the noise model of ByteTrack/BoT-SORT: standard deviations as fractions of the box size
 STD_POS = 1.0 / 20
 STD_VEL = 1.0 / 160
@@ -140,7 +143,10 @@ def assign(sim: FloatArray, min_sim: float) -> List[Tuple[int, int]]:
             pairs.append((r_idx[0], c_idx[0]))
             continue
         sub = sim[np.ix_(r_idx, c_idx)]
-        pairs += [(r_idx[r], c_idx[c]) for r, c in optimal_match(sub, min_sim)]
+        # a dense crowd (or a detector gone wild) is solved greedily: the solver's Python loop is
+        # O(n^2 m) and must not stall the camera loop
+        solve = optimal_match if min(len(r_idx), len(c_idx)) <= MAX_OPTIMAL else greedy_match
+        pairs += [(r_idx[r], c_idx[c]) for r, c in solve(sub, min_sim)]
     return pairs
 
 
@@ -367,6 +373,12 @@ class Tracker:
             else:
                 t.lost = True
                 keep.append(i)
+        lost = [i for i in keep if self.tracks[i].lost]
+        if len(lost) > MAX_LOST:
+            lost.sort(key=lambda i: self.tracks[i].last_frame)
+            drop = set(lost[: len(lost) - MAX_LOST])
+            self.removed += [self.tracks[i] for i in drop]
+            keep = [i for i in keep if i not in drop]
         self._keep(keep)
 
         # 4: new tracks from confident leftovers (confirmed at once on the very first frame)

@@ -240,3 +240,30 @@ def test_config_check_names_the_bad_geometry_in_one_line(section: str, expected:
 
 def test_a_convex_and_a_concave_polygon_are_fine() -> None:
     assert polygon_problem([(0.1, 0.1), (0.9, 0.1), (0.9, 0.9), (0.5, 0.4), (0.1, 0.9)]) is None
+
+
+def test_a_detector_gone_wild_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 overlapping boxes a frame, every frame somewhere else: the crowd goes to the greedy
+    matcher, never to the O(n^3) solver, and the lost tracks are capped (memory, cost)."""
+    from edge_agent.core import tracker as tmod
+
+    sizes: list[int] = []
+    real = tmod.optimal_match
+
+    def spy(sim: np.ndarray, gate: float) -> list[tuple[int, int]]:
+        sizes.append(min(sim.shape))
+        return real(sim, gate)
+
+    monkeypatch.setattr(tmod, "optimal_match", spy)
+    monkeypatch.setattr(tmod, "MAX_LOST", 100)
+    rng = np.random.default_rng(3)
+    tr = Tracker()
+    xy = rng.uniform(0, 2000, (300, 2))
+    tr.update(np.concatenate([xy, xy + 60], 1), np.full(300, 0.9))  # frame 1: 300 confirmed tracks
+    tr.update([], [])  # all lost at once: only the newest MAX_LOST are kept
+    assert sum(t.lost for t in tr.tracks) == 100 and len(tr.removed) == 200
+    for _ in range(12):
+        xy = rng.uniform(0, 200, (300, 2))
+        tr.update(np.concatenate([xy, xy + 60], 1), rng.uniform(0.5, 1, 300))
+    assert sizes and max(sizes) <= tmod.MAX_OPTIMAL
+    assert sum(t.lost for t in tr.tracks) <= 100
