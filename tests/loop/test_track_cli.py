@@ -119,3 +119,26 @@ def test_parse_detections_only_ever_raises_its_own_error(lines: list[str]) -> No
         return
     for frame, dets in out.items():
         assert frame >= 1 and all(d[2] > d[0] and d[3] > d[1] for d in dets)
+
+
+@pytest.mark.parametrize(
+    "geometry, expected",
+    [
+        (
+            '[[zones]]\nname = "a"\npolygon = [[0.1, 0.1], [0.9, 0.9], [0.9, 0.1], [0.1, 0.9]]',
+            "zones.0.polygon",
+        ),
+        ('[[lines]]\nname = "a"\npoints = [[0.1, 0.1], [0.1, 0.1]]', "lines.0.points"),
+        (
+            '[[lines]]\nname = "a"\npoints = [[0.1, 0.1], [0.5, 0.1]]\n' * 2,
+            "lines.1.name = 'a' is used twice",
+        ),
+    ],
+)
+def test_config_check_refuses_bad_geometry_in_one_line(tmp_path: Path, geometry: str, expected: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[detector]\nmodel = "x.onnx"\n{geometry}\n')
+    r = cli("config", "check", "--config", str(cfg))
+    assert r.returncode != 0
+    err = r.stderr.strip()
+    assert expected in err and len(err.splitlines()) == 1 and "Traceback" not in err
