@@ -336,7 +336,9 @@ class Agent:
         self._latency.append(timings)
         self._frame_times.append(time.monotonic())
         if self.objects is not None:  # objects mode: the tracking step replaces per-frame results
+            t1 = time.monotonic()
             self.objects.on_frame(frame, dets, lambda t, b: self._put(outbox, t, b))
+            timings["track"] = (time.monotonic() - t1) * 1e3  # in the status latency (same dict)
             return
         decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
         if not decision.emit:

@@ -370,7 +370,9 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
             lines.append(f"{source}: unknown key '{path}' (not part of the edge-agent config)")
         elif not item["loc"]:  # a whole-config rule (e.g. unique zone names): its message names the key
             msg = item["msg"]
-            lines.append(f"{source}: {msg[len('Value error, ') :] if msg.startswith('Value error, ') else msg}")
+            lines.append(
+                f"{source}: {msg[len('Value error, ') :] if msg.startswith('Value error, ') else msg}"
+            )
         else:
             shown = repr(item.get("input"))
             if len(shown) > 80:  # a 70 000-character value must not become a 70 000-character line
