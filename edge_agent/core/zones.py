@@ -119,7 +119,10 @@ def line_step(state: LineState, p: Point, a: Point, b: Point, margin: float, in_
     cx, cy = prev_pos[0] + t * (p[0] - prev_pos[0]), prev_pos[1] + t * (p[1] - prev_pos[1])
     u = ((cx - a[0]) * abx + (cy - a[1]) * aby) / (length * length)
     if not (-margin <= u <= 1 + margin):
-        return None  # passed beside the line, not through it
+        # passed beside the line, not through it: the committed side stays, so walking around the
+        # line's end and back through it never counts the same direction twice in a row
+        state.side, state.pos = prev, prev_pos
+        return None
     return "in" if side == in_sign else "out"
 
 

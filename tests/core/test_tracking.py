@@ -267,3 +267,39 @@ def test_a_detector_gone_wild_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> 
         tr.update(np.concatenate([xy, xy + 60], 1), rng.uniform(0.5, 1, 300))
     assert sizes and max(sizes) <= tmod.MAX_OPTIMAL
     assert sum(t.lost for t in tr.tracks) <= 100
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), max_size=60),
+    st.floats(0, 0.1),
+    st.sampled_from([1, -1]),
+)
+def test_line_crossings_alternate_and_never_run_away(
+    points: list[tuple[float, float]], margin: float, in_sign: int
+) -> None:
+    """Whatever a track does, its crossings alternate in/out: it can never count "in" twice without
+    having gone "out" in between (no double counting by jitter, gaps or jumps)."""
+    state = LineState()
+    got = [
+        d for p in points if (d := line_step(state, p, (0.5, 0.1), (0.5, 0.9), margin, in_sign)) is not None
+    ]
+    assert all(a != b for a, b in zip(got, got[1:]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.booleans(), max_size=80), st.floats(0, 2), st.integers(1, 5))
+def test_zone_events_alternate_and_dwell_is_at_least_the_minimum(
+    inside: list[bool], min_dwell: float, exit_frames: int
+) -> None:
+    from edge_agent.core.zones import ZoneState, zone_end, zone_step
+
+    state = ZoneState()
+    events = [
+        e for i, flag in enumerate(inside) if (e := zone_step(state, flag, i / 10, min_dwell, exit_frames))
+    ]
+    end = zone_end(state)
+    events += [end] if end else []
+    kinds = [k for k, _ in events]
+    assert kinds == ["entered", "left"] * (len(kinds) // 2)  # entered, left, entered, left ...
+    assert all(d >= min_dwell - 1e-9 for k, d in events if k == "left")
