@@ -3,12 +3,16 @@ photo pasted at known positions, written as JPEG frames (tests/loop/test_objects
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
-from helpers_clip import SAMPLES, noisy, paste, real_photo
+from helpers_clip import REPO, SAMPLES, noisy, paste, real_photo
 
 FPS = 10.0
 # the line the crossers cross (x = 0.5, upper 60 %) and the zone the dwellers sit in (bottom band)
@@ -84,3 +88,43 @@ def make_clip(out: Path) -> dict[str, Any]:
             img = paste(img, obj, x, y)
         cv2.imwrite(str(out / f"{i:04d}.jpg"), noisy(img, rng, 2.0), [cv2.IMWRITE_JPEG_QUALITY, 92])
     return {"frames": len(frames), "dwell_start": start}
+
+
+def config(root: Path, cam: Path, mode: str) -> Path:
+    cfg = root / f"{mode}.toml"
+    cfg.write_text(
+        f"""[device]
+id = "cam-1"
+state_dir = "{root / mode}"
+[camera]
+source = "{cam}"
+fps = {FPS}
+[detector]
+model = "{REPO / "models" / "demo-detector.onnx"}"
+conf_threshold = 0.5
+[mqtt]
+enabled = false
+[queue]
+path = "{root / mode / "q.db"}"
+[output]
+mode = "{mode}"
+counts_interval_s = 5
+[health]
+status_file = "{root / mode / "status.json"}"
+{GEOMETRY}"""
+    )
+    return cfg
+
+
+def run_agent(cfg: Path, *args: str) -> list[tuple[str, dict[str, Any], int]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    db = cfg.parent / cfg.stem / "q.db"
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT topic, payload, size FROM messages ORDER BY id").fetchall()
+    return [(t, json.loads(p), s) for t, p, s in rows]
