@@ -8,7 +8,13 @@ into the queue, exactly those events, once each, and a restart continuing the co
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers_clip import REPO
@@ -77,3 +83,40 @@ def test_five_crossings_two_dwells_exactly_once_each_through_run(tmp_path: Path)
     # objects mode sends a fixed number of messages per object, whatever the frame rate or how the
     # boxes move: 8 appeared + 8 ended + 5 crossings + 2 entered + 2 left, plus the counts
     assert len(rows) == 25 + len(counts)
+
+
+def test_counts_survive_kill_9_without_double_counting(tmp_path: Path) -> None:
+    """kill -9 after the second crossing: the restarted agent's totals are exactly the checkpoint's
+    (what was counted before the kill, once), and the crossings it then sees add on top, once."""
+    cam = tmp_path / "cam"
+    cam.mkdir()
+    make_clip(cam)
+    cfg = config(tmp_path, cam, "objects")
+    ckpt = tmp_path / "objects" / "object-counts.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        seen: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            try:
+                seen = json.loads(ckpt.read_text())
+            except (OSError, ValueError):
+                seen = {}
+            gate = seen.get("totals", {}).get("lines", {}).get("gate", {})
+            if gate.get("in", 0) + gate.get("out", 0) >= 2:
+                break
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    at_kill = json.loads(ckpt.read_text())["totals"]["lines"]["gate"]
+    assert at_kill["in"] + at_kill["out"] >= 2
+    rows = run_agent(cfg, "--max-frames", "3")  # 3 empty frames: no new crossing
+    final = [b for t, b, _ in rows if t == "edge/cam-1/counts"][-1]["lines"]["gate"]
+    assert (final["total_in"], final["total_out"]) == (at_kill["in"], at_kill["out"])
