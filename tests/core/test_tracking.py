@@ -134,6 +134,7 @@ def events_for(
     zones: list[ZoneConfig],
     lines: list[LineConfig],
     exit_frames: int = 3,
+    label: str = "car",
 ) -> list[tuple[int, str, float]]:
     """Feed per-frame boxes (None = not detected) at 10 fps; returns (frame, event, dwell)."""
     cfg = TrackerConfig(min_hits=1, anchor="center", zone_exit_frames=exit_frames)
@@ -143,7 +144,7 @@ def events_for(
     for f, boxes in enumerate(path):
         b = [x for x in boxes if x is not None]
         tracks = tr.update(b, [0.9] * len(b))
-        for e in ev.update(f / 10, tracks, tr.removed, (1000, 1000), lambda c: "car"):
+        for e in ev.update(f / 10, tracks, tr.removed, (1000, 1000), lambda c: label):
             out.append((f, e["event"] if "direction" not in e else e["direction"], e.get("dwell_s", 0.0)))
     for e in ev.end_all(tr.end_all(), len(path) / 10):
         out.append((len(path), e["event"], e.get("dwell_s", 0.0)))
@@ -303,3 +304,13 @@ def test_zone_events_alternate_and_dwell_is_at_least_the_minimum(
     kinds = [k for k, _ in events]
     assert kinds == ["entered", "left"] * (len(kinds) // 2)  # entered, left, entered, left ...
     assert all(d >= min_dwell - 1e-9 for k, d in events if k == "left")
+
+
+def test_zones_and_lines_only_count_their_classes() -> None:
+    line = LineConfig(name="gate", points=[(0.5, 0.0), (0.5, 1.0)], classes=["car"])
+    zone = ZoneConfig(name="bay", polygon=[(0.2, 0.2), (0.8, 0.2), (0.8, 0.8), (0.2, 0.8)], classes=["car"])
+    path: list[list[list[float] | None]] = [[box(100 + 20 * f, 475)] for f in range(40)]
+    kinds = {e[1] for e in events_for(path, [zone], [line], label="car")}
+    assert {"out", "zone_entered", "zone_left"} <= kinds  # in_side "right" of a downward line: screen left
+    kinds = {e[1] for e in events_for(path, [zone], [line], label="person")}
+    assert kinds == {"appeared", "ended"}
