@@ -142,3 +142,18 @@ def test_config_check_refuses_bad_geometry_in_one_line(tmp_path: Path, geometry:
     assert r.returncode != 0
     err = r.stderr.strip()
     assert expected in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_mot_bench_smoke() -> None:
+    """One cell of tests/bench/bench_mot.py (TUD-Campus, low noise, one seed); the bench packages
+    are not project dependencies, so this skips unless they are installed (see docs/objects.md)."""
+    pytest.importorskip("motmetrics", reason="bench only: pip install motmetrics 'supervision==0.25.1'")
+    sv = pytest.importorskip("supervision", reason="bench only: pip install 'supervision==0.25.1'")
+    if not hasattr(sv, "ByteTrack"):
+        pytest.skip("supervision >= 0.26 has no ByteTrack; the bench needs 0.25.1")
+    bench = Path(__file__).resolve().parents[1] / "bench" / "bench_mot.py"
+    r = subprocess.run([sys.executable, str(bench), "--smoke"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (row,) = [line for line in r.stdout.splitlines() if line.startswith("| TUD-Campus | low")]
+    ours_idf1 = float(row.split("|")[3].split("/")[0])
+    assert ours_idf1 > 0.7
