@@ -314,3 +314,13 @@ def test_zones_and_lines_only_count_their_classes() -> None:
     assert {"out", "zone_entered", "zone_left"} <= kinds  # in_side "right" of a downward line: screen left
     kinds = {e[1] for e in events_for(path, [zone], [line], label="person")}
     assert kinds == {"appeared", "ended"}
+
+
+def test_the_documented_objects_config_parses_as_documented() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "objects.md").read_text()
+    block = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    cfg = parse_config(block, "docs/objects.md")
+    assert cfg.output.mode == "objects" and cfg.tracker == TrackerConfig()  # the comments say "the defaults"
+    assert [z.name for z in cfg.zones] == ["bay"] and cfg.lines[0].in_side == "left"
