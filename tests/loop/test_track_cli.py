@@ -157,3 +157,34 @@ def test_mot_bench_smoke() -> None:
     (row,) = [line for line in r.stdout.splitlines() if line.startswith("| TUD-Campus | low")]
     ours_idf1 = float(row.split("|")[3].split("/")[0])
     assert ours_idf1 > 0.7
+
+
+def test_infer_track_reads_a_video_at_its_own_frame_rate(tmp_path: Path) -> None:
+    cam = tmp_path / "cam"
+    cam.mkdir()
+    make_clip(cam)
+    video = tmp_path / "clip.avi"
+    frames = sorted(cam.glob("*.jpg"))
+    first = cv2.imread(str(frames[0]))
+    writer = cv2.VideoWriter(
+        str(video), cv2.VideoWriter_fourcc(*"MJPG"), FPS, (first.shape[1], first.shape[0])
+    )
+    if not writer.isOpened():
+        pytest.skip("this OpenCV build cannot write MJPG/AVI")
+    for f in frames:
+        writer.write(cv2.imread(str(f)))
+    writer.release()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(GEOMETRY)
+    r = cli("infer", str(video), "--track", "--config", str(cfg), "--json", "--conf", "0.5")
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [e["direction"] for e in events if e.get("event") == "line_crossed"] == [
+        "in",
+        "out",
+        "in",
+        "out",
+        "in",
+    ]
+    assert [e["dwell_s"] for e in events if e.get("event") == "zone_left"] == [2.7, 2.7]  # the video's 10 fps
+    assert events[-1]["summary"]["frames"] == len(frames)
