@@ -95,7 +95,12 @@ def run_tracked(
     cfg = load_config(args.config) if args.config else Config()
     tracker = Tracker(tracker_params(cfg))
     events = ObjectEvents(cfg.tracker, cfg.zones, cfg.lines, cfg.output.counts_interval_s, 0.0)
+    from edge_agent.adapters.images import expand_inputs
+
     save_dir = Path(args.save).resolve() if args.save else None
+    input_set = {
+        p.resolve() for p in expand_inputs(inputs)
+    }  # --save into the input folder: never over an input
     if save_dir:
         save_dir.mkdir(parents=True, exist_ok=True)
     labels: dict[int, str] = {}
@@ -122,7 +127,7 @@ def run_tracked(
             shown = [(t.track_id, labels.get(t.class_id, str(t.class_id)), t.box, t.score) for t in tracks]
             pic = draw_tracks(img, shown, cfg.zones, cfg.lines, events.totals, events.occupancy())
             try:
-                save_image(safe_output_name(save_dir, name, used, set()), pic)
+                save_image(safe_output_name(save_dir, name, used, input_set), pic)
             except ImageError as exc:
                 sys.stderr.write(f"edge-agent infer: error: {exc}\n")
                 failures += 1

@@ -188,3 +188,16 @@ def test_infer_track_reads_a_video_at_its_own_frame_rate(tmp_path: Path) -> None
     ]
     assert [e["dwell_s"] for e in events if e.get("event") == "zone_left"] == [2.7, 2.7]  # the video's 10 fps
     assert events[-1]["summary"]["frames"] == len(frames)
+
+
+def test_infer_track_save_into_the_input_folder_leaves_the_inputs_alone(tmp_path: Path) -> None:
+    cam = tmp_path / "cam"
+    cam.mkdir()
+    img = cv2.imread(str(Path(__file__).resolve().parents[2] / "models" / "samples" / "sample_1.jpg"))
+    for n in range(3):
+        cv2.imwrite(str(cam / f"{n}.jpg"), img)
+    before = {p.name: p.read_bytes() for p in cam.iterdir()}
+    r = cli("infer", str(cam), "--track", "--save", str(cam))
+    assert r.returncode == 0, r.stderr
+    assert all((cam / n).read_bytes() == b for n, b in before.items())
+    assert len(list(cam.glob("*_1.jpg"))) == 3  # the annotated frames went beside them
