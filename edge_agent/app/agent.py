@@ -31,6 +31,7 @@ from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import snapshot, start_metrics
 from edge_agent.app.model_agent import ModelUpdates
 from edge_agent.app.modelset import ModelSet
+from edge_agent.app.objects_step import ObjectsStep
 from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config, require_detector
@@ -90,6 +91,8 @@ class Agent:
         self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
         self._running_camera: Optional[Camera] = None
         self.motion: Optional[MotionFilter] = MotionFilter(cfg.motion) if cfg.motion.enabled else None
+        # [output] mode = "objects": tracked objects, zone/line events and counts (docs/objects.md)
+        self.objects: Optional[ObjectsStep] = ObjectsStep(cfg) if cfg.output.mode == "objects" else None
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -152,6 +155,8 @@ class Agent:
             camera.stop()
             if sensor is not None:
                 sensor.stop()
+            if self.objects is not None:  # every object still tracked ends; the counts so far
+                self.objects.stop(lambda t, b: self._put(outbox, t, b))
             with contextlib.suppress(QueueFullError):  # reject_new on a full disk: close() accounts for it
                 outbox.flush()
             if sync is not None:
@@ -330,6 +335,11 @@ class Agent:
             self.updates.on_frame(frame.image, len(dets))
         self._latency.append(timings)
         self._frame_times.append(time.monotonic())
+        if self.objects is not None:  # objects mode: the tracking step replaces per-frame results
+            t1 = time.monotonic()
+            self.objects.on_frame(frame, dets, lambda t, b: self._put(outbox, t, b))
+            timings["track"] = (time.monotonic() - t1) * 1e3  # in the status latency (same dict)
+            return
         decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
         if not decision.emit:
             return
@@ -365,6 +375,22 @@ class Agent:
         self.emitted += 1
         if self.on_result is not None:
             self.on_result(body)
+
+    def _put(self, outbox: Outbox, topic: str, body: dict[str, Any]) -> bool:
+        """Queue one objects-mode message, counted like a result; False when it was not queued."""
+        try:
+            outbox.put(topic, body)
+        except QueueFullError:
+            self.rejected += 1
+            return False
+        except EdgeAgentError as exc:
+            self.errors += 1
+            log.error("%s message not queued: %s", body.get("event", "counts"), exc)
+            return False
+        self.emitted += 1
+        if self.on_result is not None:
+            self.on_result(body)
+        return True
 
     def _reload(self) -> None:
         """SIGHUP: re-read the config, load and warm the new models, then swap atomically."""

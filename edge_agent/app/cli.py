@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "edge_agent.app.model_cmd",
     "edge_agent.app.collect_cmd",
     "edge_agent.app.fleet_cmd",
+    "edge_agent.app.track_cmd",
 )
 
 log = logging.getLogger("edge_agent")

@@ -91,7 +91,7 @@ flush_batch = 100
 reserve_bytes = 1048576   # disk headroom released on a full disk so deletes still work (0 or >= 1 MiB)
 
 [output]
-mode = "event"            # event: when the set of detections changes (+ heartbeat); or every_frame
+mode = "event"            # event: when the set of detections changes (+ heartbeat); every_frame; objects
 heartbeat_s = 60
 snapshot = false          # attach a JPEG (base64) to each result
 snapshot_max_bytes = 65536
@@ -118,6 +118,19 @@ ring_frames = 0           # recent frames kept for the update gate; 0 = off (pri
 min_recall = 0.9          # the gate: recall of the current model's detections
 trial_s = 600             # after a switch: rollback on a detection-rate collapse in this window
 collapse_ratio = 0.2
+
+# objects mode (docs/objects.md): [output] mode = "objects" sends tracked objects, zone and line
+# events and counts every [output] counts_interval_s (default 300) instead of per-frame results
+# [tracker]               # a ByteTrack-class tracker; the defaults suit most scenes
+# lost_frames = 30        # frames a lost object is kept to be re-found
+# [[lines]]
+# name = "gate"
+# points = [[0.5, 0.0], [0.5, 1.0]]   # x/y as fractions of the frame
+# in_side = "right"                   # the side of points[0] -> points[1] (as seen) that is "in"
+# [[zones]]
+# name = "waiting"
+# polygon = [[0.1, 0.5], [0.5, 0.5], [0.5, 0.9], [0.1, 0.9]]
+# min_dwell_s = 5
 """.replace("@CONF@", str(CONF_THRESHOLD))
     .replace("@IOU@", str(IOU_THRESHOLD))
     .replace("@MAX_DET@", str(MAX_DET))

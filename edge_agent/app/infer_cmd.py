@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from edge_agent.app.argtypes import non_negative_float, positive_int, unit_interval
+from edge_agent.app.track_infer import add_track_args
 from edge_agent.errors import EdgeAgentError, ImageError
 from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
@@ -61,6 +62,7 @@ def register(sub: Any) -> None:
         help="refuse images larger than N pixels, from the header, before decoding (default 40 MP)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per image on stdout")
+    add_track_args(p)
     add_model_args(p)
     p.set_defaults(func=run)
 
@@ -101,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
         if args.classify_classes:
             cls_ids = detector.class_ids(_split(args.classify_classes))
     inputs = args.images or [str(demo_samples())]
+    if args.track:  # objects across frames, zones, lines, counts (docs/objects.md)
+        from edge_agent.app.track_infer import run_tracked
+
+        return run_tracked(args, inputs, detector, classifier, cls_ids)
     save_dir = Path(args.save) if args.save else None
     if save_dir:
         if save_dir.exists() and not save_dir.is_dir():

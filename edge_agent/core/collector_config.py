@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from edge_agent.core.config import _format_validation_error
-from edge_agent.core.messages import topic_prefix_problem
+from edge_agent.core.mqtt_names import topic_prefix_problem
 from edge_agent.errors import ConfigError
 
 if sys.version_info >= (3, 11):

@@ -205,10 +205,84 @@ class QueueConfig(_Section):
 
 
 class OutputConfig(_Section):
-    mode: Literal["event", "every_frame"] = "event"
+    # objects: tracked objects, zone/line events and interval counts instead of per-frame results
+    # (docs/objects.md)
+    mode: Literal["event", "every_frame", "objects"] = "event"
     heartbeat_s: float = Field(default=60.0, gt=0)
     snapshot: bool = False
     snapshot_max_bytes: int = Field(default=64 * 1024, gt=1024)
+    # objects mode: seconds between the per-line/per-zone counts messages
+    counts_interval_s: float = Field(default=300.0, ge=1, le=86400)
+
+
+# ---- objects mode: [tracker], [[zones]], [[lines]] (docs/objects.md) ---------------------------
+_NAME = r"^[^\x00-\x1f\x7f]{1,64}$"  # shown in messages and on frames: no control characters
+
+
+class TrackerConfig(_Section):
+    """``[tracker]``: the ByteTrack-class tracker of objects mode (edge_agent.core.tracker)."""
+
+    high: float = Field(default=0.3, ge=0, le=1)
+    low: float = Field(default=0.1, ge=0, le=1)
+    new_track: float = Field(default=0.4, ge=0, le=1)
+    match_iou: float = Field(default=0.2, gt=0, le=1)
+    lost_frames: int = Field(default=30, ge=0, le=10000)
+    # true: a track only continues with detections of its own class
+    per_class: bool = False
+    # first association on IoU x detection score (ByteTrack's MOT17 setting)
+    fuse_score: bool = True
+    # the point of a box that is in a zone / crosses a line
+    anchor: Literal["bottom_center", "center"] = "bottom_center"
+    # a track must be seen on this many frames before it is reported ("appeared")
+    min_hits: int = Field(default=3, ge=1, le=1000)
+    # line hysteresis: the band (fraction of the frame) either side of a line where the side is undecided
+    line_margin: float = Field(default=0.02, ge=0, le=0.2)
+    # zone hysteresis: consecutive frames outside before an object has left
+    zone_exit_frames: int = Field(default=3, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TrackerConfig:
+        if not self.low <= self.high:
+            raise ValueError(f"low ({self.low}) must not be above high ({self.high})")
+        return self
+
+
+class ZoneConfig(_Section):
+    name: str = Field(pattern=_NAME)
+    # [[x, y], ...] fractions of the frame; a simple (not self-intersecting) polygon
+    polygon: List[Tuple[float, float]]
+    classes: List[str] = Field(default_factory=list)  # empty = all
+    # an object has entered only after this long inside (0: at once)
+    min_dwell_s: float = Field(default=0.0, ge=0, le=86400)
+
+    @field_validator("polygon")
+    @classmethod
+    def _simple_polygon(cls, poly: List[Tuple[float, float]]) -> List[Tuple[float, float]]:
+        from edge_agent.core.zones import polygon_problem
+
+        problem = polygon_problem(poly)
+        if problem is not None:
+            raise ValueError(f"the polygon {problem}")
+        return poly
+
+
+class LineConfig(_Section):
+    name: str = Field(pattern=_NAME)
+    # [[x1, y1], [x2, y2]] fractions of the frame
+    points: List[Tuple[float, float]]
+    classes: List[str] = Field(default_factory=list)
+    # which side of the direction points[0] -> points[1] (as seen on the image) is "in"
+    in_side: Literal["left", "right"] = "right"
+
+    @field_validator("points")
+    @classmethod
+    def _usable_line(cls, points: List[Tuple[float, float]]) -> List[Tuple[float, float]]:
+        from edge_agent.core.zones import line_problem
+
+        problem = line_problem(points)
+        if problem is not None:
+            raise ValueError(f"the line {problem}")
+        return points
 
 
 class MotionConfig(_Section):
@@ -290,6 +364,22 @@ class Config(_Section):
     motion: MotionConfig = Field(default_factory=MotionConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
     model_update: ModelUpdateConfig = Field(default_factory=ModelUpdateConfig)
+    tracker: TrackerConfig = Field(default_factory=TrackerConfig)
+    zones: List[ZoneConfig] = Field(default_factory=list, max_length=64)
+    lines: List[LineConfig] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _unique_zone_and_line_names(self) -> Config:
+        # the names key the counts messages: two zones called "gate" would merge their counts
+        names: dict[str, list[str]] = {
+            "zones": [z.name for z in self.zones],
+            "lines": [ln.name for ln in self.lines],
+        }
+        for kind, items in names.items():
+            for n, name in enumerate(items):
+                if name in items[:n]:
+                    raise ValueError(f"{kind}.{n}.name = {name!r} is used twice; names must be unique")
+        return self
 
     @field_validator("classifier", "sensor", mode="before")
     @classmethod
@@ -303,6 +393,11 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
         path = ".".join(str(p) for p in item["loc"]) or "<root>"
         if item["type"] == "extra_forbidden":
             lines.append(f"{source}: unknown key '{path}' (not part of the edge-agent config)")
+        elif not item["loc"]:  # a whole-config rule (e.g. unique zone names): its message names the key
+            msg = item["msg"]
+            lines.append(
+                f"{source}: {msg[len('Value error, ') :] if msg.startswith('Value error, ') else msg}"
+            )
         else:
             shown = repr(item.get("input"))
             if len(shown) > 80:  # a 70 000-character value must not become a 70 000-character line

@@ -100,7 +100,9 @@ class OutputPolicy:
     def from_config(
         cls, cfg: OutputConfig, *, min_iou: Optional[float] = None, stable_frames: int = 1
     ) -> OutputPolicy:
-        return cls(cfg.mode, cfg.heartbeat_s, min_iou=min_iou, stable_frames=stable_frames)
+        # "objects" mode does not use this policy (core.objects does); it must not make it every_frame
+        mode: Literal["event", "every_frame"] = "every_frame" if cfg.mode == "every_frame" else "event"
+        return cls(mode, cfg.heartbeat_s, min_iou=min_iou, stable_frames=stable_frames)
 
     def decide(self, now: float, detections: Sequence[Detection]) -> Decision:
         """Feed one result (``now``: monotonic seconds); the caller emits when ``emit`` is True."""

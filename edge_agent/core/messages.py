@@ -117,3 +117,35 @@ def topics(prefix: str, device_id: str) -> Topics:
     """Every topic a device publishes on: ``<prefix>/<device>/{detections,status,sensors}``."""
     base = f"{prefix.strip('/')}/{device_id}"
     return Topics(f"{base}/detections", f"{base}/status", f"{base}/sensors")
+
+
+def object_message(
+    event: Mapping[str, Any], *, device_id: str, ts: float, extra: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``<prefix>/<device>/objects`` body of one object event (``[output] mode = "objects"``).
+
+    ``event`` comes from :class:`edge_agent.core.objects.ObjectEvents`; keys starting with ``_`` are
+    the app's (e.g. the best crop) and never part of a message."""
+    body: dict[str, Any] = {"schema": SCHEMA_VERSION, "device_id": device_id, "ts": float(ts)}
+    body.update((k, v) for k, v in event.items() if not k.startswith("_"))
+    body.update(extra)
+    return body
+
+
+def counts_message(
+    counts: Mapping[str, Any], *, device_id: str, ts: float, interval_s: float
+) -> dict[str, Any]:
+    """The ``<prefix>/<device>/counts`` body: one interval's counts per line and zone, with totals."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "device_id": device_id,
+        "ts": float(ts),
+        "interval_s": float(interval_s),
+        **counts,
+    }
+
+
+def object_topics(prefix: str, device_id: str) -> tuple[str, str]:
+    """Objects mode: ``<prefix>/<device>/objects`` (events) and ``<prefix>/<device>/counts``."""
+    base = f"{prefix.strip('/')}/{device_id}"
+    return f"{base}/objects", f"{base}/counts"
