@@ -34,10 +34,11 @@ from edge_agent.adapters.outbox_db import (
     lock_queue,
     recover_if_corrupt,
 )
+from edge_agent.adapters.outbox_marks import MarksFile, read_marks
 from edge_agent.adapters.outbox_space import SLICE_BYTES, Reserve, SpaceMixin, _slices, free_bytes
 from edge_agent.core.config import QueueConfig
 from edge_agent.core.messages import encode, new_message_id
-from edge_agent.core.queue_policy import Limits, admit, over_limits, plan_drops
+from edge_agent.core.queue_policy import Limits, Marks, admit, over_limits, plan_drops, resume
 from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
@@ -66,16 +67,27 @@ class Outbox(SpaceMixin, ClaimsMixin):
         self._max_pages = max_pages
         self._reserve = Reserve(self.path, reserve_bytes)
         self._lockfile = lock_queue(self.path)
+        # the marks kept beside the file: they survive the loss of its header, its WAL or itself
+        kept = read_marks(self.path)
         try:
             try:
-                recovery, totals, meta = self._open()
-            except sqlite3.Error as exc:
+                self._marks = MarksFile(self.path)
+                recovery, totals, meta = self._open(kept)
+            except (sqlite3.Error, OSError) as exc:
                 # a full disk shows as SQLITE_FULL, or as "disk I/O error" when the -shm cannot grow
-                if is_corrupt(exc) or free_bytes(self.path.parent) > 65536 or not self._reserve.release():
+                if (
+                    (isinstance(exc, sqlite3.Error) and is_corrupt(exc))
+                    or free_bytes(self.path.parent) > 65536
+                    or not self._reserve.release()
+                ):
                     raise
                 log.warning("outbox %s: disk full at open (%s): released the disk reserve", self.path, exc)
-                recovery, totals, meta = self._open()
+                if not hasattr(self, "_marks"):
+                    self._marks = MarksFile(self.path)
+                recovery, totals, meta = self._open(kept)
         except (sqlite3.Error, OSError) as exc:
+            if hasattr(self, "_marks"):
+                self._marks.close()
             self._lockfile.close()
             raise QueueError(f"{self.path}: cannot open the queue database: {exc}") from None
         self.counters = {k: meta.get(k, 0) for k in COUNTERS}
@@ -84,25 +96,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
             self.counters["salvaged"] += recovery.salvaged
             self.counters["lost"] += recovery.lost
             self.counters["corrupt_files"] += 1
-        # sequence: "seq" in meta is a reservation (see _commit), so after a crash the new boot starts
-        # above every number the dead process may have handed out; the skipped range is counted
-        self.boot = meta.get("boot", 0) + 1
-        self._seq = meta.get("seq", 0)
-        self._seq_reserved = self._seq
-        self._seq_at_open = self._seq
-        self._seq_committed = meta.get("seq_committed", 0)
-        if meta.get("clean", 1) == 0 and self._seq > self._seq_committed:
-            skipped = self._seq - self._seq_committed
-            self.counters["crashes"] += 1
-            self.counters["seq_skipped"] += skipped
-            log.warning(
-                "outbox %s: the previous run ended without a clean close: seq %d..%d skipped "
-                "(at most %d results lost in the group-commit window)",
-                self.path,
-                self._seq_committed + 1,
-                self._seq,
-                skipped,
-            )
+        self._resume(meta, kept, recovery is not None)
         self._inflight: set[int] = set()
         self._acked_undeleted: set[int] = set()  # acked, but the DELETE met a full disk
         self._lock = threading.Lock()  # batch, counters, cached totals
@@ -117,7 +111,8 @@ class Outbox(SpaceMixin, ClaimsMixin):
         self._disk_full = False  # reject_new: refusing until a commit works
         self._capped = False  # the file may not grow: only freed pages are reused
         self._full_drops = 0  # rows dropped in the current full-disk streak
-        self._dirty = recovery is not None or meta.get("clean", 1) == 0
+        self._dirty = self._dirty or recovery is not None or meta.get("clean", 1) == 0
+        self._wrote_unclean = False  # this run wrote a reservation (clean = 0): close must write
         self._closing = False
         self._ahead = min(flush_batch, 16)
         self._rejecting = False
@@ -132,8 +127,52 @@ class Outbox(SpaceMixin, ClaimsMixin):
         self._flusher = threading.Thread(target=self._run_flusher, name="outbox-flusher", daemon=True)
         self._flusher.start()
 
-    def _open(self) -> tuple[Any, Any, dict[str, int]]:
-        recovery = recover_if_corrupt(self.path, connect)
+    def _resume(self, meta: dict[str, int], kept: Optional[Marks], salvaged: bool) -> None:
+        """Sequence, boot and crash accounting from the file's meta merged with the kept marks.
+
+        "seq" is a reservation (see _commit): after a crash the new boot starts above every number
+        the dead process may have handed out, also when the file lost its WAL, header or itself;
+        the skipped range and committed rows the file no longer holds are counted and logged."""
+        db = Marks(
+            meta.get("seq", 0),
+            meta.get("seq_committed", 0),
+            meta.get("boot", 0),
+            meta.get("rows", self._count),
+            meta.get("clean", 1) == 1,
+        )
+        r = resume(db, kept, salvaged)
+        self.boot = r.boot
+        self._seq = self._seq_reserved = self._seq_at_open = r.seq
+        self._seq_committed = r.committed
+        self._marks.last = Marks(r.seq, r.committed, r.boot - 1, self._count, r.seq == r.committed)
+        self._dirty = r.lost > 0 or (kept is not None and kept != db and not salvaged)
+        if r.lost:
+            assert kept is not None
+            self.counters["lost"] += r.lost
+            log.error(
+                "outbox %s: the file holds no row after seq %d but seq %d was committed (its WAL or the "
+                "file itself was lost): %d messages lost (at most %d were stored; acknowledged ones among "
+                "them may come back and be sent again with the same id)",
+                self.path,
+                db.committed,
+                kept.committed,
+                r.lost,
+                kept.rows,
+            )
+        if r.crashed:
+            self.counters["crashes"] += 1
+            self.counters["seq_skipped"] += r.skipped
+            log.warning(
+                "outbox %s: the previous run ended without a clean close: seq %d..%d skipped "
+                "(at most %d results lost in the group-commit window)",
+                self.path,
+                r.committed + 1,
+                r.seq,
+                r.skipped,
+            )
+
+    def _open(self, kept: Optional[Marks] = None) -> tuple[Any, Any, dict[str, int]]:
+        recovery = recover_if_corrupt(self.path, connect, kept)
         self._w = connect(self.path, "FULL")
         try:
             self._r = connect(self.path, "NORMAL")
@@ -233,6 +272,17 @@ class Outbox(SpaceMixin, ClaimsMixin):
         rows.append(("clean", 1 if self._closing else 0))
         return rows
 
+    def _save_marks(self, conn: sqlite3.Connection, meta: Sequence[tuple[str, int]]) -> None:
+        """Inside a write transaction, before its COMMIT: the marks file gets what the commit will
+        hold (fsync'd), so no committed number is ever above the marks kept outside the file."""
+        d = dict(meta)
+        rows = int(conn.execute("SELECT value FROM meta WHERE key = 'rows'").fetchone()[0])
+        try:
+            self._marks.write(Marks(d["seq"], d["seq_committed"], d["boot"], rows, d["clean"] == 1))
+        except OSError as exc:  # handled like any failed write of the queue (the batch is kept)
+            raise sqlite3.OperationalError(f"cannot write {self._marks.path}: {exc.strerror}") from None
+        self._wrote_unclean = d["clean"] == 0
+
     def _commit(self, batch: Batch) -> int:
         conn = self._w
         with self._lock:
@@ -255,6 +305,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
             meta = self._meta_rows(counters, seq, committed)
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
             conn.execute(ROWS_DELTA, (len(batch) - dropped,))
+            self._save_marks(conn, meta)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -344,16 +395,25 @@ class Outbox(SpaceMixin, ClaimsMixin):
         """Delete every stored message (counted as dropped) and return the space to the filesystem."""
         with self._wlock:
             self._w.execute("BEGIN IMMEDIATE")
-            n = self._w.execute("DELETE FROM messages").rowcount
-            self._w.execute("UPDATE meta SET value = 0 WHERE key = 'rows'")
-            self._w.execute("COMMIT")
+            try:
+                n = self._w.execute("DELETE FROM messages").rowcount
+                self._w.execute("UPDATE meta SET value = 0 WHERE key = 'rows'")
+                with self._lock:
+                    counters = dict(self.counters)
+                    counters["dropped"] += n
+                meta = self._meta_rows(counters, self._seq, self._seq_committed)
+                self._w.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+                self._save_marks(self._w, meta)
+                self._w.execute("COMMIT")
+            except BaseException:
+                if self._w.in_transaction:
+                    self._w.execute("ROLLBACK")
+                raise
         with self._lock:
             self._count = self._bytes = 0
             self._inflight.clear()
             self._acked_undeleted.clear()
             self.counters["dropped"] += n
-            self._dirty = True
-        self.flush()
         self.vacuum()
         return n
 
@@ -385,7 +445,15 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 return
             # write the exact seq and the clean mark only if this run wrote anything: a queue that
             # was opened and closed (queue stats/drain of nothing) stays byte-for-byte untouched
-            self._dirty = self._dirty or self._seq != self._seq_at_open
+            # (or left a reservation on disk: a queue drain after a crash must not count it twice), and
+            # the marks when acks changed the row count since they were written
+            last = self._marks.last
+            self._dirty = (
+                self._dirty
+                or self._seq != self._seq_at_open
+                or self._wrote_unclean
+                or (last is not None and last.rows != self._count)
+            )
             self._closing = True
         try:
             try:
@@ -416,6 +484,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
             with self._wlock, self._rlock:  # never under a claim/ack still running on another thread
                 self._r.close()
                 self._w.close()
+            self._marks.close()
             if self._capped:  # SQLite just deleted -shm and WAL: keep room to open again
                 self._reserve.top_up(self._reserve.size // 4)
             self._lockfile.close()

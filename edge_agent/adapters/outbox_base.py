@@ -17,6 +17,7 @@ from edge_agent.core.queue_policy import Limits
 from edge_agent.errors import QueueError
 
 if TYPE_CHECKING:
+    from edge_agent.adapters.outbox_marks import MarksFile
     from edge_agent.adapters.outbox_space import Reserve
 
 Batch = List[Tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
@@ -41,6 +42,7 @@ class OutboxBase:
     _full_drops: int
     _max_pages: Optional[int]
     _reserve: Reserve
+    _marks: MarksFile
     _seq: int
     _seq_committed: int
     _inflight: Set[int]
@@ -60,6 +62,9 @@ class OutboxBase:
         raise NotImplementedError
 
     def _meta_rows(self, counters: Dict[str, int], seq: int, committed: int) -> List[Tuple[str, int]]:
+        raise NotImplementedError
+
+    def _save_marks(self, conn: sqlite3.Connection, meta: Sequence[Tuple[str, int]]) -> None:
         raise NotImplementedError
 
     def _droppable(self, limit: int, order: str = "ASC") -> List[Tuple[int, int]]:

@@ -231,6 +231,7 @@ class SpaceMixin(OutboxBase):
             meta = self._meta_rows(counters, self._seq, self._seq_committed)
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
             conn.execute(ROWS_DELTA, (-len(rows),))
+            self._save_marks(conn, meta)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -261,18 +262,32 @@ class SpaceMixin(OutboxBase):
             ):
                 return 0  # the common case writes nothing (opening must not need a free byte)
             rows = self._w.execute("SELECT id, size FROM messages WHERE created < ?", (cutoff,)).fetchall()
-            rows = [r for r in rows if r[0] not in self._inflight]
-            self._w.execute("BEGIN IMMEDIATE")
-            self._delete_ids([r[0] for r in rows])
-            self._w.execute(ROWS_DELTA, (-len(rows),))
-            self._w.execute("COMMIT")
+            rows = [r for r in rows if r[0] not in self._inflight and r[0] not in self._acked_undeleted]
+            if not rows:
+                return 0
+            conn = self._w
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._delete_ids([r[0] for r in rows])
+                conn.execute(ROWS_DELTA, (-len(rows),))
+                with self._lock:  # the counters land in the same transaction as the drops they count
+                    counters = dict(self.counters)
+                    counters["dropped"] += len(rows)
+                    counters["expired"] += len(rows)
+                meta = self._meta_rows(counters, self._seq, self._seq_committed)
+                conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+                self._save_marks(conn, meta)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         if rows:
             with self._lock:
                 self._count -= len(rows)
                 self._bytes -= sum(r[1] for r in rows)
                 self.counters["dropped"] += len(rows)
                 self.counters["expired"] += len(rows)
-                self._dirty = True
             log.warning(
                 "outbox %s: dropped %d messages older than %.1f days",
                 self.path,

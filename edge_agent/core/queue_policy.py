@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Optional
 
 Policy = Literal["drop_oldest", "reject_new"]
 
@@ -102,3 +102,53 @@ class TokenBucket:
         if self.rate <= 0 or self.tokens >= 1:
             return 0.0
         return (1.0 - self.tokens) / self.rate
+
+
+@dataclass(frozen=True)
+class Marks:
+    """Sequence high-water marks, as kept in the queue file's ``meta`` and in the marks file beside it.
+
+    ``seq`` is a reservation: no number above it was handed out. ``committed`` is the highest seq
+    written to the queue, ``rows`` the row count at the last write, ``clean`` whether that write
+    was a clean close.
+    """
+
+    seq: int = 0
+    committed: int = 0
+    boot: int = 0
+    rows: int = 0
+    clean: bool = True
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a new run of the queue starts, and what the previous run left uncounted."""
+
+    boot: int
+    seq: int  # the next put gets seq + 1
+    committed: int
+    crashed: bool  # the previous run ended without a clean close
+    skipped: int  # numbers reserved but never committed (the crash window): a gap, counted
+    lost: int  # committed rows the file no longer holds (its WAL or the file itself was lost)
+
+
+def resume(db: Marks, kept: Optional[Marks], salvaged: bool) -> Resume:
+    """Merge the marks found in the queue file (``db``) with the ones kept beside it (``kept``).
+
+    The file can lose its WAL, its header or itself; the marks file is fsync'd before every commit
+    that reserves numbers, so the merged reservation is above every number that may have left the
+    device. When the kept marks saw commits the file does not hold (``kept.committed > db.committed``)
+    those rows are lost: counted as at most ``kept.rows`` and at most the committed numbers missing
+    (acked rows among them were delivered, so this never hides a loss but may count one too many).
+    A salvage counts its own loss (from the last known row count), so that case adds nothing here.
+    """
+    if kept is None:
+        kept = db
+    seq = max(db.seq, kept.seq)
+    committed = max(db.committed, kept.committed)
+    lost = 0
+    if not salvaged and kept.committed > db.committed:
+        lost = min(kept.rows, kept.committed - db.committed)
+    crashed = (not db.clean or not kept.clean or lost > 0) and seq > committed
+    skipped = seq - committed if crashed else 0
+    return Resume(max(db.boot, kept.boot) + 1, seq, committed, crashed, skipped, lost)
