@@ -29,6 +29,7 @@ class PageScan:
     pages: int = 0
     damaged_pages: int = 0  # table-leaf pages whose cells could not all be decoded
     page_size: int = 4096
+    ptrmap: bool = False  # free pages were told by a plausible pointer map (no header)
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
@@ -172,12 +173,15 @@ def scan(db: bytes, wal: Optional[bytes] = None) -> PageScan:
         return _scan(db, wal, 65536 if ps == 1 else ps, db[20], header=True)
     if wal and len(wal) >= 32:
         return _scan(db, wal, int.from_bytes(wal[8:12], "big") or 4096, 0, header=False)
-    # no header anywhere (its first bytes overwritten): a damaged header is damage like any other,
-    # so try every page size and keep the reading that finds the most rows (4096, SQLite's default,
-    # first: a tie keeps it)
+    # no header anywhere (its first bytes overwritten): a damaged header is damage like any other.
+    # The page size is the one whose pointer map reads as one (the outbox's files are auto_vacuum);
+    # "the most rows" would pick a wrong size whose cut-up map hides the free pages, and bring
+    # acknowledged rows back. Only a file without a readable map falls back to the most rows.
     best = PageScan()
     for ps in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
         found = _scan(db, wal, ps, 0, header=False)
+        if found.ptrmap:
+            return found
         if len(found.messages) + len(found.meta) > len(best.messages) + len(best.meta):
             best = found
     return best
@@ -196,7 +200,9 @@ def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool)
     if header or first[:16] == HEADER:  # a WAL copy of page 1 brings its header back
         free = _freelist(pages, *struct.unpack(">II", first[32:40])) if len(first) >= 100 else set()
     else:
-        free = _ptrmap_free(pages, usable) or set()
+        mapped = _ptrmap_free(pages, usable)
+        result.ptrmap = mapped is not None
+        free = mapped or set()
     for pgno in sorted(pages):
         page = pages[pgno]
         h = 100 if pgno == 1 else 0
