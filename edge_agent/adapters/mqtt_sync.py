@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import sqlite3
 import ssl
 import threading
 import time
@@ -88,15 +87,57 @@ def describe_connect_error(cfg: MqttConfig, exc: OSError) -> str:
 
 
 class _Session:
-    """State of one connection; the callbacks run on paho's thread and only append and signal."""
+    """State of one connection; the callbacks run on paho's thread and only append and signal.
+
+    A PUBACK can be handled on paho's thread before ``publish()`` has even returned the mid to us
+    (loopback, a busy GIL): such an ack is kept in ``early`` until its mid is registered, instead
+    of being taken for a status publish and dropped (the row was then resent on the next
+    connection). Status mids are registered too, so an ack never stays unmatched to meet a later
+    data publish that reuses its mid.
+    """
 
     def __init__(self, wake: threading.Event) -> None:
         self.wake = wake
         self.acks: deque[int] = deque()
         self.mids: dict[int, int] = {}  # paho mid -> outbox row id, valid for this connection only
+        self.status_mids: set[int] = set()
+        self.early: set[int] = set()  # acked mids not registered yet
+        self.lock = threading.Lock()  # mids/status_mids/early; never held while calling paho
         self.answered = threading.Event()
         self.refused: Optional[str] = None
         self.lost = threading.Event()
+
+    def register(self, mid: int, rowid: Optional[int]) -> bool:
+        """Remember what ``mid`` carries (``rowid`` None: a status); True if it was acked already."""
+        with self.lock:
+            early = mid in self.early
+            self.early.discard(mid)
+            if rowid is not None:
+                self.mids[mid] = rowid
+                if early:  # matched by the next take_acks
+                    self.acks.append(mid)
+            elif not early:
+                self.status_mids.add(mid)
+            return early
+
+    def take_acks(self) -> list[int]:
+        """Row ids of the PUBACKs received so far (status acks and early ones set aside)."""
+        rowids = []
+        with self.lock:
+            while self.acks:
+                mid = self.acks.popleft()
+                rowid = self.mids.pop(mid, None)
+                if rowid is not None:
+                    rowids.append(rowid)
+                elif mid in self.status_mids:
+                    self.status_mids.discard(mid)
+                else:
+                    self.early.add(mid)
+        return rowids
+
+    def unacked(self) -> list[int]:
+        with self.lock:
+            return list(self.mids.values())
 
     def on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         if reason.is_failure:
@@ -145,6 +186,7 @@ class MqttSync:
         self._wake = threading.Event()
         self._progress = threading.Condition()
         self._client: Any = None
+        self._session_state: Optional[_Session] = None
         self._thread: Optional[threading.Thread] = None
         self._password: Optional[str] = None
         self._tls: Optional[ssl.SSLContext] = None
@@ -195,11 +237,14 @@ class MqttSync:
 
     def publish_status(self, snapshot: dict[str, Any]) -> bool:
         """Publish ``snapshot`` (a core.status body) retained on the status topic, if connected."""
-        client = self._client
-        if client is None or self.state != "connected":
+        client, session = self._client, self._session_state
+        if client is None or session is None or self.state != "connected":
             return False
         info = client.publish(self.status_topic, encode(snapshot), qos=1, retain=True)
-        return bool(info.rc == mqtt.MQTT_ERR_SUCCESS)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            return False
+        session.register(info.mid, None)
+        return True
 
     # ---- sync thread -----------------------------------------------------------------------
     def _supervise(self) -> None:
@@ -215,7 +260,7 @@ class MqttSync:
                 self.state = "restarting"
                 log.error("mqtt sync: %s (restart %d)", self.last_error, self.thread_restarts)
                 log.debug("mqtt sync failure", exc_info=True)
-                self._client = None
+                self._client = self._session_state = None
                 self.outbox.release()  # un-acked rows go back to pending
                 delay = backoff_delay(
                     self.thread_restarts,
@@ -241,11 +286,12 @@ class MqttSync:
                     break
             self.state = "connecting"
             try:
-                failures = 1 if self._session() else failures + 1
-            except (sqlite3.Error, QueueError) as exc:  # the outbox failed: back off, try again
+                lasted = self._session()
+            except QueueError as exc:  # the outbox failed: back off, try again
                 log.error("mqtt sync: outbox error: %s", exc)
                 self.last_error = f"outbox error: {exc}"
-                failures += 1
+                lasted = None
+            failures = next_failures(failures, lasted, self.cfg.reconnect_max_s)
         self.state = "disconnected"
 
     def _new_client(self, session: _Session) -> Any:
@@ -268,8 +314,8 @@ class MqttSync:
         client.on_publish = session.on_publish
         return client
 
-    def _session(self) -> bool:
-        """One connection from CONNECT to loss or stop; True if the broker accepted us."""
+    def _session(self) -> Optional[float]:
+        """One connection from CONNECT to loss or stop; how long it lasted, None if refused."""
         session = _Session(self._wake)
         client = self._new_client(session)
         self.connect_attempts += 1
@@ -277,7 +323,7 @@ class MqttSync:
             client.connect(self.cfg.host, self.cfg.port, self.cfg.keepalive_s)
         except OSError as exc:
             self._failed(describe_connect_error(self.cfg, exc))
-            return False
+            return None
         client.loop_start()
         deadline = time.monotonic() + max(10.0, float(self.cfg.keepalive_s))
         while not session.answered.wait(0.1):
@@ -287,9 +333,10 @@ class MqttSync:
             client.disconnect()
             client.loop_stop()
             self._failed(session.refused or f"no CONNACK from {self.cfg.host}:{self.cfg.port}")
-            return False
+            return None
         self.state = "connected"
-        self._client = client
+        since = time.monotonic()
+        self._client, self._session_state = client, session
         self.connects += 1
         self.last_error = None
         log.info("connected to mqtt %s:%d as %s", self.cfg.host, self.cfg.port, self.device_id)
@@ -299,7 +346,7 @@ class MqttSync:
             self._pump(client, session)
         finally:
             self._end_session(client, session)
-        return True
+        return time.monotonic() - since
 
     def _failed(self, reason: str) -> None:
         self.last_error = reason
@@ -317,11 +364,11 @@ class MqttSync:
             now = time.monotonic()
             if self._stop.is_set():  # stop sending; give in-flight messages a moment for their PUBACK
                 grace = grace if grace is not None else now + STOP_GRACE_S
-                if not session.mids or now >= grace:
+                if not session.unacked() or now >= grace:
                     return
                 self._wake.wait(0.05)
                 continue
-            room = min(self.cfg.inflight - len(session.mids), bucket.available(now))
+            room = min(self.cfg.inflight - len(session.unacked()), bucket.available(now))
             sent = self._send(client, session, room) if room > 0 else 0
             bucket.take(sent)
             if sent and sent == room:
@@ -336,16 +383,13 @@ class MqttSync:
                 self.outbox.release([m.rowid for m in msgs[i:]])
                 session.lost.set()
                 return i
-            session.mids[info.mid] = msg.rowid
+            if session.register(info.mid, msg.rowid):  # its PUBACK came before publish() returned
+                self._wake.set()
         self.published += len(msgs)
         return len(msgs)
 
     def _apply_acks(self, session: _Session) -> None:
-        rowids = []
-        while session.acks:
-            rowid = session.mids.pop(session.acks.popleft(), None)
-            if rowid is not None:  # None: a status publish
-                rowids.append(rowid)
+        rowids = session.take_acks()
         if rowids:
             self.outbox.ack(rowids)
             self.acked += len(rowids)
@@ -360,9 +404,20 @@ class MqttSync:
                 client.publish(self.status_topic, encode(body), qos=1, retain=True).wait_for_publish(1.0)
             client.disconnect()
         client.loop_stop()
-        self._client = None
+        self._client = self._session_state = None
         self._apply_acks(session)  # PUBACKs that arrived before the socket closed still count
-        if session.mids:
-            self.outbox.release(list(session.mids.values()))
-            log.info("mqtt: %d un-acked messages back to pending", len(session.mids))
+        unacked = session.unacked()
+        if unacked:
+            self.outbox.release(unacked)
+            log.info("mqtt: %d un-acked messages back to pending", len(unacked))
         self.state = "disconnected"
+
+
+def next_failures(failures: int, lasted: Optional[float], stable_s: float) -> int:
+    """The backoff step after a session: a refused or failed connect adds one, and so does a drop
+    soon after connecting (a broker that kicks us, two devices with one id): only a connection that
+    lasted ``stable_s`` (the longest backoff) starts again from the first step. Every drop is
+    followed by at least one backoff delay, never an immediate reconnect."""
+    if lasted is not None and lasted >= stable_s:
+        return 1
+    return failures + 1
