@@ -468,14 +468,17 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 log.error(
                     "outbox %s: disk still full at close: %d held messages rejected", self.path, len(held)
                 )
-                self._reserve.release()  # the counters must land: spend what is kept (topped up below)
-                self._checkpoint()
-                try:
-                    self.flush()  # the counters, at least
-                except (QueueError, sqlite3.Error) as exc:
-                    log.error("outbox %s: counters not written at close: %s", self.path, exc)
             except QueueError as exc:
                 log.error("outbox %s: final flush failed: %s", self.path, exc)
+            if self._dirty:
+                # the counters of what the full disk cost (rejected, or dropped with nothing left to
+                # drop) did not land: spend the reserve kept for the next start (topped up below)
+                self._reserve.release()
+                self._checkpoint()
+                try:
+                    self.flush()
+                except (QueueError, sqlite3.Error) as exc:
+                    log.error("outbox %s: counters not written at close: %s", self.path, exc)
         finally:
             with self._lock:
                 self._closed = True

@@ -151,4 +151,6 @@ def resume(db: Marks, kept: Optional[Marks], salvaged: bool) -> Resume:
         lost = min(kept.rows, kept.committed - db.committed)
     crashed = (not db.clean or not kept.clean or lost > 0) and seq > committed
     skipped = seq - committed if crashed else 0
-    return Resume(max(db.boot, kept.boot) + 1, seq, committed, crashed, skipped, lost)
+    # a counted gap is accounted for: the new run starts "committed" at its top, so a crash before
+    # it commits anything counts only the numbers it reserved itself, not this gap a second time
+    return Resume(max(db.boot, kept.boot) + 1, seq, seq if crashed else committed, crashed, skipped, lost)
