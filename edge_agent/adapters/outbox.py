@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import replace
 import sqlite3
 import threading
 import time
@@ -90,7 +91,11 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 self._marks.close()
             self._lockfile.close()
             raise QueueError(f"{self.path}: cannot open the queue database: {exc}") from None
-        self.counters = {k: meta.get(k, 0) for k in COUNTERS}
+        # counters: the file's, or the marks' when a full disk let only the marks be written
+        saved = kept.counters if kept is not None else ()
+        self.counters = {
+            k: max(meta.get(k, 0), saved[i] if i < len(saved) else 0) for i, k in enumerate(COUNTERS)
+        }
         self._count, self._bytes = int(totals[0]), int(totals[1])
         if recovery is not None:
             self.counters["salvaged"] += recovery.salvaged
@@ -139,13 +144,25 @@ class Outbox(SpaceMixin, ClaimsMixin):
             meta.get("boot", 0),
             meta.get("rows", self._count),
             meta.get("clean", 1) == 1,
+            meta.get("skipped_to", 0),
         )
         r = resume(db, kept, salvaged)
         self.boot = r.boot
         self._seq = self._seq_reserved = self._seq_at_open = r.seq
         self._seq_committed = r.committed
-        self._marks.last = Marks(r.seq, r.committed, r.boot - 1, self._count, r.seq == r.committed)
-        self._dirty = r.lost > 0 or (kept is not None and kept != db and not salvaged)
+        self._skipped_to = r.skipped_to
+        last = Marks(r.seq, r.committed, r.boot - 1, self._count, r.seq <= r.skipped_to, r.skipped_to)
+        # what is on disk in the marks file (write() skips what is already there)
+        self._marks.last = kept if kept is not None else last
+        # the merged state differs from the file's: write it at the first commit
+        self._dirty = r.lost > 0 or (
+            kept is not None
+            and not salvaged
+            and (
+                replace(kept, counters=()) != db
+                or any(self.counters[k] > meta.get(k, 0) for k in COUNTERS)
+            )
+        )
         if r.lost:
             assert kept is not None
             self.counters["lost"] += r.lost
@@ -166,7 +183,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 "outbox %s: the previous run ended without a clean close: seq %d..%d skipped "
                 "(at most %d results lost in the group-commit window)",
                 self.path,
-                r.committed + 1,
+                r.seq - r.skipped + 1,
                 r.seq,
                 r.skipped,
             )
@@ -269,6 +286,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
         reserved = seq if self._closing else seq + self._ahead
         rows = list(counters.items())
         rows += [("seq", reserved), ("seq_committed", committed), ("boot", self.boot)]
+        rows.append(("skipped_to", self._skipped_to))
         rows.append(("clean", 1 if self._closing else 0))
         return rows
 
@@ -277,11 +295,35 @@ class Outbox(SpaceMixin, ClaimsMixin):
         hold (fsync'd), so no committed number is ever above the marks kept outside the file."""
         d = dict(meta)
         rows = int(conn.execute("SELECT value FROM meta WHERE key = 'rows'").fetchone()[0])
+        counters = tuple(d.get(k, 0) for k in COUNTERS)
+        marks = Marks(d["seq"], d["seq_committed"], d["boot"], rows, d["clean"] == 1, d["skipped_to"], counters)
         try:
-            self._marks.write(Marks(d["seq"], d["seq_committed"], d["boot"], rows, d["clean"] == 1))
+            self._marks.write(marks)
         except OSError as exc:  # handled like any failed write of the queue (the batch is kept)
             raise sqlite3.OperationalError(f"cannot write {self._marks.path}: {exc.strerror}") from None
         self._wrote_unclean = d["clean"] == 0
+
+    def _counters_to_marks(self) -> None:
+        """A full disk took every byte: the counters go into the marks file (overwritten in place,
+        it needs none), with the crash gap already counted, so the next start neither forgets what
+        was dropped nor counts a crash twice."""
+        last = self._marks.last or Marks()
+        with self._lock:
+            counters = tuple(self.counters[k] for k in COUNTERS)
+        try:
+            self._marks.write(replace(last, counters=counters, skipped_to=max(last.skipped_to, self._skipped_to)))
+        except OSError as exc:
+            log.error("outbox %s: counters not written at close: %s", self.path, exc.strerror)
+            return
+        log.warning("outbox %s: disk full at close: counters kept in %s", self.path, self._marks.path)
+
+    def _commit_txn(self, conn: sqlite3.Connection) -> None:
+        """COMMIT after :meth:`_save_marks`; a COMMIT that fails (full disk) takes its marks back."""
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            self._marks.undo()
+            raise
 
     def _commit(self, batch: Batch) -> int:
         conn = self._w
@@ -306,7 +348,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
             conn.execute(ROWS_DELTA, (len(batch) - dropped,))
             self._save_marks(conn, meta)
-            conn.execute("COMMIT")
+            self._commit_txn(conn)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -404,7 +446,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 meta = self._meta_rows(counters, self._seq, self._seq_committed)
                 self._w.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
                 self._save_marks(self._w, meta)
-                self._w.execute("COMMIT")
+                self._commit_txn(self._w)
             except BaseException:
                 if self._w.in_transaction:
                     self._w.execute("ROLLBACK")
@@ -470,15 +512,20 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 )
             except QueueError as exc:
                 log.error("outbox %s: final flush failed: %s", self.path, exc)
-            if self._dirty:
+            if self._dirty or self._acked_undeleted:
                 # the counters of what the full disk cost (rejected, or dropped with nothing left to
-                # drop) did not land: spend the reserve kept for the next start (topped up below)
+                # drop) or acked deletes did not land: spend the reserve kept for the next start
+                # (topped up below)
                 self._reserve.release()
                 self._checkpoint()
                 try:
+                    if self._acked_undeleted:
+                        self.ack([])
                     self.flush()
                 except (QueueError, sqlite3.Error) as exc:
                     log.error("outbox %s: counters not written at close: %s", self.path, exc)
+            if self._dirty:  # still: the marks file, written in place, is the one place left
+                self._counters_to_marks()
         finally:
             with self._lock:
                 self._closed = True

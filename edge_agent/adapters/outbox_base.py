@@ -67,6 +67,9 @@ class OutboxBase:
     def _save_marks(self, conn: sqlite3.Connection, meta: Sequence[Tuple[str, int]]) -> None:
         raise NotImplementedError
 
+    def _commit_txn(self, conn: sqlite3.Connection) -> None:
+        raise NotImplementedError
+
     def _droppable(self, limit: int, order: str = "ASC") -> List[Tuple[int, int]]:
         raise NotImplementedError
 

@@ -26,8 +26,10 @@ from edge_agent.core.queue_policy import Marks
 log = logging.getLogger("edge_agent.outbox")
 
 MAGIC = b"EAQM"
-_RECORD = struct.Struct(">4sQqqqqB")  # magic, generation, seq, committed, boot, rows, clean
-SLOT = 64
+NCOUNTERS = 8
+# magic, generation, seq, committed, boot, rows, skipped_to, clean, counters
+_RECORD = struct.Struct(f">4sQqqqqqB{NCOUNTERS}q")
+SLOT = 128
 
 
 def marks_path(db_path: Path) -> Path:
@@ -40,10 +42,10 @@ def _decode(raw: bytes) -> Optional[tuple[int, Marks]]:
     body, crc = raw[: _RECORD.size], raw[_RECORD.size : _RECORD.size + 4]
     if zlib.crc32(body).to_bytes(4, "big") != crc:
         return None
-    magic, gen, seq, committed, boot, rows, clean = _RECORD.unpack(body)
-    if magic != MAGIC or min(seq, committed, boot, rows) < 0:
+    magic, gen, seq, committed, boot, rows, skipped_to, clean, *counters = _RECORD.unpack(body)
+    if magic != MAGIC or min(seq, committed, boot, rows, skipped_to, *counters) < 0:
         return None
-    return gen, Marks(seq, committed, boot, rows, bool(clean))
+    return gen, Marks(seq, committed, boot, rows, bool(clean), skipped_to, tuple(counters))
 
 
 def read_marks(db_path: Path) -> Optional[Marks]:
@@ -78,6 +80,7 @@ class MarksFile:
             raise
         self._fd = fd
         self.last = old
+        self._before: Optional[Marks] = None
 
     @staticmethod
     def _generation(fd: int) -> int:
@@ -87,7 +90,10 @@ class MarksFile:
 
     def _put(self, fd: int, m: Marks) -> None:
         self._gen += 1
-        body = _RECORD.pack(MAGIC, self._gen, m.seq, m.committed, m.boot, m.rows, int(m.clean))
+        counters = (tuple(m.counters) + (0,) * NCOUNTERS)[:NCOUNTERS]
+        body = _RECORD.pack(
+            MAGIC, self._gen, m.seq, m.committed, m.boot, m.rows, m.skipped_to, int(m.clean), *counters
+        )
         os.pwrite(fd, (body + zlib.crc32(body).to_bytes(4, "big")).ljust(SLOT, b"\0"), (self._gen % 2) * SLOT)
 
     def write(self, m: Marks) -> None:
@@ -97,7 +103,17 @@ class MarksFile:
                 return
             self._put(self._fd, m)
             os.fsync(self._fd)
-            self.last = m
+            self._before, self.last = self.last, m
+
+    def undo(self) -> None:
+        """The transaction these marks were written for did not commit: put the previous ones back
+        (best effort; marks ahead of the file only ever over-count, never hide)."""
+        before = self._before
+        if before is not None and self.last is not None:
+            try:
+                self.write(before)
+            except OSError as exc:
+                log.warning("outbox: cannot restore %s: %s", self.path, exc.strerror)
 
     def close(self) -> None:
         with self._lock:

@@ -232,7 +232,7 @@ class SpaceMixin(OutboxBase):
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
             conn.execute(ROWS_DELTA, (-len(rows),))
             self._save_marks(conn, meta)
-            conn.execute("COMMIT")
+            self._commit_txn(conn)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -277,7 +277,7 @@ class SpaceMixin(OutboxBase):
                 meta = self._meta_rows(counters, self._seq, self._seq_committed)
                 conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
                 self._save_marks(conn, meta)
-                conn.execute("COMMIT")
+                self._commit_txn(conn)
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

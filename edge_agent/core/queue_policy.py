@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Tuple
 
 Policy = Literal["drop_oldest", "reject_new"]
 
@@ -110,7 +110,9 @@ class Marks:
 
     ``seq`` is a reservation: no number above it was handed out. ``committed`` is the highest seq
     written to the queue, ``rows`` the row count at the last write, ``clean`` whether that write
-    was a clean close.
+    was a clean close, ``skipped_to`` the seq up to which crash gaps are already counted, and
+    ``counters`` the queue's counters in the order the outbox gives them (the marks file keeps
+    them too: on a full disk it is the one place that can still be written).
     """
 
     seq: int = 0
@@ -118,6 +120,8 @@ class Marks:
     boot: int = 0
     rows: int = 0
     clean: bool = True
+    skipped_to: int = 0
+    counters: Tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,7 @@ class Resume:
     committed: int
     crashed: bool  # the previous run ended without a clean close
     skipped: int  # numbers reserved but never committed (the crash window): a gap, counted
+    skipped_to: int  # crash gaps are counted up to here
     lost: int  # committed rows the file no longer holds (its WAL or the file itself was lost)
 
 
@@ -149,8 +154,11 @@ def resume(db: Marks, kept: Optional[Marks], salvaged: bool) -> Resume:
     lost = 0
     if not salvaged and kept.committed > db.committed:
         lost = min(kept.rows, kept.committed - db.committed)
-    crashed = (not db.clean or not kept.clean or lost > 0) and seq > committed
-    skipped = seq - committed if crashed else 0
-    # a counted gap is accounted for: the new run starts "committed" at its top, so a crash before
-    # it commits anything counts only the numbers it reserved itself, not this gap a second time
-    return Resume(max(db.boot, kept.boot) + 1, seq, seq if crashed else committed, crashed, skipped, lost)
+    # a gap counted once is not counted again: a run that crashes before it commits anything
+    # (e.g. on a full disk) leaves the same reservation behind, and only numbers above what an
+    # earlier start counted are new
+    base = max(committed, db.skipped_to, kept.skipped_to)
+    crashed = (not db.clean or not kept.clean or lost > 0) and seq > base
+    skipped = seq - base if crashed else 0
+    skipped_to = seq if crashed else max(db.skipped_to, kept.skipped_to)
+    return Resume(max(db.boot, kept.boot) + 1, seq, committed, crashed, skipped, skipped_to, lost)

@@ -76,6 +76,8 @@ class OutboxMachine(RuleBasedStateMachine):
             self.skipped |= window
         self.skipped_total = self.ob.counters["seq_skipped"]
         self.inflight = {}
+        # acked rows whose DELETE never landed are pending again (same id, sent again)
+        self.acked -= self.redeliverable & set(self._stored())
 
     def _stored(self) -> dict[str, int]:
         assert self.ob is not None
@@ -146,7 +148,12 @@ class OutboxMachine(RuleBasedStateMachine):
     @rule()
     def close_and_reopen(self) -> None:
         assert self.ob is not None
+        with self.ob._lock:
+            undeleted = set(self.ob._acked_undeleted)
+        ids = self._stored()
         self.ob.close()
+        # a close on a disk still full may not get to delete them either: documented redelivery
+        self.redeliverable |= {i for i, r in ids.items() if r in undeleted}
         self._open()
 
     @precondition(lambda self: self.full_disk and not self.filled)
