@@ -266,6 +266,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
                     n += self._commit(part)
                 except sqlite3.Error as exc:
                     rest = [b for later in slices[k:] for b in later]
+                    self._reserve_in_marks()
                     if is_disk_full(exc):
                         return n + self._on_disk_full(rest)
                     self._requeue(rest)
@@ -303,6 +304,27 @@ class Outbox(SpaceMixin, ClaimsMixin):
             raise sqlite3.OperationalError(f"cannot write {self._marks.path}: {exc.strerror}") from None
         self._wrote_unclean = d["clean"] == 0
 
+    def _reserve_in_marks(self) -> None:
+        """A commit failed, so numbers above the reservation in the file may have been handed out
+        (put() commits only when the reservation is spent): reserve them in the marks file, which
+        needs no free byte, so that a crash now still shows them as a counted gap, never reused."""
+        last = self._marks.last or Marks()
+        with self._lock:
+            top = self._seq + self._ahead
+            # the counters go along, and with them what they account for: numbers up to
+            # _seq_committed are stored or counted (dropped), a crash now counts only above
+            counters = tuple(self.counters[k] for k in COUNTERS)
+            skipped_to = max(last.skipped_to, self._skipped_to, self._seq_committed)
+        if top <= last.seq:
+            return
+        try:
+            self._marks.write(replace(last, seq=top, clean=False, skipped_to=skipped_to, counters=counters))
+        except OSError as exc:
+            log.error("outbox %s: cannot reserve seq numbers in %s: %s", self.path, self._marks.path, exc.strerror)
+            return
+        with self._lock:
+            self._seq_reserved = max(self._seq_reserved, top)
+
     def _counters_to_marks(self) -> None:
         """A full disk took every byte: the counters go into the marks file (overwritten in place,
         it needs none), with the crash gap already counted, so the next start neither forgets what
@@ -310,8 +332,12 @@ class Outbox(SpaceMixin, ClaimsMixin):
         last = self._marks.last or Marks()
         with self._lock:
             counters = tuple(self.counters[k] for k in COUNTERS)
+            # a close knows the last number it handed out: exact, so a restart leaves no gap beyond
+            # what the counters already explain (what was dropped or rejected)
+            seq = self._seq
+            skipped_to = max(last.skipped_to, self._skipped_to, self._seq_committed)
         try:
-            self._marks.write(replace(last, counters=counters, skipped_to=max(last.skipped_to, self._skipped_to)))
+            self._marks.write(replace(last, seq=seq, clean=True, counters=counters, skipped_to=skipped_to))
         except OSError as exc:
             log.error("outbox %s: counters not written at close: %s", self.path, exc.strerror)
             return

@@ -209,6 +209,9 @@ class SpaceMixin(OutboxBase):
             self.counters["dropped"] += len(batch)
             self._dirty = True
             self._committing = (0, 0)
+            # these numbers are accounted for (counted as dropped, everything below is committed or
+            # counted too): a crash window counted later starts above them, not over them again
+            self._seq_committed = max([self._seq_committed, *(b[4] for b in batch)])
         if not batch:
             return 0
         self._warn(

@@ -133,7 +133,7 @@ class Resume:
     committed: int
     crashed: bool  # the previous run ended without a clean close
     skipped: int  # numbers reserved but never committed (the crash window): a gap, counted
-    skipped_to: int  # crash gaps are counted up to here
+    skipped_to: int  # every number up to here is accounted for: a later crash counts only above
     lost: int  # committed rows the file no longer holds (its WAL or the file itself was lost)
 
 
@@ -160,5 +160,6 @@ def resume(db: Marks, kept: Optional[Marks], salvaged: bool) -> Resume:
     base = max(committed, db.skipped_to, kept.skipped_to)
     crashed = (not db.clean or not kept.clean or lost > 0) and seq > base
     skipped = seq - base if crashed else 0
-    skipped_to = seq if crashed else max(db.skipped_to, kept.skipped_to)
-    return Resume(max(db.boot, kept.boot) + 1, seq, committed, crashed, skipped, skipped_to, lost)
+    # after this start every number up to seq is accounted for: stored, counted as dropped or
+    # rejected by the run that handed it out (a clean close), or counted here as skipped or lost
+    return Resume(max(db.boot, kept.boot) + 1, seq, committed, crashed, skipped, seq, lost)
