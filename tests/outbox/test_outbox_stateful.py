@@ -216,7 +216,7 @@ def disk_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Optional[Pat
 def test_outbox_state_machine(disk_root: Optional[Path]) -> None:
     _DISK["root"] = disk_root
     OutboxMachine.TestCase.settings = settings(
-        max_examples=int(os.environ.get("OUTBOX_EXAMPLES", "100")),
+        max_examples=int(os.environ.get("OUTBOX_EXAMPLES", "60")),
         stateful_step_count=30,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
