@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import replace
 import sqlite3
 import threading
 import time
@@ -35,11 +34,11 @@ from edge_agent.adapters.outbox_db import (
     lock_queue,
     recover_if_corrupt,
 )
-from edge_agent.adapters.outbox_marks import MarksFile, read_marks
+from edge_agent.adapters.outbox_marks import MarksFile, MarksMixin, read_marks
 from edge_agent.adapters.outbox_space import SLICE_BYTES, Reserve, SpaceMixin, _slices, free_bytes
 from edge_agent.core.config import QueueConfig
 from edge_agent.core.messages import encode, new_message_id
-from edge_agent.core.queue_policy import Limits, Marks, admit, over_limits, plan_drops, resume
+from edge_agent.core.queue_policy import Limits, Marks, admit, over_limits, plan_drops
 from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
@@ -48,7 +47,7 @@ COUNTERS = STATS_COUNTERS
 MAINTENANCE_S = 30.0
 
 
-class Outbox(SpaceMixin, ClaimsMixin):
+class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
     """Thread-safe durable queue: the agent loop ``put()``s, the sync thread claims and acks."""
 
     def __init__(
@@ -131,62 +130,6 @@ class Outbox(SpaceMixin, ClaimsMixin):
         self.expire()
         self._flusher = threading.Thread(target=self._run_flusher, name="outbox-flusher", daemon=True)
         self._flusher.start()
-
-    def _resume(self, meta: dict[str, int], kept: Optional[Marks], salvaged: bool) -> None:
-        """Sequence, boot and crash accounting from the file's meta merged with the kept marks.
-
-        "seq" is a reservation (see _commit): after a crash the new boot starts above every number
-        the dead process may have handed out, also when the file lost its WAL, header or itself;
-        the skipped range and committed rows the file no longer holds are counted and logged."""
-        db = Marks(
-            meta.get("seq", 0),
-            meta.get("seq_committed", 0),
-            meta.get("boot", 0),
-            meta.get("rows", self._count),
-            meta.get("clean", 1) == 1,
-            meta.get("skipped_to", 0),
-        )
-        r = resume(db, kept, salvaged)
-        self.boot = r.boot
-        self._seq = self._seq_reserved = self._seq_at_open = r.seq
-        self._seq_committed = r.committed
-        self._skipped_to = r.skipped_to
-        last = Marks(r.seq, r.committed, r.boot - 1, self._count, r.seq <= r.skipped_to, r.skipped_to)
-        # what is on disk in the marks file (write() skips what is already there)
-        self._marks.last = kept if kept is not None else last
-        # the merged state differs from the file's: write it at the first commit
-        self._dirty = r.lost > 0 or (
-            kept is not None
-            and not salvaged
-            and (
-                replace(kept, counters=()) != db
-                or any(self.counters[k] > meta.get(k, 0) for k in COUNTERS)
-            )
-        )
-        if r.lost:
-            assert kept is not None
-            self.counters["lost"] += r.lost
-            log.error(
-                "outbox %s: the file holds no row after seq %d but seq %d was committed (its WAL or the "
-                "file itself was lost): %d messages lost (at most %d were stored; acknowledged ones among "
-                "them may come back and be sent again with the same id)",
-                self.path,
-                db.committed,
-                kept.committed,
-                r.lost,
-                kept.rows,
-            )
-        if r.crashed:
-            self.counters["crashes"] += 1
-            self.counters["seq_skipped"] += r.skipped
-            log.warning(
-                "outbox %s: the previous run ended without a clean close: seq %d..%d skipped "
-                "(at most %d results lost in the group-commit window)",
-                self.path,
-                r.seq - r.skipped + 1,
-                r.seq,
-                r.skipped,
-            )
 
     def _open(self, kept: Optional[Marks] = None) -> tuple[Any, Any, dict[str, int]]:
         recovery = recover_if_corrupt(self.path, connect, kept)
@@ -290,66 +233,6 @@ class Outbox(SpaceMixin, ClaimsMixin):
         rows.append(("skipped_to", self._skipped_to))
         rows.append(("clean", 1 if self._closing else 0))
         return rows
-
-    def _save_marks(self, conn: sqlite3.Connection, meta: Sequence[tuple[str, int]]) -> None:
-        """Inside a write transaction, before its COMMIT: the marks file gets what the commit will
-        hold (fsync'd), so no committed number is ever above the marks kept outside the file."""
-        d = dict(meta)
-        rows = int(conn.execute("SELECT value FROM meta WHERE key = 'rows'").fetchone()[0])
-        counters = tuple(d.get(k, 0) for k in COUNTERS)
-        marks = Marks(d["seq"], d["seq_committed"], d["boot"], rows, d["clean"] == 1, d["skipped_to"], counters)
-        try:
-            self._marks.write(marks)
-        except OSError as exc:  # handled like any failed write of the queue (the batch is kept)
-            raise sqlite3.OperationalError(f"cannot write {self._marks.path}: {exc.strerror}") from None
-        self._wrote_unclean = d["clean"] == 0
-
-    def _reserve_in_marks(self) -> None:
-        """A commit failed, so numbers above the reservation in the file may have been handed out
-        (put() commits only when the reservation is spent): reserve them in the marks file, which
-        needs no free byte, so that a crash now still shows them as a counted gap, never reused."""
-        last = self._marks.last or Marks()
-        with self._lock:
-            top = self._seq + self._ahead
-            # the counters go along, and with them what they account for: numbers up to
-            # _seq_committed are stored or counted (dropped), a crash now counts only above
-            counters = tuple(self.counters[k] for k in COUNTERS)
-            skipped_to = max(last.skipped_to, self._skipped_to, self._seq_committed)
-        if top <= last.seq:
-            return
-        try:
-            self._marks.write(replace(last, seq=top, clean=False, skipped_to=skipped_to, counters=counters))
-        except OSError as exc:
-            log.error("outbox %s: cannot reserve seq numbers in %s: %s", self.path, self._marks.path, exc.strerror)
-            return
-        with self._lock:
-            self._seq_reserved = max(self._seq_reserved, top)
-
-    def _counters_to_marks(self) -> None:
-        """A full disk took every byte: the counters go into the marks file (overwritten in place,
-        it needs none), with the crash gap already counted, so the next start neither forgets what
-        was dropped nor counts a crash twice."""
-        last = self._marks.last or Marks()
-        with self._lock:
-            counters = tuple(self.counters[k] for k in COUNTERS)
-            # a close knows the last number it handed out: exact, so a restart leaves no gap beyond
-            # what the counters already explain (what was dropped or rejected)
-            seq = self._seq
-            skipped_to = max(last.skipped_to, self._skipped_to, self._seq_committed)
-        try:
-            self._marks.write(replace(last, seq=seq, clean=True, counters=counters, skipped_to=skipped_to))
-        except OSError as exc:
-            log.error("outbox %s: counters not written at close: %s", self.path, exc.strerror)
-            return
-        log.warning("outbox %s: disk full at close: counters kept in %s", self.path, self._marks.path)
-
-    def _commit_txn(self, conn: sqlite3.Connection) -> None:
-        """COMMIT after :meth:`_save_marks`; a COMMIT that fails (full disk) takes its marks back."""
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error:
-            self._marks.undo()
-            raise
 
     def _commit(self, batch: Batch) -> int:
         conn = self._w

@@ -1,8 +1,8 @@
 """What the outbox's parts share: its state and the hooks one part calls in another.
 
-The outbox is one class assembled from three modules kept under ~400 lines each: ``outbox``
+The outbox is one class assembled from four modules kept under ~400 lines each: ``outbox``
 (put, group commit, close), ``outbox_space`` (full disk, expiry, vacuum) and ``outbox_claims``
-(the sync side: claim, ack, release). This base only declares; :class:`Outbox` sets everything.
+(the sync side: claim, ack, release), ``outbox_marks`` (the marks file). This base only declares; :class:`Outbox` sets everything.
 """
 
 from __future__ import annotations
@@ -45,6 +45,12 @@ class OutboxBase:
     _marks: MarksFile
     _seq: int
     _seq_committed: int
+    _seq_reserved: int
+    _seq_at_open: int
+    _skipped_to: int
+    _ahead: int
+    _wrote_unclean: bool
+    boot: int
     _inflight: Set[int]
     _acked_undeleted: Set[int]
     _closed: bool

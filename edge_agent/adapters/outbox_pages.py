@@ -161,7 +161,11 @@ def _ptrmap_free(pages: dict[int, bytes], usable: int) -> Optional[set[int]]:
             checked += 1
             if kind == 2:
                 free.add(pm + 1 + k)
-            if (kind == 1 and parent == 0) or (kind == 2 and parent == 0) or (kind in (3, 4, 5) and 0 < parent <= last):
+            if (
+                (kind == 1 and parent == 0)
+                or (kind == 2 and parent == 0)
+                or (kind in (3, 4, 5) and 0 < parent <= last)
+            ):
                 plausible += 1
     return free if checked and plausible >= 0.95 * checked else None
 

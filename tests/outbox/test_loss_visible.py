@@ -96,7 +96,9 @@ def test_first_100_bytes_overwritten_every_row_is_salvaged_or_counted_and_seq_go
         assert _next_seq(ob) > top
 
 
-def test_a_damaged_header_and_a_damaged_row_page_count_the_loss_from_the_kept_row_count(tmp_path: Path) -> None:
+def test_a_damaged_header_and_a_damaged_row_page_count_the_loss_from_the_kept_row_count(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "q.db"
     with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
         for i in range(2000):
@@ -204,7 +206,13 @@ def test_a_clean_close_leaves_no_gap_and_counts_nothing(tmp_path: Path) -> None:
         s = ob.stats()
         assert (s["crashes"], s["seq_skipped"], s["lost"], s["salvaged"]) == (0, 0, 0, 0)
         kept = read_marks(path)
-        assert kept is not None and (kept.seq, kept.committed, kept.boot, kept.rows, kept.clean) == (30, 30, 3, 30, True)
+        assert kept is not None and (kept.seq, kept.committed, kept.boot, kept.rows, kept.clean) == (
+            30,
+            30,
+            3,
+            30,
+            True,
+        )
 
 
 def test_one_kill_9_counts_one_crash_and_the_gap_is_the_reserved_window(tmp_path: Path) -> None:

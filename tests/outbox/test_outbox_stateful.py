@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections import Counter
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
