@@ -372,7 +372,10 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
         """Queue figures: ``pending`` counts every message not yet acknowledged (stored + unflushed)."""
         with self._rlock:
             self._check_open()
-            row = self._r.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
+            try:
+                row = self._r.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
+            except sqlite3.Error as exc:  # translated here: callers (the sync, status) never see sqlite3
+                raise QueueError(f"{self.path}: cannot read the queue: {exc}") from None
         with self._lock:
             oldest = row[0] if row else (self._batch[0][3] if self._batch else None)
             return {

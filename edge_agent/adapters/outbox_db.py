@@ -220,7 +220,11 @@ def recover_if_corrupt(
 
 
 def iso_time(ts: Optional[float]) -> Optional[str]:
-    """Unix time -> ``2026-11-29T19:33:39Z`` (or None)."""
+    """Unix time -> ``2026-11-29T19:33:39Z`` (or None, also for a value no calendar holds: a
+    damaged row's ``created`` of 1e300 made ``queue export`` die with OverflowError)."""
     if ts is None:
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, ValueError, OSError):
+        return None
