@@ -24,7 +24,14 @@ from typing import List, Optional
 
 from edge_agent.adapters.outbox_base import Batch, OutboxBase
 from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
-from edge_agent.core.queue_policy import expiry_cutoff
+from edge_agent.core.queue_policy import (
+    FULL_DISK_ATTEMPTS,
+    commit_slice_bytes,
+    expiry_cutoff,
+    full_disk_step,
+    may_leave_full,
+    reserve_kept,
+)
 from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
@@ -135,7 +142,7 @@ class SpaceMixin(OutboxBase):
     def _enter_full(self, why: str, keep: int = -1) -> None:
         """Release the reserve (but ``keep`` bytes, default a quarter: room for the next start to
         open the file) and stop the file from growing (see outbox_space)."""
-        keep = self._reserve.size // 4 if keep < 0 else keep
+        keep = reserve_kept(self._reserve.size) if keep < 0 else keep
         released = self._reserve.release(keep=keep)
         if self._capped:
             if released:
@@ -157,7 +164,7 @@ class SpaceMixin(OutboxBase):
         )
 
     def _leave_full(self) -> None:
-        if self._capped and free_bytes(self.path.parent) >= 2 * self._reserve.size + (1 << 20):
+        if self._capped and may_leave_full(free_bytes(self.path.parent), self._reserve.size):
             self._set_cap(NO_CAP)
             self._capped = not self._reserve.ensure()
             if not self._capped:
@@ -173,7 +180,7 @@ class SpaceMixin(OutboxBase):
         ``drop_oldest`` deletes the oldest rows (doubling) until the batch fits -- counted either way.
         Slices of at most an eighth of the reserve keep each commit's WAL inside the headroom."""
         self._enter_full("SQLITE_FULL on commit")
-        slices = _slices(batch, max(64 * 1024, self._reserve.size // 8))
+        slices = _slices(batch, commit_slice_bytes(self._reserve.size))
         written = 0
         for k, part in enumerate(slices):
             try:
@@ -184,7 +191,8 @@ class SpaceMixin(OutboxBase):
         return written
 
     def _commit_slice(self, batch: Batch) -> int:
-        for attempt in range(16):
+        dropped: Optional[int] = None
+        for attempt in range(FULL_DISK_ATTEMPTS + 1):
             self._checkpoint()
             try:
                 return self._commit(batch)
@@ -192,14 +200,16 @@ class SpaceMixin(OutboxBase):
                 if not is_disk_full(exc):
                     self._requeue(batch)
                     raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
-            if self.limits.policy == "reject_new":
+            step = full_disk_step(self.limits.policy, attempt, len(batch), dropped)
+            if step.action == "hold":
                 self._requeue(batch)
                 with self._lock:
                     self._disk_full = True
                 raise QueueFullError(f"{self.path}: disk full (SQLITE_FULL); {len(batch)} messages held")
+            if step.action == "drop_batch":
+                break
             try:
-                if self._drop_oldest_for_space(max(len(batch), 8) << attempt) == 0:
-                    break
+                dropped = self._drop_oldest_for_space(step.n)
             except sqlite3.Error as exc:
                 if not is_disk_full(exc):
                     self._requeue(batch)

@@ -163,3 +163,51 @@ def resume(db: Marks, kept: Optional[Marks], salvaged: bool) -> Resume:
     # after this start every number up to seq is accounted for: stored, counted as dropped or
     # rejected by the run that handed it out (a clean close), or counted here as skipped or lost
     return Resume(max(db.boot, kept.boot) + 1, seq, committed, crashed, skipped, seq, lost)
+
+
+# ---- the full-disk policy (the adapter, outbox_space, only carries it out) ---------------------
+FULL_DISK_ATTEMPTS = 16  # commit tries per slice on SQLITE_FULL before its rows are dropped
+
+
+@dataclass(frozen=True)
+class FullDiskStep:
+    """What to do after a commit met SQLITE_FULL: ``hold`` the batch and refuse new results
+    (reject_new), ``drop_oldest`` ``n`` stored rows and try again, or ``drop_batch``: nothing is
+    left to drop, the batch itself is dropped (counted)."""
+
+    action: Literal["hold", "drop_oldest", "drop_batch"]
+    n: int = 0
+
+
+def full_disk_step(
+    policy: Policy, attempt: int, batch_rows: int, dropped_last: Optional[int]
+) -> FullDiskStep:
+    """The decision after the ``attempt``-th (0-based) SQLITE_FULL of one commit slice.
+
+    ``drop_oldest`` doubles what it drops per attempt (at least 8 rows, at least the batch) so a
+    disk filled by something else is won back in a few steps, not one row per commit; a drop that
+    freed nothing, or running out of attempts, means the new rows cannot be stored.
+    """
+    if policy == "reject_new":
+        return FullDiskStep("hold")
+    if dropped_last == 0 or attempt >= FULL_DISK_ATTEMPTS:
+        return FullDiskStep("drop_batch", batch_rows)
+    return FullDiskStep("drop_oldest", max(batch_rows, 8) << attempt)
+
+
+def reserve_kept(reserve_bytes: int) -> int:
+    """Bytes of the reserve kept on the first SQLITE_FULL: a quarter, the room the next start needs
+    to open the file (a WAL database cannot be opened without its 32 KiB ``-shm``)."""
+    return reserve_bytes // 4
+
+
+def commit_slice_bytes(reserve_bytes: int) -> int:
+    """Payload bytes per transaction while the disk is full: an eighth of the reserve (at least
+    64 KiB), so each commit's WAL fits in the three quarters released."""
+    return max(64 * 1024, reserve_bytes // 8)
+
+
+def may_leave_full(free_bytes: int, reserve_bytes: int) -> bool:
+    """The disk has room again: twice the reserve plus 1 MiB free (hysteresis, so the cap is not
+    lifted and re-set at every commit on a disk hovering at full)."""
+    return free_bytes >= 2 * reserve_bytes + (1 << 20)

@@ -248,3 +248,31 @@ def test_reserve_bytes_is_zero_or_at_least_one_mib(value: int, ok: bool) -> None
 def test_frame_layout_assumed_by_these_tests() -> None:
     """The WAL frame header is 24 bytes: page number, commit size, salt (8), checksum (8)."""
     assert struct.calcsize(">II8s8s") == 24
+
+
+class _FailingReads(_FailingDeletes):
+    def execute(self, sql: str, *args: Any) -> Any:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+
+def test_sqlite_errors_leave_the_outbox_only_as_queue_errors(tmp_path: Path) -> None:
+    """The sync side (mqtt_sync) never sees sqlite3: claim, ack and stats translate it, once."""
+    import ast
+
+    import edge_agent.adapters.mqtt_sync as sync_mod
+
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        ob.put(TOPIC, {"n": 1})
+        ob.flush()
+        real = ob._r
+        ob._r = _FailingReads(real)  # type: ignore[assignment]
+        try:
+            for call in (lambda: ob.claim(5), lambda: ob.ack([1]), ob.stats):
+                with pytest.raises(QueueError, match="malformed"):
+                    call()
+        finally:
+            ob._r = real
+    tree = ast.parse(Path(sync_mod.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert "sqlite3" not in imported
