@@ -157,6 +157,18 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
         at a cap or on a full disk, and for a message larger than ``max_bytes`` under any policy.
         """
         msg_id = str(payload.setdefault("id", new_message_id()))
+        try:
+            return self._put(msg_id, topic, payload)
+        except QueueFullError:
+            # a refused message took a number too: beyond the reservation, reserve it (and the
+            # count of refusals) in the marks, or a crash would forget the loss and reuse the number
+            with self._lock:
+                spent = self._seq > self._seq_reserved
+            if spent:
+                self._reserve_in_marks()
+            raise
+
+    def _put(self, msg_id: str, topic: str, payload: dict[str, Any]) -> str:
         with self._lock:
             if self._closed:
                 raise QueueError(f"{self.path}: queue is closed")

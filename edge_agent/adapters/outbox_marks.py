@@ -252,7 +252,9 @@ class MarksMixin(OutboxBase):
             # a close knows the last number it handed out: exact, so a restart leaves no gap beyond
             # what the counters already explain (what was dropped or rejected)
             seq = self._seq
-            skipped_to = max(last.skipped_to, self._skipped_to, self._seq_committed)
+        # and everything up to it is accounted for (committed, or counted as dropped or rejected):
+        # the next start counts no crash gap over it
+        skipped_to = seq
         try:
             self._marks.write(replace(last, seq=seq, clean=True, counters=counters, skipped_to=skipped_to))
         except OSError as exc:

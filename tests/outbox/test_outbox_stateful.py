@@ -36,10 +36,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.core.queue_policy import Limits
+from edge_agent.core.queue_policy import Limits, Policy
 from edge_agent.errors import QueueError, QueueFullError
 
 _DISK: dict[str, Optional[Path]] = {"root": None}
+_POLICY: dict[str, Policy] = {"policy": "drop_oldest"}
 SEEN: Counter[str] = Counter()  # which interesting states the runs reached (asserted at the end)
 
 
@@ -50,7 +51,7 @@ class OutboxMachine(RuleBasedStateMachine):
         self.dir = Path(tempfile.mkdtemp(dir=str(base) if base else None))
         self.full_disk = base is not None
         self.path = self.dir / "q.db"
-        self.limits = Limits(max_messages=40, max_bytes=10**9, max_age_s=1e9)
+        self.limits = Limits(max_messages=24, max_bytes=10**9, max_age_s=1e9, policy=_POLICY["policy"])
         self.ob: Optional[Outbox] = None
         self.accepted: dict[str, int] = {}  # id -> seq
         self.acked: set[str] = set()
@@ -59,14 +60,20 @@ class OutboxMachine(RuleBasedStateMachine):
         self.skipped: set[int] = set()  # seqs a restart declared skipped
         self.skipped_total = 0
         self.top_seq = 0
+        self.raised = 0  # puts refused with QueueFullError in this run (reject_new): never accepted
+        self.rejected_base = 0
+        self.held_rejected = 0  # accepted, held on a full disk, refused at close (counted rejected)
         self.n = 0
         self.filled = False
         self._open()
 
     # ---- helpers -------------------------------------------------------------------------
-    def _open(self) -> None:
+    def _open(self, clean: bool = False) -> None:
         before = self.ob.counters["crashes"] if self.ob is not None else None
         self.ob = Outbox(self.path, self.limits, flush_interval_s=60, flush_batch=8, reserve_bytes=1 << 20)
+        if clean:  # what close counted beyond the refused puts: the held batch it could not store
+            self.held_rejected += self.ob.counters["rejected"] - self.rejected_base - self.raised
+        self.rejected_base, self.raised = self.ob.counters["rejected"], 0
         if before is not None and self.ob.counters["crashes"] > before:
             gap = self.ob.counters["seq_skipped"] - self.skipped_total
             window = set(range(self.ob._seq_at_open - gap + 1, self.ob._seq_at_open + 1))
@@ -99,6 +106,9 @@ class OutboxMachine(RuleBasedStateMachine):
             try:
                 msg_id = self.ob.put(TOPIC, payload)
             except QueueFullError:
+                self.raised += 1
+                assert payload["seq"] > self.top_seq, "a seq was handed out twice"
+                self.top_seq = payload["seq"]
                 continue
             assert payload["seq"] > self.top_seq, "a seq was handed out twice"
             self.top_seq = payload["seq"]
@@ -129,6 +139,16 @@ class OutboxMachine(RuleBasedStateMachine):
         for r in rows:
             self.acked.add(self.inflight.pop(r))
 
+    @rule(k=st.integers(1, 20))
+    def claim_and_ack_all(self, k: int) -> None:
+        """The common case of a healthy link: everything claimed is acknowledged."""
+        self.claim(k, False)
+        assert self.ob is not None
+        rows = sorted(self.inflight)
+        self.ob.ack(rows)
+        for r in rows:
+            self.acked.add(self.inflight.pop(r))
+
     @rule()
     def release(self) -> None:
         assert self.ob is not None
@@ -154,7 +174,7 @@ class OutboxMachine(RuleBasedStateMachine):
         self.ob.close()
         # a close on a disk still full may not get to delete them either: documented redelivery
         self.redeliverable |= {i for i, r in ids.items() if r in undeleted}
-        self._open()
+        self._open(clean=True)
 
     @precondition(lambda self: self.full_disk and not self.filled)
     @rule()
@@ -177,12 +197,14 @@ class OutboxMachine(RuleBasedStateMachine):
         missing = set(self.accepted) - self.acked - set(stored)
         uncounted = {i for i in missing if self.accepted[i] not in self.skipped}
         # every missing message is in a declared crash window or counted as dropped, exactly
-        assert len(uncounted) == self.ob.counters["dropped"] + self.ob.counters["lost"], (
+        counted = self.ob.counters["dropped"] + self.ob.counters["lost"] + self.held_rejected
+        assert len(uncounted) == counted, (
             len(uncounted),
             self.ob.counters,
         )
         assert self.ob.counters["seq_skipped"] == len(self.skipped)
         SEEN["dropped"] += bool(self.ob.counters["dropped"])
+        SEEN["rejected"] += bool(self.ob.counters["rejected"])
         SEEN["crash gap"] += bool(self.skipped)
         SEEN["disk full"] += bool(self.ob.stats()["disk_full"])
         SEEN["acked"] += bool(self.acked)
@@ -213,8 +235,10 @@ def disk_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Optional[Pat
         yield fs
 
 
-def test_outbox_state_machine(disk_root: Optional[Path]) -> None:
+@pytest.mark.parametrize("policy", ["drop_oldest", "reject_new"])
+def test_outbox_state_machine(disk_root: Optional[Path], policy: Policy) -> None:
     _DISK["root"] = disk_root
+    _POLICY["policy"] = policy
     OutboxMachine.TestCase.settings = settings(
         max_examples=int(os.environ.get("OUTBOX_EXAMPLES", "60")),
         stateful_step_count=30,
@@ -224,6 +248,7 @@ def test_outbox_state_machine(disk_root: Optional[Path]) -> None:
     SEEN.clear()
     OutboxMachine.TestCase().runTest()
     # the runs reached what they are meant to test (each state seen in several steps)
-    assert SEEN["dropped"] and SEEN["crash gap"] and SEEN["acked"], SEEN
+    assert SEEN["crash gap"] and SEEN["acked"], SEEN
+    assert SEEN["dropped"] if policy == "drop_oldest" else SEEN["rejected"], SEEN
     if disk_root is not None:
         assert SEEN["disk full"], SEEN
