@@ -22,6 +22,7 @@ from helpers_outbox import TOPIC, big_limits
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_marks import SLOT, MarksFile, marks_path, read_marks
 from edge_agent.adapters.outbox_pages import scan_file
+from edge_agent.adapters.outbox_read import read_stats
 from edge_agent.core.queue_policy import Marks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,6 +87,8 @@ def test_first_100_bytes_overwritten_every_row_is_salvaged_or_counted_and_seq_go
     assert top == 2000
     with open(path, "r+b") as f:
         f.write(os.urandom(100))
+    ro = read_stats(path)  # `queue stats` before the writer salvages: read-only, page by page
+    assert ro["damaged"] and ro["pending"] == 2000 and ro["unreadable_rows"] == 0
     with Outbox(path, big_limits()) as ob:
         s = ob.stats()
         assert s["corrupt_files"] == 1
