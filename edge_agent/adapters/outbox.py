@@ -127,7 +127,14 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
         if not self._reserve.ensure():
             # opened: the quarter kept for opening is not needed any more until close tops it up
             self._enter_full("less than twice the reserve is free at open", keep=0)
-        self.expire()
+        try:
+            self.expire()
+        except QueueError:
+            self._r.close()
+            self._w.close()
+            self._marks.close()
+            self._lockfile.close()
+            raise
         self._flusher = threading.Thread(target=self._run_flusher, name="outbox-flusher", daemon=True)
         self._flusher.start()
 
@@ -356,6 +363,12 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
 
     def purge(self) -> int:
         """Delete every stored message (counted as dropped) and return the space to the filesystem."""
+        try:
+            return self._purge()
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot purge the queue: {exc}") from None
+
+    def _purge(self) -> int:
         with self._wlock:
             self._w.execute("BEGIN IMMEDIATE")
             try:

@@ -267,6 +267,12 @@ class SpaceMixin(OutboxBase):
     # ---- maintenance -----------------------------------------------------------------------
     def expire(self) -> int:
         """Drop rows older than ``max_age`` (not in flight); counted as dropped (and expired)."""
+        try:
+            return self._expire()
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot expire old messages: {exc}") from None
+
+    def _expire(self) -> int:
         cutoff = expiry_cutoff(self.limits, time.time())
         with self._wlock:
             if (
@@ -311,6 +317,12 @@ class SpaceMixin(OutboxBase):
 
     def vacuum(self) -> int:
         """Give free pages back to the filesystem (``auto_vacuum=INCREMENTAL``); returns pages freed."""
+        try:
+            return self._vacuum()
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot vacuum the queue: {exc}") from None
+
+    def _vacuum(self) -> int:
         freed = 0
         with self._wlock:
             free = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])

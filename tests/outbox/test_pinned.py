@@ -272,6 +272,14 @@ def test_sqlite_errors_leave_the_outbox_only_as_queue_errors(tmp_path: Path) -> 
                     call()
         finally:
             ob._r = real
+        real_w = ob._w
+        ob._w = _FailingReads(real_w)  # type: ignore[assignment]
+        try:
+            for call in (ob.purge, ob.expire, ob.vacuum):
+                with pytest.raises(QueueError, match="malformed"):
+                    call()
+        finally:
+            ob._w = real_w
     tree = ast.parse(Path(sync_mod.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
