@@ -18,7 +18,6 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -35,10 +34,11 @@ from edge_agent.adapters.outbox_db import (
     recover_if_corrupt,
 )
 from edge_agent.adapters.outbox_marks import MarksFile, MarksMixin, read_marks
-from edge_agent.adapters.outbox_space import SLICE_BYTES, Reserve, SpaceMixin, _slices, free_bytes
+from edge_agent.adapters.outbox_reserve import Reserve, free_bytes
+from edge_agent.adapters.outbox_space import SLICE_BYTES, SpaceMixin, _slices
 from edge_agent.core.config import QueueConfig
 from edge_agent.core.messages import encode, new_message_id
-from edge_agent.core.queue_policy import Limits, Marks, admit, over_limits, plan_drops
+from edge_agent.core.queue_policy import Limits, Marks, admit
 from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
@@ -301,32 +301,6 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
             )
         return len(batch)
 
-    def _droppable(self, limit: int, order: str = "ASC") -> list[tuple[int, int]]:
-        """Oldest (id, size) rows not in flight: the only rows a policy may delete."""
-        skip = self._inflight | self._acked_undeleted
-        rows = self._w.execute(
-            f"SELECT id, size FROM messages ORDER BY id {order} LIMIT ?", (limit + len(skip),)
-        ).fetchall()
-        return [(int(i), int(s)) for i, s in rows if i not in skip][:limit]
-
-    def _delete_ids(self, ids: Sequence[int]) -> None:
-        for i in range(0, len(ids), 500):
-            chunk = list(ids[i : i + 500])
-            self._w.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-
-    def _drop_over_limits(self, count: int, nbytes: int) -> tuple[int, int]:
-        """Inside the writer's transaction: delete the oldest rows until under the caps."""
-        dropped = freed = 0
-        while over_limits(self.limits, count, nbytes):
-            rows = self._droppable(1000)
-            n = plan_drops(self.limits, count, nbytes, (s for _, s in rows))
-            if n == 0:
-                break
-            size = sum(s for _, s in rows[:n])
-            self._delete_ids([i for i, _ in rows[:n]])
-            dropped, freed, count, nbytes = dropped + n, freed + size, count - n, nbytes - size
-        return dropped, freed
-
     def _warn(self, key: str, msg: str, level: int = logging.WARNING, period: float = 10.0) -> None:
         now = time.monotonic()
         if now - self._last_warn.get(key, -1e9) >= period:
@@ -360,38 +334,6 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
                 )
                 with self._lock:
                     self._cond.wait(max(self.flush_interval_s, 0.5))
-
-    def purge(self) -> int:
-        """Delete every stored message (counted as dropped) and return the space to the filesystem."""
-        try:
-            return self._purge()
-        except sqlite3.Error as exc:
-            raise QueueError(f"{self.path}: cannot purge the queue: {exc}") from None
-
-    def _purge(self) -> int:
-        with self._wlock:
-            self._w.execute("BEGIN IMMEDIATE")
-            try:
-                n = self._w.execute("DELETE FROM messages").rowcount
-                self._w.execute("UPDATE meta SET value = 0 WHERE key = 'rows'")
-                with self._lock:
-                    counters = dict(self.counters)
-                    counters["dropped"] += n
-                meta = self._meta_rows(counters, self._seq, self._seq_committed)
-                self._w.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
-                self._save_marks(self._w, meta)
-                self._commit_txn(self._w)
-            except BaseException:
-                if self._w.in_transaction:
-                    self._w.execute("ROLLBACK")
-                raise
-        with self._lock:
-            self._count = self._bytes = 0
-            self._inflight.clear()
-            self._acked_undeleted.clear()
-            self.counters["dropped"] += n
-        self.vacuum()
-        return n
 
     def stats(self) -> dict[str, Any]:
         """Queue figures: ``pending`` counts every message not yet acknowledged (stored + unflushed)."""

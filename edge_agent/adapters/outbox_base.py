@@ -18,7 +18,7 @@ from edge_agent.errors import QueueError
 
 if TYPE_CHECKING:
     from edge_agent.adapters.outbox_marks import MarksFile
-    from edge_agent.adapters.outbox_space import Reserve
+    from edge_agent.adapters.outbox_reserve import Reserve
 
 Batch = List[Tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
 

@@ -16,118 +16,31 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sqlite3
 import time
-from pathlib import Path
+from collections.abc import Sequence
 from typing import List, Optional
 
 from edge_agent.adapters.outbox_base import Batch, OutboxBase
 from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
+from edge_agent.adapters.outbox_reserve import free_bytes
 from edge_agent.core.queue_policy import (
     FULL_DISK_ATTEMPTS,
     commit_slice_bytes,
     expiry_cutoff,
     full_disk_step,
     may_leave_full,
+    over_limits,
+    plan_drops,
     reserve_kept,
 )
 from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
 
-CHUNK = 64 * 1024
 NO_CAP = 1073741823  # SQLite's default max_page_count
 SLICE_BYTES = 256 * 1024
 VACUUM_FREE_PAGES = 256
-
-
-def free_bytes(directory: Path) -> int:
-    """Bytes an unprivileged writer may still use on the filesystem holding ``directory``."""
-    try:
-        st = os.statvfs(str(directory))
-    except OSError:
-        return 0
-    return int(st.f_bavail) * int(st.f_frsize)
-
-
-class Reserve:
-    """The ``<queue>.reserve`` file: ``size`` bytes of headroom owned by the outbox."""
-
-    def __init__(self, db_path: Path, size: int) -> None:
-        self.path = db_path.with_name(db_path.name + ".reserve")
-        self.size = max(0, int(size))
-
-    @property
-    def held(self) -> bool:
-        try:
-            return self.path.stat().st_size >= self.size
-        except OSError:
-            return False
-
-    def ensure(self) -> bool:
-        """Create the reserve if there is clearly room (twice its size free); True if held after."""
-        if self.size == 0:
-            return True
-        if self.held:
-            return True
-        if free_bytes(self.path.parent) < 2 * self.size:
-            return False
-        try:
-            fd = os.open(str(self.path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        except OSError as exc:
-            log.warning("outbox: cannot create the disk reserve %s: %s", self.path, exc.strerror)
-            return False
-        try:
-            zeros = b"\0" * CHUNK
-            left = self.size
-            while left > 0:  # real writes: a sparse file or fallocate on some filesystems holds nothing
-                left -= os.write(fd, zeros[: min(CHUNK, left)])
-            os.fsync(fd)
-        except OSError as exc:
-            os.close(fd)
-            self.release()
-            log.warning("outbox: cannot fill the disk reserve %s: %s", self.path, exc.strerror)
-            return False
-        os.close(fd)
-        return True
-
-    def release(self, keep: int = 0) -> bool:
-        """Shrink the reserve to ``keep`` bytes (delete it at 0); True if bytes were given back."""
-        try:
-            size = self.path.stat().st_size
-            if size <= keep:
-                return False
-            if keep:
-                os.truncate(str(self.path), keep)
-            else:
-                self.path.unlink()
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            log.error("outbox: cannot release the disk reserve %s: %s", self.path, exc.strerror)
-            return False
-        return True
-
-    def top_up(self, size: int) -> int:
-        """Grow the reserve towards ``size`` with whatever the disk still has; returns its size.
-
-        Used at close on a full disk: SQLite has just deleted its ``-shm`` (32 KiB) and WAL, and
-        a WAL database cannot even be opened again without room for a new ``-shm``."""
-        try:
-            fd = os.open(str(self.path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        except OSError:
-            return 0
-        try:
-            have = os.fstat(fd).st_size
-            while have < size:
-                try:
-                    have += os.write(fd, b"\0" * min(4096, size - have))
-                except OSError:
-                    break
-            return have
-        finally:
-            os.close(fd)
 
 
 class SpaceMixin(OutboxBase):
@@ -264,7 +177,66 @@ class SpaceMixin(OutboxBase):
         )
         return len(rows)
 
+    # ---- drops at the caps (inside the writer's transaction) -------------------------------
+    def _droppable(self, limit: int, order: str = "ASC") -> list[tuple[int, int]]:
+        """Oldest (id, size) rows not in flight: the only rows a policy may delete."""
+        skip = self._inflight | self._acked_undeleted
+        rows = self._w.execute(
+            f"SELECT id, size FROM messages ORDER BY id {order} LIMIT ?", (limit + len(skip),)
+        ).fetchall()
+        return [(int(i), int(s)) for i, s in rows if i not in skip][:limit]
+
+    def _delete_ids(self, ids: Sequence[int]) -> None:
+        for i in range(0, len(ids), 500):
+            chunk = list(ids[i : i + 500])
+            self._w.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+
+    def _drop_over_limits(self, count: int, nbytes: int) -> tuple[int, int]:
+        """Inside the writer's transaction: delete the oldest rows until under the caps."""
+        dropped = freed = 0
+        while over_limits(self.limits, count, nbytes):
+            rows = self._droppable(1000)
+            n = plan_drops(self.limits, count, nbytes, (s for _, s in rows))
+            if n == 0:
+                break
+            size = sum(s for _, s in rows[:n])
+            self._delete_ids([i for i, _ in rows[:n]])
+            dropped, freed, count, nbytes = dropped + n, freed + size, count - n, nbytes - size
+        return dropped, freed
+
     # ---- maintenance -----------------------------------------------------------------------
+    def purge(self) -> int:
+        """Delete every stored message (counted as dropped) and return the space to the filesystem."""
+        try:
+            return self._purge()
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot purge the queue: {exc}") from None
+
+    def _purge(self) -> int:
+        with self._wlock:
+            self._w.execute("BEGIN IMMEDIATE")
+            try:
+                n = self._w.execute("DELETE FROM messages").rowcount
+                self._w.execute("UPDATE meta SET value = 0 WHERE key = 'rows'")
+                with self._lock:
+                    counters = dict(self.counters)
+                    counters["dropped"] += n
+                meta = self._meta_rows(counters, self._seq, self._seq_committed)
+                self._w.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+                self._save_marks(self._w, meta)
+                self._commit_txn(self._w)
+            except BaseException:
+                if self._w.in_transaction:
+                    self._w.execute("ROLLBACK")
+                raise
+        with self._lock:
+            self._count = self._bytes = 0
+            self._inflight.clear()
+            self._acked_undeleted.clear()
+            self.counters["dropped"] += n
+        self.vacuum()
+        return n
+
     def expire(self) -> int:
         """Drop rows older than ``max_age`` (not in flight); counted as dropped (and expired)."""
         try:
