@@ -12,3 +12,23 @@ def big_limits(**kw: object) -> Limits:
     base: dict[str, object] = {"max_messages": 10_000_000, "max_bytes": 10**10, "max_age_s": 1e9}
     base.update(kw)
     return Limits(**base)  # type: ignore[arg-type]
+
+
+def crash(ob: object) -> None:
+    """What a kill -9 leaves of an open outbox, in-process and fast: the batch not yet committed is
+    gone, no clean mark and no final counters are written, in-flight state is forgotten, the writer
+    lock is released (the kernel does that for a dead process). A commit already running finishes
+    first, as it would have reached the disk or not at all."""
+    from edge_agent.adapters.outbox import Outbox
+
+    assert isinstance(ob, Outbox)
+    with ob._lock:
+        ob._batch, ob._batch_bytes = [], 0
+        ob._closed = True
+        ob._cond.notify_all()
+    ob._flusher.join(10)
+    with ob._wlock, ob._rlock:
+        ob._r.close()
+        ob._w.close()
+    ob._marks.close()
+    ob._lockfile.close()

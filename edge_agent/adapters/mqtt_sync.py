@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import sqlite3
 import ssl
 import threading
 import time
@@ -90,16 +89,68 @@ def describe_connect_error(cfg: MqttConfig, exc: OSError) -> str:
 
 
 class _Session:
-    """State of one connection; the callbacks run on paho's thread and only append and signal."""
+    """State of one connection; the callbacks run on paho's thread and only append and signal.
+
+    A PUBACK can be handled on paho's thread before ``publish()`` has even returned the mid to us
+    (loopback, a busy GIL): such an ack is kept in ``early`` until its mid is registered, instead
+    of being taken for a status publish and dropped (the row was then resent on the next
+    connection). Status mids are registered too, so an ack never stays unmatched to meet a later
+    data publish that reuses its mid.
+    """
 
     def __init__(self, wake: threading.Event) -> None:
         self.wake = wake
         self.acks: deque[int] = deque()
-        self.mids: dict[int, int] = {}  # paho mid -> outbox row id, valid for this connection only
-        self.batches: dict[int, list[int]] = {}  # paho mid -> the row ids of one batch (core.batch)
+        # paho mid -> the outbox row ids it carries (one, or a batch's: core.batch); valid for this
+        # connection only
+        self.mids: dict[int, list[int]] = {}
+        self.batch_mids: set[int] = set()  # which of ``mids`` are batches
+        self.status_mids: set[int] = set()
+        self.early: set[int] = set()  # acked mids not registered yet
+        self.lock = threading.Lock()  # mids/status_mids/early; never held while calling paho
         self.answered = threading.Event()
         self.refused: Optional[str] = None
         self.lost = threading.Event()
+
+    def register(self, mid: int, rowids: Optional[list[int]], batch: bool = False) -> bool:
+        """Remember what ``mid`` carries (``rowids`` None: a status); True if it was acked already."""
+        with self.lock:
+            early = mid in self.early
+            self.early.discard(mid)
+            if rowids is not None:
+                self.mids[mid] = rowids
+                if batch:
+                    self.batch_mids.add(mid)
+                if early:  # matched by the next take_acks
+                    self.acks.append(mid)
+            elif not early:
+                self.status_mids.add(mid)
+            return early
+
+    def take_acks(self) -> list[int]:
+        """Row ids of the PUBACKs received so far (status acks and early ones set aside)."""
+        rowids: list[int] = []
+        with self.lock:
+            while self.acks:
+                mid = self.acks.popleft()
+                carried = self.mids.pop(mid, None)
+                if carried is not None:
+                    rowids.extend(carried)
+                    self.batch_mids.discard(mid)
+                elif mid in self.status_mids:
+                    self.status_mids.discard(mid)
+                else:
+                    self.early.add(mid)
+        return rowids
+
+    def unacked(self) -> list[int]:
+        with self.lock:
+            return [r for rows in self.mids.values() for r in rows]
+
+    def in_flight(self) -> tuple[int, int]:
+        """(publishes awaiting their PUBACK, how many of them are batches)."""
+        with self.lock:
+            return len(self.mids), len(self.batch_mids)
 
     def on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         if reason.is_failure:
@@ -149,6 +200,7 @@ class MqttSync:
         self._wake = threading.Event()
         self._progress = threading.Condition()
         self._client: Any = None
+        self._session_state: Optional[_Session] = None
         self._thread: Optional[threading.Thread] = None
         self._password: Optional[str] = None
         self._tls: Optional[ssl.SSLContext] = None
@@ -199,11 +251,14 @@ class MqttSync:
 
     def publish_status(self, snapshot: dict[str, Any]) -> bool:
         """Publish ``snapshot`` (a core.status body) retained on the status topic, if connected."""
-        client = self._client
-        if client is None or self.state != "connected":
+        client, session = self._client, self._session_state
+        if client is None or session is None or self.state != "connected":
             return False
         info = client.publish(self.status_topic, encode(snapshot), qos=1, retain=True)
-        return bool(info.rc == mqtt.MQTT_ERR_SUCCESS)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            return False
+        session.register(info.mid, None)
+        return True
 
     # ---- sync thread -----------------------------------------------------------------------
     def _supervise(self) -> None:
@@ -219,7 +274,7 @@ class MqttSync:
                 self.state = "restarting"
                 log.error("mqtt sync: %s (restart %d)", self.last_error, self.thread_restarts)
                 log.debug("mqtt sync failure", exc_info=True)
-                self._client = None
+                self._client = self._session_state = None
                 self.outbox.release()  # un-acked rows go back to pending
                 delay = backoff_delay(
                     self.thread_restarts,
@@ -245,11 +300,12 @@ class MqttSync:
                     break
             self.state = "connecting"
             try:
-                failures = 1 if self._session() else failures + 1
-            except (sqlite3.Error, QueueError) as exc:  # the outbox failed: back off, try again
+                lasted = self._session()
+            except QueueError as exc:  # the outbox failed: back off, try again
                 log.error("mqtt sync: outbox error: %s", exc)
                 self.last_error = f"outbox error: {exc}"
-                failures += 1
+                lasted = None
+            failures = next_failures(failures, lasted, self.cfg.reconnect_max_s)
         self.state = "disconnected"
 
     def _new_client(self, session: _Session) -> Any:
@@ -272,8 +328,8 @@ class MqttSync:
         client.on_publish = session.on_publish
         return client
 
-    def _session(self) -> bool:
-        """One connection from CONNECT to loss or stop; True if the broker accepted us."""
+    def _session(self) -> Optional[float]:
+        """One connection from CONNECT to loss or stop; how long it lasted, None if refused."""
         session = _Session(self._wake)
         client = self._new_client(session)
         self.connect_attempts += 1
@@ -281,7 +337,7 @@ class MqttSync:
             client.connect(self.cfg.host, self.cfg.port, self.cfg.keepalive_s)
         except OSError as exc:
             self._failed(describe_connect_error(self.cfg, exc))
-            return False
+            return None
         client.loop_start()
         deadline = time.monotonic() + max(10.0, float(self.cfg.keepalive_s))
         while not session.answered.wait(0.1):
@@ -291,9 +347,10 @@ class MqttSync:
             client.disconnect()
             client.loop_stop()
             self._failed(session.refused or f"no CONNACK from {self.cfg.host}:{self.cfg.port}")
-            return False
+            return None
         self.state = "connected"
-        self._client = client
+        since = time.monotonic()
+        self._client, self._session_state = client, session
         self.connects += 1
         self.last_error = None
         log.info("connected to mqtt %s:%d as %s", self.cfg.host, self.cfg.port, self.device_id)
@@ -303,7 +360,7 @@ class MqttSync:
             self._pump(client, session)
         finally:
             self._end_session(client, session)
-        return True
+        return time.monotonic() - since
 
     def _failed(self, reason: str) -> None:
         self.last_error = reason
@@ -321,15 +378,16 @@ class MqttSync:
             now = time.monotonic()
             if self._stop.is_set():  # stop sending; give in-flight messages a moment for their PUBACK
                 grace = grace if grace is not None else now + STOP_GRACE_S
-                if not (session.mids or session.batches) or now >= grace:
+                if not session.in_flight()[0] or now >= grace:
                     return
                 self._wake.wait(0.05)
                 continue
+            publishes, batches = session.in_flight()
             if self._batching():
-                room = min(BATCHES_IN_FLIGHT - len(session.batches), bucket.available(now))
+                room = min(BATCHES_IN_FLIGHT - batches, bucket.available(now))
                 sent = self._send_batches(client, session, room) if room > 0 else 0
             else:
-                room = min(self.cfg.inflight - len(session.mids), bucket.available(now))
+                room = min(self.cfg.inflight - publishes, bucket.available(now))
                 sent = self._send(client, session, room) if room > 0 else 0
             bucket.take(sent)
             if sent and sent == room:
@@ -344,7 +402,8 @@ class MqttSync:
                 self.outbox.release([m.rowid for m in msgs[i:]])
                 session.lost.set()
                 return i
-            session.mids[info.mid] = msg.rowid
+            if session.register(info.mid, [msg.rowid]):  # its PUBACK came before publish() returned
+                self._wake.set()
         self.published += len(msgs)
         return len(msgs)
 
@@ -368,18 +427,13 @@ class MqttSync:
                 self.outbox.release(rowids)
                 session.lost.set()
                 return k
-            session.batches[info.mid] = rowids
+            if session.register(info.mid, rowids, batch=True):
+                self._wake.set()
             self.published += len(rowids)
         return n
 
     def _apply_acks(self, session: _Session) -> None:
-        rowids = []
-        while session.acks:
-            mid = session.acks.popleft()
-            rowid = session.mids.pop(mid, None)
-            if rowid is not None:  # None: a status publish or a batch
-                rowids.append(rowid)
-            rowids.extend(session.batches.pop(mid, ()))
+        rowids = session.take_acks()
         if rowids:
             self.outbox.ack(rowids)
             self.acked += len(rowids)
@@ -394,10 +448,20 @@ class MqttSync:
                 client.publish(self.status_topic, encode(body), qos=1, retain=True).wait_for_publish(1.0)
             client.disconnect()
         client.loop_stop()
-        self._client = None
+        self._client = self._session_state = None
         self._apply_acks(session)  # PUBACKs that arrived before the socket closed still count
-        unacked = list(session.mids.values()) + [r for rows in session.batches.values() for r in rows]
+        unacked = session.unacked()
         if unacked:
             self.outbox.release(unacked)
             log.info("mqtt: %d un-acked messages back to pending", len(unacked))
         self.state = "disconnected"
+
+
+def next_failures(failures: int, lasted: Optional[float], stable_s: float) -> int:
+    """The backoff step after a session: a refused or failed connect adds one, and so does a drop
+    soon after connecting (a broker that kicks us, two devices with one id): only a connection that
+    lasted ``stable_s`` (the longest backoff) starts again from the first step. Every drop is
+    followed by at least one backoff delay, never an immediate reconnect."""
+    if lasted is not None and lasted >= stable_s:
+        return 1
+    return failures + 1

@@ -18,7 +18,6 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -34,10 +33,12 @@ from edge_agent.adapters.outbox_db import (
     lock_queue,
     recover_if_corrupt,
 )
-from edge_agent.adapters.outbox_space import SLICE_BYTES, Reserve, SpaceMixin, _slices, free_bytes
+from edge_agent.adapters.outbox_marks import MarksFile, MarksMixin, read_marks
+from edge_agent.adapters.outbox_reserve import Reserve, free_bytes
+from edge_agent.adapters.outbox_space import SLICE_BYTES, SpaceMixin, _slices
 from edge_agent.core.config import QueueConfig
 from edge_agent.core.messages import encode, new_message_id
-from edge_agent.core.queue_policy import Limits, admit, over_limits, plan_drops
+from edge_agent.core.queue_policy import Limits, Marks, admit
 from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
@@ -46,7 +47,7 @@ COUNTERS = STATS_COUNTERS
 MAINTENANCE_S = 30.0
 
 
-class Outbox(SpaceMixin, ClaimsMixin):
+class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
     """Thread-safe durable queue: the agent loop ``put()``s, the sync thread claims and acks."""
 
     def __init__(
@@ -66,43 +67,40 @@ class Outbox(SpaceMixin, ClaimsMixin):
         self._max_pages = max_pages
         self._reserve = Reserve(self.path, reserve_bytes)
         self._lockfile = lock_queue(self.path)
+        # the marks kept beside the file: they survive the loss of its header, its WAL or itself
+        kept = read_marks(self.path)
         try:
             try:
-                recovery, totals, meta = self._open()
-            except sqlite3.Error as exc:
+                self._marks = MarksFile(self.path)
+                recovery, totals, meta = self._open(kept)
+            except (sqlite3.Error, OSError) as exc:
                 # a full disk shows as SQLITE_FULL, or as "disk I/O error" when the -shm cannot grow
-                if is_corrupt(exc) or free_bytes(self.path.parent) > 65536 or not self._reserve.release():
+                if (
+                    (isinstance(exc, sqlite3.Error) and is_corrupt(exc))
+                    or free_bytes(self.path.parent) > 65536
+                    or not self._reserve.release()
+                ):
                     raise
                 log.warning("outbox %s: disk full at open (%s): released the disk reserve", self.path, exc)
-                recovery, totals, meta = self._open()
+                if not hasattr(self, "_marks"):
+                    self._marks = MarksFile(self.path)
+                recovery, totals, meta = self._open(kept)
         except (sqlite3.Error, OSError) as exc:
+            if hasattr(self, "_marks"):
+                self._marks.close()
             self._lockfile.close()
             raise QueueError(f"{self.path}: cannot open the queue database: {exc}") from None
-        self.counters = {k: meta.get(k, 0) for k in COUNTERS}
+        # counters: the file's, or the marks' when a full disk let only the marks be written
+        saved = kept.counters if kept is not None else ()
+        self.counters = {
+            k: max(meta.get(k, 0), saved[i] if i < len(saved) else 0) for i, k in enumerate(COUNTERS)
+        }
         self._count, self._bytes = int(totals[0]), int(totals[1])
         if recovery is not None:
             self.counters["salvaged"] += recovery.salvaged
             self.counters["lost"] += recovery.lost
             self.counters["corrupt_files"] += 1
-        # sequence: "seq" in meta is a reservation (see _commit), so after a crash the new boot starts
-        # above every number the dead process may have handed out; the skipped range is counted
-        self.boot = meta.get("boot", 0) + 1
-        self._seq = meta.get("seq", 0)
-        self._seq_reserved = self._seq
-        self._seq_at_open = self._seq
-        self._seq_committed = meta.get("seq_committed", 0)
-        if meta.get("clean", 1) == 0 and self._seq > self._seq_committed:
-            skipped = self._seq - self._seq_committed
-            self.counters["crashes"] += 1
-            self.counters["seq_skipped"] += skipped
-            log.warning(
-                "outbox %s: the previous run ended without a clean close: seq %d..%d skipped "
-                "(at most %d results lost in the group-commit window)",
-                self.path,
-                self._seq_committed + 1,
-                self._seq,
-                skipped,
-            )
+        self._resume(meta, kept, recovery is not None)
         self._inflight: set[int] = set()
         self._acked_undeleted: set[int] = set()  # acked, but the DELETE met a full disk
         self._lock = threading.Lock()  # batch, counters, cached totals
@@ -117,7 +115,8 @@ class Outbox(SpaceMixin, ClaimsMixin):
         self._disk_full = False  # reject_new: refusing until a commit works
         self._capped = False  # the file may not grow: only freed pages are reused
         self._full_drops = 0  # rows dropped in the current full-disk streak
-        self._dirty = recovery is not None or meta.get("clean", 1) == 0
+        self._dirty = self._dirty or recovery is not None or meta.get("clean", 1) == 0
+        self._wrote_unclean = False  # this run wrote a reservation (clean = 0): close must write
         self._closing = False
         self._ahead = min(flush_batch, 16)
         self._rejecting = False
@@ -128,12 +127,19 @@ class Outbox(SpaceMixin, ClaimsMixin):
         if not self._reserve.ensure():
             # opened: the quarter kept for opening is not needed any more until close tops it up
             self._enter_full("less than twice the reserve is free at open", keep=0)
-        self.expire()
+        try:
+            self.expire()
+        except QueueError:
+            self._r.close()
+            self._w.close()
+            self._marks.close()
+            self._lockfile.close()
+            raise
         self._flusher = threading.Thread(target=self._run_flusher, name="outbox-flusher", daemon=True)
         self._flusher.start()
 
-    def _open(self) -> tuple[Any, Any, dict[str, int]]:
-        recovery = recover_if_corrupt(self.path, connect)
+    def _open(self, kept: Optional[Marks] = None) -> tuple[Any, Any, dict[str, int]]:
+        recovery = recover_if_corrupt(self.path, connect, kept)
         self._w = connect(self.path, "FULL")
         try:
             self._r = connect(self.path, "NORMAL")
@@ -158,6 +164,18 @@ class Outbox(SpaceMixin, ClaimsMixin):
         at a cap or on a full disk, and for a message larger than ``max_bytes`` under any policy.
         """
         msg_id = str(payload.setdefault("id", new_message_id()))
+        try:
+            return self._put(msg_id, topic, payload)
+        except QueueFullError:
+            # a refused message took a number too: beyond the reservation, reserve it (and the
+            # count of refusals) in the marks, or a crash would forget the loss and reuse the number
+            with self._lock:
+                spent = self._seq > self._seq_reserved
+            if spent:
+                self._reserve_in_marks()
+            raise
+
+    def _put(self, msg_id: str, topic: str, payload: dict[str, Any]) -> str:
         with self._lock:
             if self._closed:
                 raise QueueError(f"{self.path}: queue is closed")
@@ -210,6 +228,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
                     n += self._commit(part)
                 except sqlite3.Error as exc:
                     rest = [b for later in slices[k:] for b in later]
+                    self._reserve_in_marks()
                     if is_disk_full(exc):
                         return n + self._on_disk_full(rest)
                     self._requeue(rest)
@@ -230,6 +249,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
         reserved = seq if self._closing else seq + self._ahead
         rows = list(counters.items())
         rows += [("seq", reserved), ("seq_committed", committed), ("boot", self.boot)]
+        rows.append(("skipped_to", self._skipped_to))
         rows.append(("clean", 1 if self._closing else 0))
         return rows
 
@@ -255,7 +275,8 @@ class Outbox(SpaceMixin, ClaimsMixin):
             meta = self._meta_rows(counters, seq, committed)
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
             conn.execute(ROWS_DELTA, (len(batch) - dropped,))
-            conn.execute("COMMIT")
+            self._save_marks(conn, meta)
+            self._commit_txn(conn)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -279,32 +300,6 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 f"(dropped so far: {self.counters['dropped']})",
             )
         return len(batch)
-
-    def _droppable(self, limit: int, order: str = "ASC") -> list[tuple[int, int]]:
-        """Oldest (id, size) rows not in flight: the only rows a policy may delete."""
-        skip = self._inflight | self._acked_undeleted
-        rows = self._w.execute(
-            f"SELECT id, size FROM messages ORDER BY id {order} LIMIT ?", (limit + len(skip),)
-        ).fetchall()
-        return [(int(i), int(s)) for i, s in rows if i not in skip][:limit]
-
-    def _delete_ids(self, ids: Sequence[int]) -> None:
-        for i in range(0, len(ids), 500):
-            chunk = list(ids[i : i + 500])
-            self._w.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-
-    def _drop_over_limits(self, count: int, nbytes: int) -> tuple[int, int]:
-        """Inside the writer's transaction: delete the oldest rows until under the caps."""
-        dropped = freed = 0
-        while over_limits(self.limits, count, nbytes):
-            rows = self._droppable(1000)
-            n = plan_drops(self.limits, count, nbytes, (s for _, s in rows))
-            if n == 0:
-                break
-            size = sum(s for _, s in rows[:n])
-            self._delete_ids([i for i, _ in rows[:n]])
-            dropped, freed, count, nbytes = dropped + n, freed + size, count - n, nbytes - size
-        return dropped, freed
 
     def _warn(self, key: str, msg: str, level: int = logging.WARNING, period: float = 10.0) -> None:
         now = time.monotonic()
@@ -340,28 +335,14 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 with self._lock:
                     self._cond.wait(max(self.flush_interval_s, 0.5))
 
-    def purge(self) -> int:
-        """Delete every stored message (counted as dropped) and return the space to the filesystem."""
-        with self._wlock:
-            self._w.execute("BEGIN IMMEDIATE")
-            n = self._w.execute("DELETE FROM messages").rowcount
-            self._w.execute("UPDATE meta SET value = 0 WHERE key = 'rows'")
-            self._w.execute("COMMIT")
-        with self._lock:
-            self._count = self._bytes = 0
-            self._inflight.clear()
-            self._acked_undeleted.clear()
-            self.counters["dropped"] += n
-            self._dirty = True
-        self.flush()
-        self.vacuum()
-        return n
-
     def stats(self) -> dict[str, Any]:
         """Queue figures: ``pending`` counts every message not yet acknowledged (stored + unflushed)."""
         with self._rlock:
             self._check_open()
-            row = self._r.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
+            try:
+                row = self._r.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
+            except sqlite3.Error as exc:  # translated here: callers (the sync, status) never see sqlite3
+                raise QueueError(f"{self.path}: cannot read the queue: {exc}") from None
         with self._lock:
             oldest = row[0] if row else (self._batch[0][3] if self._batch else None)
             return {
@@ -385,7 +366,15 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 return
             # write the exact seq and the clean mark only if this run wrote anything: a queue that
             # was opened and closed (queue stats/drain of nothing) stays byte-for-byte untouched
-            self._dirty = self._dirty or self._seq != self._seq_at_open
+            # (or left a reservation on disk: a queue drain after a crash must not count it twice), and
+            # the marks when acks changed the row count since they were written
+            last = self._marks.last
+            self._dirty = (
+                self._dirty
+                or self._seq != self._seq_at_open
+                or self._wrote_unclean
+                or (last is not None and last.rows != self._count)
+            )
             self._closing = True
         try:
             try:
@@ -400,14 +389,22 @@ class Outbox(SpaceMixin, ClaimsMixin):
                 log.error(
                     "outbox %s: disk still full at close: %d held messages rejected", self.path, len(held)
                 )
-                self._reserve.release()  # the counters must land: spend what is kept (topped up below)
-                self._checkpoint()
-                try:
-                    self.flush()  # the counters, at least
-                except (QueueError, sqlite3.Error) as exc:
-                    log.error("outbox %s: counters not written at close: %s", self.path, exc)
             except QueueError as exc:
                 log.error("outbox %s: final flush failed: %s", self.path, exc)
+            if self._dirty or self._acked_undeleted:
+                # the counters of what the full disk cost (rejected, or dropped with nothing left to
+                # drop) or acked deletes did not land: spend the reserve kept for the next start
+                # (topped up below)
+                self._reserve.release()
+                self._checkpoint()
+                try:
+                    if self._acked_undeleted:
+                        self.ack([])
+                    self.flush()
+                except (QueueError, sqlite3.Error) as exc:
+                    log.error("outbox %s: counters not written at close: %s", self.path, exc)
+            if self._dirty:  # still: the marks file, written in place, is the one place left
+                self._counters_to_marks()
         finally:
             with self._lock:
                 self._closed = True
@@ -416,6 +413,7 @@ class Outbox(SpaceMixin, ClaimsMixin):
             with self._wlock, self._rlock:  # never under a claim/ack still running on another thread
                 self._r.close()
                 self._w.close()
+            self._marks.close()
             if self._capped:  # SQLite just deleted -shm and WAL: keep room to open again
                 self._reserve.top_up(self._reserve.size // 4)
             self._lockfile.close()

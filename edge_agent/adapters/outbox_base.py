@@ -1,8 +1,8 @@
 """What the outbox's parts share: its state and the hooks one part calls in another.
 
-The outbox is one class assembled from three modules kept under ~400 lines each: ``outbox``
+The outbox is one class assembled from four modules kept under ~400 lines each: ``outbox``
 (put, group commit, close), ``outbox_space`` (full disk, expiry, vacuum) and ``outbox_claims``
-(the sync side: claim, ack, release). This base only declares; :class:`Outbox` sets everything.
+(the sync side: claim, ack, release), ``outbox_marks`` (the marks file). This base only declares; :class:`Outbox` sets everything.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from edge_agent.core.queue_policy import Limits
 from edge_agent.errors import QueueError
 
 if TYPE_CHECKING:
-    from edge_agent.adapters.outbox_space import Reserve
+    from edge_agent.adapters.outbox_marks import MarksFile
+    from edge_agent.adapters.outbox_reserve import Reserve
 
 Batch = List[Tuple[str, str, bytes, float, int]]  # (msg_id, topic, payload, created, seq)
 
@@ -41,8 +42,15 @@ class OutboxBase:
     _full_drops: int
     _max_pages: Optional[int]
     _reserve: Reserve
+    _marks: MarksFile
     _seq: int
     _seq_committed: int
+    _seq_reserved: int
+    _seq_at_open: int
+    _skipped_to: int
+    _ahead: int
+    _wrote_unclean: bool
+    boot: int
     _inflight: Set[int]
     _acked_undeleted: Set[int]
     _closed: bool
@@ -60,6 +68,12 @@ class OutboxBase:
         raise NotImplementedError
 
     def _meta_rows(self, counters: Dict[str, int], seq: int, committed: int) -> List[Tuple[str, int]]:
+        raise NotImplementedError
+
+    def _save_marks(self, conn: sqlite3.Connection, meta: Sequence[Tuple[str, int]]) -> None:
+        raise NotImplementedError
+
+    def _commit_txn(self, conn: sqlite3.Connection) -> None:
         raise NotImplementedError
 
     def _droppable(self, limit: int, order: str = "ASC") -> List[Tuple[int, int]]:

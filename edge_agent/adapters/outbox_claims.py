@@ -15,6 +15,7 @@ from typing import Optional
 
 from edge_agent.adapters.outbox_base import OutboxBase
 from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
+from edge_agent.errors import QueueError
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,15 @@ class ClaimsMixin(OutboxBase):
         """Up to ``n`` rows not in flight, oldest (or newest) first, now in flight.
 
         Only the attempt count is written, best effort: on a full disk claims still work, so the
-        sync can drain the queue and free space.
+        sync can drain the queue and free space. SQLite errors come out as QueueError (the sync
+        side never sees sqlite3).
         """
+        try:
+            return self._claim(n, newest_first)
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot read the queue: {exc}") from None
+
+    def _claim(self, n: int, newest_first: bool) -> list[Message]:
         order = "DESC" if newest_first else "ASC"
         with self._rlock:
             self._check_open()
@@ -65,7 +73,14 @@ class ClaimsMixin(OutboxBase):
 
         On a full disk the delete is retried after a checkpoint and with the reserve released;
         if it still cannot be written the rows stay out of the queue's figures and claims and the
-        delete is retried at the next ack (a crash before that only redelivers them)."""
+        delete is retried at the next ack (a crash before that only redelivers them). Other SQLite
+        errors come out as QueueError; the rows stay acked in memory and are never resent."""
+        try:
+            return self._ack(rowids)
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot delete acknowledged messages: {exc}") from None
+
+    def _ack(self, rowids: Sequence[int]) -> int:
         wanted = set(rowids)  # once: rebuilt per row it made a 500-row ack quadratic (issue 21)
         with self._lock:
             todo = list(rowids) + [r for r in self._acked_undeleted if r not in wanted]
@@ -111,7 +126,7 @@ class ClaimsMixin(OutboxBase):
         with self._lock:
             self._count -= len(deleted)
             self._bytes -= sum(s for _, s in deleted)
-        return sum(1 for i, _ in deleted if i in wanted)
+        return sum(1 for i, _ in deleted if i in set(rowids))
 
     def release(self, rowids: Optional[Sequence[int]] = None) -> int:
         """Return in-flight rows (all when ``rowids`` is None) to pending, e.g. after a disconnect."""

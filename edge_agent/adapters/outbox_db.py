@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Optional
 
 from edge_agent.adapters.outbox_pages import scan_file
+from edge_agent.core.queue_policy import Marks
 from edge_agent.errors import QueueError
 
 log = logging.getLogger("edge_agent.outbox")
@@ -162,7 +163,7 @@ def _move_aside(path: Path) -> Path:
     return aside
 
 
-def _salvage(aside: Path, dest: sqlite3.Connection) -> tuple[int, int, bool]:
+def _salvage(aside: Path, dest: sqlite3.Connection, kept: Optional[Marks]) -> tuple[int, int, bool]:
     """Copy every row a page-level scan finds (outbox_pages) into ``dest``; (salvaged, lost, unknown)."""
     try:
         found = scan_file(aside)
@@ -182,21 +183,28 @@ def _salvage(aside: Path, dest: sqlite3.Connection) -> tuple[int, int, bool]:
     salvaged = len(found.messages)
     dest.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('rows', ?)", (salvaged,))
     dest.execute("COMMIT")
+    # the last known row count: the file's own (meta), or the marks file's when that saw the same or a
+    # later commit (a damaged header or meta page leaves only the marks to say what was there)
     there = found.meta.get("rows")
+    if kept is not None and (there is None or kept.committed >= found.meta.get("seq_committed", 0)):
+        there = kept.rows
     if there is None:
         return salvaged, found.damaged_pages, True
     return salvaged, max(0, there - salvaged), False
 
 
-def recover_if_corrupt(path: Path, open_fresh: Callable[[Path], sqlite3.Connection]) -> Optional[Recovery]:
-    """Check ``path``; if corrupt, move it aside and salvage into a fresh file made by ``open_fresh``."""
+def recover_if_corrupt(
+    path: Path, open_fresh: Callable[[Path], sqlite3.Connection], kept: Optional[Marks] = None
+) -> Optional[Recovery]:
+    """Check ``path``; if corrupt, move it aside and salvage into a fresh file made by ``open_fresh``
+    (``kept``: the marks kept beside the file, for the last known row count)."""
     problem = integrity_problem(path)
     if problem is None:
         return None
     aside = _move_aside(path)
     dest = open_fresh(path)
     try:
-        salvaged, lost, unknown = _salvage(aside, dest)
+        salvaged, lost, unknown = _salvage(aside, dest, kept)
     finally:
         dest.close()
     log.error(
@@ -212,7 +220,11 @@ def recover_if_corrupt(path: Path, open_fresh: Callable[[Path], sqlite3.Connecti
 
 
 def iso_time(ts: Optional[float]) -> Optional[str]:
-    """Unix time -> ``2026-11-29T19:33:39Z`` (or None)."""
+    """Unix time -> ``2026-11-29T19:33:39Z`` (or None, also for a value no calendar holds: a
+    damaged row's ``created`` of 1e300 made ``queue export`` die with OverflowError)."""
     if ts is None:
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, ValueError, OSError):
+        return None

@@ -29,6 +29,7 @@ class PageScan:
     pages: int = 0
     damaged_pages: int = 0  # table-leaf pages whose cells could not all be decoded
     page_size: int = 4096
+    ptrmap: bool = False  # free pages were told by a plausible pointer map (no header)
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
@@ -143,27 +144,69 @@ def _cells(pages: dict[int, bytes], pgno: int, usable: int) -> list[tuple[int, b
     return cells
 
 
+def _ptrmap_free(pages: dict[int, bytes], usable: int) -> Optional[set[int]]:
+    """Free pages by the pointer map (``auto_vacuum`` files, as the outbox creates), or None when
+    the pages where the map belongs do not read as one: with the header gone the freelist's head
+    is gone too, and without this the rows of freed (acknowledged) pages would come back."""
+    per = usable // 5
+    last = max(pages, default=0)
+    free: set[int] = set()
+    checked = plausible = 0
+    for pm in range(2, last + 1, per + 1):
+        page = pages.get(pm)
+        if page is None:
+            continue
+        for k in range(min(per, last - pm)):
+            kind, parent = page[5 * k], int.from_bytes(page[5 * k + 1 : 5 * k + 5], "big")
+            checked += 1
+            if kind == 2:
+                free.add(pm + 1 + k)
+            if (
+                (kind == 1 and parent == 0)
+                or (kind == 2 and parent == 0)
+                or (kind in (3, 4, 5) and 0 < parent <= last)
+            ):
+                plausible += 1
+    return free if checked and plausible >= 0.95 * checked else None
+
+
 def scan(db: bytes, wal: Optional[bytes] = None) -> PageScan:
     """Every readable outbox row and counter in a (possibly truncated or overwritten) file image."""
-    result = PageScan()
     if db[:16] == HEADER:
         ps = int.from_bytes(db[16:18], "big")
-        result.page_size = 65536 if ps == 1 else ps
-        reserved = db[20]
-    elif wal and len(wal) >= 32:
-        result.page_size = int.from_bytes(wal[8:12], "big") or 4096
-        reserved = 0
-    else:
-        return result  # no header anywhere: nothing says how to cut the file into pages
-    ps = result.page_size
-    if ps < 512 or ps & (ps - 1):
+        return _scan(db, wal, 65536 if ps == 1 else ps, db[20], header=True)
+    if wal and len(wal) >= 32:
+        return _scan(db, wal, int.from_bytes(wal[8:12], "big") or 4096, 0, header=False)
+    # no header anywhere (its first bytes overwritten): a damaged header is damage like any other.
+    # The page size is the one whose pointer map reads as one (the outbox's files are auto_vacuum);
+    # "the most rows" would pick a wrong size whose cut-up map hides the free pages, and bring
+    # acknowledged rows back. Only a file without a readable map falls back to the most rows.
+    best = PageScan()
+    for ps in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
+        found = _scan(db, wal, ps, 0, header=False)
+        if found.ptrmap:
+            return found
+        if len(found.messages) + len(found.meta) > len(best.messages) + len(best.meta):
+            best = found
+    return best
+
+
+def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool) -> PageScan:
+    result = PageScan(page_size=ps)
+    if ps < 512 or ps > 65536 or ps & (ps - 1) or reserved >= ps - 480:
         return result
     usable = ps - reserved
     pages = {n // ps + 1: db[n : n + ps] for n in range(0, len(db) - ps + 1, ps)}
     pages.update(_wal_pages(wal or b"", ps))
     result.pages = len(pages)
     first = pages.get(1, b"")
-    free = _freelist(pages, *struct.unpack(">II", first[32:40])) if len(first) >= 100 else set()
+    free: set[int] = set()
+    if header or first[:16] == HEADER:  # a WAL copy of page 1 brings its header back
+        free = _freelist(pages, *struct.unpack(">II", first[32:40])) if len(first) >= 100 else set()
+    else:
+        mapped = _ptrmap_free(pages, usable)
+        result.ptrmap = mapped is not None
+        free = mapped or set()
     for pgno in sorted(pages):
         page = pages[pgno]
         h = 100 if pgno == 1 else 0

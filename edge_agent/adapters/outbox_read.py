@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from edge_agent.adapters.outbox_db import STATS_COUNTERS, is_corrupt, iso_time
+from edge_agent.adapters.outbox_marks import read_marks
 from edge_agent.adapters.outbox_pages import PageScan, scan_file
 from edge_agent.errors import QueueError
 
@@ -79,6 +80,10 @@ def _stats_from_scan(path: Path, why: QueueError) -> dict[str, Any]:
     }
     _counters(stats, found.meta)
     there = found.meta.get("rows")
+    kept = read_marks(path)  # the header or the meta page may be what is gone: the marks still say
+    if kept is not None and (there is None or kept.committed >= found.meta.get("seq_committed", 0)):
+        there = kept.rows
+        stats["seq"] = max(stats["seq"], kept.committed)
     stats["damaged"] = True
     stats["damaged_pages"] = found.damaged_pages
     stats["unreadable_rows"] = max(0, there - len(msgs)) if there is not None else None

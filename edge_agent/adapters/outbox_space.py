@@ -16,111 +16,31 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sqlite3
 import time
-from pathlib import Path
+from collections.abc import Sequence
 from typing import List, Optional
 
 from edge_agent.adapters.outbox_base import Batch, OutboxBase
 from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
-from edge_agent.core.queue_policy import expiry_cutoff
+from edge_agent.adapters.outbox_reserve import free_bytes
+from edge_agent.core.queue_policy import (
+    FULL_DISK_ATTEMPTS,
+    commit_slice_bytes,
+    expiry_cutoff,
+    full_disk_step,
+    may_leave_full,
+    over_limits,
+    plan_drops,
+    reserve_kept,
+)
 from edge_agent.errors import QueueError, QueueFullError
 
 log = logging.getLogger("edge_agent.outbox")
 
-CHUNK = 64 * 1024
 NO_CAP = 1073741823  # SQLite's default max_page_count
 SLICE_BYTES = 256 * 1024
 VACUUM_FREE_PAGES = 256
-
-
-def free_bytes(directory: Path) -> int:
-    """Bytes an unprivileged writer may still use on the filesystem holding ``directory``."""
-    try:
-        st = os.statvfs(str(directory))
-    except OSError:
-        return 0
-    return int(st.f_bavail) * int(st.f_frsize)
-
-
-class Reserve:
-    """The ``<queue>.reserve`` file: ``size`` bytes of headroom owned by the outbox."""
-
-    def __init__(self, db_path: Path, size: int) -> None:
-        self.path = db_path.with_name(db_path.name + ".reserve")
-        self.size = max(0, int(size))
-
-    @property
-    def held(self) -> bool:
-        try:
-            return self.path.stat().st_size >= self.size
-        except OSError:
-            return False
-
-    def ensure(self) -> bool:
-        """Create the reserve if there is clearly room (twice its size free); True if held after."""
-        if self.size == 0:
-            return True
-        if self.held:
-            return True
-        if free_bytes(self.path.parent) < 2 * self.size:
-            return False
-        try:
-            fd = os.open(str(self.path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        except OSError as exc:
-            log.warning("outbox: cannot create the disk reserve %s: %s", self.path, exc.strerror)
-            return False
-        try:
-            zeros = b"\0" * CHUNK
-            left = self.size
-            while left > 0:  # real writes: a sparse file or fallocate on some filesystems holds nothing
-                left -= os.write(fd, zeros[: min(CHUNK, left)])
-            os.fsync(fd)
-        except OSError as exc:
-            os.close(fd)
-            self.release()
-            log.warning("outbox: cannot fill the disk reserve %s: %s", self.path, exc.strerror)
-            return False
-        os.close(fd)
-        return True
-
-    def release(self, keep: int = 0) -> bool:
-        """Shrink the reserve to ``keep`` bytes (delete it at 0); True if bytes were given back."""
-        try:
-            size = self.path.stat().st_size
-            if size <= keep:
-                return False
-            if keep:
-                os.truncate(str(self.path), keep)
-            else:
-                self.path.unlink()
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            log.error("outbox: cannot release the disk reserve %s: %s", self.path, exc.strerror)
-            return False
-        return True
-
-    def top_up(self, size: int) -> int:
-        """Grow the reserve towards ``size`` with whatever the disk still has; returns its size.
-
-        Used at close on a full disk: SQLite has just deleted its ``-shm`` (32 KiB) and WAL, and
-        a WAL database cannot even be opened again without room for a new ``-shm``."""
-        try:
-            fd = os.open(str(self.path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        except OSError:
-            return 0
-        try:
-            have = os.fstat(fd).st_size
-            while have < size:
-                try:
-                    have += os.write(fd, b"\0" * min(4096, size - have))
-                except OSError:
-                    break
-            return have
-        finally:
-            os.close(fd)
 
 
 class SpaceMixin(OutboxBase):
@@ -135,7 +55,7 @@ class SpaceMixin(OutboxBase):
     def _enter_full(self, why: str, keep: int = -1) -> None:
         """Release the reserve (but ``keep`` bytes, default a quarter: room for the next start to
         open the file) and stop the file from growing (see outbox_space)."""
-        keep = self._reserve.size // 4 if keep < 0 else keep
+        keep = reserve_kept(self._reserve.size) if keep < 0 else keep
         released = self._reserve.release(keep=keep)
         if self._capped:
             if released:
@@ -157,7 +77,7 @@ class SpaceMixin(OutboxBase):
         )
 
     def _leave_full(self) -> None:
-        if self._capped and free_bytes(self.path.parent) >= 2 * self._reserve.size + (1 << 20):
+        if self._capped and may_leave_full(free_bytes(self.path.parent), self._reserve.size):
             self._set_cap(NO_CAP)
             self._capped = not self._reserve.ensure()
             if not self._capped:
@@ -173,7 +93,7 @@ class SpaceMixin(OutboxBase):
         ``drop_oldest`` deletes the oldest rows (doubling) until the batch fits -- counted either way.
         Slices of at most an eighth of the reserve keep each commit's WAL inside the headroom."""
         self._enter_full("SQLITE_FULL on commit")
-        slices = _slices(batch, max(64 * 1024, self._reserve.size // 8))
+        slices = _slices(batch, commit_slice_bytes(self._reserve.size))
         written = 0
         for k, part in enumerate(slices):
             try:
@@ -184,7 +104,8 @@ class SpaceMixin(OutboxBase):
         return written
 
     def _commit_slice(self, batch: Batch) -> int:
-        for attempt in range(16):
+        dropped: Optional[int] = None
+        for attempt in range(FULL_DISK_ATTEMPTS + 1):
             self._checkpoint()
             try:
                 return self._commit(batch)
@@ -192,14 +113,16 @@ class SpaceMixin(OutboxBase):
                 if not is_disk_full(exc):
                     self._requeue(batch)
                     raise QueueError(f"{self.path}: cannot write the queue: {exc}") from None
-            if self.limits.policy == "reject_new":
+            step = full_disk_step(self.limits.policy, attempt, len(batch), dropped)
+            if step.action == "hold":
                 self._requeue(batch)
                 with self._lock:
                     self._disk_full = True
                 raise QueueFullError(f"{self.path}: disk full (SQLITE_FULL); {len(batch)} messages held")
+            if step.action == "drop_batch":
+                break
             try:
-                if self._drop_oldest_for_space(max(len(batch), 8) << attempt) == 0:
-                    break
+                dropped = self._drop_oldest_for_space(step.n)
             except sqlite3.Error as exc:
                 if not is_disk_full(exc):
                     self._requeue(batch)
@@ -209,6 +132,9 @@ class SpaceMixin(OutboxBase):
             self.counters["dropped"] += len(batch)
             self._dirty = True
             self._committing = (0, 0)
+            # these numbers are accounted for (counted as dropped, everything below is committed or
+            # counted too): a crash window counted later starts above them, not over them again
+            self._seq_committed = max([self._seq_committed, *(b[4] for b in batch)])
         if not batch:
             return 0
         self._warn(
@@ -231,7 +157,8 @@ class SpaceMixin(OutboxBase):
             meta = self._meta_rows(counters, self._seq, self._seq_committed)
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
             conn.execute(ROWS_DELTA, (-len(rows),))
-            conn.execute("COMMIT")
+            self._save_marks(conn, meta)
+            self._commit_txn(conn)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -250,9 +177,74 @@ class SpaceMixin(OutboxBase):
         )
         return len(rows)
 
+    # ---- drops at the caps (inside the writer's transaction) -------------------------------
+    def _droppable(self, limit: int, order: str = "ASC") -> list[tuple[int, int]]:
+        """Oldest (id, size) rows not in flight: the only rows a policy may delete."""
+        skip = self._inflight | self._acked_undeleted
+        rows = self._w.execute(
+            f"SELECT id, size FROM messages ORDER BY id {order} LIMIT ?", (limit + len(skip),)
+        ).fetchall()
+        return [(int(i), int(s)) for i, s in rows if i not in skip][:limit]
+
+    def _delete_ids(self, ids: Sequence[int]) -> None:
+        for i in range(0, len(ids), 500):
+            chunk = list(ids[i : i + 500])
+            self._w.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+
+    def _drop_over_limits(self, count: int, nbytes: int) -> tuple[int, int]:
+        """Inside the writer's transaction: delete the oldest rows until under the caps."""
+        dropped = freed = 0
+        while over_limits(self.limits, count, nbytes):
+            rows = self._droppable(1000)
+            n = plan_drops(self.limits, count, nbytes, (s for _, s in rows))
+            if n == 0:
+                break
+            size = sum(s for _, s in rows[:n])
+            self._delete_ids([i for i, _ in rows[:n]])
+            dropped, freed, count, nbytes = dropped + n, freed + size, count - n, nbytes - size
+        return dropped, freed
+
     # ---- maintenance -----------------------------------------------------------------------
+    def purge(self) -> int:
+        """Delete every stored message (counted as dropped) and return the space to the filesystem."""
+        try:
+            return self._purge()
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot purge the queue: {exc}") from None
+
+    def _purge(self) -> int:
+        with self._wlock:
+            self._w.execute("BEGIN IMMEDIATE")
+            try:
+                n = self._w.execute("DELETE FROM messages").rowcount
+                self._w.execute("UPDATE meta SET value = 0 WHERE key = 'rows'")
+                with self._lock:
+                    counters = dict(self.counters)
+                    counters["dropped"] += n
+                meta = self._meta_rows(counters, self._seq, self._seq_committed)
+                self._w.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+                self._save_marks(self._w, meta)
+                self._commit_txn(self._w)
+            except BaseException:
+                if self._w.in_transaction:
+                    self._w.execute("ROLLBACK")
+                raise
+        with self._lock:
+            self._count = self._bytes = 0
+            self._inflight.clear()
+            self._acked_undeleted.clear()
+            self.counters["dropped"] += n
+        self.vacuum()
+        return n
+
     def expire(self) -> int:
         """Drop rows older than ``max_age`` (not in flight); counted as dropped (and expired)."""
+        try:
+            return self._expire()
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot expire old messages: {exc}") from None
+
+    def _expire(self) -> int:
         cutoff = expiry_cutoff(self.limits, time.time())
         with self._wlock:
             if (
@@ -261,18 +253,32 @@ class SpaceMixin(OutboxBase):
             ):
                 return 0  # the common case writes nothing (opening must not need a free byte)
             rows = self._w.execute("SELECT id, size FROM messages WHERE created < ?", (cutoff,)).fetchall()
-            rows = [r for r in rows if r[0] not in self._inflight]
-            self._w.execute("BEGIN IMMEDIATE")
-            self._delete_ids([r[0] for r in rows])
-            self._w.execute(ROWS_DELTA, (-len(rows),))
-            self._w.execute("COMMIT")
+            rows = [r for r in rows if r[0] not in self._inflight and r[0] not in self._acked_undeleted]
+            if not rows:
+                return 0
+            conn = self._w
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._delete_ids([r[0] for r in rows])
+                conn.execute(ROWS_DELTA, (-len(rows),))
+                with self._lock:  # the counters land in the same transaction as the drops they count
+                    counters = dict(self.counters)
+                    counters["dropped"] += len(rows)
+                    counters["expired"] += len(rows)
+                meta = self._meta_rows(counters, self._seq, self._seq_committed)
+                conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+                self._save_marks(conn, meta)
+                self._commit_txn(conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         if rows:
             with self._lock:
                 self._count -= len(rows)
                 self._bytes -= sum(r[1] for r in rows)
                 self.counters["dropped"] += len(rows)
                 self.counters["expired"] += len(rows)
-                self._dirty = True
             log.warning(
                 "outbox %s: dropped %d messages older than %.1f days",
                 self.path,
@@ -283,6 +289,12 @@ class SpaceMixin(OutboxBase):
 
     def vacuum(self) -> int:
         """Give free pages back to the filesystem (``auto_vacuum=INCREMENTAL``); returns pages freed."""
+        try:
+            return self._vacuum()
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot vacuum the queue: {exc}") from None
+
+    def _vacuum(self) -> int:
         freed = 0
         with self._wlock:
             free = int(self._w.execute("PRAGMA freelist_count").fetchone()[0])

@@ -7,10 +7,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import IO, TYPE_CHECKING, Any, Optional
 
 from edge_agent.app.argtypes import positive_float, positive_int
 from edge_agent.app.configfile import add_config_arg
@@ -81,18 +85,43 @@ def _stats(path: Path, as_json: bool) -> int:
 def _dump(path: Path, limit: Optional[int], output: Optional[str]) -> int:
     from edge_agent.adapters.outbox_read import iter_messages
 
-    out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
-    n = 0
-    try:
+    def write(out: IO[str]) -> int:
+        n = 0
         for msg in iter_messages(path, limit):
             out.write(json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n")
             n += 1
-    finally:
-        if output:
-            out.close()
-    if output:
-        sys.stderr.write(f"exported {n} messages to {output}\n")
+        return n
+
+    if not output:
+        write(sys.stdout)
+        return 0
+    n = _write_whole(Path(output), write)
+    sys.stderr.write(f"exported {n} messages to {output}\n")
     return 0
+
+
+def _write_whole(target: Path, write: Callable[[IO[str]], int]) -> int:
+    """``write`` into a temporary file beside ``target``, fsync, rename: the output is complete or
+    absent, never half-written (a damaged queue or a full disk stops it half-way). Mode 0600: the
+    export holds every payload."""
+    from edge_agent.errors import QueueError
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=str(target.parent))
+    except OSError as exc:
+        raise QueueError(f"-o {target}: cannot write there: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            n = write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise QueueError(f"-o {target}: cannot write the export: {exc.strerror}; nothing written") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return n
 
 
 def _drain(cfg: Config, timeout: float) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Optional, Tuple
 
 Policy = Literal["drop_oldest", "reject_new"]
 
@@ -102,3 +102,112 @@ class TokenBucket:
         if self.rate <= 0 or self.tokens >= 1:
             return 0.0
         return (1.0 - self.tokens) / self.rate
+
+
+@dataclass(frozen=True)
+class Marks:
+    """Sequence high-water marks, as kept in the queue file's ``meta`` and in the marks file beside it.
+
+    ``seq`` is a reservation: no number above it was handed out. ``committed`` is the highest seq
+    written to the queue, ``rows`` the row count at the last write, ``clean`` whether that write
+    was a clean close, ``skipped_to`` the seq up to which crash gaps are already counted, and
+    ``counters`` the queue's counters in the order the outbox gives them (the marks file keeps
+    them too: on a full disk it is the one place that can still be written).
+    """
+
+    seq: int = 0
+    committed: int = 0
+    boot: int = 0
+    rows: int = 0
+    clean: bool = True
+    skipped_to: int = 0
+    counters: Tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a new run of the queue starts, and what the previous run left uncounted."""
+
+    boot: int
+    seq: int  # the next put gets seq + 1
+    committed: int
+    crashed: bool  # the previous run ended without a clean close
+    skipped: int  # numbers reserved but never committed (the crash window): a gap, counted
+    skipped_to: int  # every number up to here is accounted for: a later crash counts only above
+    lost: int  # committed rows the file no longer holds (its WAL or the file itself was lost)
+
+
+def resume(db: Marks, kept: Optional[Marks], salvaged: bool) -> Resume:
+    """Merge the marks found in the queue file (``db``) with the ones kept beside it (``kept``).
+
+    The file can lose its WAL, its header or itself; the marks file is fsync'd before every commit
+    that reserves numbers, so the merged reservation is above every number that may have left the
+    device. When the kept marks saw commits the file does not hold (``kept.committed > db.committed``)
+    those rows are lost: counted as at most ``kept.rows`` and at most the committed numbers missing
+    (acked rows among them were delivered, so this never hides a loss but may count one too many).
+    A salvage counts its own loss (from the last known row count), so that case adds nothing here.
+    """
+    if kept is None:
+        kept = db
+    seq = max(db.seq, kept.seq)
+    committed = max(db.committed, kept.committed)
+    lost = 0
+    if not salvaged and kept.committed > db.committed:
+        lost = min(kept.rows, kept.committed - db.committed)
+    # a gap counted once is not counted again: a run that crashes before it commits anything
+    # (e.g. on a full disk) leaves the same reservation behind, and only numbers above what an
+    # earlier start counted are new
+    base = max(committed, db.skipped_to, kept.skipped_to)
+    crashed = (not db.clean or not kept.clean or lost > 0) and seq > base
+    skipped = seq - base if crashed else 0
+    # after this start every number up to seq is accounted for: stored, counted as dropped or
+    # rejected by the run that handed it out (a clean close), or counted here as skipped or lost
+    return Resume(max(db.boot, kept.boot) + 1, seq, committed, crashed, skipped, seq, lost)
+
+
+# ---- the full-disk policy (the adapter, outbox_space, only carries it out) ---------------------
+FULL_DISK_ATTEMPTS = 16  # commit tries per slice on SQLITE_FULL before its rows are dropped
+
+
+@dataclass(frozen=True)
+class FullDiskStep:
+    """What to do after a commit met SQLITE_FULL: ``hold`` the batch and refuse new results
+    (reject_new), ``drop_oldest`` ``n`` stored rows and try again, or ``drop_batch``: nothing is
+    left to drop, the batch itself is dropped (counted)."""
+
+    action: Literal["hold", "drop_oldest", "drop_batch"]
+    n: int = 0
+
+
+def full_disk_step(
+    policy: Policy, attempt: int, batch_rows: int, dropped_last: Optional[int]
+) -> FullDiskStep:
+    """The decision after the ``attempt``-th (0-based) SQLITE_FULL of one commit slice.
+
+    ``drop_oldest`` doubles what it drops per attempt (at least 8 rows, at least the batch) so a
+    disk filled by something else is won back in a few steps, not one row per commit; a drop that
+    freed nothing, or running out of attempts, means the new rows cannot be stored.
+    """
+    if policy == "reject_new":
+        return FullDiskStep("hold")
+    if dropped_last == 0 or attempt >= FULL_DISK_ATTEMPTS:
+        return FullDiskStep("drop_batch", batch_rows)
+    return FullDiskStep("drop_oldest", max(batch_rows, 8) << attempt)
+
+
+def reserve_kept(reserve_bytes: int) -> int:
+    """Bytes of the reserve kept on the first SQLITE_FULL: a quarter, the room the next start needs
+    to open the file (a WAL database cannot be opened without its 32 KiB ``-shm``)."""
+    return reserve_bytes // 4
+
+
+def commit_slice_bytes(reserve_bytes: int) -> int:
+    """Payload bytes per transaction while the disk is full: an eighth of the reserve (at least
+    64 KiB), so each commit's WAL fits in the three quarters released."""
+    return max(64 * 1024, reserve_bytes // 8)
+
+
+def may_leave_full(free_bytes: int, reserve_bytes: int) -> bool:
+    """The disk has room again: twice the reserve plus 1 MiB free (hysteresis, so the cap is not
+    lifted and re-set at every commit on a disk hovering at full)."""
+    return free_bytes >= 2 * reserve_bytes + (1 << 20)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections import defaultdict
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from helpers_mqtt import Broker, Collector, free_port
 from helpers_outbox import TOPIC, big_limits
+from helpers_tmpfs import tmpfs
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_read import read_stats
@@ -145,3 +147,98 @@ def test_drain_killed_mid_way_and_rerun_loses_nothing(tmp_path: Path, broker: Br
 def test_help_for_every_action(action: str) -> None:
     res = cli("queue", action, "--help")
     assert res.returncode == 0 and "--config" in res.stdout
+
+
+PRODUCER = r"""
+import sys, time
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.core.queue_policy import Limits
+ob = Outbox(sys.argv[1], Limits(10**7, 10**10, 1e9), flush_interval_s=0.05, flush_batch=100)
+i = 0
+while True:
+    ob.put("edge/dev-1/detections", {"n": i})
+    i += 1
+    if i % 20 == 0:
+        time.sleep(0.005)
+    if i == 300:
+        print("go", flush=True)
+"""
+
+
+def test_one_kill_9_then_queue_drain_counts_one_crash_and_the_gap_is_the_window(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """The crash-accounting test as a user meets it: the agent is killed, `queue drain` sends the
+    backlog and exits cleanly, the next run goes on. One crash, and the gap consumers see after the
+    last message of the killed run is exactly what the counters say (today: two crashes, the
+    gap counted twice)."""
+    collector = Collector(broker.port)
+    cfg = write_config(tmp_path, broker.port)
+    path = tmp_path / "q.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRODUCER, str(path)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"go\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    res = cli("queue", "drain", "--config", str(cfg), "--timeout", "60")
+    assert res.returncode == 0, res.stderr
+    with Outbox(path, big_limits()) as ob:  # the next run
+        ob.put(TOPIC, {"n": "after"})
+    res = cli("queue", "drain", "--config", str(cfg), "--timeout", "60")
+    assert res.returncode == 0, res.stderr
+    assert collector.wait_for(lambda c: any(json.loads(p).get("n") == "after" for _, p, _ in c.messages), 10)
+    seqs = sorted({json.loads(p)["seq"] for t, p, _ in collector.messages if t.endswith("/detections")})
+    collector.close()
+    stats = json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)
+    assert stats["crashes"] == 1
+    assert seqs[:-1] == list(range(1, len(seqs)))  # the killed run's committed rows, no hole
+    gap = seqs[-1] - seqs[-2] - 1
+    assert gap == stats["seq_skipped"] + stats["lost"] > 0
+    assert gap <= 100  # at most one reserved window (flush_batch)
+
+
+def _one_line_error(res: subprocess.CompletedProcess[str]) -> None:
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("edge-agent queue: error:"), res.stderr
+
+
+def test_export_to_a_missing_directory_is_one_line(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, free_port())
+    fill(tmp_path / "q.db", 5)
+    res = cli("queue", "export", "--config", str(cfg), "-o", str(tmp_path / "missing" / "x.jsonl"))
+    _one_line_error(res)
+    assert "missing/x.jsonl" in res.stderr and not (tmp_path / "missing").exists()
+
+
+def test_export_of_a_row_with_an_impossible_time_does_not_die(tmp_path: Path) -> None:
+    """A damaged `created` (1e300) made export die with OverflowError half-way through its output."""
+    cfg = write_config(tmp_path, free_port())
+    fill(tmp_path / "q.db", 3)
+    conn = sqlite3.connect(str(tmp_path / "q.db"))
+    conn.execute("UPDATE messages SET created = 1e300 WHERE id = 2")
+    conn.commit()
+    conn.close()
+    out = tmp_path / "x.jsonl"
+    res = cli("queue", "export", "--config", str(cfg), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["created"] is None for r in rows] == [False, True, False]
+
+
+def test_an_export_that_fails_half_way_leaves_no_half_written_file(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, free_port())
+    fill(tmp_path / "q.db", 3000)
+    with tmpfs(tmp_path / "fs", size="256k") as fs:
+        out = fs / "x.jsonl"
+        out.write_text("the previous export\n")
+        res = cli("queue", "export", "--config", str(cfg), "-o", str(out))
+        _one_line_error(res)
+        assert "nothing written" in res.stderr
+        assert out.read_text() == "the previous export\n"  # untouched, not half-overwritten
+        assert sorted(p.name for p in fs.iterdir()) == ["x.jsonl"]  # no temporary file left

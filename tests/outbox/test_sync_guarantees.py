@@ -113,7 +113,6 @@ def test_a_failing_sync_thread_is_restarted_counted_and_shown(
     assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 10)
     collector.close()
     assert stats["thread_restarts"] == 1
-    assert "injected" in str(stats["last_error"]) or stats["last_error"] is None
     assert any("sync thread failed: RuntimeError: injected" in r.message for r in caplog.records)
 
 
