@@ -65,18 +65,29 @@ def test_a_puback_handled_before_publish_returned_is_matched_when_the_mid_is_kno
     session = _Session(threading.Event())
     session.on_publish(None, None, 7, None, None)  # paho's thread: the PUBACK for mid 7 ...
     assert session.take_acks() == []  # ... before publish() gave the sync thread mid 7
-    assert session.register(7, 42) is True
+    assert session.register(7, [42]) is True
     assert session.take_acks() == [42] and session.unacked() == []
     # a status publish acked early is set aside, and never acks a later data row with its mid
     session.on_publish(None, None, 9, None, None)
     assert session.take_acks() == []
     assert session.register(9, None) is True
-    assert session.register(9, 43) is False
+    assert session.register(9, [43]) is False
     assert session.take_acks() == [] and session.unacked() == [43]
     # a status publish registered first, acked later: nothing for the rows
     assert session.register(11, None) is False
     session.on_publish(None, None, 11, None, None)
     assert session.take_acks() == [] and session.status_mids == set() and session.early == set()
+
+
+def test_a_batch_mid_carries_all_its_rows_and_counts_as_one_batch_in_flight() -> None:
+    session = _Session(threading.Event())
+    assert session.register(3, [10, 11, 12], batch=True) is False
+    assert session.register(4, [13]) is False
+    assert session.in_flight() == (2, 1)
+    assert sorted(session.unacked()) == [10, 11, 12, 13]
+    session.on_publish(None, None, 3, None, None)
+    assert session.take_acks() == [10, 11, 12]  # the whole batch on its one PUBACK
+    assert session.in_flight() == (1, 0) and session.unacked() == [13]
 
 
 def test_a_restarted_sync_thread_releases_the_rows_it_had_in_flight(tmp_path: Path, broker: Broker) -> None:
