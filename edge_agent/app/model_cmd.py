@@ -99,10 +99,15 @@ def pack(args: argparse.Namespace) -> int:
     from edge_agent.adapters import signing
     from edge_agent.adapters.package_file import describe_file, write_package
     from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.core.model_package import Manifest, manifest_bytes, parse_manifest
+    from edge_agent.core.model_package import Manifest, manifest_bytes, parse_manifest, parse_version
     from edge_agent.inference.guard import check_detector, describe
     from edge_agent.inference.pipeline import Classifier, Detector
 
+    if args.pkg_version is not None:
+        try:
+            parse_version(args.pkg_version)
+        except ValueError as exc:
+            raise ConfigError(f"--version: {exc}") from None
     det_path = Path(args.detector)
     det = Detector(OnnxModel(det_path, warmup=False))  # refuses what is not a detector
     problems = check_detector(det)

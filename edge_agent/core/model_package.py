@@ -12,7 +12,8 @@ import json
 import re
 from typing import Dict, List, Literal, Optional, Tuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from edge_agent.errors import ModelError
 
@@ -28,6 +29,14 @@ class PackageFile(BaseModel):
     path: str = Field(pattern=_SAFE_NAME.pattern)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size: int = Field(ge=0)
+
+    @field_validator("path")
+    @classmethod
+    def _no_dot_parts(cls, value: str) -> str:
+        # the pattern alone lets "../escape.onnx" through: ".." is made of allowed characters
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError("a path part '.' or '..' is not allowed (files stay inside the package)")
+        return value
 
 
 class Manifest(BaseModel):
@@ -45,6 +54,12 @@ class Manifest(BaseModel):
     labels: Dict[str, List[str]] = Field(default_factory=dict)
     # images the gate uses when the device's frame ring is empty
     probe: List[PackageFile] = Field(default_factory=list)
+
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, value: str) -> str:
+        parse_version(value)
+        return value
 
     @property
     def version_id(self) -> str:
@@ -90,6 +105,17 @@ def parse_manifest(data: bytes, source: str) -> Manifest:
 
 def manifest_bytes(m: Manifest) -> bytes:
     return (json.dumps(m.model_dump(), indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+
+def parse_version(v: str) -> Version:
+    """A package version, ordered by PEP 440 (``packaging``, the ordering pip uses): anti-rollback
+    needs a total order, so a version it cannot order is refused at ``model pack`` and install."""
+    try:
+        return Version(v)
+    except InvalidVersion:
+        raise ValueError(
+            f"version {v[:60]!r} is not a PEP 440 version (e.g. 1.2, 2.0.1, 2026.11.30, 2.0rc1, 2.0+site3)"
+        ) from None
 
 
 def version_tuple(v: str) -> Tuple[int, ...]:

@@ -31,7 +31,7 @@ def packages(models_dir: Path) -> dict[str, Path]:
     ):
         pkg = models_dir / f"{name}.pkg"
         r = cli(
-            "model", "pack", str(model), "-o", str(pkg), "--name", "demo", "--version", f"2.0-{name}", *extra
+            "model", "pack", str(model), "-o", str(pkg), "--name", "demo", "--version", f"2.0+{name}", *extra
         )
         assert r.returncode == 0, r.stderr
         out[name] = pkg
@@ -55,7 +55,7 @@ def packages(models_dir: Path) -> dict[str, Path]:
             "--name",
             "demo",
             "--version",
-            f"2.1-{name}",
+            f"2.1+{name}",
             "--sign",
             str(k),
         )

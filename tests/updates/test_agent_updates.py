@@ -112,7 +112,7 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
             for body in col.on_topic("/status"):
                 mu = body.get("model_update") or {}
                 cur = mu.get("current") or {}
-                if cur.get("version") == "2.0-good" and body["models"]["detector"]["sha256"] == INT8_SHA:
+                if cur.get("version") == "2.0+good" and body["models"]["detector"]["sha256"] == INT8_SHA:
                     return True
             return False
 
@@ -121,7 +121,7 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
         assert any(t.get("transfer_id") == tid for t in progress)  # the transfer was reported too
         assert a.last()["origin"] == f"mqtt:{tid}" and a.last()["gate"]["passed"] is True
         r = cli("model", "status", "-c", str(a.cfg_path))
-        assert "demo 2.0-good" in r.stdout and INT8_SHA in r.stdout
+        assert "demo 2.0+good" in r.stdout and INT8_SHA in r.stdout
     finally:
         col.close()
 
@@ -274,7 +274,7 @@ def test_staged_but_not_switched_starts_the_old_model(
     store = ModelStore(str(a.state)).ensure()
     with PackageReader(packages["good"]) as r:
         store.stage(r)
-    half = store.staging / "demo-2.0-good-deadbeef.123"
+    half = store.staging / "demo-2.0+good-deadbeef.123"
     half.mkdir()
     (half / "detector.onnx").write_bytes(INT8.read_bytes()[:1000])
     agents.append(a.start())
