@@ -54,6 +54,11 @@ def register(sub: Any) -> None:
     ins.add_argument("package", help="package file from `edge-agent model pack`")
     add_config_arg(ins)
     ins.add_argument("--force", action="store_true", help="switch even if the gate refuses (logged)")
+    ins.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="install a version not newer than the highest installed (anti-rollback is on otherwise)",
+    )
     ins.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the running agent")
     ins.add_argument("--json", action="store_true", help="print the outcome as JSON")
     ins.set_defaults(func=install)
@@ -74,7 +79,12 @@ def register(sub: Any) -> None:
     target.add_argument("--device", action="append", help="device id (repeatable)")
     target.add_argument("--group", help="group topic every device in model_update.groups listens to")
     pu.add_argument("--chunk-kb", type=int, default=256, help="chunk size in KiB (default 256)")
-    pu.add_argument("--force", action="store_true", help="ask the devices to switch even if the gate refuses")
+    pu.add_argument(
+        "--force",
+        action="store_true",
+        help="refused: a device never takes 'force' from the network (sign a package instead, or "
+        "run `model install --force` on the device)",
+    )
     pu.add_argument(
         "--wait", type=float, default=0.0, metavar="S", help="wait up to S seconds for the devices' verdicts"
     )
@@ -206,6 +216,7 @@ def _print_result(res: dict[str, Any], as_json: bool) -> int:
 
 
 def install(args: argparse.Namespace) -> int:
+    from edge_agent.adapters.package_file import FILE_MODE, PRIVATE_DIR_MODE, make_dir, write_durable
     from edge_agent.app import model_update
     from edge_agent.app.model_agent import inbox_dir
 
@@ -215,15 +226,19 @@ def install(args: argparse.Namespace) -> int:
         raise ModelError(f"{pkg}: no such package file")
     pid = agent_pid(cfg)
     if pid is None:
-        res = model_update.install(cfg, pkg, force=args.force, origin="cli")
+        res = model_update.install(
+            cfg, pkg, force=args.force, origin="cli", allow_downgrade=args.allow_downgrade
+        )
         if res["outcome"] == "switched":
             res["detail"] += "; no agent running: it loads this version at its next start"
         return _print_result(res, args.json)
     inbox = inbox_dir(cfg)
-    inbox.mkdir(parents=True, exist_ok=True)
+    make_dir(inbox, PRIVATE_DIR_MODE)
     stem = f"cli-{uuid.uuid4().hex[:12]}"
-    (inbox / f"{stem}.request.json").write_text(json.dumps({"origin": "cli", "force": args.force}))
+    req = {"origin": "cli", "force": args.force, "allow_downgrade": args.allow_downgrade}
+    write_durable(inbox / f"{stem}.request.json", json.dumps(req).encode())
     shutil.copyfile(pkg, inbox / f".{stem}.partial")
+    os.chmod(inbox / f".{stem}.partial", FILE_MODE)
     os.replace(inbox / f".{stem}.partial", inbox / f"{stem}.pkg")
     sys.stderr.write(f"handed {pkg} to the running agent (pid {pid}); waiting for the gate...\n")
     result = inbox / f"{stem}.result.json"
@@ -293,13 +308,18 @@ def rollback(args: argparse.Namespace) -> int:
 def push(args: argparse.Namespace) -> int:
     from edge_agent.app.model_push import OutcomeWatcher, push_package
 
+    if args.force:
+        raise ConfigError(
+            "model push --force: refused; devices never take 'force' from the network. Sign the "
+            "package, or run `edge-agent model install --force PACKAGE` on the device"
+        )
     cfg = _config(args.config)
     pkg = Path(args.package)
     if not pkg.is_file():
         raise ModelError(f"{pkg}: no such package file")
     tid = args.transfer_id or uuid.uuid4().hex[:16]
     watcher = OutcomeWatcher(cfg, tid) if args.wait > 0 else None
-    push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, args.force, tid)
+    push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, transfer_id=tid)
     sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
     if watcher is None:
         return 0

@@ -19,7 +19,7 @@ from edge_agent.adapters import signing
 from edge_agent.adapters.model_store import ModelStore
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.core.config import Config
-from edge_agent.core.model_package import check_agent_version
+from edge_agent.core.model_package import Manifest, check_agent_version, parse_version
 from edge_agent.errors import EdgeAgentError, ModelError
 
 log = logging.getLogger("edge_agent.model_update")
@@ -111,11 +111,15 @@ def install(
     force: bool = False,
     origin: str = "cli",
     baseline_rate: Optional[float] = None,
+    require_signature: bool = False,
+    allow_downgrade: bool = False,
 ) -> dict[str, Any]:
     """Verify, stage, gate and switch; returns the outcome (also kept as ``last`` in the store).
 
-    Refusals (bad signature, failed gate) return ``{"outcome": "refused", ...}``; the running model
-    stays. ModelError only for a package that cannot be read at all."""
+    Refusals (bad or missing signature, a version not newer than the highest installed, a failed
+    gate) return ``{"outcome": "refused", ...}``; the running model stays. ``require_signature``:
+    the package came from outside (MQTT). ``force`` and ``allow_downgrade`` are local decisions:
+    only the CLI passes them."""
     from edge_agent.app.model_gate import run_gate
 
     store = store_for(cfg)
@@ -125,17 +129,34 @@ def install(
         size = package.stat().st_size
         if size > mu.max_package_mb * 1e6:
             return _record(store, origin, None, "refused", f"{package}: {size} bytes > max_package_mb")
+        state = store.state()
         try:
             with PackageReader(package) as reader:
                 m = reader.manifest
                 check_agent_version(m, __version__, str(package))
                 signer = signing.verify(reader.manifest_data, reader.signature, mu.trusted_keys, str(package))
+                if require_signature and signer is None:
+                    raise ModelError(
+                        f"{package}: unsigned package from {origin} refused: a package from outside the "
+                        "device must be signed (set model_update.trusted_keys; docs/threat-model.md)"
+                    )
+                if state.get("current") == m.version_id:
+                    return _record(
+                        store,
+                        origin,
+                        m.summary(),
+                        "unchanged",
+                        f"{m.version_id} is already the running model",
+                    )
+                why = None if allow_downgrade else downgrade_reason(store, state, m)
+                if why:
+                    raise ModelError(f"{package}: {why}")
                 vid = store.stage(reader)
         except ModelError as exc:
             return _record(store, origin, None, "refused", str(exc))
-        state = store.state()
-        if state.get("current") == vid:
-            return _record(store, origin, m.summary(), "unchanged", f"{vid} is already the running model")
+        except OSError as exc:  # a full disk while extracting: the true reason, not a retry loop
+            store.clean_staging()
+            return _record(store, origin, None, "refused", f"{package}: cannot extract it: {exc}")
         cur = current_paths(cfg, store)
         files, source = gate_images(cfg, store, vid)
         try:
@@ -162,6 +183,8 @@ def install(
         if not gate.passed:
             log.warning("%s: gate failed but --force given by %s: switching anyway", vid, origin)
         history = [*state.get("history", []), state.get("current")][-(mu.keep_versions - 1) :]
+        if downgrade_reason(store, state, m) is None:  # an --allow-downgrade keeps the highest
+            state["highest"] = {"version": m.version, "vid": vid}
         state.update(
             current=vid,
             history=history,
@@ -179,6 +202,42 @@ def install(
         out = _record(store, origin, m.summary(), "switched", detail, gate.to_json(), signer=signer)
         log.info("switched to %s in %.1fs (%s)", vid, time.monotonic() - t0, origin)
         return out
+
+
+def highest(store: ModelStore, state: dict[str, Any]) -> Optional[dict[str, str]]:
+    """The highest version ever switched to (kept in the pointer file, so across rollbacks and
+    restarts); a store from before anti-rollback starts from its current version."""
+    hi = state.get("highest")
+    if isinstance(hi, dict) and isinstance(hi.get("version"), str):
+        return {"version": hi["version"], "vid": str(hi.get("vid"))}
+    cur = state.get("current")
+    if cur:
+        try:
+            return {"version": store.manifest(cur).version, "vid": str(cur)}
+        except ModelError:
+            return None
+    return None
+
+
+def downgrade_reason(store: ModelStore, state: dict[str, Any], m: Manifest) -> Optional[str]:
+    """Why ``m`` would be a rollback (PEP 440 order), or None. The same version is accepted only
+    as the very package that set the mark (re-installing it after a rollback): a different package
+    under an old version number is a replay of an older build."""
+    hi = highest(store, state)
+    if hi is None:
+        return None
+    try:
+        top = parse_version(hi["version"])
+    except ValueError:  # a pointer written by hand: not a reason to refuse every update
+        return None
+    v = parse_version(m.version)
+    if v > top or (v == top and hi["vid"] == m.version_id):
+        return None
+    return (
+        f"version {m.version} is not newer than {hi['version']}, the highest installed "
+        "(anti-rollback); to go back on purpose run `edge-agent model rollback` or "
+        "`edge-agent model install --allow-downgrade PACKAGE` on the device"
+    )
 
 
 def _snapshot(files: list[Path], dest: Path) -> list[Path]:

@@ -136,16 +136,90 @@ def check_agent_version(m: Manifest, agent_version: str, source: str) -> None:
         )
 
 
-def missing_ranges(have: set[int], total: int) -> List[List[int]]:
-    """Chunk indexes not yet received as [first, last] ranges (what a resuming sender re-sends)."""
+# ---- the MQTT transfer: every number in a begin is bounded before it sizes anything ----------
+MIN_CHUNK = 1024  # 1 KiB: below this the per-chunk files and PUBACKs cost more than the data
+MAX_CHUNK = 16 << 20  # 16 MiB: one chunk is held in memory by paho and by the receiver
+MAX_BEGIN_BYTES = 4096
+_TID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+class TransferBegin(BaseModel):
+    """A validated ``begin``: ``size`` within the cap, ``chunks == ceil(size / chunk_size)``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    transfer_id: str
+    size: int
+    sha256: str
+    chunks: int
+    chunk_size: int
+    name: Optional[str] = None
+
+    def chunk_len(self, idx: int) -> int:
+        """The exact length chunk ``idx`` must have (every chunk is full but the last)."""
+        return self.chunk_size if idx < self.chunks - 1 else self.size - self.chunk_size * (self.chunks - 1)
+
+
+def check_transfer_id(tid: str) -> str:
+    if not _TID.match(tid):
+        raise ValueError(f"transfer id {tid[:70]!r}: expected 1 to 64 of [A-Za-z0-9_-]")
+    return tid
+
+
+def _int_field(raw: Dict[str, object], key: str, lo: int, hi: int) -> int:
+    v = raw.get(key)
+    # bool is an int in Python; a float or string is not a count: exact integers only
+    if type(v) is not int:
+        raise ValueError(f"begin field {key} = {str(v)[:40]!r}: expected an integer")
+    if not lo <= v <= hi:
+        raise ValueError(f"begin field {key} = {v}: expected {lo}..{hi}")
+    return v
+
+
+def parse_begin(payload: bytes, max_size: int) -> TransferBegin:
+    """Untrusted ``begin`` bytes -> :class:`TransferBegin`, or ValueError naming the field.
+
+    Nothing here allocates in proportion to a number from the payload: that is the point."""
+    if len(payload) > MAX_BEGIN_BYTES:
+        raise ValueError(f"begin is {len(payload)} bytes; expected at most {MAX_BEGIN_BYTES}")
+    try:
+        raw = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"begin is not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError("begin is not a JSON object")
+    tid = check_transfer_id(str(raw.get("transfer_id", "")))
+    size = _int_field(raw, "size", 1, 1 << 62)
+    if size > max_size:
+        raise ValueError(f"package is {size} bytes > max_package_mb ({max_size} bytes)")
+    chunk_size = _int_field(raw, "chunk_size", MIN_CHUNK, MAX_CHUNK)
+    chunks = _int_field(raw, "chunks", 1, size)
+    if chunks != -(-size // chunk_size):
+        raise ValueError(f"begin: {chunks} chunks of {chunk_size} bytes do not make {size} bytes")
+    sha = raw.get("sha256")
+    if not isinstance(sha, str) or not _SHA.match(sha):
+        raise ValueError("begin field sha256: expected 64 lowercase hex digits")
+    name = raw.get("name")
+    if name is not None and (not isinstance(name, str) or len(name) > 200):
+        raise ValueError("begin field name: expected a string of at most 200 characters")
+    return TransferBegin(
+        transfer_id=tid, size=size, sha256=sha, chunks=chunks, chunk_size=chunk_size, name=name
+    )
+
+
+def missing_ranges(have: set[int], total: int, limit: int = 20) -> List[List[int]]:
+    """Chunk indexes not yet received as [first, last] ranges (what a resuming sender re-sends);
+    at most ``limit`` ranges, in time proportional to ``have``, never to ``total``."""
     out: List[List[int]] = []
-    for i in range(total):
-        if i in have:
-            continue
-        if out and out[-1][1] == i - 1:
-            out[-1][1] = i
-        else:
-            out.append([i, i])
+    nxt = 0
+    for i in sorted(x for x in have if 0 <= x < total):
+        if i > nxt:
+            out.append([nxt, i - 1])
+            if len(out) >= limit:
+                return out
+        nxt = i + 1
+    if nxt < total and len(out) < limit:
+        out.append([nxt, total - 1])
     return out
 
 

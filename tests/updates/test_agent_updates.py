@@ -97,22 +97,27 @@ def agents() -> Iterator[list[AgentProc]]:
         a.stop()
 
 
+def keys(packages: dict[str, Path]) -> str:
+    """The config lines that turn MQTT delivery on: it is off without a trusted key."""
+    return f'[model_update]\ntrusted_keys = ["{packages["pub"].read_text().strip()}"]'
+
+
 def test_good_package_over_mqtt_switches_and_status_reports_it(
     broker: Broker, agents: list[AgentProc], packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
-    a = AgentProc(make_config(port=broker.port))
+    a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
     agents.append(a.start())
     assert a.detector_sha() == FP32_SHA
     col = Collector(broker.port, "edge/cam-1/status", client_id="status-watch")
     try:
-        tid = push_package(a.cfg, packages["good"], ["cam-1"], None, chunk_size=64 * 1024)
+        tid = push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk_size=64 * 1024)
         wait(lambda: a.detector_sha() == INT8_SHA, what=f"switch to the INT8 model\n{a.log_text()}")
 
         def reported() -> bool:
             for body in col.on_topic("/status"):
                 mu = body.get("model_update") or {}
                 cur = mu.get("current") or {}
-                if cur.get("version") == "2.0+good" and body["models"]["detector"]["sha256"] == INT8_SHA:
+                if cur.get("version") == "2.1+signed" and body["models"]["detector"]["sha256"] == INT8_SHA:
                     return True
             return False
 
@@ -121,7 +126,7 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
         assert any(t.get("transfer_id") == tid for t in progress)  # the transfer was reported too
         assert a.last()["origin"] == f"mqtt:{tid}" and a.last()["gate"]["passed"] is True
         r = cli("model", "status", "-c", str(a.cfg_path))
-        assert "demo 2.0+good" in r.stdout and INT8_SHA in r.stdout
+        assert "demo 2.1+signed" in r.stdout and INT8_SHA in r.stdout
     finally:
         col.close()
 
@@ -166,18 +171,18 @@ def test_bad_signature_over_mqtt_is_refused(
 def test_kill9_mid_transfer_resumes_and_completes(
     broker: Broker, agents: list[AgentProc], packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
-    a = AgentProc(make_config(port=broker.port))
+    a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
     agents.append(a.start())
     chunk = 16 * 1024
-    total = -(-packages["good"].stat().st_size // chunk)
+    total = -(-packages["signed"].stat().st_size // chunk)
     tid = "resume-test"
-    push_package(a.cfg, packages["good"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10))
+    push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10))
     chunks = a.state / "models" / "transfers" / tid / "chunks"
     wait(lambda: chunks.is_dir() and len(list(chunks.iterdir())) >= 10, what="10 chunks on disk")
     a.kill9()
     assert a.detector_sha() is None
     # the rest arrives while the device is down: the broker keeps it for the persistent session
-    push_package(a.cfg, packages["good"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10, total))
+    push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10, total))
     assert len(list(chunks.iterdir())) == 10  # persisted across the kill, nothing more yet
     a.start()
     wait(lambda: a.detector_sha() == INT8_SHA, what=f"resumed transfer switched\n{a.log_text()}")

@@ -246,25 +246,6 @@ def test_an_automatic_rollback_never_hits_a_newer_install(
     assert describe(cfg)["current"]["version"] == "2.0+good"
 
 
-def test_a_reused_transfer_id_with_other_content_starts_over(make_config: Callable[..., Path]) -> None:
-    from edge_agent.adapters.model_mqtt import ModelReceiver
-
-    cfg = load_config(make_config())
-    root = Path(cfg.device.state_dir)
-    rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
-    begin = {"transfer_id": "t1", "size": 20, "sha256": "a" * 64, "chunks": 2, "chunk_size": 10}
-    rec._begin(begin)
-    rec._chunk("t1", 0, b"0123456789")
-    rec._begin(dict(begin))  # a redelivered begin keeps the chunk
-    assert (root / "transfers" / "t1" / "chunks" / "0").exists()
-    rec._begin({**begin, "sha256": "b" * 64})
-    assert list((root / "transfers" / "t1" / "chunks").iterdir()) == []
-    with pytest.raises(ValueError, match="outside the transfer"):
-        rec._chunk("t1", 5, b"x")
-    with pytest.raises(ValueError, match="transfer id"):
-        rec._chunk("../etc", 0, b"x")
-
-
 def test_nothing_to_compare_is_refused(
     packages: dict[str, Path], make_config: Callable[..., Path], tmp_path: Path
 ) -> None:
