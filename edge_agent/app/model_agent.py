@@ -219,7 +219,7 @@ class ModelUpdates:
                 kind, arg = "scan", None
             try:
                 if kind == "scan":
-                    self._scan_inbox()
+                    self.scan_inbox()
                 elif kind == "rollback":
                     vid, reason = arg
                     res = mu_ops.rollback(self.cfg, reason, origin="agent", only_if_current=vid)
@@ -241,7 +241,7 @@ class ModelUpdates:
         log.info("model %s passed its trial", vid)
         self._event(None)
 
-    def _scan_inbox(self) -> None:
+    def scan_inbox(self) -> None:
         if not self.inbox.is_dir():
             return
         for pkg in sorted(self.inbox.glob("*.pkg"), key=lambda p: p.stat().st_mtime):

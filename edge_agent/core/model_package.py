@@ -15,6 +15,7 @@ from typing import Dict, List, Literal, Optional, Tuple
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from edge_agent.core.config import Config
 from edge_agent.errors import ModelError
 
 FORMAT = 1
@@ -134,6 +135,22 @@ def check_agent_version(m: Manifest, agent_version: str, source: str) -> None:
         raise ModelError(
             f"{source}: needs edge-agent >= {m.min_agent_version}, this agent is {agent_version}"
         )
+
+
+def update_warnings(cfg: Config) -> List[str]:
+    """What ``config check`` and ``doctor`` warn about: updates enabled without a trusted key."""
+    mu = cfg.model_update
+    if not mu.enabled or mu.trusted_keys:
+        return []
+    mqtt = (
+        "MQTT delivery stays off until a key is set"
+        if cfg.mqtt.enabled and mu.mqtt
+        else "MQTT delivery is off anyway"
+    )
+    return [
+        "model_update is enabled with no trusted_keys: unsigned packages are installed from the "
+        f"inbox and `model install`; {mqtt} (`edge-agent model keygen`, docs/threat-model.md)"
+    ]
 
 
 # ---- the MQTT transfer: every number in a begin is bounded before it sizes anything ----------

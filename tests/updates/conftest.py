@@ -70,3 +70,27 @@ def make_config(tmp_path: Path) -> Callable[..., Path]:
         return write_config(tmp_path, **kw)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def versioned(packages: dict[str, Path], models_dir: Path) -> dict[str, Path]:
+    """The demo INT8 signed by the trusted key as versions 1.0, 2.0 and 3.0 (anti-rollback)."""
+    out = {}
+    for v in ("1.0", "2.0", "3.0"):
+        pkg = models_dir / f"v{v}.pkg"
+        r = cli(
+            "model",
+            "pack",
+            str(INT8),
+            "-o",
+            str(pkg),
+            "--name",
+            "demo",
+            "--version",
+            v,
+            "--sign",
+            str(packages["key"]),
+        )
+        assert r.returncode == 0, r.stderr
+        out[v] = pkg
+    return out
