@@ -44,6 +44,12 @@ def register(sub: Any) -> None:
     pk.add_argument("--min-agent-version", help="oldest edge-agent that may install it (default: this one)")
     pk.add_argument("--probe", help="folder of probe images the gate uses when a device's ring is empty")
     pk.add_argument("--sign", metavar="KEYFILE", help="sign the manifest with this Ed25519 private key")
+    pk.add_argument(
+        "--force",
+        action="store_true",
+        help="devices switch even if their gate refuses (in the manifest; honoured only when signed "
+        "by a trusted key)",
+    )
     pk.set_defaults(func=pack)
 
     kg = msub.add_parser("keygen", help="make an Ed25519 signing key; prints the public key for the config")
@@ -155,7 +161,10 @@ def pack(args: argparse.Namespace) -> int:
         files=files,
         labels=labels,
         probe=probe,
+        force=args.force,
     )
+    if args.force and not args.sign:
+        sys.stderr.write("warning: --force without --sign: devices ignore force in an unsigned manifest\n")
     parse_manifest(manifest_bytes(m), "pack")  # the same checks a device will make
     sig = signing.sign(manifest_bytes(m), Path(args.sign)) if args.sign else None
     out = Path(args.output)

@@ -152,6 +152,9 @@ def install(
                 if why:
                     raise ModelError(f"{package}: {why}")
                 vid = store.stage(reader)
+                if m.force and signer is not None:
+                    force = True
+                    log.warning("%s: its signed manifest asks to switch even if the gate refuses", vid)
         except ModelError as exc:
             return _record(store, origin, None, "refused", str(exc))
         except OSError as exc:  # a full disk while extracting: the true reason, not a retry loop

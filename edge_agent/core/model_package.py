@@ -55,6 +55,9 @@ class Manifest(BaseModel):
     labels: Dict[str, List[str]] = Field(default_factory=dict)
     # images the gate uses when the device's frame ring is empty
     probe: List[PackageFile] = Field(default_factory=list)
+    # switch even if the device's gate refuses: the package author's decision, covered by the
+    # signature and honoured only when a trusted key signed it (never a flag from the network)
+    force: bool = False
 
     @field_validator("version")
     @classmethod

@@ -343,3 +343,19 @@ def test_a_package_in_the_inbox_owned_by_another_user_is_refused(
     res = json.loads((updates.inbox / "x.result.json").read_text())
     assert res["outcome"] == "refused" and "owned by uid 65534" in res["detail"], res
     assert describe(cfg)["current"]["id"] is None
+
+
+def test_force_in_a_signed_manifest_is_honoured_and_in_an_unsigned_one_ignored(
+    packages: dict[str, Path], models_dir: Path, make_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    zero = models_dir / "zero-score-int8.onnx"
+    signed, unsigned = tmp_path / "zf-signed.pkg", tmp_path / "zf.pkg"
+    base = ("model", "pack", str(zero), "--force", "--version", "5.0")
+    assert cli(*base, "-o", str(signed), "--sign", str(packages["key"])).returncode == 0
+    r = cli(*base, "-o", str(unsigned))
+    assert r.returncode == 0 and "devices ignore force in an unsigned manifest" in r.stderr
+    res = install(load_config(make_config()), unsigned, origin="test")
+    assert res["outcome"] == "refused" and "broken-model guard" in res["detail"]
+    cfg = load_config(make_config(extra=_keys(_pub(packages)), device="cam-2"))
+    res = install(cfg, signed, origin="mqtt:x", require_signature=True)
+    assert res["outcome"] == "switched" and "(forced)" in res["detail"], res["detail"]
