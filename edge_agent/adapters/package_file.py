@@ -100,19 +100,23 @@ def write_package(
 ) -> None:
     """``sources`` maps each manifest path to the file to store; written to a temp name, then renamed."""
     tmp = out.with_name(out.name + ".partial")
-    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in ((MANIFEST, manifest_bytes(manifest)), (SIGNATURE, signature)):
-            if data is None:
-                continue
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-            tar.addfile(info, io.BytesIO(data))
-        for name, src in sources.items():
-            info = tar.gettarinfo(str(src), arcname=name)
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            with open(src, "rb") as f:
-                tar.addfile(info, f)
+    try:
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+            for name, data in ((MANIFEST, manifest_bytes(manifest)), (SIGNATURE, signature)):
+                if data is None:
+                    continue
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+                tar.addfile(info, io.BytesIO(data))
+            for name, src in sources.items():
+                info = tar.gettarinfo(str(src), arcname=name)
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                with open(src, "rb") as f:
+                    tar.addfile(info, f)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk or a bad source leaves no half package behind
+        raise
     os.replace(tmp, out)
 
 

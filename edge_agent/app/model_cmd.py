@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -124,6 +126,9 @@ def pack(args: argparse.Namespace) -> int:
             parse_version(args.pkg_version)
         except ValueError as exc:
             raise ConfigError(f"--version: {exc}") from None
+    out_dir = Path(args.output).parent
+    if not out_dir.is_dir():
+        raise ModelError(f"-o {args.output}: the folder {out_dir} does not exist")
     det_path = Path(args.detector)
     det = Detector(OnnxModel(det_path, warmup=False))  # refuses what is not a detector
     problems = check_detector(det)
@@ -168,7 +173,10 @@ def pack(args: argparse.Namespace) -> int:
     parse_manifest(manifest_bytes(m), "pack")  # the same checks a device will make
     sig = signing.sign(manifest_bytes(m), Path(args.sign)) if args.sign else None
     out = Path(args.output)
-    write_package(out, m, sources, sig)
+    try:
+        write_package(out, m, sources, sig)
+    except OSError as exc:
+        raise ModelError(f"-o {out}: cannot write the package: {exc.strerror or exc}") from None
     sys.stdout.write(
         f"{out}: {m.name} {m.version} ({m.task}), {out.stat().st_size} bytes, "
         f"{'signed' if sig else 'unsigned'}, detector sha256 {files['detector'].sha256[:16]}...\n"
@@ -314,6 +322,40 @@ def rollback(args: argparse.Namespace) -> int:
     return 0 if res["outcome"] == "rolled_back" else 1
 
 
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a device id or group as [device] id allows it
+
+
+def _check_push_args(args: argparse.Namespace) -> None:
+    """Every argument checked before anything is sent: one line per mistake, exit 1."""
+    from edge_agent.core.model_package import MAX_CHUNK, MIN_CHUNK, check_transfer_id
+
+    lo, hi = MIN_CHUNK // 1024, MAX_CHUNK // 1024
+    if not lo <= args.chunk_kb <= hi:
+        raise ConfigError(
+            f"--chunk-kb {args.chunk_kb}: expected {lo}..{hi} (devices refuse other chunk sizes)"
+        )
+    for dev in args.device or []:
+        if not _NAME.match(dev):
+            raise ConfigError(f"--device {dev[:70]!r}: expected a device id of 1 to 64 of [A-Za-z0-9_.-]")
+    if args.group is not None and not _NAME.match(args.group):
+        raise ConfigError(f"--group {args.group[:70]!r}: expected 1 to 64 of [A-Za-z0-9_.-]")
+    if not (args.wait >= 0 and math.isfinite(args.wait)):
+        raise ConfigError(f"--wait {args.wait}: expected seconds >= 0")
+    if args.expect < 0:
+        raise ConfigError(f"--expect {args.expect}: expected a number of devices >= 0")
+    if args.expect and not args.group:
+        raise ConfigError(
+            "--expect N counts the members of a --group; with --device the list is the expectation"
+        )
+    if args.expect and not args.wait:
+        raise ConfigError("--expect N needs --wait S (how long to wait for the N verdicts)")
+    if args.transfer_id is not None:
+        try:
+            check_transfer_id(args.transfer_id)
+        except ValueError as exc:
+            raise ConfigError(f"--transfer-id: {exc}") from None
+
+
 def push(args: argparse.Namespace) -> int:
     from edge_agent.app.model_push import OutcomeWatcher, push_package
 
@@ -322,6 +364,7 @@ def push(args: argparse.Namespace) -> int:
             "model push --force: refused; devices never take 'force' from the network. Sign the "
             "package, or run `edge-agent model install --force PACKAGE` on the device"
         )
+    _check_push_args(args)
     cfg = _config(args.config)
     pkg = Path(args.package)
     if not pkg.is_file():
