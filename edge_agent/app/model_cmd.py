@@ -112,6 +112,31 @@ def _config(path: Optional[str]) -> Any:
     return load_config(path)
 
 
+def _as_state_owner(cfg: Any) -> None:
+    """Refuse to write into a state directory another user owns: files we created there (the
+    store's lock, a version, active.json) would be ours, and the service would die on them at its
+    next start (issue 22: `sudo edge-agent model install` left root-owned files)."""
+    import pwd
+    import shlex
+
+    state = Path(cfg.device.state_dir)
+    try:
+        owner = state.stat().st_uid
+    except FileNotFoundError:
+        return  # created by this run, owned by this user: consistent
+    if owner == os.geteuid():
+        return
+    try:
+        name = pwd.getpwuid(owner).pw_name
+    except KeyError:
+        name = str(owner)
+    cmd = " ".join(shlex.quote(a) for a in sys.argv[1:])
+    raise ConfigError(
+        f"{state} belongs to {name}, this is uid {os.geteuid()}: files written now would not be "
+        f"the service's; run it as that user: sudo -u {name} edge-agent {cmd}"
+    )
+
+
 def pack(args: argparse.Namespace) -> int:
     from edge_agent import __version__
     from edge_agent.adapters import signing
@@ -241,6 +266,7 @@ def install(args: argparse.Namespace) -> int:
     pkg = Path(args.package)
     if not pkg.is_file():
         raise ModelError(f"{pkg}: no such package file")
+    _as_state_owner(cfg)
     pid = agent_pid(cfg)
     if pid is None:
         res = model_update.install(
@@ -313,6 +339,7 @@ def rollback(args: argparse.Namespace) -> int:
     from edge_agent.app.model_update import rollback as do_rollback
 
     cfg = _config(args.config)
+    _as_state_owner(cfg)
     res = do_rollback(cfg, "requested with `edge-agent model rollback`")
     pid = agent_pid(cfg)
     if res["outcome"] == "rolled_back" and pid is not None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from helpers_updates import INT8, cli
+
+from edge_agent.app.configfile import load_config
 
 
 def test_pack_into_a_missing_folder_is_one_line(tmp_path: Path) -> None:
@@ -34,3 +39,23 @@ def test_push_argument_mistakes_are_one_line(packages: dict[str, Path], args: li
     r = cli("model", "push", str(packages["good"]), "-c", "/nonexistent.toml", *args)
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a state dir owned by another user needs root to set up")
+def test_install_as_another_user_than_the_state_owner_refuses_with_the_command_to_run(
+    packages: dict[str, Path], make_config: Callable[..., Path]
+) -> None:
+    cfg_path = make_config()
+    state = Path(load_config(cfg_path).device.state_dir)
+    state.mkdir()
+    os.chown(state, 65534, 65534)  # the service's user ("nobody" here); we are root
+    try:
+        name = pwd.getpwuid(65534).pw_name
+    except KeyError:
+        name = "65534"
+    for args in (("install", str(packages["good"])), ("rollback",)):
+        r = cli("model", *args, "-c", str(cfg_path))
+        assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        assert f"sudo -u {name} edge-agent model {args[0]}" in r.stderr, r.stderr
+    assert list(state.iterdir()) == []  # nothing root-owned left behind
