@@ -12,6 +12,7 @@ Trial: after a switch the new model is "on trial" for ``trial_s``. It is rolled 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -43,6 +44,43 @@ def inbox_dir(cfg: Config) -> Path:
 
 def pid_file(cfg: Config) -> Path:
     return mu_ops.store_for(cfg).root / "agent.pid"
+
+
+_RUN_LOCKS: dict[str, int] = {}  # lock path -> fd held for this process's lifetime
+
+
+def hold_run_lock(cfg: Config) -> None:
+    """One agent per state directory, decided *before* the start-up repairs: a second
+    ``edge-agent run`` must not read the first one's trial as an unclean end and roll its model back
+    on disk (issue 22). An flock dies with its process, so a crash never leaves a stale lock."""
+    store = mu_ops.store_for(cfg)
+    path = str(store.root / "run.lock")
+    if path in _RUN_LOCKS:
+        return
+    try:
+        store.ensure()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o640)
+    except OSError as exc:  # a read-only state dir: nothing will be written anyway
+        log.debug("run lock %s not taken: %s", path, exc)
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        try:
+            other = f" (pid {int(pid_file(cfg).read_text().strip())})"
+        except (OSError, ValueError):
+            other = ""
+        raise EdgeAgentError(
+            f"{cfg.device.state_dir}: another edge-agent run uses this state directory{other}; stop it first"
+        ) from None
+    _RUN_LOCKS[path] = fd
+
+
+def release_run_lock(cfg: Config) -> None:
+    fd = _RUN_LOCKS.pop(str(mu_ops.store_for(cfg).root / "run.lock"), None)
+    if fd is not None:
+        os.close(fd)
 
 
 class ModelUpdates:
@@ -78,6 +116,7 @@ class ModelUpdates:
         """The active version's models; a version that fails to load is rolled back, then the next."""
         self.cfg = cfg
         if not self._started:
+            hold_run_lock(cfg)
             self._started = True
             self.store.clean_staging()
             trial = self.store.state().get("trial")
@@ -205,6 +244,7 @@ class ModelUpdates:
                     self.store.save(state)
         except (OSError, EdgeAgentError) as exc:
             log.error("model store not updated at stop: %s", exc)
+        release_run_lock(self.cfg)
 
     def _work(self) -> None:
         from edge_agent.adapters.system import lower_thread_priority

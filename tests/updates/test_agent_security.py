@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import paho.mqtt.client as mqtt
 import pytest
 from helpers_mqtt import Broker
-from helpers_updates import FP32, AgentProc, cli, wait
+from helpers_updates import FP32, INT8, AgentProc, cli, wait
 
 pytestmark = pytest.mark.slow
 
@@ -123,3 +123,32 @@ def test_a_signed_older_version_over_mqtt_is_refused(
     assert r.returncode == 1 and "cam-1: refused:" in r.stdout and "not newer than 2.0" in r.stdout, r.stdout
     state = json.loads((a.state / "models" / "active.json").read_text())
     assert state["current"].startswith("demo-2.0-")
+
+
+def test_a_second_run_on_the_same_state_dir_leaves_the_trial_alone(
+    agents: list[AgentProc], packages: dict[str, Path], make_config: Callable[..., Path]
+) -> None:
+    """Issue 22: the second `run` read the first one's trial as an unclean end and rolled the new
+    model back on disk before failing with 'queue is in use'."""
+    import subprocess
+    import sys
+
+    a = AgentProc(make_config())
+    agents.append(a.start())
+    assert cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path)).returncode == 0
+    wait(lambda: a.detector_sha() == hashlib_sha(INT8), what="switch")
+    before = json.loads((a.state / "models" / "active.json").read_text())
+    assert before["trial"]["running"] is True
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "run", "-c", str(a.cfg_path), "--max-frames", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode != 0 and "another edge-agent run uses this state directory" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    after = json.loads((a.state / "models" / "active.json").read_text())
+    assert after["current"] == before["current"] and after["trial"] == before["trial"]
+    a.stop()
+    a.start()  # a clean stop: the next start keeps the new model
+    assert a.detector_sha() == hashlib_sha(INT8)

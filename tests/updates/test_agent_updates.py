@@ -132,7 +132,7 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
 ) -> None:
     """kill -9 the installer at spread-out moments (reading, staging, gate, switch): every time,
     the next start loads a complete, hash-verified model."""
-    from edge_agent.app.model_agent import ModelUpdates
+    from edge_agent.app.model_agent import ModelUpdates, release_run_lock
 
     cfg_path = make_config()
     cfg = load_config(cfg_path)
@@ -164,6 +164,7 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
         assert not staging.exists() or list(staging.iterdir()) == []  # debris of a cut extraction removed
         cli("model", "rollback", "-c", str(cfg_path))  # next round starts from the config model
     assert seen == {FP32_SHA, INT8_SHA}  # kills landed both before and after the switch
+    release_run_lock(cfg)  # this process played the agent above; now a real one starts
     r = subprocess.run(
         [sys.executable, "-m", "edge_agent", "run", "-c", str(cfg_path), "--max-frames", "3"],
         capture_output=True,
