@@ -72,7 +72,9 @@ def current_paths(cfg: Config, store: ModelStore) -> dict[str, Path]:
 
 
 def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], str]:
-    """The device's own recent frames; else the package's probe images; else the bundled samples."""
+    """The device's own recent frames; else the package's probe images; else the bundled samples,
+    but only while the demo detector runs: they are shapes drawn for it, and a COCO model
+    "passing" on two spurious detections there is no verdict (issue 22). None -> the gate refuses."""
     from edge_agent.adapters.frame_ring import FrameRing
 
     mu = cfg.model_update
@@ -83,6 +85,8 @@ def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], s
     probe = store.probe_images(vid)
     if probe:
         return probe, "probe"
+    if not _runs_demo_detector(cfg, store):
+        return [], "none"
     from edge_agent.app.assets import demo_samples
 
     try:
@@ -90,6 +94,21 @@ def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], s
     except ModelError:
         samples = []
     return samples, "bundled-probe"
+
+
+def _runs_demo_detector(cfg: Config, store: ModelStore) -> bool:
+    from edge_agent.adapters.package_file import sha256_file
+    from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_dir
+
+    d = demo_dir()
+    if d is None:
+        return False
+    try:
+        current = sha256_file(current_paths(cfg, store)["detector"])
+        demos = {sha256_file(d / n) for n in (DEMO_DETECTOR, DEMO_DETECTOR_FP32) if (d / n).is_file()}
+    except (OSError, ModelError):
+        return False
+    return current in demos
 
 
 def _thresholds(cfg: Config) -> Any:

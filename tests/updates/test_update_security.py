@@ -359,3 +359,33 @@ def test_force_in_a_signed_manifest_is_honoured_and_in_an_unsigned_one_ignored(
     cfg = load_config(make_config(extra=_keys(_pub(packages)), device="cam-2"))
     res = install(cfg, signed, origin="mqtt:x", require_signature=True)
     assert res["outcome"] == "switched" and "(forced)" in res["detail"], res["detail"]
+
+
+def test_the_bundled_samples_give_no_verdict_for_a_model_that_is_not_the_demo(
+    packages: dict[str, Path], make_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Issue 22: a COCO model 'passed' on two spurious detections on the bundled shapes. Any
+    detector other than the demo one (here: the demo FP32 with one metadata entry added, so its
+    hash differs) gets no bundled-sample gate: no ring, no probe -> refused, saying so."""
+    import onnx
+    from helpers_updates import FP32
+
+    model = onnx.load(str(FP32))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "site", "not-the-demo"
+    other = tmp_path / "site-detector.onnx"
+    onnx.save(model, str(other))
+    cfg_path = make_config()
+    cfg_path.write_text(cfg_path.read_text().replace(f'model = "{FP32}"', f'model = "{other}"'))
+    res = install(load_config(cfg_path), packages["good"], origin="test")
+    assert res["outcome"] == "refused" and "no verdict: no gate images" in res["detail"], res["detail"]
+    assert res["gate"]["source"] == "none"
+    # with probe images in the package the gate has something to judge on
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    for f in sorted(SAMPLES.glob("*.jpg"))[:4]:
+        shutil.copyfile(f, probe / f.name)
+    pkg = tmp_path / "with-probe.pkg"
+    assert cli("model", "pack", str(INT8), "-o", str(pkg), "--probe", str(probe)).returncode == 0
+    res = install(load_config(cfg_path), pkg, origin="test")
+    assert res["gate"]["source"] == "probe" and res["outcome"] == "switched", res["detail"]
