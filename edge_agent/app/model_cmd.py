@@ -47,6 +47,11 @@ def register(sub: Any) -> None:
     pk.add_argument("--probe", help="folder of probe images the gate uses when a device's ring is empty")
     pk.add_argument("--sign", metavar="KEYFILE", help="sign the manifest with this Ed25519 private key")
     pk.add_argument(
+        "--skip-guard",
+        action="store_true",
+        help="pack a detector the broken-model guard flags (to test a fleet's gate; devices refuse it)",
+    )
+    pk.add_argument(
         "--force",
         action="store_true",
         help="devices switch even if their gate refuses (in the manifest; honoured only when signed "
@@ -157,8 +162,10 @@ def pack(args: argparse.Namespace) -> int:
     det_path = Path(args.detector)
     det = Detector(OnnxModel(det_path, warmup=False))  # refuses what is not a detector
     problems = check_detector(det)
-    if problems:  # packed anyway (it may be a test of the fleet's gate); devices will refuse it
-        sys.stderr.write(f"warning: {describe(det_path, problems)}\n")
+    if problems and not args.skip_guard:  # every device would refuse it: say so here, once
+        raise ModelError(f"{describe(det_path, problems)} (not packed; --skip-guard packs it anyway)")
+    if problems:
+        sys.stderr.write(f"warning: {describe(det_path, problems)} (packed: --skip-guard)\n")
     sources: dict[str, Path] = {"detector.onnx": det_path}
     files = {"detector": describe_file(det_path, "detector.onnx")}
     labels = {"detector": [det.names[i] for i in sorted(det.names)]}

@@ -59,3 +59,12 @@ def test_install_as_another_user_than_the_state_owner_refuses_with_the_command_t
         assert len(r.stderr.strip().splitlines()) == 1
         assert f"sudo -u {name} edge-agent model {args[0]}" in r.stderr, r.stderr
     assert list(state.iterdir()) == []  # nothing root-owned left behind
+
+
+def test_pack_refuses_a_detector_the_guard_flags(models_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "zero.pkg"
+    r = cli("model", "pack", str(models_dir / "zero-score-int8.onnx"), "-o", str(out))
+    assert r.returncode != 0 and "cannot produce detection scores" in r.stderr and "not packed" in r.stderr
+    assert len([ln for ln in r.stderr.splitlines() if " INFO " not in ln]) == 1 and not out.exists()
+    r = cli("model", "pack", str(models_dir / "zero-score-int8.onnx"), "-o", str(out), "--skip-guard")
+    assert r.returncode == 0 and out.exists() and "warning:" in r.stderr
