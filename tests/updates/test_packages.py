@@ -196,7 +196,7 @@ def test_inbox_drop_is_installed_and_answered(
     crashed = up.inbox / "crashy.pkg"
     shutil.copyfile(packages["good"], crashed)
     (up.inbox / "crashy.request.json").write_text('{"attempts": 2}')  # it killed the agent twice
-    up._scan_inbox()
+    up.scan_inbox()
     res = json.loads((up.inbox / "new.result.json").read_text())
     assert res["outcome"] == "switched" and res["origin"] == "inbox:new.pkg"
     res = json.loads((up.inbox / "crashy.result.json").read_text())
