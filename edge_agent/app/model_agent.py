@@ -319,9 +319,9 @@ class ModelUpdates:
         req["attempts"] = attempts
         origin = str(req.get("origin", f"inbox:{pkg.name}"))[:100]
         if problem is not None:
-            result = mu_ops._record(self.store, origin, None, "refused", problem)
+            result = mu_ops.record(self.store, origin, None, "refused", problem)
         elif attempts > MAX_ATTEMPTS:
-            result = mu_ops._record(
+            result = mu_ops.record(
                 self.store, origin, None, "refused", f"{pkg.name}: the agent died twice while installing it"
             )
         else:
@@ -341,7 +341,7 @@ class ModelUpdates:
                     allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
                 )
             except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"
-                result = mu_ops._record(
+                result = mu_ops.record(
                     self.store, origin, None, "refused", f"{pkg.name}: {type(exc).__name__}: {exc}"
                 )
             finally:

@@ -147,7 +147,7 @@ def install(
     with store.locked():
         size = package.stat().st_size
         if size > mu.max_package_mb * 1e6:
-            return _record(store, origin, None, "refused", f"{package}: {size} bytes > max_package_mb")
+            return record(store, origin, None, "refused", f"{package}: {size} bytes > max_package_mb")
         state = store.state()
         try:
             with PackageReader(package) as reader:
@@ -160,7 +160,7 @@ def install(
                         "device must be signed (set model_update.trusted_keys; docs/threat-model.md)"
                     )
                 if state.get("current") == m.version_id:
-                    return _record(
+                    return record(
                         store,
                         origin,
                         m.summary(),
@@ -175,10 +175,10 @@ def install(
                     force = True
                     log.warning("%s: its signed manifest asks to switch even if the gate refuses", vid)
         except ModelError as exc:
-            return _record(store, origin, None, "refused", str(exc))
+            return record(store, origin, None, "refused", str(exc))
         except OSError as exc:  # a full disk while extracting: the true reason, not a retry loop
             store.clean_staging()
-            return _record(store, origin, None, "refused", f"{package}: cannot extract it: {exc}")
+            return record(store, origin, None, "refused", f"{package}: cannot extract it: {exc}")
         cur = current_paths(cfg, store)
         files, source = gate_images(cfg, store, vid)
         try:
@@ -197,11 +197,11 @@ def install(
                 )
         except EdgeAgentError as exc:
             _drop_unused(store, state, vid)
-            return _record(store, origin, m.summary(), "refused", f"the gate could not run: {exc}")
+            return record(store, origin, m.summary(), "refused", f"the gate could not run: {exc}")
         log.info("%s: %s", vid, gate.summary())
         if not gate.passed and not force:
             _drop_unused(store, state, vid)
-            return _record(store, origin, m.summary(), "refused", gate.summary(), gate.to_json())
+            return record(store, origin, m.summary(), "refused", gate.summary(), gate.to_json())
         if not gate.passed:
             log.warning("%s: gate failed but --force given by %s: switching anyway", vid, origin)
         history = [*state.get("history", []), state.get("current")][-(mu.keep_versions - 1) :]
@@ -221,7 +221,7 @@ def install(
         store.save(state)
         store.prune([vid, *history])
         detail = gate.summary() + (" (forced)" if force and not gate.passed else "")
-        out = _record(store, origin, m.summary(), "switched", detail, gate.to_json(), signer=signer)
+        out = record(store, origin, m.summary(), "switched", detail, gate.to_json(), signer=signer)
         log.info("switched to %s in %.1fs (%s)", vid, time.monotonic() - t0, origin)
         return out
 
@@ -292,18 +292,18 @@ def rollback(
         if only_if_current is not None and cur != only_if_current:
             return {"outcome": "unchanged", "detail": f"{only_if_current} no longer runs", "origin": origin}
         if cur is None:
-            return _record(store, origin, None, "refused", "nothing to roll back: the config's model runs")
+            return record(store, origin, None, "refused", "nothing to roll back: the config's model runs")
         prev = history.pop() if history else CONFIG_MODEL
         state.update(current=prev, history=history, trial=None)
         store.save(state)
         store.prune([prev, *history])
         log.warning("rolled back from %s to %s: %s", cur, prev or "the config's model", reason)
-        return _record(
+        return record(
             store, origin, {"name": str(cur)}, "rolled_back", f"{cur} -> {prev or 'config model'}: {reason}"
         )
 
 
-def _record(
+def record(
     store: ModelStore,
     origin: str,
     version: Optional[dict[str, str]],
