@@ -315,15 +315,7 @@ class ModelReceiver:
             t.active_at = time.time()
             if idx in t.have:
                 return  # a redelivery, or a re-push after a lost broker session: already on disk
-            d = self.dir / tid / "chunks"
-            tmp = d / f".{idx}.tmp"
-            fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, d / str(idx))
-            fsync_dir(d)
+            write_durable(self.dir / tid / "chunks" / str(idx), data, FILE_MODE)
             t.have.add(idx)
         self._maybe_finish(tid)
 
