@@ -179,11 +179,14 @@ class PackageReader:
         m = self._members.get(name)
         if m is None:
             return None
-        if not m.isreg() or m.type == tarfile.GNUTYPE_SPARSE:
-            raise ModelError(f"{self.path}: member {name!r} is not a regular file")
-        if m.issparse() or any(k.startswith("GNU.sparse") for k in m.pax_headers):
+        sparse = m.type == tarfile.GNUTYPE_SPARSE or m.issparse()
+        if sparse or any(k.startswith("GNU.sparse") for k in m.pax_headers):
             # a 10 KiB tar can hold a 1 GiB sparse member: it would extract until the disk is full
-            raise ModelError(f"{self.path}: member {name!r} is a sparse file; a model package has none")
+            raise ModelError(
+                f"{self.path}: member {name!r} is a sparse file ({m.size} bytes); a model package has none"
+            )
+        if not m.isreg():
+            raise ModelError(f"{self.path}: member {name!r} is not a regular file")
         return m
 
     def _read_small(self, name: str, required: bool) -> Optional[bytes]:
