@@ -312,6 +312,8 @@ def test_modes_do_not_depend_on_the_umask(
         f"assert install(cfg, __import__('pathlib').Path({str(packages['good'])!r}))['outcome'] == 'switched'\n"
         "u = ModelUpdates(cfg, lambda: None); u.start(); u.stop()\n"
         "ModelReceiver(cfg, u.store.root / 'transfers', u.inbox, lambda i: None).load()\n"
+        "from edge_agent.adapters.frame_ring import FrameRing; import numpy as np\n"
+        "assert FrameRing(u.store.root / 'ring', 3, 1.0, 1.0).offer(np.zeros((8, 8, 3), np.uint8))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -323,6 +325,8 @@ def test_modes_do_not_depend_on_the_umask(
 
     assert mode(state) == 0o750 and mode(models) == 0o750
     assert mode(models / "inbox") == 0o700 and mode(models / "transfers") == 0o700
+    assert mode(models / "ring") == 0o700  # frames of a site can be personal data
+    assert [mode(f) for f in (models / "ring").iterdir()] == [0o600]
     for p in models.rglob("*"):
         assert mode(p) & 0o007 == 0, f"{p} is {oct(mode(p))}: world-accessible under umask 000"
         if p.is_file():
