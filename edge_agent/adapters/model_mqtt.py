@@ -94,13 +94,14 @@ class ModelReceiver:
         # the chunks of every transfer on disk together: two packages' worth, whatever the count
         self.storage_cap = 2 * self.cap
         self.completed: list[str] = []
-        self.counts = {"messages": 0, "refused": 0, "failed": 0, "discarded_at_start": 0}
+        self.counts = {"messages": 0, "refused": 0, "failed": 0, "discarded_at_start": 0, "restarts": 0}
         self.last_error: Optional[str] = None
         self._transfers: dict[str, _Transfer] = {}
         self._lock = threading.RLock()
         self._last_progress = 0.0
         self._last_refusal = 0.0
         self._client: Any = None
+        self._stopping = False
 
     # ---- life cycle ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -143,6 +144,24 @@ class ModelReceiver:
 
     def start(self) -> None:
         self.load()
+        self._connect()
+        for tid in list(self._transfers):  # transfers whose last chunk landed just before a cut
+            self._guarded(f"transfer {tid}", functools.partial(self._maybe_finish, tid))
+
+    def ensure_alive(self) -> bool:
+        """Supervision (called by the update worker): paho's network thread restarted if it ended
+        for any reason, counted in ``restarts``. True when it had to."""
+        if self._client is None or self._stopping or self.alive():
+            return False
+        log.error("model receiver: its MQTT thread ended; restarting it")
+        with self._lock:
+            self.counts["restarts"] += 1
+        with contextlib.suppress(Exception):
+            self._client.loop_stop()
+        self._connect()
+        return True
+
+    def _connect(self) -> None:
         m = self.cfg.mqtt
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=False)
         if m.username is not None:
@@ -156,10 +175,9 @@ class ModelReceiver:
         c.connect_async(m.host, m.port, m.keepalive_s)
         c.loop_start()
         self._client = c
-        for tid in list(self._transfers):  # transfers whose last chunk landed just before a cut
-            self._guarded(f"transfer {tid}", functools.partial(self._maybe_finish, tid))
 
     def stop(self) -> None:
+        self._stopping = True  # before the thread ends: supervision must not restart it
         if self._client is not None:
             self._client.disconnect()
             self._client.loop_stop()

@@ -258,6 +258,8 @@ class ModelUpdates:
             except queue.Empty:
                 kind, arg = "scan", None
             try:
+                if self._receiver is not None:
+                    self._receiver.ensure_alive()
                 if kind == "scan":
                     self.scan_inbox()
                 elif kind == "rollback":

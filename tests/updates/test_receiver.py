@@ -256,3 +256,30 @@ def _check_random_messages(tmp: Path, messages: list[tuple[str, bytes]]) -> None
     assert _bytes_under(root / "transfers") <= rec.storage_cap + 8192  # plus the small begin/done files
     assert list((root / "inbox").glob("*.pkg")) == []  # no random sha256 ever matches
     assert (root / "models" / "active.json").exists() == active_before  # the running model untouched
+
+
+def test_the_receiver_thread_is_supervised(
+    packages: dict[str, Path], make_config: Callable[..., Path]
+) -> None:
+    """Whatever ends paho's thread, the update worker starts it again and counts it."""
+    from helpers_mqtt import free_port
+
+    from edge_agent.app.model_agent import ModelUpdates, release_run_lock
+
+    pub = packages["pub"].read_text().strip()
+    cfg = load_config(make_config(port=free_port(), extra=f'[model_update]\ntrusted_keys = ["{pub}"]'))
+    updates = ModelUpdates(cfg, lambda: None)
+    updates.start()
+    try:
+        rec = updates._receiver
+        assert rec is not None and rec.alive()
+        rec._client.loop_stop()  # the thread ends (no broker here: it was retrying)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and updates.status()["receiver"]["restarts"] == 0:
+            time.sleep(0.1)
+        snap = updates.status()["receiver"]
+        assert snap["restarts"] == 1 and snap["alive"] is True, snap
+    finally:
+        updates.stop()
+        release_run_lock(cfg)
+    assert not rec.alive()
