@@ -109,9 +109,8 @@ class ModelReceiver:
         validated like a new begin: a bad one is deleted with one log line, never a crash."""
         make_dir(self.dir, PRIVATE_DIR_MODE)
         make_dir(self.inbox, PRIVATE_DIR_MODE)
-        for d in (self.dir, self.inbox):
-            with contextlib.suppress(OSError):
-                tighten_dir(d, PRIVATE_DIR_MODE)
+        with contextlib.suppress(OSError):
+            tighten_dir(self.dir, PRIVATE_DIR_MODE)
         with self._lock:
             for p in sorted(self.dir.iterdir()):
                 if p.name == "done.json":

@@ -193,7 +193,8 @@ class ModelUpdates:
         try:
             self.store.ensure()
             make_dir(self.inbox, PRIVATE_DIR_MODE)
-            tighten_dir(self.inbox, PRIVATE_DIR_MODE)
+            if not self.cfg.model_update.inbox:  # a configured inbox keeps the mode its owner chose
+                tighten_dir(self.inbox, PRIVATE_DIR_MODE)
             write_durable(pid_file(self.cfg), f"{os.getpid()}\n".encode())
         except OSError as exc:  # inference does not depend on updates: run without them
             log.error("model updates disabled: %s is not writable (%s)", self.store.root, exc)
