@@ -153,11 +153,11 @@ class ModelReceiver:
         if self._client is None or self._stopping or self.alive():
             return False
         log.error("model receiver: its MQTT thread ended; restarting it")
-        with self._lock:
-            self.counts["restarts"] += 1
         with contextlib.suppress(Exception):
             self._client.loop_stop()
         self._connect()
+        with self._lock:
+            self.counts["restarts"] += 1
         return True
 
     def _connect(self) -> None:

@@ -275,7 +275,9 @@ def test_the_receiver_thread_is_supervised(
         assert rec is not None and rec.alive()
         rec._client.loop_stop()  # the thread ends (no broker here: it was retrying)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and updates.status()["receiver"]["restarts"] == 0:
+        while time.monotonic() < deadline and not (
+            updates.status()["receiver"]["restarts"] and updates.status()["receiver"]["alive"]
+        ):
             time.sleep(0.1)
         snap = updates.status()["receiver"]
         assert snap["restarts"] == 1 and snap["alive"] is True, snap
