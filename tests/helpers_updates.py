@@ -1,14 +1,21 @@
-"""Model-update test helpers: the zero-score INT8 maker, the CLI runner, a config writer."""
+"""Model-update test helpers: the zero-score INT8 maker, the CLI runner, a config writer, an agent
+subprocess (`edge-agent run`) to start, kill -9 and read."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any, Callable, Optional
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from edge_agent.app.configfile import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "models"
@@ -104,3 +111,66 @@ def make_dim_scores(src: Path, out: Path, factor: float = 0.1) -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, str(out))
     return out
+
+
+def wait(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class AgentProc:
+    def __init__(self, cfg: Path) -> None:
+        self.cfg_path = cfg
+        self.cfg = load_config(cfg)
+        self.state = Path(self.cfg.device.state_dir)
+        self.log = cfg.with_suffix(".log")
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+
+    def start(self) -> AgentProc:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "edge_agent", "run", "-c", str(self.cfg_path)], stdout=out, stderr=out
+            )
+        wait(lambda: (self.status() or {}).get("frames", 0) > 0, what=f"agent running\n{self.log_text()}")
+        return self
+
+    def status(self) -> Optional[dict[str, Any]]:
+        try:
+            data: dict[str, Any] = json.loads((self.state / "status.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return data if data.get("state") == "running" and self.proc and self.proc.poll() is None else None
+
+    def detector_sha(self) -> Optional[str]:
+        s = self.status()
+        return s["models"]["detector"]["sha256"] if s and s.get("models") else None
+
+    def last(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads((self.state / "models" / "active.json").read_text()).get("last") or {})
+        except FileNotFoundError:
+            return {}
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        (self.state / "status.json").unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        (self.state / "status.json").unlink(missing_ok=True)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""

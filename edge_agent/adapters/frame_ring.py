@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 import cv2
 
+from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir
+
 log = logging.getLogger(__name__)
 
 
@@ -40,13 +42,17 @@ class FrameRing:
             return False
         self._last = now
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            if not self.dir.is_dir():  # frames of a site can be personal data: 0700 whatever the umask
+                make_dir(self.dir, PRIVATE_DIR_MODE)
             ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 90])
             if not ok:
                 return False
             name = self.dir / f"{int(now * 1000):015d}.jpg"
             tmp = name.with_suffix(".tmp")
-            tmp.write_bytes(buf.tobytes())
+            fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o600)
+                f.write(buf.tobytes())
             os.replace(tmp, name)
             self.prune(now)
         except OSError as exc:

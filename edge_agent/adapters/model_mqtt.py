@@ -2,16 +2,24 @@
 
 Topics (``<p>`` = ``mqtt.topic_prefix``): ``<p>/<device>/model/begin`` and
 ``<p>/<device>/model/chunk/<transfer>/<index>``, and the same under ``<p>/groups/<group>/model/``
-for a fleet. ``begin`` is JSON ``{transfer_id, size, sha256, chunks, chunk_size, force}``; a chunk
-is raw bytes. The receiver keeps a persistent session (``clean_session=False``, a fixed client id)
-so the broker queues what arrives while the device is off, and writes every chunk to its own file
-(temp + fsync + rename) *inside* ``on_message``: paho sends the PUBACK after the callback returns,
-so a chunk acknowledged is a chunk on disk, and one lost to a kill -9 is redelivered. After a
-reboot the transfer continues from the chunk files; the sha256 of the whole is checked at the end.
+for a fleet. ``begin`` is JSON ``{transfer_id, size, sha256, chunks, chunk_size}``; a chunk is raw
+bytes. The receiver keeps a persistent session (``clean_session=False``, a fixed client id) so the
+broker queues what arrives while the device is off, and writes every chunk to its own file (temp +
+fsync + rename) *inside* ``on_message``: paho sends the PUBACK after the callback returns, so a
+chunk acknowledged is a chunk on disk, and one lost to a kill -9 is redelivered.
+
+Everything here is untrusted (anyone who can publish on the broker): a begin is validated before
+any number in it sizes anything (:func:`~edge_agent.core.model_package.parse_begin`), a chunk is
+stored only for a begun transfer and only at its exact length, the transfers on disk are capped in
+count and bytes and expire, and no exception from a message leaves the callback: a bad message is
+counted, logged in one line and acknowledged (never redelivered forever). Whatever arrives is only
+a candidate: the agent installs it only when it is signed by a trusted key (docs/threat-model.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -19,24 +27,52 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import paho.mqtt.client as mqtt
 
 from edge_agent.adapters.mqtt_sync import read_password, tls_context
-from edge_agent.adapters.package_file import fsync_dir, write_durable
+from edge_agent.adapters.package_file import (
+    PRIVATE_DIR_MODE,
+    fsync_dir,
+    make_dir,
+    tighten_dir,
+    write_durable,
+)
 from edge_agent.core.config import Config
-from edge_agent.core.model_package import missing_ranges
+from edge_agent.core.model_package import (
+    MAX_BEGIN_BYTES,
+    MAX_CHUNK,
+    TransferBegin,
+    check_transfer_id,
+    missing_ranges,
+    parse_begin,
+)
 
 log = logging.getLogger("edge_agent.model_mqtt")
 PROGRESS_EVERY_S = 1.0
 DONE_KEEP = 50
+MAX_TRANSFERS = 4  # transfers kept on disk at once; the least recently active is dropped first
+TRANSFER_MAX_AGE_S = 24 * 3600.0  # a transfer silent this long is abandoned and deleted
+FILE_MODE = 0o600
 
 
 def model_topics(prefix: str, device_id: str, groups: list[str]) -> list[str]:
     p = prefix.strip("/")
     return [f"{p}/{device_id}/model"] + [f"{p}/groups/{g}/model" for g in groups]
+
+
+class Refused(ValueError):
+    """A message that breaks the protocol's rules: counted as refused, acknowledged, dropped."""
+
+
+@dataclass
+class _Transfer:
+    begin: TransferBegin
+    have: set[int] = field(default_factory=set)
+    active_at: float = 0.0  # wall clock of the last begin or chunk (survives a restart via mtimes)
 
 
 class ModelReceiver:
@@ -55,15 +91,77 @@ class ModelReceiver:
         self.client_id = client_id or f"{cfg.device.id}-model"
         self.bases = model_topics(cfg.mqtt.topic_prefix, cfg.device.id, cfg.model_update.groups)
         self.cap = int(cfg.model_update.max_package_mb * 1e6)
+        # the chunks of every transfer on disk together: two packages' worth, whatever the count
+        self.storage_cap = 2 * self.cap
         self.completed: list[str] = []
+        self.counts = {"messages": 0, "refused": 0, "failed": 0, "discarded_at_start": 0, "restarts": 0}
+        self.last_error: Optional[str] = None
+        self._transfers: dict[str, _Transfer] = {}
         self._lock = threading.RLock()
         self._last_progress = 0.0
+        self._last_refusal = 0.0
         self._client: Any = None
+        self._stopping = False
+
+    # ---- life cycle ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Directories (0700 whatever the umask) and the transfers a reboot interrupted, each
+        validated like a new begin: a bad one is deleted with one log line, never a crash."""
+        make_dir(self.dir, PRIVATE_DIR_MODE)
+        make_dir(self.inbox, PRIVATE_DIR_MODE)
+        with contextlib.suppress(OSError):
+            tighten_dir(self.dir, PRIVATE_DIR_MODE)
+        with self._lock:
+            for p in sorted(self.dir.iterdir()):
+                if p.name == "done.json":
+                    continue
+                try:
+                    self._load_one(p)
+                except Exception as exc:  # noqa: BLE001 - a damaged file must not stop the agent
+                    self.counts["discarded_at_start"] += 1
+                    log.error("model transfer state %s discarded: %s", p, exc)
+                    self._remove(p)
+            self._expire(time.time())
+
+    def _load_one(self, p: Path) -> None:
+        if not p.is_dir() or p.is_symlink():
+            raise Refused("not a transfer directory")
+        check_transfer_id(p.name)
+        begin = parse_begin((p / "begin.json").read_bytes()[: 1 << 16], self.cap)
+        if begin.transfer_id != p.name:
+            raise Refused(f"begin.json names transfer {begin.transfer_id!r}")
+        t = _Transfer(begin, active_at=(p / "begin.json").stat().st_mtime)
+        chunks = p / "chunks"
+        for c in chunks.iterdir() if chunks.is_dir() else []:
+            ok = c.name.isdigit() and len(c.name) <= 9 and int(c.name) < begin.chunks
+            if ok and c.stat().st_size == begin.chunk_len(int(c.name)):
+                t.have.add(int(c.name))
+                t.active_at = max(t.active_at, c.stat().st_mtime)
+            else:  # a temp file from a kill -9, or a chunk that cannot belong here
+                c.unlink()
+        self._transfers[p.name] = t
 
     def start(self) -> None:
+        self.load()
+        self._connect()
+        for tid in list(self._transfers):  # transfers whose last chunk landed just before a cut
+            self._guarded(f"transfer {tid}", functools.partial(self._maybe_finish, tid))
+
+    def ensure_alive(self) -> bool:
+        """Supervision (called by the update worker): paho's network thread restarted if it ended
+        for any reason, counted in ``restarts``. True when it had to."""
+        if self._client is None or self._stopping or self.alive():
+            return False
+        log.error("model receiver: its MQTT thread ended; restarting it")
+        with contextlib.suppress(Exception):
+            self._client.loop_stop()
+        self._connect()
+        with self._lock:
+            self.counts["restarts"] += 1
+        return True
+
+    def _connect(self) -> None:
         m = self.cfg.mqtt
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.inbox.mkdir(parents=True, exist_ok=True)
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=False)
         if m.username is not None:
             c.username_pw_set(m.username, read_password(m))
@@ -76,15 +174,27 @@ class ModelReceiver:
         c.connect_async(m.host, m.port, m.keepalive_s)
         c.loop_start()
         self._client = c
-        for d in sorted(self.dir.iterdir()):  # transfers interrupted by a reboot
-            if d.is_dir() and (d / "begin.json").exists():
-                self._maybe_finish(d.name)
 
     def stop(self) -> None:
+        self._stopping = True  # before the thread ends: supervision must not restart it
         if self._client is not None:
             self._client.disconnect()
             self._client.loop_stop()
             self._client = None
+
+    def alive(self) -> bool:
+        """paho's network thread runs (the status snapshot shows it)."""
+        thread = getattr(self._client, "_thread", None)  # paho keeps no public handle on it
+        return bool(thread is not None and thread.is_alive())
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "alive": self.alive(),
+                **self.counts,
+                "transfers": len(self._transfers),
+                "last_error": self.last_error,
+            }
 
     # ---- paho thread ------------------------------------------------------------------------
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
@@ -94,147 +204,214 @@ class ModelReceiver:
         client.subscribe([(f"{b}/#", 1) for b in self.bases])
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        self.handle(msg.topic, msg.payload)
+
+    def handle(self, topic: str, payload: bytes) -> None:
+        """One message, from paho's thread (or a test): never raises."""
+        self._guarded(f"message on {str(topic)[:120]!r}", lambda: self._dispatch(topic, payload))
+
+    def _guarded(self, what: str, fn: Callable[[], None]) -> None:
+        """No exception leaves: paho's thread (and every later chunk) must outlive any message,
+        and a callback that returns is a message acknowledged, so a poison one is not redelivered."""
+        with self._lock:
+            self.counts["messages"] += 1
         try:
-            for b in self.bases:
-                if msg.topic == f"{b}/begin":
-                    self._begin(json.loads(msg.payload.decode("utf-8")))
-                elif msg.topic.startswith(f"{b}/chunk/"):
-                    tid, idx = msg.topic[len(b) + 7 :].split("/", 1)
-                    self._chunk(tid, int(idx), bytes(msg.payload))
-        except (ValueError, KeyError, OSError) as exc:
-            # one bad message must not kill paho's thread (and with it every later chunk)
-            log.error("model transfer: bad message on %s: %s", msg.topic, exc)
+            fn()
+        except Refused as exc:
+            self._count("refused", f"{what}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - MemoryError included
+            self._count("failed", f"{what}: {type(exc).__name__}: {exc}")
 
-    def _safe_tid(self, tid: str) -> str:
-        if not tid or not all(ch.isalnum() or ch in "-_" for ch in tid) or len(tid) > 64:
-            raise ValueError(f"transfer id {tid[:70]!r}: expected up to 64 of [A-Za-z0-9_-]")
-        return tid
+    def _count(self, kind: str, line: str) -> None:
+        with self._lock:
+            self.counts[kind] += 1
+            self.last_error = line[:300]
+        log.error("model transfer: %s %s", kind, line[:300])
 
-    def _begin(self, begin: dict[str, Any]) -> None:
-        tid = self._safe_tid(str(begin["transfer_id"]))
+    def _dispatch(self, topic: str, payload: bytes) -> None:
+        for b in self.bases:
+            if topic == f"{b}/begin":
+                try:
+                    begin = parse_begin(bytes(payload), self.cap)
+                except ValueError as exc:
+                    self._report_refusal(bytes(payload), str(exc))
+                    raise Refused(str(exc)) from None
+                self._begin(begin)
+                return
+            if topic.startswith(f"{b}/chunk/"):
+                parts = topic[len(b) + 7 :].split("/")
+                if len(parts) != 2 or not parts[1].isdigit() or len(parts[1]) > 9:
+                    raise Refused("expected .../chunk/<transfer id>/<index>")
+                if len(payload) > MAX_CHUNK:
+                    raise Refused(f"chunk of {len(payload)} bytes > {MAX_CHUNK}")
+                try:
+                    tid = check_transfer_id(parts[0])
+                except ValueError as exc:
+                    raise Refused(str(exc)) from None
+                self._chunk(tid, int(parts[1]), bytes(payload))
+                return
+        raise Refused("not a model-transfer topic")
+
+    def _report_refusal(self, payload: bytes, reason: str) -> None:
+        """Tell the sender (status topic) why its begin was refused; at most once a second."""
+        now = time.monotonic()
+        if now - self._last_refusal < PROGRESS_EVERY_S:
+            return
+        self._last_refusal = now
+        tid: Optional[str] = None
+        with contextlib.suppress(Exception):
+            raw = json.loads(payload[:MAX_BEGIN_BYTES].decode("utf-8"))
+            tid = check_transfer_id(str(raw["transfer_id"]))
+        self.on_progress({"transfer_id": tid, "refused": reason})
+
+    def _begin(self, begin: TransferBegin) -> None:
+        tid = begin.transfer_id
         with self._lock:
             if tid in self._done():
                 return  # a redelivered begin of a transfer already handed to the inbox
-            size, chunks = int(begin["size"]), int(begin["chunks"])
-            if size > self.cap:
-                self._finish_refused(tid, f"package is {size} bytes > max_package_mb ({self.cap} bytes)")
-                return
-            if chunks <= 0 or chunks * int(begin["chunk_size"]) < size:
-                raise ValueError(f"begin of {tid}: {chunks} chunks cannot hold {size} bytes")
+            now = time.time()
+            old = self._transfers.get(tid)
             d = self.dir / tid
-            try:
-                old = json.loads((d / "begin.json").read_text())
-            except (OSError, ValueError):
-                old = None
-            key = ("sha256", "size", "chunk_size")
-            if old is not None and any(old.get(k) != begin.get(k) for k in key):
+            if old is not None:
+                same = (old.begin.sha256, old.begin.size, old.begin.chunk_size)
+                if same == (begin.sha256, begin.size, begin.chunk_size):
+                    old.active_at = now  # a re-push resumes from the chunks on disk
+                    self._maybe_finish(tid)
+                    return
                 # same id, different content or chunking: the chunks on disk belong to another file
-                shutil.rmtree(d, ignore_errors=True)
-            (d / "chunks").mkdir(parents=True, exist_ok=True)
-            if not (d / "begin.json").exists():
-                write_durable(d / "begin.json", json.dumps(begin).encode())
-                log.info("model transfer %s: %d bytes in %d chunks", tid, size, chunks)
+                self._drop(tid, "a new begin with other content replaced it")
+            self._expire(now)
+            self._make_room(begin.size)
+            make_dir(d / "chunks", PRIVATE_DIR_MODE)
+            write_durable(d / "begin.json", begin.model_dump_json().encode(), FILE_MODE)
+            self._transfers[tid] = _Transfer(begin, active_at=now)
+            log.info("model transfer %s: %d bytes in %d chunks", tid, begin.size, begin.chunks)
         self._maybe_finish(tid)
 
+    def _make_room(self, size: int) -> None:
+        """Drop the least recently active transfers until ``size`` more bytes fit the caps."""
+        while self._transfers and (
+            len(self._transfers) >= MAX_TRANSFERS
+            or sum(t.begin.size for t in self._transfers.values()) + size > self.storage_cap
+        ):
+            oldest = min(self._transfers, key=lambda k: self._transfers[k].active_at)
+            self._drop(
+                oldest, f"room for a new transfer ({MAX_TRANSFERS} transfers / {self.storage_cap} bytes)"
+            )
+
+    def _expire(self, now: float) -> None:
+        for tid, t in list(self._transfers.items()):
+            if now - t.active_at > TRANSFER_MAX_AGE_S:
+                self._drop(tid, f"no chunk for {TRANSFER_MAX_AGE_S / 3600:.0f} h")
+
+    def _drop(self, tid: str, why: str) -> None:
+        log.warning("model transfer %s dropped: %s", tid, why)
+        self._transfers.pop(tid, None)
+        self._remove(self.dir / tid)
+
+    @staticmethod
+    def _remove(p: Path) -> None:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink()
+
     def _chunk(self, tid: str, idx: int, data: bytes) -> None:
-        tid = self._safe_tid(tid)
         with self._lock:
-            if tid in self._done():
-                return
-            d = self.dir / tid / "chunks"
-            d.mkdir(parents=True, exist_ok=True)
-            try:
-                begin = json.loads((d.parent / "begin.json").read_text())
-                ok = 0 <= idx < int(begin["chunks"]) and len(data) <= int(begin["chunk_size"])
-            except (OSError, ValueError):  # a chunk ahead of its begin: only the size cap applies
-                ok = idx >= 0 and sum(1 for _ in d.iterdir()) * len(data) <= self.cap
-            if not ok:
-                raise ValueError(
-                    f"transfer {tid}: chunk {idx} ({len(data)} bytes) outside the transfer or cap"
+            t = self._transfers.get(tid)
+            if t is None:
+                if tid in self._done():
+                    return  # a redelivered chunk of a finished transfer
+                raise Refused(f"chunk {idx} of transfer {tid} without its begin: not stored")
+            if idx >= t.begin.chunks or len(data) != t.begin.chunk_len(idx):
+                raise Refused(
+                    f"transfer {tid}: chunk {idx} of {len(data)} bytes; the begin says {t.begin.chunks} "
+                    f"chunks, this one of {t.begin.chunk_len(min(idx, t.begin.chunks - 1))} bytes"
                 )
-            if (d / str(idx)).exists():
+            t.active_at = time.time()
+            if idx in t.have:
                 return  # a redelivery, or a re-push after a lost broker session: already on disk
-            tmp = d / f".{idx}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, d / str(idx))
-            fsync_dir(d)
+            write_durable(self.dir / tid / "chunks" / str(idx), data, FILE_MODE)
+            t.have.add(idx)
         self._maybe_finish(tid)
 
     # ---- completion -------------------------------------------------------------------------
     def _done(self) -> list[str]:
         try:
-            return list(json.loads((self.dir / "done.json").read_text()))
+            data = json.loads((self.dir / "done.json").read_bytes()[: 1 << 16])
         except (OSError, ValueError):
             return []
+        return [str(x) for x in data] if isinstance(data, list) else []
 
     def _mark_done(self, tid: str) -> None:
         done = [*self._done(), tid][-DONE_KEEP:]
-        write_durable(self.dir / "done.json", json.dumps(done).encode())
+        write_durable(self.dir / "done.json", json.dumps(done).encode(), FILE_MODE)
 
     def _maybe_finish(self, tid: str) -> None:
         with self._lock:
-            d = self.dir / tid
-            try:
-                begin = json.loads((d / "begin.json").read_text())
-            except (OSError, ValueError):
+            t = self._transfers.get(tid)
+            if t is None:
                 return
-            total = int(begin["chunks"])
-            have = {int(p.name) for p in (d / "chunks").iterdir() if p.name.isdigit()}
-            info = {
-                "transfer_id": tid,
-                "name": begin.get("name"),
-                "received": len(have & set(range(total))),
-                "chunks": total,
-                "bytes": int(begin["size"]),
-                "missing": missing_ranges(have, total)[:20],
-            }
-            if info["received"] < total:
+            total = t.begin.chunks
+            if len(t.have) < total:
                 now = time.monotonic()
-                if now - self._last_progress >= PROGRESS_EVERY_S or info["received"] == 1:
+                if now - self._last_progress >= PROGRESS_EVERY_S or len(t.have) == 1:
                     self._last_progress = now
+                    info = {
+                        "transfer_id": tid,
+                        "name": t.begin.name,
+                        "received": len(t.have),
+                        "chunks": total,
+                        "bytes": t.begin.size,
+                        "missing": missing_ranges(t.have, total),
+                    }
                     self.on_progress(info)
                 return
-            self._assemble(tid, d, begin)
+            try:
+                self._assemble(tid, self.dir / tid, t.begin)
+            finally:
+                self._transfers.pop(tid, None)
+                self._remove(self.dir / tid)
 
-    def _assemble(self, tid: str, d: Path, begin: dict[str, Any]) -> None:
+    def _assemble(self, tid: str, d: Path, begin: TransferBegin) -> None:
         pkg = d / "package.pkg"
         h = hashlib.sha256()
-        with open(pkg, "wb") as out:
-            for i in range(int(begin["chunks"])):
+        fd = os.open(str(pkg), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+        with os.fdopen(fd, "wb") as out:
+            for i in range(begin.chunks):
                 block = (d / "chunks" / str(i)).read_bytes()
                 h.update(block)
                 out.write(block)
             out.flush()
             os.fsync(out.fileno())
         size = pkg.stat().st_size
-        if h.hexdigest() != begin["sha256"] or size != int(begin["size"]):
-            self._finish_refused(
+        if h.hexdigest() != begin.sha256 or size != begin.size:
+            self._mark_done(tid)
+            self._refused(
                 tid,
                 f"assembled package has sha256 {h.hexdigest()[:16]}... / {size} bytes, "
-                f"begin said {str(begin['sha256'])[:16]}... / {begin['size']} bytes",
+                f"begin said {begin.sha256[:16]}... / {begin.size} bytes",
             )
             return
-        req = {"origin": f"mqtt:{tid}", "force": bool(begin.get("force", False))}
-        write_durable(self.inbox / f"{tid}.request.json", json.dumps(req).encode())
+        # no "force" here: a sender is anyone on the broker; only a signed manifest or a local
+        # command may switch past the gate (docs/threat-model.md)
+        req = {"origin": f"mqtt:{tid}"}
+        write_durable(self.inbox / f"{tid}.request.json", json.dumps(req).encode(), FILE_MODE)
         try:
             os.replace(pkg, self.inbox / f"{tid}.pkg")
         except OSError:  # inbox on another filesystem
             shutil.copyfile(pkg, self.inbox / f".{tid}.pkg.partial")
+            os.chmod(self.inbox / f".{tid}.pkg.partial", FILE_MODE)
             os.replace(self.inbox / f".{tid}.pkg.partial", self.inbox / f"{tid}.pkg")
         fsync_dir(self.inbox)
         self._mark_done(tid)
-        shutil.rmtree(d, ignore_errors=True)
         self.completed.append(tid)
         log.info("model transfer %s complete (%d bytes, sha256 ok): handed to the inbox", tid, size)
         self.on_progress(
-            {"transfer_id": tid, "received": begin["chunks"], "chunks": begin["chunks"], "complete": True}
+            {"transfer_id": tid, "received": begin.chunks, "chunks": begin.chunks, "complete": True}
         )
 
-    def _finish_refused(self, tid: str, reason: str) -> None:
-        log.error("model transfer %s refused: %s", tid, reason)
-        self._mark_done(tid)
-        shutil.rmtree(self.dir / tid, ignore_errors=True)
+    def _refused(self, tid: str, reason: str) -> None:
+        self._count("refused", f"transfer {tid}: {reason}")
         self.on_progress({"transfer_id": tid, "refused": reason})

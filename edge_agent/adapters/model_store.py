@@ -26,7 +26,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
-from edge_agent.adapters.package_file import PackageReader, fsync_dir, sha256_file, write_durable
+from edge_agent.adapters.package_file import (
+    DIR_MODE,
+    FILE_MODE,
+    PackageReader,
+    fsync_dir,
+    make_dir,
+    sha256_file,
+    tighten_dir,
+    write_durable,
+)
 from edge_agent.core.model_package import MANIFEST, Manifest, parse_manifest
 from edge_agent.errors import ModelError
 
@@ -41,14 +50,20 @@ class ModelStore:
         self.pointer = self.root / "active.json"
 
     def ensure(self) -> ModelStore:
+        """The store's directories, 0750 whatever the umask (the state dir too, when we make it)."""
+        created = not self.root.exists()
         for d in (self.versions, self.staging):
-            d.mkdir(parents=True, exist_ok=True)
+            make_dir(d, DIR_MODE)
+        if created:
+            with contextlib.suppress(OSError):
+                tighten_dir(self.root, DIR_MODE)
         return self
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         self.ensure()
-        with open(self.root / "lock", "a+b") as f:
+        fd = os.open(str(self.root / "lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        with os.fdopen(fd, "r+b") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -127,10 +142,15 @@ class ModelStore:
         return vid
 
     def clean_staging(self) -> None:
-        """Half-extracted versions from a power cut are never referenced: remove them at start."""
+        """Half-extracted versions from a power cut are never referenced: remove them at start
+        (files as well as directories: nothing in staging is ever used)."""
         if self.staging.is_dir():
             for p in self.staging.iterdir():
-                shutil.rmtree(p, ignore_errors=True)
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        p.unlink()
 
     def prune(self, keep: list[Optional[str]]) -> None:
         wanted = {k for k in keep if k}

@@ -110,7 +110,7 @@ status_file = "/run/edge-agent/status.json"   # read by `edge-agent status`
 # prometheus_port = 9108                      # metrics on 127.0.0.1
 
 [model_update]            # docs/model-updates.md
-# trusted_keys = ["base64 public key from `edge-agent model keygen`"]  # then only signed packages
+# trusted_keys = ["base64 public key from `edge-agent model keygen`"]  # MQTT delivery needs one; then only signed packages
 # groups = ["shop-floor"]  # also take packages pushed to edge/groups/<group>/model
 ring_frames = 0           # recent frames kept for the update gate; 0 = off (privacy)
 # ring_interval_s = 60
@@ -159,6 +159,7 @@ def example(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     from edge_agent.app.configfile import config_path, load_config
     from edge_agent.core.config import require_detector
+    from edge_agent.core.model_package import update_warnings
 
     path = config_path(args.file or args.config)
     cfg = load_config(path)
@@ -170,6 +171,7 @@ def check(args: argparse.Namespace) -> int:
     ):
         if model and not Path(model).is_file():
             warnings.append(f"{path}: {name} = {model!r}: file not found (yet)")
+    warnings += [f"{path}: {w}" for w in update_warnings(cfg)]
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
     sys.stdout.write(

@@ -111,6 +111,7 @@ def checks(
     else:
         add("serial", OK, ", ".join(devs["serial"]) or "no serial ports (none configured)")
     _state_dir(cfg.device.state_dir, add)
+    _updates(cfg, add)
     free = free_disk_bytes(cfg.queue.path)
     if free is None:
         add("disk", WARN, f"cannot stat the filesystem of {cfg.queue.path}")
@@ -226,6 +227,19 @@ def _serial(cfg: Any, add: Add) -> None:
         )
         return
     add("serial", OK, f"sensor port {s.port} opens at {s.baudrate} baud")
+
+
+def _updates(cfg: Any, add: Add) -> None:
+    from edge_agent.core.model_package import update_warnings
+
+    warnings = update_warnings(cfg)
+    if warnings:
+        add("model updates", WARN, warnings[0], "add a public key to [model_update] trusted_keys")
+    elif not cfg.model_update.enabled:
+        add("model updates", OK, "disabled")
+    else:
+        n = len(cfg.model_update.trusted_keys)
+        add("model updates", OK, f"only packages signed by one of {n} trusted key(s)")
 
 
 def _state_dir(path: str, add: Add) -> None:

@@ -12,10 +12,12 @@ Trial: after a switch the new model is "on trial" for ``trial_s``. It is rolled 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import queue
+import stat
 import threading
 import time
 from collections import deque
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from edge_agent.adapters.frame_ring import FrameRing
-from edge_agent.adapters.package_file import write_durable
+from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir, write_durable
 from edge_agent.app import model_update as mu_ops
 from edge_agent.app.modelset import ModelSet
 from edge_agent.core.config import Config
@@ -44,6 +46,43 @@ def pid_file(cfg: Config) -> Path:
     return mu_ops.store_for(cfg).root / "agent.pid"
 
 
+_RUN_LOCKS: dict[str, int] = {}  # lock path -> fd held for this process's lifetime
+
+
+def hold_run_lock(cfg: Config) -> None:
+    """One agent per state directory, decided *before* the start-up repairs: a second
+    ``edge-agent run`` must not read the first one's trial as an unclean end and roll its model back
+    on disk (issue 22). An flock dies with its process, so a crash never leaves a stale lock."""
+    store = mu_ops.store_for(cfg)
+    path = str(store.root / "run.lock")
+    if path in _RUN_LOCKS:
+        return
+    try:
+        store.ensure()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o640)
+    except OSError as exc:  # a read-only state dir: nothing will be written anyway
+        log.debug("run lock %s not taken: %s", path, exc)
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        try:
+            other = f" (pid {int(pid_file(cfg).read_text().strip())})"
+        except (OSError, ValueError):
+            other = ""
+        raise EdgeAgentError(
+            f"{cfg.device.state_dir}: another edge-agent run uses this state directory{other}; stop it first"
+        ) from None
+    _RUN_LOCKS[path] = fd
+
+
+def release_run_lock(cfg: Config) -> None:
+    fd = _RUN_LOCKS.pop(str(mu_ops.store_for(cfg).root / "run.lock"), None)
+    if fd is not None:
+        os.close(fd)
+
+
 class ModelUpdates:
     def __init__(self, cfg: Config, request_reload: Callable[[], None]) -> None:
         from edge_agent.adapters import signing
@@ -62,6 +101,7 @@ class ModelUpdates:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._receiver: Any = None
+        self.receiver_off: Optional[str] = None  # why MQTT delivery is off (the status shows it)
         self._recent: deque[int] = deque(maxlen=300)  # detections per frame of the running model
         self._trial: Optional[dict[str, Any]] = None
         self._trial_frames = 0
@@ -76,6 +116,7 @@ class ModelUpdates:
         """The active version's models; a version that fails to load is rolled back, then the next."""
         self.cfg = cfg
         if not self._started:
+            hold_run_lock(cfg)
             self._started = True
             self.store.clean_staging()
             trial = self.store.state().get("trial")
@@ -150,14 +191,24 @@ class ModelUpdates:
     def start(self, publish: Optional[Callable[[], Any]] = None) -> None:
         self.publish = publish
         try:
-            self.inbox.mkdir(parents=True, exist_ok=True)
+            self.store.ensure()
+            make_dir(self.inbox, PRIVATE_DIR_MODE)
+            if not self.cfg.model_update.inbox:  # a configured inbox keeps the mode its owner chose
+                tighten_dir(self.inbox, PRIVATE_DIR_MODE)
             write_durable(pid_file(self.cfg), f"{os.getpid()}\n".encode())
         except OSError as exc:  # inference does not depend on updates: run without them
             log.error("model updates disabled: %s is not writable (%s)", self.store.root, exc)
             return
         self._thread = threading.Thread(target=self._work, name="model-updates", daemon=True)
         self._thread.start()
-        if self.cfg.mqtt.enabled and self.cfg.model_update.mqtt:
+        mu = self.cfg.model_update
+        if not (self.cfg.mqtt.enabled and mu.mqtt):
+            self.receiver_off = "off (mqtt.enabled or model_update.mqtt is false)"
+        elif not mu.trusted_keys:
+            # secure by default: anyone who can publish on the broker must not replace the model
+            self.receiver_off = "off: model_update.trusted_keys is empty (MQTT packages must be signed)"
+            log.warning("model updates over MQTT %s; see docs/threat-model.md", self.receiver_off)
+        else:
             from edge_agent.adapters.model_mqtt import ModelReceiver
 
             self._receiver = ModelReceiver(
@@ -165,8 +216,9 @@ class ModelUpdates:
             )
             try:
                 self._receiver.start()
-            except EdgeAgentError as exc:
+            except (EdgeAgentError, OSError) as exc:
                 log.error("model updates over MQTT disabled: %s", exc)
+                self.receiver_off = f"off: {exc}"
                 self._receiver = None
 
     def stop(self) -> None:
@@ -193,6 +245,7 @@ class ModelUpdates:
                     self.store.save(state)
         except (OSError, EdgeAgentError) as exc:
             log.error("model store not updated at stop: %s", exc)
+        release_run_lock(self.cfg)
 
     def _work(self) -> None:
         from edge_agent.adapters.system import lower_thread_priority
@@ -206,8 +259,10 @@ class ModelUpdates:
             except queue.Empty:
                 kind, arg = "scan", None
             try:
+                if self._receiver is not None:
+                    self._receiver.ensure_alive()
                 if kind == "scan":
-                    self._scan_inbox()
+                    self.scan_inbox()
                 elif kind == "rollback":
                     vid, reason = arg
                     res = mu_ops.rollback(self.cfg, reason, origin="agent", only_if_current=vid)
@@ -229,7 +284,7 @@ class ModelUpdates:
         log.info("model %s passed its trial", vid)
         self._event(None)
 
-    def _scan_inbox(self) -> None:
+    def scan_inbox(self) -> None:
         if not self.inbox.is_dir():
             return
         for pkg in sorted(self.inbox.glob("*.pkg"), key=lambda p: p.stat().st_mtime):
@@ -237,36 +292,69 @@ class ModelUpdates:
                 return
             self._take(pkg)
 
+    def _owner_problem(self, path: Path) -> Optional[str]:
+        """A package or request someone else put into the inbox is not ours to install: a regular
+        file owned by the agent's user (or root, who could replace the agent anyway), else why not."""
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return f"{path.name} is not a regular file"
+        if st.st_uid not in (os.getuid(), 0):
+            return (
+                f"{path.name} is owned by uid {st.st_uid}, not by the agent's uid {os.getuid()} "
+                "(or root): refused, only the service's user may drop packages into the inbox"
+            )
+        return None
+
     def _take(self, pkg: Path) -> None:
         req_file = pkg.with_suffix(".request.json")
-        try:
-            req = json.loads(req_file.read_text(encoding="utf-8")) if req_file.exists() else {}
-        except (OSError, ValueError):
-            req = {}
-        attempts = int(req.get("attempts", 0)) + 1
+        problem = self._owner_problem(pkg) or self._owner_problem(req_file)
+        req: dict[str, Any] = {}
+        if problem is None:
+            try:
+                data = json.loads(req_file.read_text(encoding="utf-8")) if req_file.exists() else {}
+                req = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                req = {}
+        attempts = int(req.get("attempts", 0)) + 1 if isinstance(req.get("attempts", 0), int) else 1
         req["attempts"] = attempts
-        write_durable(req_file, json.dumps(req).encode())  # survives a crash inside the gate
-        origin = str(req.get("origin", f"inbox:{pkg.name}"))
-        if attempts > MAX_ATTEMPTS:
-            result = mu_ops._record(
+        origin = str(req.get("origin", f"inbox:{pkg.name}"))[:100]
+        if problem is not None:
+            result = mu_ops.record(self.store, origin, None, "refused", problem)
+        elif attempts > MAX_ATTEMPTS:
+            result = mu_ops.record(
                 self.store, origin, None, "refused", f"{pkg.name}: the agent died twice while installing it"
             )
         else:
+            write_durable(req_file, json.dumps(req).encode())  # survives a crash inside the gate
             self.state = "gating"
             self._in_progress = req_file
             self._event(None)
-            result = mu_ops.install(
-                self.cfg,
-                pkg,
-                force=bool(req.get("force")),
-                origin=origin,
-                baseline_rate=self.detection_rate(),
-            )
-            self._in_progress = None
-        write_durable(pkg.with_suffix(".result.json"), json.dumps(result, indent=1).encode())
-        pkg.unlink(missing_ok=True)
-        req_file.unlink(missing_ok=True)
-        self.state = "idle"
+            try:
+                result = mu_ops.install(
+                    self.cfg,
+                    pkg,
+                    # "force" from a request only counts when a local command wrote it
+                    force=bool(req.get("force")) and origin == "cli",
+                    origin=origin,
+                    baseline_rate=self.detection_rate(),
+                    require_signature=origin.startswith("mqtt:"),
+                    allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
+                )
+            except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"
+                result = mu_ops.record(
+                    self.store, origin, None, "refused", f"{pkg.name}: {type(exc).__name__}: {exc}"
+                )
+            finally:
+                self._in_progress = None
+        try:
+            write_durable(pkg.with_suffix(".result.json"), json.dumps(result, indent=1).encode())
+        finally:
+            pkg.unlink(missing_ok=True)
+            req_file.unlink(missing_ok=True)
+            self.state = "idle"
         if result["outcome"] == "switched":
             self.request_reload()
         self._event(result)
@@ -294,4 +382,6 @@ class ModelUpdates:
         info["state"] = self.state
         info["transfer"] = self.transfer
         info["ring_frames"] = len(self.ring.files()) if self.ring.enabled else None
+        rec = self._receiver
+        info["receiver"] = rec.snapshot() if rec is not None else {"alive": False, "off": self.receiver_off}
         return info

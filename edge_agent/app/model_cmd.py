@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -44,6 +46,17 @@ def register(sub: Any) -> None:
     pk.add_argument("--min-agent-version", help="oldest edge-agent that may install it (default: this one)")
     pk.add_argument("--probe", help="folder of probe images the gate uses when a device's ring is empty")
     pk.add_argument("--sign", metavar="KEYFILE", help="sign the manifest with this Ed25519 private key")
+    pk.add_argument(
+        "--skip-guard",
+        action="store_true",
+        help="pack a detector the broken-model guard flags (to test a fleet's gate; devices refuse it)",
+    )
+    pk.add_argument(
+        "--force",
+        action="store_true",
+        help="devices switch even if their gate refuses (in the manifest; honoured only when signed "
+        "by a trusted key)",
+    )
     pk.set_defaults(func=pack)
 
     kg = msub.add_parser("keygen", help="make an Ed25519 signing key; prints the public key for the config")
@@ -54,6 +67,11 @@ def register(sub: Any) -> None:
     ins.add_argument("package", help="package file from `edge-agent model pack`")
     add_config_arg(ins)
     ins.add_argument("--force", action="store_true", help="switch even if the gate refuses (logged)")
+    ins.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="install a version not newer than the highest installed (anti-rollback is on otherwise)",
+    )
     ins.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the running agent")
     ins.add_argument("--json", action="store_true", help="print the outcome as JSON")
     ins.set_defaults(func=install)
@@ -74,7 +92,12 @@ def register(sub: Any) -> None:
     target.add_argument("--device", action="append", help="device id (repeatable)")
     target.add_argument("--group", help="group topic every device in model_update.groups listens to")
     pu.add_argument("--chunk-kb", type=int, default=256, help="chunk size in KiB (default 256)")
-    pu.add_argument("--force", action="store_true", help="ask the devices to switch even if the gate refuses")
+    pu.add_argument(
+        "--force",
+        action="store_true",
+        help="refused: a device never takes 'force' from the network (sign a package instead, or "
+        "run `model install --force` on the device)",
+    )
     pu.add_argument(
         "--wait", type=float, default=0.0, metavar="S", help="wait up to S seconds for the devices' verdicts"
     )
@@ -98,20 +121,55 @@ def _config(path: Optional[str]) -> Any:
     return load_config(path)
 
 
+def _as_state_owner(cfg: Any) -> None:
+    """Refuse to write into a state directory another user owns: files we created there (the
+    store's lock, a version, active.json) would be ours, and the service would die on them at its
+    next start (issue 22: `sudo edge-agent model install` left root-owned files)."""
+    import pwd
+    import shlex
+
+    state = Path(cfg.device.state_dir)
+    try:
+        owner = state.stat().st_uid
+    except FileNotFoundError:
+        return  # created by this run, owned by this user: consistent
+    if owner == os.geteuid():
+        return
+    try:
+        name = pwd.getpwuid(owner).pw_name
+    except KeyError:
+        name = str(owner)
+    cmd = " ".join(shlex.quote(a) for a in sys.argv[1:])
+    raise ConfigError(
+        f"{state} belongs to {name}, this is uid {os.geteuid()}: files written now would not be "
+        f"the service's; run it as that user: sudo -u {name} edge-agent {cmd}"
+    )
+
+
 def pack(args: argparse.Namespace) -> int:
     from edge_agent import __version__
     from edge_agent.adapters import signing
     from edge_agent.adapters.package_file import describe_file, write_package
     from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.core.model_package import Manifest, manifest_bytes, parse_manifest
+    from edge_agent.core.model_package import Manifest, manifest_bytes, parse_manifest, parse_version
     from edge_agent.inference.guard import check_detector, describe
     from edge_agent.inference.pipeline import Classifier, Detector
 
+    if args.pkg_version is not None:
+        try:
+            parse_version(args.pkg_version)
+        except ValueError as exc:
+            raise ConfigError(f"--version: {exc}") from None
+    out_dir = Path(args.output).parent
+    if not out_dir.is_dir():
+        raise ModelError(f"-o {args.output}: the folder {out_dir} does not exist")
     det_path = Path(args.detector)
     det = Detector(OnnxModel(det_path, warmup=False))  # refuses what is not a detector
     problems = check_detector(det)
-    if problems:  # packed anyway (it may be a test of the fleet's gate); devices will refuse it
-        sys.stderr.write(f"warning: {describe(det_path, problems)}\n")
+    if problems and not args.skip_guard:  # every device would refuse it: say so here, once
+        raise ModelError(f"{describe(det_path, problems)} (not packed; --skip-guard packs it anyway)")
+    if problems:
+        sys.stderr.write(f"warning: {describe(det_path, problems)} (packed: --skip-guard)\n")
     sources: dict[str, Path] = {"detector.onnx": det_path}
     files = {"detector": describe_file(det_path, "detector.onnx")}
     labels = {"detector": [det.names[i] for i in sorted(det.names)]}
@@ -145,11 +203,17 @@ def pack(args: argparse.Namespace) -> int:
         files=files,
         labels=labels,
         probe=probe,
+        force=args.force,
     )
+    if args.force and not args.sign:
+        sys.stderr.write("warning: --force without --sign: devices ignore force in an unsigned manifest\n")
     parse_manifest(manifest_bytes(m), "pack")  # the same checks a device will make
     sig = signing.sign(manifest_bytes(m), Path(args.sign)) if args.sign else None
     out = Path(args.output)
-    write_package(out, m, sources, sig)
+    try:
+        write_package(out, m, sources, sig)
+    except OSError as exc:
+        raise ModelError(f"-o {out}: cannot write the package: {exc.strerror or exc}") from None
     sys.stdout.write(
         f"{out}: {m.name} {m.version} ({m.task}), {out.stat().st_size} bytes, "
         f"{'signed' if sig else 'unsigned'}, detector sha256 {files['detector'].sha256[:16]}...\n"
@@ -224,6 +288,7 @@ def _print_result(res: dict[str, Any], as_json: bool) -> int:
 
 
 def install(args: argparse.Namespace) -> int:
+    from edge_agent.adapters.package_file import FILE_MODE, PRIVATE_DIR_MODE, make_dir, write_durable
     from edge_agent.app import model_update
     from edge_agent.app.model_agent import inbox_dir
 
@@ -231,17 +296,22 @@ def install(args: argparse.Namespace) -> int:
     pkg = Path(args.package)
     if not pkg.is_file():
         raise ModelError(f"{pkg}: no such package file")
+    _as_state_owner(cfg)
     pid = agent_pid(cfg)
     if pid is None:
-        res = model_update.install(cfg, pkg, force=args.force, origin="cli")
+        res = model_update.install(
+            cfg, pkg, force=args.force, origin="cli", allow_downgrade=args.allow_downgrade
+        )
         if res["outcome"] == "switched":
             res["detail"] += "; no agent running: it loads this version at its next start"
         return _print_result(res, args.json)
     inbox = inbox_dir(cfg)
-    inbox.mkdir(parents=True, exist_ok=True)
+    make_dir(inbox, PRIVATE_DIR_MODE)
     stem = f"cli-{uuid.uuid4().hex[:12]}"
-    (inbox / f"{stem}.request.json").write_text(json.dumps({"origin": "cli", "force": args.force}))
+    req = {"origin": "cli", "force": args.force, "allow_downgrade": args.allow_downgrade}
+    write_durable(inbox / f"{stem}.request.json", json.dumps(req).encode())
     shutil.copyfile(pkg, inbox / f".{stem}.partial")
+    os.chmod(inbox / f".{stem}.partial", FILE_MODE)
     os.replace(inbox / f".{stem}.partial", inbox / f"{stem}.pkg")
     sys.stderr.write(f"handed {pkg} to the running agent (pid {pid}); waiting for the gate...\n")
     result = inbox / f"{stem}.result.json"
@@ -299,6 +369,7 @@ def rollback(args: argparse.Namespace) -> int:
     from edge_agent.app.model_update import rollback as do_rollback
 
     cfg = _config(args.config)
+    _as_state_owner(cfg)
     res = do_rollback(cfg, "requested with `edge-agent model rollback`")
     pid = agent_pid(cfg)
     if res["outcome"] == "rolled_back" and pid is not None:
@@ -308,16 +379,56 @@ def rollback(args: argparse.Namespace) -> int:
     return 0 if res["outcome"] == "rolled_back" else 1
 
 
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a device id or group as [device] id allows it
+
+
+def _check_push_args(args: argparse.Namespace) -> None:
+    """Every argument checked before anything is sent: one line per mistake, exit 1."""
+    from edge_agent.core.model_package import MAX_CHUNK, MIN_CHUNK, check_transfer_id
+
+    lo, hi = MIN_CHUNK // 1024, MAX_CHUNK // 1024
+    if not lo <= args.chunk_kb <= hi:
+        raise ConfigError(
+            f"--chunk-kb {args.chunk_kb}: expected {lo}..{hi} (devices refuse other chunk sizes)"
+        )
+    for dev in args.device or []:
+        if not _NAME.match(dev):
+            raise ConfigError(f"--device {dev[:70]!r}: expected a device id of 1 to 64 of [A-Za-z0-9_.-]")
+    if args.group is not None and not _NAME.match(args.group):
+        raise ConfigError(f"--group {args.group[:70]!r}: expected 1 to 64 of [A-Za-z0-9_.-]")
+    if not (args.wait >= 0 and math.isfinite(args.wait)):
+        raise ConfigError(f"--wait {args.wait}: expected seconds >= 0")
+    if args.expect < 0:
+        raise ConfigError(f"--expect {args.expect}: expected a number of devices >= 0")
+    if args.expect and not args.group:
+        raise ConfigError(
+            "--expect N counts the members of a --group; with --device the list is the expectation"
+        )
+    if args.expect and not args.wait:
+        raise ConfigError("--expect N needs --wait S (how long to wait for the N verdicts)")
+    if args.transfer_id is not None:
+        try:
+            check_transfer_id(args.transfer_id)
+        except ValueError as exc:
+            raise ConfigError(f"--transfer-id: {exc}") from None
+
+
 def push(args: argparse.Namespace) -> int:
     from edge_agent.app.model_push import OutcomeWatcher, push_package
 
+    if args.force:
+        raise ConfigError(
+            "model push --force: refused; devices never take 'force' from the network. Sign the "
+            "package, or run `edge-agent model install --force PACKAGE` on the device"
+        )
+    _check_push_args(args)
     cfg = _config(args.config)
     pkg = Path(args.package)
     if not pkg.is_file():
         raise ModelError(f"{pkg}: no such package file")
     tid = args.transfer_id or uuid.uuid4().hex[:16]
     watcher = OutcomeWatcher(cfg, tid) if args.wait > 0 else None
-    push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, args.force, tid)
+    push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, transfer_id=tid)
     sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
     if watcher is None:
         return 0

@@ -112,7 +112,11 @@ def run_gate(
     t0 = time.perf_counter()
     res = GateResult(False, len(files), source, 0.0)
     if not files:
-        res.reasons.append("no gate images (the frame ring is empty or off and there are no probe images)")
+        res.reasons.append(
+            "no verdict: no gate images (the frame ring is empty or off, the package has no probe "
+            "images, and the bundled samples fit only the demo detector): turn the ring on "
+            "([model_update] ring_frames) or pack with --probe DIR"
+        )
         res.seconds = time.perf_counter() - t0
         return res
 

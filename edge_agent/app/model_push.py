@@ -32,7 +32,6 @@ def push_package(
     devices: list[str],
     group: Optional[str],
     chunk_size: int = 256 * 1024,
-    force: bool = False,
     transfer_id: Optional[str] = None,
     only: Optional[Iterable[int]] = None,
 ) -> str:
@@ -52,7 +51,6 @@ def push_package(
         "sha256": hashlib.sha256(data).hexdigest(),
         "chunks": chunks,
         "chunk_size": chunk_size,
-        "force": force,
     }
     client = _connect(cfg)
     try:

@@ -19,7 +19,12 @@ from edge_agent.adapters import signing
 from edge_agent.adapters.model_store import ModelStore
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.core.config import Config
-from edge_agent.core.model_package import check_agent_version, check_runtime_version
+from edge_agent.core.model_package import (
+    Manifest,
+    check_agent_version,
+    check_runtime_version,
+    parse_version,
+)
 from edge_agent.errors import EdgeAgentError, ModelError
 
 log = logging.getLogger("edge_agent.model_update")
@@ -72,7 +77,9 @@ def current_paths(cfg: Config, store: ModelStore) -> dict[str, Path]:
 
 
 def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], str]:
-    """The device's own recent frames; else the package's probe images; else the bundled samples."""
+    """The device's own recent frames; else the package's probe images; else the bundled samples,
+    but only while the demo detector runs: they are shapes drawn for it, and a COCO model
+    "passing" on two spurious detections there is no verdict (issue 22). None -> the gate refuses."""
     from edge_agent.adapters.frame_ring import FrameRing
 
     mu = cfg.model_update
@@ -83,6 +90,8 @@ def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], s
     probe = store.probe_images(vid)
     if probe:
         return probe, "probe"
+    if not _runs_demo_detector(cfg, store):
+        return [], "none"
     from edge_agent.app.assets import demo_samples
 
     try:
@@ -90,6 +99,21 @@ def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], s
     except ModelError:
         samples = []
     return samples, "bundled-probe"
+
+
+def _runs_demo_detector(cfg: Config, store: ModelStore) -> bool:
+    from edge_agent.adapters.package_file import sha256_file
+    from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_dir
+
+    d = demo_dir()
+    if d is None:
+        return False
+    try:
+        current = sha256_file(current_paths(cfg, store)["detector"])
+        demos = {sha256_file(d / n) for n in (DEMO_DETECTOR, DEMO_DETECTOR_FP32) if (d / n).is_file()}
+    except (OSError, ModelError):
+        return False
+    return current in demos
 
 
 def _thresholds(cfg: Config) -> Any:
@@ -111,11 +135,15 @@ def install(
     force: bool = False,
     origin: str = "cli",
     baseline_rate: Optional[float] = None,
+    require_signature: bool = False,
+    allow_downgrade: bool = False,
 ) -> dict[str, Any]:
     """Verify, stage, gate and switch; returns the outcome (also kept as ``last`` in the store).
 
-    Refusals (bad signature, failed gate) return ``{"outcome": "refused", ...}``; the running model
-    stays. ModelError only for a package that cannot be read at all."""
+    Refusals (bad or missing signature, a version not newer than the highest installed, a failed
+    gate) return ``{"outcome": "refused", ...}``; the running model stays. ``require_signature``:
+    the package came from outside (MQTT). ``force`` and ``allow_downgrade`` are local decisions:
+    only the CLI passes them."""
     from edge_agent.app.model_gate import run_gate
 
     store = store_for(cfg)
@@ -124,19 +152,39 @@ def install(
     with store.locked():
         size = package.stat().st_size
         if size > mu.max_package_mb * 1e6:
-            return _record(store, origin, None, "refused", f"{package}: {size} bytes > max_package_mb")
+            return record(store, origin, None, "refused", f"{package}: {size} bytes > max_package_mb")
+        state = store.state()
         try:
             with PackageReader(package) as reader:
                 m = reader.manifest
                 check_agent_version(m, __version__, str(package))
                 check_runtime_version(m, _ort_version(), str(package))
                 signer = signing.verify(reader.manifest_data, reader.signature, mu.trusted_keys, str(package))
+                if require_signature and signer is None:
+                    raise ModelError(
+                        f"{package}: unsigned package from {origin} refused: a package from outside the "
+                        "device must be signed (set model_update.trusted_keys; docs/threat-model.md)"
+                    )
+                if state.get("current") == m.version_id:
+                    return record(
+                        store,
+                        origin,
+                        m.summary(),
+                        "unchanged",
+                        f"{m.version_id} is already the running model",
+                    )
+                why = None if allow_downgrade else downgrade_reason(store, state, m)
+                if why:
+                    raise ModelError(f"{package}: {why}")
                 vid = store.stage(reader)
+                if m.force and signer is not None:
+                    force = True
+                    log.warning("%s: its signed manifest asks to switch even if the gate refuses", vid)
         except ModelError as exc:
-            return _record(store, origin, None, "refused", str(exc))
-        state = store.state()
-        if state.get("current") == vid:
-            return _record(store, origin, m.summary(), "unchanged", f"{vid} is already the running model")
+            return record(store, origin, None, "refused", str(exc))
+        except OSError as exc:  # a full disk while extracting: the true reason, not a retry loop
+            store.clean_staging()
+            return record(store, origin, None, "refused", f"{package}: cannot extract it: {exc}")
         cur = current_paths(cfg, store)
         files, source = gate_images(cfg, store, vid)
         try:
@@ -155,14 +203,16 @@ def install(
                 )
         except EdgeAgentError as exc:
             _drop_unused(store, state, vid)
-            return _record(store, origin, m.summary(), "refused", f"the gate could not run: {exc}")
+            return record(store, origin, m.summary(), "refused", f"the gate could not run: {exc}")
         log.info("%s: %s", vid, gate.summary())
         if not gate.passed and not force:
             _drop_unused(store, state, vid)
-            return _record(store, origin, m.summary(), "refused", gate.summary(), gate.to_json())
+            return record(store, origin, m.summary(), "refused", gate.summary(), gate.to_json())
         if not gate.passed:
             log.warning("%s: gate failed but --force given by %s: switching anyway", vid, origin)
         history = [*state.get("history", []), state.get("current")][-(mu.keep_versions - 1) :]
+        if downgrade_reason(store, state, m) is None:  # an --allow-downgrade keeps the highest
+            state["highest"] = {"version": m.version, "vid": vid}
         state.update(
             current=vid,
             history=history,
@@ -177,9 +227,45 @@ def install(
         store.save(state)
         store.prune([vid, *history])
         detail = gate.summary() + (" (forced)" if force and not gate.passed else "")
-        out = _record(store, origin, m.summary(), "switched", detail, gate.to_json(), signer=signer)
+        out = record(store, origin, m.summary(), "switched", detail, gate.to_json(), signer=signer)
         log.info("switched to %s in %.1fs (%s)", vid, time.monotonic() - t0, origin)
         return out
+
+
+def highest(store: ModelStore, state: dict[str, Any]) -> Optional[dict[str, str]]:
+    """The highest version ever switched to (kept in the pointer file, so across rollbacks and
+    restarts); a store from before anti-rollback starts from its current version."""
+    hi = state.get("highest")
+    if isinstance(hi, dict) and isinstance(hi.get("version"), str):
+        return {"version": hi["version"], "vid": str(hi.get("vid"))}
+    cur = state.get("current")
+    if cur:
+        try:
+            return {"version": store.manifest(cur).version, "vid": str(cur)}
+        except ModelError:
+            return None
+    return None
+
+
+def downgrade_reason(store: ModelStore, state: dict[str, Any], m: Manifest) -> Optional[str]:
+    """Why ``m`` would be a rollback (PEP 440 order), or None. The same version is accepted only
+    as the very package that set the mark (re-installing it after a rollback): a different package
+    under an old version number is a replay of an older build."""
+    hi = highest(store, state)
+    if hi is None:
+        return None
+    try:
+        top = parse_version(hi["version"])
+    except ValueError:  # a pointer written by hand: not a reason to refuse every update
+        return None
+    v = parse_version(m.version)
+    if v > top or (v == top and hi["vid"] == m.version_id):
+        return None
+    return (
+        f"version {m.version} is not newer than {hi['version']}, the highest installed "
+        "(anti-rollback); to go back on purpose run `edge-agent model rollback` or "
+        "`edge-agent model install --allow-downgrade PACKAGE` on the device"
+    )
 
 
 def _snapshot(files: list[Path], dest: Path) -> list[Path]:
@@ -212,18 +298,18 @@ def rollback(
         if only_if_current is not None and cur != only_if_current:
             return {"outcome": "unchanged", "detail": f"{only_if_current} no longer runs", "origin": origin}
         if cur is None:
-            return _record(store, origin, None, "refused", "nothing to roll back: the config's model runs")
+            return record(store, origin, None, "refused", "nothing to roll back: the config's model runs")
         prev = history.pop() if history else CONFIG_MODEL
         state.update(current=prev, history=history, trial=None)
         store.save(state)
         store.prune([prev, *history])
         log.warning("rolled back from %s to %s: %s", cur, prev or "the config's model", reason)
-        return _record(
+        return record(
             store, origin, {"name": str(cur)}, "rolled_back", f"{cur} -> {prev or 'config model'}: {reason}"
         )
 
 
-def _record(
+def record(
     store: ModelStore,
     origin: str,
     version: Optional[dict[str, str]],

@@ -12,8 +12,10 @@ import json
 import re
 from typing import Dict, List, Literal, Optional, Tuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from edge_agent.core.config import Config
 from edge_agent.errors import ModelError
 
 FORMAT = 1
@@ -28,6 +30,14 @@ class PackageFile(BaseModel):
     path: str = Field(pattern=_SAFE_NAME.pattern)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size: int = Field(ge=0)
+
+    @field_validator("path")
+    @classmethod
+    def _no_dot_parts(cls, value: str) -> str:
+        # the pattern alone lets "../escape.onnx" through: ".." is made of allowed characters
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError("a path part '.' or '..' is not allowed (files stay inside the package)")
+        return value
 
 
 class Manifest(BaseModel):
@@ -47,6 +57,15 @@ class Manifest(BaseModel):
     labels: Dict[str, List[str]] = Field(default_factory=dict)
     # images the gate uses when the device's frame ring is empty
     probe: List[PackageFile] = Field(default_factory=list)
+    # switch even if the device's gate refuses: the package author's decision, covered by the
+    # signature and honoured only when a trusted key signed it (never a flag from the network)
+    force: bool = False
+
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, value: str) -> str:
+        parse_version(value)
+        return value
 
     @property
     def version_id(self) -> str:
@@ -94,6 +113,17 @@ def manifest_bytes(m: Manifest) -> bytes:
     return (json.dumps(m.model_dump(), indent=1, sort_keys=True) + "\n").encode("utf-8")
 
 
+def parse_version(v: str) -> Version:
+    """A package version, ordered by PEP 440 (``packaging``, the ordering pip uses): anti-rollback
+    needs a total order, so a version it cannot order is refused at ``model pack`` and install."""
+    try:
+        return Version(v)
+    except InvalidVersion:
+        raise ValueError(
+            f"version {v[:60]!r} is not a PEP 440 version (e.g. 1.2, 2.0.1, 2026.11.30, 2.0rc1, 2.0+site3)"
+        ) from None
+
+
 def version_tuple(v: str) -> Tuple[int, ...]:
     """'0.10.2rc1' -> (0, 10, 2): numeric parts only, enough to compare agent releases."""
     out = []
@@ -122,16 +152,106 @@ def check_runtime_version(m: Manifest, ort_version: str, source: str) -> None:
         )
 
 
-def missing_ranges(have: set[int], total: int) -> List[List[int]]:
-    """Chunk indexes not yet received as [first, last] ranges (what a resuming sender re-sends)."""
+def update_warnings(cfg: Config) -> List[str]:
+    """What ``config check`` and ``doctor`` warn about: updates enabled without a trusted key."""
+    mu = cfg.model_update
+    if not mu.enabled or mu.trusted_keys:
+        return []
+    mqtt = (
+        "MQTT delivery stays off until a key is set"
+        if cfg.mqtt.enabled and mu.mqtt
+        else "MQTT delivery is off anyway"
+    )
+    return [
+        "model_update is enabled with no trusted_keys: unsigned packages are installed from the "
+        f"inbox and `model install`; {mqtt} (`edge-agent model keygen`, docs/threat-model.md)"
+    ]
+
+
+# ---- the MQTT transfer: every number in a begin is bounded before it sizes anything ----------
+MIN_CHUNK = 1024  # 1 KiB: below this the per-chunk files and PUBACKs cost more than the data
+MAX_CHUNK = 16 << 20  # 16 MiB: one chunk is held in memory by paho and by the receiver
+MAX_BEGIN_BYTES = 4096
+_TID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+class TransferBegin(BaseModel):
+    """A validated ``begin``: ``size`` within the cap, ``chunks == ceil(size / chunk_size)``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    transfer_id: str
+    size: int
+    sha256: str
+    chunks: int
+    chunk_size: int
+    name: Optional[str] = None
+
+    def chunk_len(self, idx: int) -> int:
+        """The exact length chunk ``idx`` must have (every chunk is full but the last)."""
+        return self.chunk_size if idx < self.chunks - 1 else self.size - self.chunk_size * (self.chunks - 1)
+
+
+def check_transfer_id(tid: str) -> str:
+    if not _TID.match(tid):
+        raise ValueError(f"transfer id {tid[:70]!r}: expected 1 to 64 of [A-Za-z0-9_-]")
+    return tid
+
+
+def _int_field(raw: Dict[str, object], key: str, lo: int, hi: int) -> int:
+    v = raw.get(key)
+    # bool is an int in Python; a float or string is not a count: exact integers only
+    if type(v) is not int:
+        raise ValueError(f"begin field {key} = {str(v)[:40]!r}: expected an integer")
+    if not lo <= v <= hi:
+        raise ValueError(f"begin field {key} = {v}: expected {lo}..{hi}")
+    return v
+
+
+def parse_begin(payload: bytes, max_size: int) -> TransferBegin:
+    """Untrusted ``begin`` bytes -> :class:`TransferBegin`, or ValueError naming the field.
+
+    Nothing here allocates in proportion to a number from the payload: that is the point."""
+    if len(payload) > MAX_BEGIN_BYTES:
+        raise ValueError(f"begin is {len(payload)} bytes; expected at most {MAX_BEGIN_BYTES}")
+    try:
+        raw = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"begin is not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError("begin is not a JSON object")
+    tid = check_transfer_id(str(raw.get("transfer_id", "")))
+    size = _int_field(raw, "size", 1, 1 << 62)
+    if size > max_size:
+        raise ValueError(f"package is {size} bytes > max_package_mb ({max_size} bytes)")
+    chunk_size = _int_field(raw, "chunk_size", MIN_CHUNK, MAX_CHUNK)
+    chunks = _int_field(raw, "chunks", 1, size)
+    if chunks != -(-size // chunk_size):
+        raise ValueError(f"begin: {chunks} chunks of {chunk_size} bytes do not make {size} bytes")
+    sha = raw.get("sha256")
+    if not isinstance(sha, str) or not _SHA.match(sha):
+        raise ValueError("begin field sha256: expected 64 lowercase hex digits")
+    name = raw.get("name")
+    if name is not None and (not isinstance(name, str) or len(name) > 200):
+        raise ValueError("begin field name: expected a string of at most 200 characters")
+    return TransferBegin(
+        transfer_id=tid, size=size, sha256=sha, chunks=chunks, chunk_size=chunk_size, name=name
+    )
+
+
+def missing_ranges(have: set[int], total: int, limit: int = 20) -> List[List[int]]:
+    """Chunk indexes not yet received as [first, last] ranges (what a resuming sender re-sends);
+    at most ``limit`` ranges, in time proportional to ``have``, never to ``total``."""
     out: List[List[int]] = []
-    for i in range(total):
-        if i in have:
-            continue
-        if out and out[-1][1] == i - 1:
-            out[-1][1] = i
-        else:
-            out.append([i, i])
+    nxt = 0
+    for i in sorted(x for x in have if 0 <= x < total):
+        if i > nxt:
+            out.append([nxt, i - 1])
+            if len(out) >= limit:
+                return out
+        nxt = i + 1
+    if nxt < total and len(out) < limit:
+        out.append([nxt, total - 1])
     return out
 
 

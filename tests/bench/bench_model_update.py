@@ -56,7 +56,7 @@ def log_time(log: str, needle: str) -> float:
     raise RuntimeError(f"{needle!r} not in the agent log")
 
 
-def one_rep(root: Path, port: int, pkg: Path, ring: int, chunk: int) -> dict[str, float]:
+def one_rep(root: Path, port: int, pkg: Path, ring: int, chunk: int, pub: str) -> dict[str, float]:
     state = root / "state"
     cfg_path = root / "config.toml"
     cfg_path.write_text(
@@ -80,6 +80,7 @@ status_file = "{state}/status.json"
 [model_update]
 ring_frames = {ring}
 ring_interval_s = 3600
+trusted_keys = ["{pub}"]  # MQTT delivery is off without one
 """
     )
     if ring:
@@ -149,6 +150,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
         pkg = tmpd / "yolov8n.pkg"
+        from edge_agent.adapters.signing import generate_key
+
+        pub = generate_key(tmpd / "bench.key")
         subprocess.run(
             [
                 sys.executable,
@@ -164,6 +168,8 @@ def main() -> None:
                 "yolov8n",
                 "--version",
                 "2",
+                "--sign",
+                str(tmpd / "bench.key"),
             ],
             check=True,
         )
@@ -172,7 +178,7 @@ def main() -> None:
             for i in range(args.reps):
                 rep = tmpd / f"rep{i}"
                 rep.mkdir()
-                runs.append(one_rep(rep, broker.port, pkg, args.ring, args.chunk_kb * 1024))
+                runs.append(one_rep(rep, broker.port, pkg, args.ring, args.chunk_kb * 1024, pub))
                 print(json.dumps({k: round(v, 3) for k, v in runs[-1].items()}))
         inf = one_inference_s()
         size = pkg.stat().st_size

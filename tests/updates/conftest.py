@@ -26,12 +26,12 @@ def packages(models_dir: Path) -> dict[str, Path]:
     out = {}
     for name, model, extra in (
         ("good", INT8, []),
-        ("zero", models_dir / "zero-score-int8.onnx", []),
+        ("zero", models_dir / "zero-score-int8.onnx", ["--skip-guard"]),
         ("dim", models_dir / "dim-int8.onnx", []),
     ):
         pkg = models_dir / f"{name}.pkg"
         r = cli(
-            "model", "pack", str(model), "-o", str(pkg), "--name", "demo", "--version", f"2.0-{name}", *extra
+            "model", "pack", str(model), "-o", str(pkg), "--name", "demo", "--version", f"2.0+{name}", *extra
         )
         assert r.returncode == 0, r.stderr
         out[name] = pkg
@@ -55,7 +55,7 @@ def packages(models_dir: Path) -> dict[str, Path]:
             "--name",
             "demo",
             "--version",
-            f"2.1-{name}",
+            f"2.1+{name}",
             "--sign",
             str(k),
         )
@@ -70,3 +70,27 @@ def make_config(tmp_path: Path) -> Callable[..., Path]:
         return write_config(tmp_path, **kw)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def versioned(packages: dict[str, Path], models_dir: Path) -> dict[str, Path]:
+    """The demo INT8 signed by the trusted key as versions 1.0, 2.0 and 3.0 (anti-rollback)."""
+    out = {}
+    for v in ("1.0", "2.0", "3.0"):
+        pkg = models_dir / f"v{v}.pkg"
+        r = cli(
+            "model",
+            "pack",
+            str(INT8),
+            "-o",
+            str(pkg),
+            "--name",
+            "demo",
+            "--version",
+            v,
+            "--sign",
+            str(packages["key"]),
+        )
+        assert r.returncode == 0, r.stderr
+        out[v] = pkg
+    return out

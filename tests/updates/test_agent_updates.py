@@ -11,11 +11,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import pytest
 from helpers_mqtt import Broker, Collector
-from helpers_updates import FP32, INT8, cli
+from helpers_updates import FP32, INT8, AgentProc, cli, wait
 
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.app.configfile import load_config
@@ -26,69 +26,6 @@ FP32_SHA = hashlib.sha256(FP32.read_bytes()).hexdigest()
 INT8_SHA = hashlib.sha256(INT8.read_bytes()).hexdigest()
 
 
-def wait(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-class AgentProc:
-    def __init__(self, cfg: Path) -> None:
-        self.cfg_path = cfg
-        self.cfg = load_config(cfg)
-        self.state = Path(self.cfg.device.state_dir)
-        self.log = cfg.with_suffix(".log")
-        self.proc: Optional[subprocess.Popen[bytes]] = None
-
-    def start(self) -> AgentProc:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "edge_agent", "run", "-c", str(self.cfg_path)], stdout=out, stderr=out
-            )
-        wait(lambda: (self.status() or {}).get("frames", 0) > 0, what=f"agent running\n{self.log_text()}")
-        return self
-
-    def status(self) -> Optional[dict[str, Any]]:
-        try:
-            data: dict[str, Any] = json.loads((self.state / "status.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return data if data.get("state") == "running" and self.proc and self.proc.poll() is None else None
-
-    def detector_sha(self) -> Optional[str]:
-        s = self.status()
-        return s["models"]["detector"]["sha256"] if s and s.get("models") else None
-
-    def last(self) -> dict[str, Any]:
-        try:
-            return dict(json.loads((self.state / "models" / "active.json").read_text()).get("last") or {})
-        except FileNotFoundError:
-            return {}
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        (self.state / "status.json").unlink(missing_ok=True)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        (self.state / "status.json").unlink(missing_ok=True)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-
 @pytest.fixture
 def agents() -> Iterator[list[AgentProc]]:
     started: list[AgentProc] = []
@@ -97,22 +34,27 @@ def agents() -> Iterator[list[AgentProc]]:
         a.stop()
 
 
+def keys(packages: dict[str, Path]) -> str:
+    """The config lines that turn MQTT delivery on: it is off without a trusted key."""
+    return f'[model_update]\ntrusted_keys = ["{packages["pub"].read_text().strip()}"]'
+
+
 def test_good_package_over_mqtt_switches_and_status_reports_it(
     broker: Broker, agents: list[AgentProc], packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
-    a = AgentProc(make_config(port=broker.port))
+    a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
     agents.append(a.start())
     assert a.detector_sha() == FP32_SHA
     col = Collector(broker.port, "edge/cam-1/status", client_id="status-watch")
     try:
-        tid = push_package(a.cfg, packages["good"], ["cam-1"], None, chunk_size=64 * 1024)
+        tid = push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk_size=64 * 1024)
         wait(lambda: a.detector_sha() == INT8_SHA, what=f"switch to the INT8 model\n{a.log_text()}")
 
         def reported() -> bool:
             for body in col.on_topic("/status"):
                 mu = body.get("model_update") or {}
                 cur = mu.get("current") or {}
-                if cur.get("version") == "2.0-good" and body["models"]["detector"]["sha256"] == INT8_SHA:
+                if cur.get("version") == "2.1+signed" and body["models"]["detector"]["sha256"] == INT8_SHA:
                     return True
             return False
 
@@ -121,7 +63,7 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
         assert any(t.get("transfer_id") == tid for t in progress)  # the transfer was reported too
         assert a.last()["origin"] == f"mqtt:{tid}" and a.last()["gate"]["passed"] is True
         r = cli("model", "status", "-c", str(a.cfg_path))
-        assert "demo 2.0-good" in r.stdout and INT8_SHA in r.stdout
+        assert "demo 2.1+signed" in r.stdout and INT8_SHA in r.stdout
     finally:
         col.close()
 
@@ -166,18 +108,18 @@ def test_bad_signature_over_mqtt_is_refused(
 def test_kill9_mid_transfer_resumes_and_completes(
     broker: Broker, agents: list[AgentProc], packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
-    a = AgentProc(make_config(port=broker.port))
+    a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
     agents.append(a.start())
     chunk = 16 * 1024
-    total = -(-packages["good"].stat().st_size // chunk)
+    total = -(-packages["signed"].stat().st_size // chunk)
     tid = "resume-test"
-    push_package(a.cfg, packages["good"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10))
+    push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10))
     chunks = a.state / "models" / "transfers" / tid / "chunks"
     wait(lambda: chunks.is_dir() and len(list(chunks.iterdir())) >= 10, what="10 chunks on disk")
     a.kill9()
     assert a.detector_sha() is None
     # the rest arrives while the device is down: the broker keeps it for the persistent session
-    push_package(a.cfg, packages["good"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10, total))
+    push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10, total))
     assert len(list(chunks.iterdir())) == 10  # persisted across the kill, nothing more yet
     a.start()
     wait(lambda: a.detector_sha() == INT8_SHA, what=f"resumed transfer switched\n{a.log_text()}")
@@ -190,7 +132,7 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
 ) -> None:
     """kill -9 the installer at spread-out moments (reading, staging, gate, switch): every time,
     the next start loads a complete, hash-verified model."""
-    from edge_agent.app.model_agent import ModelUpdates
+    from edge_agent.app.model_agent import ModelUpdates, release_run_lock
 
     cfg_path = make_config()
     cfg = load_config(cfg_path)
@@ -222,6 +164,7 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
         assert not staging.exists() or list(staging.iterdir()) == []  # debris of a cut extraction removed
         cli("model", "rollback", "-c", str(cfg_path))  # next round starts from the config model
     assert seen == {FP32_SHA, INT8_SHA}  # kills landed both before and after the switch
+    release_run_lock(cfg)  # this process played the agent above; now a real one starts
     r = subprocess.run(
         [sys.executable, "-m", "edge_agent", "run", "-c", str(cfg_path), "--max-frames", "3"],
         capture_output=True,
@@ -274,7 +217,7 @@ def test_staged_but_not_switched_starts_the_old_model(
     store = ModelStore(str(a.state)).ensure()
     with PackageReader(packages["good"]) as r:
         store.stage(r)
-    half = store.staging / "demo-2.0-good-deadbeef.123"
+    half = store.staging / "demo-2.0+good-deadbeef.123"
     half.mkdir()
     (half / "detector.onnx").write_bytes(INT8.read_bytes()[:1000])
     agents.append(a.start())
