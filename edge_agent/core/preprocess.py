@@ -35,8 +35,10 @@ def letterbox(
     size_hw: tuple[int, int],
     pad_value: int = PAD_VALUE,
     out: Optional[npt.NDArray[np.uint8]] = None,
+    stretch: bool = False,
 ) -> tuple[npt.NDArray[np.uint8], Letterbox]:
-    """Resize keeping aspect ratio and pad (centred) to ``size_hw``.
+    """Resize keeping aspect ratio and pad (centred) to ``size_hw``; ``stretch``: resize to
+    ``size_hw`` exactly, no padding (what RT-DETR's predictor does).
 
     The scale is taken from the limiting side of *each* axis separately (height against height,
     width against width): the Ultralytics ONNXRuntime example mixes them up for non-square inputs.
@@ -46,8 +48,8 @@ def letterbox(
     h, w = image.shape[:2]
     dst_h, dst_w = size_hw
     r = min(dst_h / h, dst_w / w)
-    new_w = max(1, min(dst_w, int(round(w * r))))
-    new_h = max(1, min(dst_h, int(round(h * r))))
+    new_w = dst_w if stretch else max(1, min(dst_w, int(round(w * r))))
+    new_h = dst_h if stretch else max(1, min(dst_h, int(round(h * r))))
     left = (dst_w - new_w) // 2
     top = (dst_h - new_h) // 2
     lb = Letterbox(new_w / w, new_h / h, left, top, w, h)
@@ -125,12 +127,13 @@ def preprocess_detector(
     dtype: npt.DTypeLike = np.float32,
     canvas: Optional[npt.NDArray[np.uint8]] = None,
     blob: Optional[npt.NDArray[np.float32]] = None,
+    stretch: bool = False,
 ) -> tuple[npt.NDArray[np.generic], Letterbox]:
-    """The Ultralytics detector input: letterbox (pad 114), RGB, 0..1, NCHW, the model's dtype.
+    """The Ultralytics detector input: letterbox (pad 114; ``stretch``: none), RGB, 0..1, NCHW, the model's dtype.
 
     ``canvas``/``blob``: buffers reused across frames (see :class:`edge_agent.inference.pipeline.Detector`).
     """
-    padded, lb = letterbox(image_bgr, size_hw, out=canvas)
+    padded, lb = letterbox(image_bgr, size_hw, out=canvas, stretch=stretch)
     return to_blob(padded, dtype=dtype, out=blob), lb
 
 

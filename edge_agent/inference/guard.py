@@ -63,10 +63,7 @@ def probe_max_score(detector: Any) -> float:
     """Best score of any row on the probe image, whatever the threshold."""
     prep = detector.prepare(probe_image())
     raw = detector.model.run_single(prep.blob)[0]
-    res = detector.format
-    rows = res.rows(raw)
-    nc = res.num_classes if res.num_classes is not None else res.fmt.num_classes(rows.shape[1])
-    return float(res.fmt.decode(rows, nc, 1.0, None).max_score)
+    return float(detector.format.candidates(raw, 1.0, None).max_score)
 
 
 def check_detector(detector: Any) -> list[Problem]:

@@ -52,12 +52,13 @@ def read_yolo_labels(path: Path, width: int, height: int) -> Boxes:
 
 
 def _split_raw(raw: npt.NDArray[np.generic], transposed: Optional[bool] = None) -> npt.NDArray[np.float32]:
-    """A YOLO output [1, 4+nc, N] or [1, N, 4+nc] as float32 [4+nc, N] (layout guessed when None)."""
-    from edge_agent.core.yolo import detector_layout
+    """A YOLO output [1, 4+nc, N] or [1, N, 4+nc] as float32 [4+nc, N] (layout from the format
+    registry, for an unknown input size, when None)."""
+    from edge_agent.core.formats import resolve_format
 
     out: npt.NDArray[np.float32] = np.asarray(raw, np.float32)[0]
     if transposed is None:
-        transposed = detector_layout((1, *out.shape)) != "channels_last"
+        transposed = resolve_format((1, *out.shape), 0, {}, (0, 0), "yolov8").transposed
     return out if transposed else out.T
 
 
@@ -106,7 +107,7 @@ def validate_detector(
 ) -> ValidationReport:
     """Compare two detectors of any formats, input sizes or class lists on the detections they give."""
     from edge_agent.adapters.images import read_image
-    from edge_agent.inference.defaults import IOU_THRESHOLD
+    from edge_agent.core.defaults import IOU_THRESHOLD
     from edge_agent.inference.pipeline import Detector, DetectorParams
 
     rep = ValidationReport("detector", str(ref.path), str(cand.path), len(files))
@@ -231,7 +232,7 @@ def _as_boxes(d: Any) -> Boxes:
 
 def _decode(det: Any, raw: Any, lb: Any, conf: float, iou: float) -> Boxes:
     """An output already computed, decoded again at other thresholds (no second inference)."""
-    from edge_agent.inference.formats import decode_output
+    from edge_agent.core.formats import decode_output
 
     return _as_boxes(decode_output(raw, det.format, lb, conf, iou, det.params.max_det)[0])
 

@@ -32,10 +32,10 @@ def test_tools_and_inference_never_import_app() -> None:
 
 
 def test_the_detection_defaults_have_one_home() -> None:
-    """0.25 / 0.45 written as numbers only in inference/defaults.py (grep the source, not the values)."""
+    """0.25 / 0.45 written as numbers only in core/defaults.py (grep the source, not the values)."""
     hits = []
     for p in PKG.rglob("*.py"):
-        if p.name == "defaults.py" and p.parent.name == "inference":
+        if p.name == "defaults.py" and p.parent.name == "core":
             continue
         for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             code = line.split("#", 1)[0]
@@ -53,7 +53,7 @@ def test_cli_config_and_validate_share_them() -> None:
 
     from edge_agent.app import infer_cmd
     from edge_agent.core.config import DetectorConfig
-    from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD
+    from edge_agent.core.defaults import CONF_THRESHOLD, IOU_THRESHOLD
     from edge_agent.inference.pipeline import DetectorParams
     from edge_agent.tools.thresholds import Thresholds
 

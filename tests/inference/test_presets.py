@@ -17,9 +17,10 @@ from PIL import Image
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.preprocess import ClassifierPreprocess
+from edge_agent.core.presets import PRESETS, parse_spec
 from edge_agent.errors import ModelError
 from edge_agent.inference.pipeline import Classifier
-from edge_agent.inference.presets import PRESETS, choose_preprocess, parse_spec
+from edge_agent.inference.presets import choose_preprocess
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)
