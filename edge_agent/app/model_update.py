@@ -19,6 +19,7 @@ from edge_agent.adapters import signing
 from edge_agent.adapters.model_store import ModelStore
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.core.config import Config
+from edge_agent.core.defaults import CROP_PADDING
 from edge_agent.core.model_package import check_agent_version
 from edge_agent.errors import EdgeAgentError, ModelError
 
@@ -93,7 +94,7 @@ def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], s
 
 
 def _thresholds(cfg: Config) -> Any:
-    from edge_agent.tools.thresholds import Thresholds
+    from edge_agent.core.thresholds import Thresholds
 
     mu = cfg.model_update
     return Thresholds(
@@ -150,7 +151,7 @@ def install(
                     _thresholds(cfg),
                     cfg.detector.provider,
                     cfg.detector.threads,
-                    cfg.classifier.crop_padding if cfg.classifier else 0.1,
+                    cfg.classifier.crop_padding if cfg.classifier else CROP_PADDING,
                 )
         except EdgeAgentError as exc:
             _drop_unused(store, state, vid)
