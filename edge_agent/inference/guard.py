@@ -90,4 +90,8 @@ def check_detector(detector: Any) -> list[Problem]:
 
 
 def describe(path: Any, problems: list[Problem]) -> str:
-    return f"{path}: cannot produce detection scores: " + " and ".join(p.line() for p in problems)
+    """One line: every cause, then each distinct fix once (the static check and the probe usually
+    share theirs, which used to be printed twice)."""
+    fixes = list(dict.fromkeys(p.fix for p in problems))
+    causes = " and ".join(p.cause for p in problems)
+    return f"{path}: cannot produce detection scores: {causes}; fix: " + "; or ".join(fixes)

@@ -13,7 +13,7 @@ from helpers_models import make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.onnx_wire import output_dequant_scales
-from edge_agent.inference.guard import check_detector
+from edge_agent.inference.guard import check_detector, describe
 from edge_agent.inference.pipeline import Detector
 
 
@@ -63,6 +63,9 @@ def test_static_scale_and_probe_both_name_the_cause(broken: Path, good: Path) ->
     assert "scale 8" in causes and "every class score is 0 on the probe image" in causes
     assert all("edge-agent quantize" in p.fix for p in problems)
     assert check_detector(Detector(OnnxModel(good))) == []
+    line = describe(broken, problems)
+    assert "\n" not in line and "scale 8" in line and "every class score is 0" in line
+    assert line.count("fix:") == 1 and line.count("re-quantize") == 1  # one fix for both causes
 
 
 def test_a_float_model_with_all_zero_scores_is_caught_by_the_probe(tmp_path: Path, frames: Path) -> None:
@@ -86,6 +89,7 @@ def test_infer_and_inspect_warn_with_cause_and_fix(broken: Path, frames: Path) -
     assert r.returncode == 0
     assert "warning" in r.stderr and "scale 8" in r.stderr and "edge-agent quantize" in r.stderr
     assert "Traceback" not in r.stderr
+    assert r.stderr.count("re-quantize") == 1  # two causes (static scale, probe), one fix sentence
     r = cli("inspect", str(broken))
     assert (
         r.returncode == 0
