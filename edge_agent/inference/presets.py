@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from edge_agent.core.preprocess import ClassifierPreprocess
+from edge_agent.core.preprocess import ClassifierPreprocess, resize_short_side
 from edge_agent.core.presets import parse_spec
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class Choice:
         resize = (
             "stretch"
             if p.resize == "stretch" or not p.center_crop
-            else f"shorter side to {round(p.size_hw[0] / p.crop_ratio)} + centre crop"
+            else f"shorter side to {resize_short_side(p)} + centre crop"
         )
         return (
             f"{self.spec} ({self.source}): {resize} {p.size_hw[1]}x{p.size_hw[0]}, {p.color}, "
