@@ -157,8 +157,9 @@ class RtDetr(OutputFormat):
         if forced or e.says("rtdetr", "rt-detr"):
             return self._ok(False, e.b - 4, e)
         # by shape: far fewer rows than a dense head has anchors (300 queries against 8400 cells at
-        # 640; a one-stride head still has 3/4 of them), more rows than columns, not [K, 6]
-        few_rows = e.a is not None and 4 * e.a <= e.cells and e.a > e.b
+        # 640; a one-stride head still has 3/4 of them), not [K, 6]; without names, also more rows
+        # than columns (else [1, 84, 8400] would read as 84 queries of 8396 classes)
+        few_rows = e.a is not None and 4 * e.a <= e.cells and (e.nc is not None or e.a > e.b)
         return self._ok(False, e.b - 4, e) if few_rows and e.b != 6 else None
 
     def decode(

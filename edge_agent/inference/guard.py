@@ -75,7 +75,9 @@ def check_detector(detector: Any) -> list[Problem]:
     except (OSError, WireError):  # the session loaded it, so this is only an unreadable re-read
         scales = {}
     for out, scale in scales.items():
-        if scale > MAX_SCORE_STEP:
+        # compared as the float32 the model stores: a scale written as 0.05 is 0.05000000075 there,
+        # and "needs a step <= 0.05" must let it pass
+        if np.float32(scale) > np.float32(MAX_SCORE_STEP):
             levels = int(1 / scale) if scale <= 1 else 0
             problems.append(
                 Problem(

@@ -12,6 +12,8 @@ import numpy as np
 import onnx
 import pytest
 from helpers_models import bright_scene, make_format_detector
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from edge_agent.adapters.runtime import OnnxModel
@@ -174,6 +176,9 @@ def test_forcing_rtdetr_on_a_yolov8_shape_the_evidence_would_misread() -> None:
     assert resolve_format((1, 300, 84), 80, {}, (0, 0)).fmt.name == "yolov8"
     assert resolve_format((1, 300, 84), 80, {}, (0, 0), "rtdetr").fmt.name == "rtdetr"
     assert resolve_format((1, 300, 84), 80, {}, (640, 640)).fmt.name == "rtdetr"
+    # Objects365 (365 classes): more columns than queries; the names' class count tells
+    assert resolve_format((1, 300, 369), 365, {}, (640, 640)).fmt.name == "rtdetr"
+    assert resolve_format((1, 84, 8400), 0, {}, (640, 640)).fmt.name == "yolov8"
 
 
 def test_config_key_is_validated_against_the_registry() -> None:
@@ -239,3 +244,33 @@ def test_nms_free_rows_are_kept_best_first_under_max_det(fmt: str) -> None:
     )
     np.testing.assert_allclose(dets.scores, [0.9, 0.8])
     np.testing.assert_allclose(dets.boxes[:, 0], [13, 33], atol=1e-4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.integers(5, 2000), extra=st.integers(1, 20000), names=st.sampled_from([0, None]))
+def test_unknown_input_size_the_smaller_axis_is_the_row_width(a: int, extra: int, names: int | None) -> None:
+    """Input size unknown (dynamic, no imgsz), class count unknown: anchors outnumber 4+nc, so the
+    smaller of the two last axes is the row width: [1, a, b] with a < b is transposed to rows."""
+    b = a + extra
+    channels_first = resolve_format((1, a, b), names or 0, {}, (0, 0))
+    channels_last = resolve_format((1, b, a), names or 0, {}, (0, 0))
+    assert (channels_first.fmt.name, channels_first.transposed, channels_first.num_classes) == (
+        "yolov8",
+        True,
+        a - 4,
+    )
+    assert (channels_last.fmt.name, channels_last.transposed, channels_last.num_classes) == (
+        "yolov8",
+        False,
+        a - 4,
+    )
+
+
+def test_unknown_input_size_with_names_trusts_the_class_count() -> None:
+    """With names, 4+nc decides even when it is the larger axis (a 1000-class head on 300 anchors)."""
+    r = resolve_format((1, 1004, 300), 1000, {}, (0, 0))
+    assert (r.fmt.name, r.transposed, r.num_classes) == ("yolov8", True, 1000)
+    r = resolve_format((1, 300, 1004), 1000, {}, (0, 0))
+    assert (r.fmt.name, r.transposed, r.num_classes) == ("yolov8", False, 1000)
+    square = resolve_format((1, 84, 84), 0, {}, (0, 0))  # no way to tell: rows as given
+    assert (square.transposed, square.num_classes) == (False, 80)

@@ -178,3 +178,18 @@ def test_the_loop_warns_after_n_frames_without_a_score(
     agent2 = Agent(load_config(_config(tmp_path, good, frames)), None)
     assert agent2.run() == 0
     assert json.loads((tmp_path / "status.json").read_text())["warnings"] == []
+
+
+@pytest.mark.parametrize(
+    ("scale", "flagged"),
+    [
+        (0.05, False),  # exactly the limit, as float32 stores it (0.05000000075)
+        (float(np.nextafter(np.float32(0.05), np.float32(1))), True),  # one float32 step coarser
+        (0.049, False),
+        (0.0625, True),  # 16 levels
+    ],
+)
+def test_the_static_scale_limit_at_its_boundary(tmp_path: Path, scale: float, flagged: bool) -> None:
+    m = make_format_detector(tmp_path / "s.onnx", output_scale=scale)
+    causes = [p.cause for p in check_detector(Detector(OnnxModel(m)))]
+    assert any("INT8-quantized with scale" in c for c in causes) is flagged, causes
