@@ -76,8 +76,11 @@ def make_preprocess(model: Any) -> Any:
 
     dtype = model.input.dtype
     if model_kind(model) == "detect":
+        from edge_agent.inference.task import detector_format
+
         hw = model.input_hw()
-        return lambda img: preprocess_detector(img, hw, dtype)[0]
+        stretch = detector_format(model).fmt.stretch_input  # RT-DETR: stretched, not letterboxed
+        return lambda img: preprocess_detector(img, hw, dtype, stretch=stretch)[0]
     pp = classifier_preprocess_for(model)
     return lambda img: preprocess_classifier([img], pp, dtype)
 

@@ -274,3 +274,17 @@ def test_unknown_input_size_with_names_trusts_the_class_count() -> None:
     assert (r.fmt.name, r.transposed, r.num_classes) == ("yolov8", False, 1000)
     square = resolve_format((1, 84, 84), 0, {}, (0, 0))  # no way to tell: rows as given
     assert (square.transposed, square.num_classes) == (False, 80)
+
+
+def test_quantize_calibration_and_bench_feed_rtdetr_its_stretched_input(tmp_path: Path) -> None:
+    """Calibration ranges and bench timings come from the input the runtime really gives the model."""
+    from edge_agent.tools.bench import _pipeline
+    from edge_agent.tools.quantize import make_preprocess
+
+    model = OnnxModel(make_rtdetr(tmp_path))
+    img = bright_scene(64, 192, [(64, 16, 32)])
+    runtime = np.array(Detector(model).prepare(img).blob)
+    np.testing.assert_array_equal(make_preprocess(model)(img), runtime)
+    np.testing.assert_array_equal(_pipeline(model, "detect")[0](img), runtime)
+    letterboxed = make_preprocess(OnnxModel(make_format_detector(tmp_path / "v8.onnx", imgsz_hw=HW)))(img)
+    assert not np.array_equal(letterboxed, runtime)  # the two preprocessings do differ on this image
