@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Tuple
+from typing import Sequence as TSequence
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +27,7 @@ from edge_agent.errors import ModelError
 
 FloatArray = npt.NDArray[np.float32]
 Shape = Tuple[object, ...]
-Classes = Optional[Sequence[int]]
+Classes = Optional[TSequence[int]]  # typing's: a run-time alias must import on Python 3.8
 
 
 @dataclass(frozen=True)
