@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.app.configfile import add_config_arg
-from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
+from edge_agent.core.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
 EXAMPLE = (
     """\

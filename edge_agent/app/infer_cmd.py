@@ -11,8 +11,8 @@ from typing import Any, Optional, TextIO
 
 from edge_agent.app.argtypes import non_negative_float, positive_int, unit_interval
 from edge_agent.app.track_infer import add_track_args
+from edge_agent.core.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
 from edge_agent.errors import EdgeAgentError, ImageError
-from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,10 @@ def register(sub: Any) -> None:
         "--classify-classes", help="comma-separated detector classes whose crops are classified (default all)"
     )
     p.add_argument(
-        "--crop-padding", type=non_negative_float, default=0.1, help="crop padding as a fraction of box size"
+        "--crop-padding",
+        type=non_negative_float,
+        default=CROP_PADDING,
+        help="crop padding as a fraction of box size",
     )
     p.add_argument("--conf", type=unit_interval, default=CONF_THRESHOLD, help="confidence threshold")
     p.add_argument("--iou", type=unit_interval, default=IOU_THRESHOLD, help="NMS IoU threshold")
@@ -53,6 +56,12 @@ def register(sub: Any) -> None:
         "--max-det", type=positive_int, default=MAX_DET, help="keep at most N detections per image"
     )
     p.add_argument("--classes", help="comma-separated detector classes to keep (default all)")
+    p.add_argument(
+        "--output-format",
+        metavar="NAME",
+        help="force the detector output format (yolov8, yolov5, end2end, rtdetr) instead of "
+        "recognising it from the output shape and metadata",
+    )
     p.add_argument("--save", metavar="DIR", help="write annotated images to DIR (never over an input)")
     p.add_argument(
         "--max-pixels",
@@ -82,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     model_path = Path(args.model) if args.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
     det_model = OnnxModel(model_path, provider=args.provider, threads=args.threads, labels=args.labels)
-    detector = Detector(det_model, DetectorParams(args.conf, args.iou, args.max_det))
+    detector = Detector(det_model, DetectorParams(args.conf, args.iou, args.max_det), args.output_format)
     problems = check_detector(detector)
     if problems:  # infer still runs (the user may be debugging exactly this), but says why it finds nothing
         sys.stderr.write(f"edge-agent infer: warning: {describe(model_path, problems)}\n")

@@ -1,6 +1,6 @@
 """The update gate: a candidate model runs beside the current one on the device's own frames.
 
-The comparison is ``edge-agent validate``'s (:func:`edge_agent.tools.validate.validate_detector` /
+The comparison is ``edge-agent validate``'s (:func:`edge_agent.inference.compare.validate_detector` /
 ``validate_classifier``) and the broken-model guard is the one every model load goes through
 (:func:`edge_agent.inference.guard.check_detector`): one verdict, wherever a model is judged.
 """
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from edge_agent.tools.thresholds import Thresholds
+from edge_agent.core.defaults import CROP_PADDING
+from edge_agent.core.thresholds import Thresholds
 
 MAX_CROPS = 200
 
@@ -48,13 +49,13 @@ class GateResult:
 
 
 def _compare_detector(ref: Any, cand: Any, files: list[Path], th: Thresholds) -> Any:
-    from edge_agent.tools.validate import validate_detector
+    from edge_agent.inference.compare import validate_detector
 
     return validate_detector(ref, cand, files, None, th)
 
 
 def _compare_classifier(ref: Any, cand: Any, files: list[Path], root: Path, th: Thresholds) -> Any:
-    from edge_agent.tools.validate import validate_classifier
+    from edge_agent.inference.compare import validate_classifier
 
     return validate_classifier(ref, cand, files, root, th)
 
@@ -104,7 +105,7 @@ def run_gate(
     th: Thresholds,
     provider: Optional[str] = None,
     threads: Optional[int] = None,
-    crop_padding: float = 0.1,
+    crop_padding: float = CROP_PADDING,
 ) -> GateResult:
     """Compare ``candidate`` with ``current`` (role -> model path) on ``files``."""
     from edge_agent.adapters.runtime import OnnxModel

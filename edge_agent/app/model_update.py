@@ -19,6 +19,7 @@ from edge_agent.adapters import signing
 from edge_agent.adapters.model_store import ModelStore
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.core.config import Config
+from edge_agent.core.defaults import CROP_PADDING
 from edge_agent.core.model_package import (
     Manifest,
     check_agent_version,
@@ -117,7 +118,7 @@ def _runs_demo_detector(cfg: Config, store: ModelStore) -> bool:
 
 
 def _thresholds(cfg: Config) -> Any:
-    from edge_agent.tools.thresholds import Thresholds
+    from edge_agent.core.thresholds import Thresholds
 
     mu = cfg.model_update
     return Thresholds(
@@ -199,7 +200,7 @@ def install(
                     _thresholds(cfg),
                     cfg.detector.provider,
                     cfg.detector.threads,
-                    cfg.classifier.crop_padding if cfg.classifier else 0.1,
+                    cfg.classifier.crop_padding if cfg.classifier else CROP_PADDING,
                 )
         except EdgeAgentError as exc:
             _drop_unused(store, state, vid)

@@ -14,6 +14,7 @@ from typing import Optional
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file
 from edge_agent.core.config import Config
+from edge_agent.core.defaults import CROP_PADDING
 from edge_agent.errors import ModelError
 from edge_agent.inference.guard import check_detector, describe
 from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams
@@ -26,7 +27,7 @@ class ModelSet:
     detector: Detector
     classifier: Optional[Classifier] = None
     classify_ids: Optional[list[int]] = None
-    crop_padding: float = 0.1
+    crop_padding: float = CROP_PADDING
 
     @classmethod
     def from_config(cls, cfg: Config) -> ModelSet:
@@ -41,7 +42,9 @@ class ModelSet:
             state_dir=state,
             float_source=d.float_model,
         )
-        detector = Detector(model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det))
+        detector = Detector(
+            model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det), d.output_format
+        )
         problems = check_detector(detector)
         if problems:  # run and SIGHUP hot swap both come here: refuse, unless the config says otherwise
             msg = describe(path, problems)
@@ -63,7 +66,7 @@ class ModelSet:
             )
             classifier = Classifier(cm, top_k=c.top_k, preprocess_option=c.preprocess)
             ids = detector.class_ids(c.classes) if c.classes else None
-        return cls(detector, classifier, ids, c.crop_padding if c else 0.1)
+        return cls(detector, classifier, ids, c.crop_padding if c else CROP_PADDING)
 
     def describe(self) -> dict[str, dict[str, str]]:
         """Model ids and hashes carried in every result, so a record says which weights made it."""

@@ -13,7 +13,7 @@ from edge_agent.app.infer_cmd import add_model_args
 
 
 def add_threshold_args(p: argparse.ArgumentParser) -> None:
-    from edge_agent.tools.thresholds import Thresholds
+    from edge_agent.core.thresholds import Thresholds
 
     d = Thresholds()
     g = p.add_argument_group("pass/fail thresholds")
@@ -41,7 +41,7 @@ def add_threshold_args(p: argparse.ArgumentParser) -> None:
 
 
 def thresholds_from(args: argparse.Namespace) -> Any:
-    from edge_agent.tools.thresholds import Thresholds
+    from edge_agent.core.thresholds import Thresholds
 
     return Thresholds(
         min_recall=args.min_recall,

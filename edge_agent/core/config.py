@@ -13,9 +13,9 @@ from typing import List, Literal, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from edge_agent.core.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
 from edge_agent.core.mqtt_names import topic_level_problem, topic_prefix_problem
 from edge_agent.errors import ConfigError, EdgeAgentError
-from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -91,6 +91,21 @@ class DetectorConfig(_Section):
     # the FP32/FP16 model a quantized `model` was made from: TensorRT builds its FP16 engine from it
     # on GPUs without INT8 (Jetson Nano); a model package's manifest may fill it in
     float_model: Optional[str] = None
+    # force the output format instead of recognising it from the output shape and metadata
+    # (`edge-agent inspect` shows the recognised one): yolov8 | yolov5 | end2end | rtdetr
+    output_format: Optional[str] = None
+
+    @field_validator("output_format")
+    @classmethod
+    def _format_known(cls, value: Optional[str]) -> Optional[str]:
+        if value is None or value.strip().lower() in ("", "auto"):
+            return None
+        from edge_agent.core.formats import check_name  # numpy/cv2 only when the key is set
+
+        try:
+            return check_name(value)
+        except EdgeAgentError as exc:
+            raise ValueError(str(exc)) from None
 
 
 class ClassifierConfig(_Section):
@@ -98,7 +113,7 @@ class ClassifierConfig(_Section):
     labels: Optional[str] = None
     # detector classes whose crops are classified (empty = all)
     classes: List[str] = Field(default_factory=list)
-    crop_padding: float = Field(default=0.1, ge=0, le=1)
+    crop_padding: float = Field(default=CROP_PADDING, ge=0, le=1)
     top_k: int = Field(default=1, gt=0)
     provider: Optional[str] = None
     # ultralytics | imagenet | raw | custom "resize=shorter,crop=0.875,scale=1/255,mean=..,std=..,order=RGB";
@@ -111,7 +126,7 @@ class ClassifierConfig(_Section):
         if value is None or value.strip().lower() in ("", "auto"):
             return value
         from edge_agent.core.preprocess import ClassifierPreprocess
-        from edge_agent.inference.presets import parse_spec
+        from edge_agent.core.presets import parse_spec
 
         try:
             parse_spec(value, ClassifierPreprocess(), "classifier.preprocess")

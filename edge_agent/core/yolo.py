@@ -1,16 +1,14 @@
 """Detection geometry shared by every output format: class-aware NMS, mapping boxes back through
 the letterbox, IoU. Pure numpy/cv2.
 
-The per-format decoding (YOLOv8/11, YOLOv5, end2end) lives in :mod:`edge_agent.inference.formats`;
+The per-format decoding (the format registry) lives in :mod:`edge_agent.core.formats`;
 it applies the confidence threshold *before* any per-anchor work, so post-processing cost is
 proportional to the candidates, not to the 8400 anchors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
 
 import cv2
 import numpy as np
@@ -36,30 +34,6 @@ class Detections:
     @staticmethod
     def empty() -> Detections:
         return Detections(np.zeros((0, 4), np.float32), np.zeros((0,), np.float32), np.zeros((0,), np.int64))
-
-
-def detector_layout(shape: Sequence[object], num_classes: Optional[int] = None) -> Optional[str]:
-    """Say whether an output shape is ``"channels_first"`` ([1,4+nc,N]), ``"channels_last"`` or neither.
-
-    With unknown ``num_classes`` the smaller of the two last dims is taken as 4+nc (N is in the
-    thousands for any real input size, nc rarely above a few hundred).
-    """
-    if len(shape) != 3:
-        return None
-    a, b = shape[1], shape[2]
-    if num_classes is not None:
-        want = 4 + num_classes
-        if a == want:
-            return "channels_first"
-        if b == want:
-            return "channels_last"
-        return None
-    a_ok, b_ok = isinstance(a, int) and a >= 5, isinstance(b, int) and b >= 5
-    if a_ok and (not b_ok or a < b):  # type: ignore[operator]
-        return "channels_first"
-    if b_ok and (not a_ok or b < a):  # type: ignore[operator]
-        return "channels_last"
-    return None
 
 
 def nms(boxes_xyxy: FloatArray, scores: FloatArray, class_ids: IntArray, iou_threshold: float) -> IntArray:

@@ -63,10 +63,7 @@ def probe_max_score(detector: Any) -> float:
     """Best score of any row on the probe image, whatever the threshold."""
     prep = detector.prepare(probe_image())
     raw = detector.model.run_single(prep.blob)[0]
-    res = detector.format
-    rows = res.rows(raw)
-    nc = res.num_classes if res.num_classes is not None else res.fmt.num_classes(rows.shape[1])
-    return float(res.fmt.decode(rows, nc, 1.0, None).max_score)
+    return float(detector.format.candidates(raw, 1.0, None).max_score)
 
 
 def check_detector(detector: Any) -> list[Problem]:
@@ -78,7 +75,9 @@ def check_detector(detector: Any) -> list[Problem]:
     except (OSError, WireError):  # the session loaded it, so this is only an unreadable re-read
         scales = {}
     for out, scale in scales.items():
-        if scale > MAX_SCORE_STEP:
+        # compared as the float32 the model stores: a scale written as 0.05 is 0.05000000075 there,
+        # and "needs a step <= 0.05" must let it pass
+        if np.float32(scale) > np.float32(MAX_SCORE_STEP):
             levels = int(1 / scale) if scale <= 1 else 0
             problems.append(
                 Problem(
@@ -93,4 +92,8 @@ def check_detector(detector: Any) -> list[Problem]:
 
 
 def describe(path: Any, problems: list[Problem]) -> str:
-    return f"{path}: cannot produce detection scores: " + " and ".join(p.line() for p in problems)
+    """One line: every cause, then each distinct fix once (the static check and the probe usually
+    share theirs, which used to be printed twice)."""
+    fixes = list(dict.fromkeys(p.fix for p in problems))
+    causes = " and ".join(p.cause for p in problems)
+    return f"{path}: cannot produce detection scores: {causes}; fix: " + "; or ".join(fixes)

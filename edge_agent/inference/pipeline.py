@@ -17,6 +17,8 @@ import numpy.typing as npt
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.classify import Classification, to_probabilities, top_k
+from edge_agent.core.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
+from edge_agent.core.formats import decode_output
 from edge_agent.core.preprocess import (
     ClassifierPreprocess,
     Letterbox,
@@ -26,9 +28,8 @@ from edge_agent.core.preprocess import (
 from edge_agent.core.schema import Detection, to_detection_list
 from edge_agent.core.yolo import Detections
 from edge_agent.errors import ModelError
-from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
-from edge_agent.inference.formats import decode_output, resolve_format
 from edge_agent.inference.presets import choose_preprocess
+from edge_agent.inference.task import detector_format
 
 log = logging.getLogger(__name__)
 
@@ -56,22 +57,16 @@ class DetectOutput:
 
 
 class Detector:
-    """A detector in one of the :mod:`edge_agent.inference.formats`; refuses anything else at load."""
+    """A detector in one of the formats of :mod:`edge_agent.core.formats` (the one ``output_format``
+    names, else the one its output shape and metadata say); refuses anything else at load."""
 
     def __init__(
         self, model: OnnxModel, params: Optional[DetectorParams] = None, output_format: Optional[str] = None
     ) -> None:
         self.model = model
         self.params = params or DetectorParams()
-        out = model.info.outputs[0]
         self.input_hw = model.input_hw()
-        try:
-            self.format = resolve_format(
-                out.shape, len(model.info.names), model.info.metadata, self.input_hw, output_format
-            )
-        except ModelError as exc:
-            task = f" (task in metadata: {model.info.task})" if model.info.task else ""
-            raise ModelError(f"{model.path}: output '{out.name}': {exc}{task}") from None
+        self.format = detector_format(model, output_format)
         if model.info.task and model.info.task not in ("detect",):
             raise ModelError(
                 f"{model.path}: metadata says task '{model.info.task}', expected a 'detect' model"
@@ -122,7 +117,9 @@ class Detector:
         canvas, blob = self._ring[self._ring_pos]
         self._ring_pos = (self._ring_pos + 1) % len(self._ring)
         out_blob = blob if np.dtype(self.dtype) == np.float32 else None
-        tensor, lb = preprocess_detector(image_bgr, self.input_hw, self.dtype, canvas, out_blob)
+        tensor, lb = preprocess_detector(
+            image_bgr, self.input_hw, self.dtype, canvas, out_blob, stretch=self.format.fmt.stretch_input
+        )
         return Prepared(tensor, lb, (time.perf_counter() - t0) * 1e3)
 
     def detect_prepared(self, prep: Prepared, keep_raw: bool = False) -> DetectOutput:
@@ -206,7 +203,7 @@ def run_cascade(
     detector: Detector,
     classifier: Optional[Classifier] = None,
     classify_classes: Optional[Sequence[int]] = None,
-    padding: float = 0.1,
+    padding: float = CROP_PADDING,
     prepared: Optional[Prepared] = None,
 ) -> tuple[list[Detection], dict[str, float]]:
     """Detect (from ``prepared`` when the caller preprocessed already), then classify the crops

@@ -110,7 +110,8 @@ def _pipeline(model: Any, kind: str) -> tuple[Callable[[Any], Any], Callable[[An
             t = det.detect(img).timings_ms
             return {**t, "total": t["pre"] + t["infer"] + t["post"]}
 
-        return (lambda img: preprocess_detector(img, det.input_hw, det.dtype)[0]), detect
+        stretch = det.format.fmt.stretch_input
+        return (lambda img: preprocess_detector(img, det.input_hw, det.dtype, stretch=stretch)[0]), detect
     pp = classifier_preprocess_for(model)
     names = model.info.names
 

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent import __version__
-from edge_agent.errors import QuantizeError
+from edge_agent.errors import EdgeAgentError, QuantizeError
 from edge_agent.tools import require_onnx
 from edge_agent.tools.convert import convert_model
 from edge_agent.tools.dequantize import to_float32
@@ -77,8 +77,11 @@ def make_preprocess(model: Any) -> Any:
 
     dtype = model.input.dtype
     if model_kind(model) == "detect":
+        from edge_agent.inference.task import detector_format
+
         hw = model.input_hw()
-        return lambda img: preprocess_detector(img, hw, dtype)[0]
+        stretch = detector_format(model).fmt.stretch_input  # RT-DETR: stretched, not letterboxed
+        return lambda img: preprocess_detector(img, hw, dtype, stretch=stretch)[0]
     pp = classifier_preprocess_for(model)
     return lambda img: preprocess_classifier([img], pp, dtype)
 
@@ -200,6 +203,26 @@ def preprocess_for_quantization(src: Path, dst: Path) -> None:
             quant_pre_process(str(upgraded), str(dst), skip_symbolic_shape=True)
 
 
+def check_output(dst: Path) -> None:
+    """Refuse an output path that cannot be written *before* the calibration runs (minutes on a
+    real model), in one line naming the path."""
+    parent = dst.parent if str(dst.parent) else Path(".")
+    if dst.is_dir():
+        raise QuantizeError(f"{dst}: is a directory; give the output file's path (-o DIR/NAME.onnx)")
+    if not parent.is_dir():
+        raise QuantizeError(f"{dst}: the output folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise QuantizeError(f"{dst}: the output folder {parent} is not writable")
+
+
+def _one_line(exc: BaseException, tmp: str, src: Path) -> str:
+    """An onnxruntime/onnx failure as one line, with our temp files named for what they are."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    line = line.replace(str(Path(tmp) / "float32.onnx"), f"<FP32 copy of {src.name}>")
+    return line.replace(tmp, "<temp dir>")
+
+
 def quantize_model(
     src: Path,
     dst: Path,
@@ -226,12 +249,14 @@ def quantize_model(
 
     if not calib_files:
         raise QuantizeError("no calibration images")
+    dst = Path(dst)
+    check_output(dst)
     src_kind = OnnxModel(src, provider="cpu", warmup=False).info.quant_kind
     act, wt = TARGET_TYPES[target]
-    dst = Path(dst)
     # written beside dst under a temporary name and renamed at the very end: a run that fails
     # anywhere (onnxruntime, a bad calibration image, Ctrl-C) never leaves a file named dst
     part = dst.with_name(f".{dst.name}.{os.getpid()}.partial")
+    tmp = ""
     try:
         with tempfile.TemporaryDirectory(prefix="edge-agent-quant-") as tmp:
             float_src, note = src, ""
@@ -299,9 +324,24 @@ def quantize_model(
                 settings["source_note"] = note
             _write_metadata(onnx, src, part, settings)
         os.replace(part, dst)
-    except BaseException:
+    except BaseException as exc:
         part.unlink(missing_ok=True)
-        raise
+        if not isinstance(exc, Exception) or (
+            isinstance(exc, EdgeAgentError) and not (tmp and tmp in str(exc))
+        ):
+            raise
+        # onnxruntime's quantizer and session raise bare Fail/InvalidGraph/RuntimeError/ValueError,
+        # and a load error names our temp files (e.g. a dequantized QOperator copy onnxruntime
+        # refuses): one line naming the user's model instead
+        log.debug("quantization of %s failed", src, exc_info=True)
+        hint = (
+            f"; the FP32 copy dequantized from this {src_kind} model is not usable: quantize its "
+            "FP32/FP16 source instead"
+            if src_kind != "fp32"
+            else ""
+        )
+        where = "" if isinstance(exc, EdgeAgentError) else "quantization failed in onnxruntime: "
+        raise QuantizeError(f"{src}: {where}{_one_line(exc, tmp, src)}{hint}") from None
     return QuantizeResult(dst, excluded, reader.i, settings)
 
 

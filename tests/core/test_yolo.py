@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edge_agent.core.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
+from edge_agent.core.formats import decode_output, resolve_format
 from edge_agent.core.preprocess import Letterbox, letterbox
-from edge_agent.core.yolo import Detections, box_iou, detector_layout, nms, nms_cv2
+from edge_agent.core.yolo import Detections, box_iou, nms, nms_cv2
 from edge_agent.errors import ModelError
-from edge_agent.inference.defaults import CONF_THRESHOLD, IOU_THRESHOLD, MAX_DET
-from edge_agent.inference.formats import decode_output, resolve_format
 
 
 def decode(
@@ -83,11 +83,12 @@ def test_empty_and_layout_errors() -> None:
     assert len(decode(_output([(5, 5, 4, 4, [0.1])]), IDENTITY, num_classes=1)) == 0
     with pytest.raises(ModelError, match=r"shape \[1, 2, 3, 4\]"):
         decode(np.zeros((1, 2, 3, 4), np.float32), IDENTITY)
-    assert detector_layout((1, 84, 8400)) == "channels_first"
-    assert detector_layout((1, 8400, 84)) == "channels_last"
-    assert detector_layout((1, 1000)) is None
-    assert detector_layout((1, 84, 8400), num_classes=80) == "channels_first"
-    assert detector_layout((1, 85, 8400), num_classes=80) is None
+    # input size unknown: the smaller of the two last dims is 4+nc
+    assert resolve_format((1, 84, 8400), 0, {}, (0, 0)).transposed
+    assert not resolve_format((1, 8400, 84), 0, {}, (0, 0)).transposed
+    assert resolve_format((1, 84, 8400), 80, {}, (0, 0)).transposed
+    with pytest.raises(ModelError, match=r"shape \[1, 1000\]"):
+        resolve_format((1, 1000), 0, {}, (0, 0))
 
 
 def test_numpy_nms_matches_opencv_nms_on_random_boxes() -> None:

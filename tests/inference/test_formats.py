@@ -9,8 +9,8 @@ import pytest
 from helpers_models import bright_scene, make_color_classifier, make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.core.formats import anchor_count, resolve_format
 from edge_agent.errors import ModelError
-from edge_agent.inference.formats import anchor_count, resolve_format
 from edge_agent.inference.pipeline import Detector, DetectorParams
 
 # image 192 wide x 64 high into a model input 48 high x 96 wide: gain min(48/64, 96/192) = 0.5,

@@ -13,7 +13,7 @@ from helpers_models import make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.onnx_wire import output_dequant_scales
-from edge_agent.inference.guard import check_detector
+from edge_agent.inference.guard import check_detector, describe
 from edge_agent.inference.pipeline import Detector
 
 
@@ -63,6 +63,9 @@ def test_static_scale_and_probe_both_name_the_cause(broken: Path, good: Path) ->
     assert "scale 8" in causes and "every class score is 0 on the probe image" in causes
     assert all("edge-agent quantize" in p.fix for p in problems)
     assert check_detector(Detector(OnnxModel(good))) == []
+    line = describe(broken, problems)
+    assert "\n" not in line and "scale 8" in line and "every class score is 0" in line
+    assert line.count("fix:") == 1 and line.count("re-quantize") == 1  # one fix for both causes
 
 
 def test_a_float_model_with_all_zero_scores_is_caught_by_the_probe(tmp_path: Path, frames: Path) -> None:
@@ -86,6 +89,7 @@ def test_infer_and_inspect_warn_with_cause_and_fix(broken: Path, frames: Path) -
     assert r.returncode == 0
     assert "warning" in r.stderr and "scale 8" in r.stderr and "edge-agent quantize" in r.stderr
     assert "Traceback" not in r.stderr
+    assert r.stderr.count("re-quantize") == 1  # two causes (static scale, probe), one fix sentence
     r = cli("inspect", str(broken))
     assert (
         r.returncode == 0
@@ -174,3 +178,18 @@ def test_the_loop_warns_after_n_frames_without_a_score(
     agent2 = Agent(load_config(_config(tmp_path, good, frames)), None)
     assert agent2.run() == 0
     assert json.loads((tmp_path / "status.json").read_text())["warnings"] == []
+
+
+@pytest.mark.parametrize(
+    ("scale", "flagged"),
+    [
+        (0.05, False),  # exactly the limit, as float32 stores it (0.05000000075)
+        (float(np.nextafter(np.float32(0.05), np.float32(1))), True),  # one float32 step coarser
+        (0.049, False),
+        (0.0625, True),  # 16 levels
+    ],
+)
+def test_the_static_scale_limit_at_its_boundary(tmp_path: Path, scale: float, flagged: bool) -> None:
+    m = make_format_detector(tmp_path / "s.onnx", output_scale=scale)
+    causes = [p.cause for p in check_detector(Detector(OnnxModel(m)))]
+    assert any("INT8-quantized with scale" in c for c in causes) is flagged, causes

@@ -102,7 +102,7 @@ def test_raw_difference_is_relative_to_output_scale() -> None:
 
 
 def test_detector_raw_diffs_ignore_boxes_of_empty_anchors() -> None:
-    from edge_agent.tools.validate import detector_raw_diffs
+    from edge_agent.inference.compare import detector_raw_diffs
 
     ref = np.zeros((1, 6, 10), np.float32)  # 4 box rows + 2 classes, 10 anchors
     ref[0, :4, 0] = [10, 10, 4, 4]

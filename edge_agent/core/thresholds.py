@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge_agent.inference.defaults import CONF_THRESHOLD
+from edge_agent.core.defaults import CONF_THRESHOLD
 
 
 @dataclass
