@@ -31,7 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 # area -> (modules to mutate, the narrowest tests that exercise them)
 AREAS: dict[str, tuple[list[str], list[str]]] = {
-    "core-motion": (["edge_agent/core/motion.py"], ["tests/agent/test_motion.py"]),
+    "core-motion": (
+        ["edge_agent/core/motion.py"],
+        ["tests/agent/test_motion.py", "tests/agent/test_motion_rules.py"],
+    ),
     "core-parsers": (
         [
             "edge_agent/core/sensor_parse.py",
