@@ -93,7 +93,9 @@ def test_the_largest_region_counts_not_the_sum_of_all_changed_pixels() -> None:
     assert run(two, MotionParams(min_area=between))[1].motion is False
     assert run(two, MotionParams(min_area=r1.area / 2))[1].motion is True
     # one big and one small region: the big one decides, whatever the small one's size
-    mixed = run([flat(100), with_squares(100, [(10, 10, 30), (130, 90, 6)], 250)], MotionParams(min_area=1e-6))
+    mixed = run(
+        [flat(100), with_squares(100, [(10, 10, 30), (130, 90, 6)], 250)], MotionParams(min_area=1e-6)
+    )
     big = run([flat(100), with_squares(100, [(10, 10, 30)], 250)], MotionParams(min_area=1e-6))
     assert mixed[1].area == pytest.approx(big[1].area)
 
