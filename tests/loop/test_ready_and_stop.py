@@ -15,7 +15,6 @@ from helpers_models import make_bright_detector
 from helpers_world import PtySensor, make_world, offline_config, wait_until
 
 from edge_agent.adapters.camera import Camera
-from edge_agent.app import agent as agent_mod
 from edge_agent.app.agent import Agent
 from edge_agent.app.modelset import ModelSet
 from edge_agent.core.status import build_status
