@@ -51,6 +51,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/agent/test_events.py",
             "tests/agent/test_backoff.py",
             "tests/agent/test_status_view.py",
+            "tests/agent/test_status_snapshot.py",
         ],
     ),
     "core-queue": (
