@@ -52,6 +52,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/agent/test_backoff.py",
             "tests/agent/test_status_view.py",
             "tests/agent/test_status_snapshot.py",
+            "tests/agent/test_parse_rules.py",
         ],
     ),
     "core-queue": (
