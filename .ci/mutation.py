@@ -152,13 +152,17 @@ def score(dst: Path) -> int:
             per[m.group(1)][m.group(3)] += 1
             if m.group(3) in ("survived", "no tests"):
                 survivors.append(f"{line.strip()}")
-    print(f"\n{'module':42} {'killed':>7} {'timeout':>7} {'survived':>8} {'no tests':>8} {'score':>6}")
+    print(
+        f"\n{'module':42} {'killed':>7} {'timeout':>7} {'survived':>8} {'no tests':>8} {'other':>6} {'score':>6}"
+    )
     for mod, c in sorted(per.items()):
-        killed, timeout = c["killed"] + c["caught by type check"], c["timeout"]
-        bad = c["survived"] + c["no tests"]
-        total = killed + timeout + bad
+        # a segfault is a failed test run too: the mutant was noticed
+        killed, timeout = c["killed"] + c["caught by type check"] + c["segfault"], c["timeout"]
+        # other: not run to an end (suspicious, interrupted): not counted as killed
+        total = sum(c.values())
+        other = total - killed - timeout - c["survived"] - c["no tests"]
         pct = 100.0 * (killed + timeout) / total if total else 0.0
-        print(f"{mod:42} {killed:7} {timeout:7} {c['survived']:8} {c['no tests']:8} {pct:5.1f}%")
+        print(f"{mod:42} {killed:7} {timeout:7} {c['survived']:8} {c['no tests']:8} {other:6} {pct:5.1f}%")
     if survivors:
         print("\nnot killed (inspect with: cd", dst, "&& mutmut show NAME):")
         print("\n".join(survivors))
