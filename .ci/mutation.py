@@ -83,25 +83,27 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["tests/agent/test_motion.py", "tests/agent/test_camera.py", "tests/loop/test_commands.py"],
     ),
     "core-package": (["edge_agent/core/model_package.py"], ["tests/updates/test_packages.py"]),
-    "inference": (
+    # inference/formats.py is being rewritten into a registry: its own area, its own tests
+    "inference-formats": (["edge_agent/inference/formats.py"], ["tests/inference/test_formats.py"]),
+    "inference-guard": (["edge_agent/inference/guard.py"], ["tests/inference/test_guard.py"]),
+    "inference-presets": (["edge_agent/inference/presets.py"], ["tests/inference/test_presets.py"]),
+    "inference-pipeline": (
+        ["edge_agent/inference/pipeline.py", "edge_agent/inference/task.py"],
         [
-            "edge_agent/inference/guard.py",
-            "edge_agent/inference/presets.py",
-            "edge_agent/inference/pipeline.py",
-            "edge_agent/inference/formats.py",
-            "edge_agent/inference/task.py",
+            "tests/inference/test_layers.py",
+            "tests/inference/test_formats.py",
+            "tests/inference/test_presets.py",
         ],
-        ["tests/inference"],
     ),
     "agent": (
         ["edge_agent/app/agent.py"],
+        # in-process agent tests only: the subprocess ones (test_agent_e2e...) give "no tests"
         [
             "tests/agent/test_motion.py",
-            "tests/agent/test_sdnotify.py",
-            "tests/agent/test_camera.py",
             "tests/agent/test_decode_and_grant.py",
             "tests/loop/test_watchdog.py",
-            "tests/loop/test_agent_e2e.py",
+            "tests/loop/test_ready_and_stop.py",
+            "tests/inference/test_guard.py",
         ],
     ),
 }
