@@ -38,22 +38,22 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "core-parsers": (
         [
             "edge_agent/core/sensor_parse.py",
-            "edge_agent/core/image_header.py",
-            "edge_agent/core/mjpeg.py",
             "edge_agent/core/events.py",
             "edge_agent/core/backoff.py",
             "edge_agent/core/status.py",
         ],
         [
             "tests/agent/test_sensor_parse.py",
-            "tests/agent/test_mjpeg.py",
-            "tests/agent/test_bounded_input.py",
             "tests/agent/test_events.py",
             "tests/agent/test_backoff.py",
             "tests/agent/test_status_view.py",
             "tests/agent/test_status_snapshot.py",
             "tests/agent/test_parse_rules.py",
         ],
+    ),
+    "core-image": (
+        ["edge_agent/core/image_header.py", "edge_agent/core/mjpeg.py"],
+        ["tests/agent/test_mjpeg.py", "tests/agent/test_bounded_input.py"],
     ),
     "core-queue": (
         ["edge_agent/core/queue_policy.py", "edge_agent/core/messages.py"],
