@@ -11,11 +11,12 @@ import re
 import pytest
 
 from edge_agent.core.backoff import backoff_delay
-from edge_agent.core.config import OutputConfig
+from edge_agent.core.config import OutputConfig, SensorConfig, parse_config
 from edge_agent.core.events import OutputPolicy, same_detections
 from edge_agent.core.sensor_parse import (
     EdgeTrigger,
     Trigger,
+    make_parser,
     parse_csv,
     parse_jsonl,
     parse_kv,
@@ -96,6 +97,31 @@ def test_bad_triggers_are_config_errors_quoting_them(expression: str, message: s
         Trigger.parse(expression)
 
 
+@pytest.mark.parametrize(
+    ("protocol", "parser"), [("jsonl", parse_jsonl), ("kv", parse_kv)], ids=["jsonl", "kv"]
+)
+def test_each_protocol_gets_its_parser(protocol: str, parser: object) -> None:
+    assert make_parser(SensorConfig(port="loop://", protocol=protocol)) is parser  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            'protocol = "csv"',
+            r"sensor\.csv_fields: protocol 'csv' needs the column names, e\.g\. \['temp', 'hum'\]$",
+        ),
+        (
+            'protocol = "regex"',
+            r"sensor\.regex: protocol 'regex' needs a pattern with named groups, e\.g\. 'T=\(\?P<temp>\\S\+\)'$",
+        ),
+    ],
+)
+def test_a_protocol_without_its_settings_is_refused_with_an_example(section: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(f'[sensor]\nport = "loop://"\n{section}\n')
+
+
 def test_triggers_match_only_their_own_type() -> None:
     assert Trigger.parse("flag == true").matches({"flag": True})
     assert not Trigger.parse("flag == true").matches({"flag": 1})  # 1 is not True here
@@ -125,6 +151,13 @@ def test_several_boxes_of_one_label_are_matched_one_to_one() -> None:
     assert same_detections([("car", A), ("car", B)], [("car", B), ("car", A)], 0.5)
     moved = (200.0, 50.0, 210.0, 60.0)
     assert not same_detections([("car", A), ("car", B)], [("car", A), ("car", moved)], 0.5)
+
+
+def test_a_box_already_matched_does_not_end_the_matching() -> None:
+    """A new box overlapping an already matched old one (skipped) must not stop the check of the
+    old box that is left over and has moved away."""
+    near_a = (5.0, 0.0, 15.0, 10.0)  # IoU 1/3 with A: ranked before the 0-overlap pairs
+    assert not same_detections([("car", A), ("car", B)], [("car", A), ("car", near_a)], 0.5)
 
 
 def test_an_overlap_of_exactly_min_iou_is_the_same_detection() -> None:
