@@ -85,7 +85,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "core-package": (["edge_agent/core/model_package.py"], ["tests/updates/test_packages.py"]),
     # inference/formats.py is being rewritten into a registry: its own area, its own tests
     "inference-formats": (["edge_agent/inference/formats.py"], ["tests/inference/test_formats.py"]),
-    "inference-guard": (["edge_agent/inference/guard.py"], ["tests/inference/test_guard.py"]),
+    "inference-guard": (
+        ["edge_agent/inference/guard.py"],
+        ["tests/inference/test_guard.py", "tests/inference/test_guard_rules.py"],
+    ),
     "inference-presets": (["edge_agent/inference/presets.py"], ["tests/inference/test_presets.py"]),
     "inference-pipeline": (
         ["edge_agent/inference/pipeline.py", "edge_agent/inference/task.py"],
