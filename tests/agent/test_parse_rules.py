@@ -88,7 +88,12 @@ def test_trigger_values(expression: str, value: object) -> None:
     ("expression", "message"),
     [
         ('door == "', r"quote text values"),
-        ("pir ~ 1", r"expected '<key> <op> <value>' with <op> one of > >= < <= == != \(e\.g\. 'pir >= 1'\)"),
+        ("door == XopenX", r"quote text values"),  # only ' and " quote
+        (
+            "pir ~ 1",
+            r"^sensor\.trigger = 'pir ~ 1': expected '<key> <op> <value>' with <op> one of"
+            r" > >= < <= == != \(e\.g\. 'pir >= 1'\)$",
+        ),
         ('door > "open"', r"> needs a number, got '\"open\"'"),
     ],
 )
