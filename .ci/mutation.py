@@ -49,6 +49,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/agent/test_status_view.py",
             "tests/agent/test_status_snapshot.py",
             "tests/agent/test_parse_rules.py",
+            "tests/agent/test_sensor_properties.py",
         ],
     ),
     "core-image": (
