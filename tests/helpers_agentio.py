@@ -1,16 +1,12 @@
-"""Small helpers for tests/agent (polling with a deadline instead of fixed sleeps)."""
+"""Kept only so a branch written against it still imports: use helpers_world.wait_until (one
+polling helper for the whole suite, 30 s default so a slow machine does not fail a test)."""
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
+from helpers_world import wait_until as _wait_until
 
-def wait_until(pred: Callable[[], object], timeout_s: float = 5.0, what: str = "condition") -> None:
-    """Poll ``pred`` every 10 ms until truthy; fail the test with ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+def wait_until(pred: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
+    _wait_until(pred, timeout=timeout_s, what=what)

@@ -13,8 +13,8 @@ import cv2
 import numpy as np
 import pytest
 import serial
-from helpers_agentio import wait_until
 from helpers_bigpng import write_huge_png
+from helpers_world import wait_until
 
 from edge_agent.adapters.images import check_pixels, read_image
 from edge_agent.adapters.sensor import MAX_LINE_BYTES, SerialLike, SerialSensor
@@ -138,7 +138,7 @@ def test_serial_line_without_newline_is_bounded_and_counted(tmp_path: Path) -> N
         t = threading.Thread(target=write)
         t.start()
         t.join(120)
-        wait_until(lambda: s.readings == 1, timeout_s=60, what="the line after the noise")
+        wait_until(lambda: s.readings == 1, timeout=60, what="the line after the noise")
         assert s.latest() == {"temp": 21.5}
         assert s.garbage == 1 and "longer than 4096 bytes" in str(s.last_error)
         assert max(chunks) <= MAX_LINE_BYTES + 1  # never more than the bound in memory

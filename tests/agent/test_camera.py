@@ -11,8 +11,8 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from helpers_agentio import wait_until
 from helpers_camera import FakeDevice, fake_frame_number
+from helpers_world import wait_until
 
 from edge_agent.adapters.camera import Camera, LatestFrame
 from edge_agent.adapters.camera_sources import gstreamer_available
@@ -169,7 +169,7 @@ def test_unplugged_device_backs_off_then_recovers() -> None:
         assert st["state"] == "reconnecting" and st["reconnects"] == 1
         assert "no such device" in st["last_error"]
         dev.replug()
-        wait_until(lambda: cam.state == "streaming", timeout_s=3, what="streaming after replug")
+        wait_until(lambda: cam.state == "streaming", what="streaming after replug")
 
 
 def test_live_source_absent_at_start_is_retried_then_gives_up_when_capped() -> None:

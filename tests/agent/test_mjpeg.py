@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
@@ -12,6 +11,7 @@ import cv2
 import numpy as np
 import pytest
 from helpers_mjpeg import MjpegServer, jpeg_number, numbered_jpeg
+from helpers_world import wait_until
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.mjpeg_http import MjpegHttpSource, decode_jpeg
@@ -25,15 +25,6 @@ from edge_agent.core.mjpeg import (
     reduced_scale,
 )
 from edge_agent.errors import CameraError, ImageError
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def stream(parts: list[bytes], boundary: str = "b0", length: bool = True) -> bytes:
@@ -195,7 +186,7 @@ def test_camera_reconnects_after_a_stall_or_a_close_mid_part(
     cam = Camera(cam_cfg(srv.url), reconnect_min_s=0.1)
     cam.start()
     try:
-        assert wait_until(lambda: srv.connections >= 2 and cam.frames >= 8, 15.0), cam.stats()
+        wait_until(lambda: srv.connections >= 2 and cam.frames >= 8, what="a reconnect and 8 frames")
         st = cam.stats()
         assert st["reconnects"] >= 1
         expected = "stalled" if mode == "stall" else "closed the stream mid-part"
@@ -210,7 +201,7 @@ def test_camera_counts_a_truncated_part_as_skipped(server_factory: Callable[...,
     cam = Camera(cam_cfg(srv.url))
     cam.start()
     try:
-        assert wait_until(lambda: cam.frames >= 6)
+        wait_until(lambda: cam.frames >= 6, what="6 frames")
         assert cam.skipped == 1 and cam.reconnects == 0
     finally:
         cam.stop()

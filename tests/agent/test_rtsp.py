@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from helpers_models import make_bright_detector
 from helpers_rtsp import RtspServer, age_ms, require_rtsp_server
+from helpers_world import wait_until
 
 import edge_agent.app.agent as agent_mod
 from edge_agent.adapters.camera import Camera
@@ -71,7 +72,9 @@ def test_reconnects_within_10_s_after_the_server_restarts(rtsp: RtspServer) -> N
         while cam.state != "reconnecting" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert cam.state == "reconnecting", cam.stats()
-        time.sleep(2.0)  # down for a while, reopen attempts fail meanwhile
+        # down for a while: wait until two reopen attempts have failed (however slow this machine is)
+        failed = cam.stats()["open_failures"]
+        wait_until(lambda: cam.stats()["open_failures"] >= failed + 2, timeout=30, what="failed reopens")
         rtsp.start()
         restarted = time.monotonic()
         while cam.read(0.0) is not None:  # drop anything left from before

@@ -223,14 +223,37 @@ def _command_available(installed: Installed, command: str) -> str:
     return out.stdout
 
 
-def test_doctor_runs_on_the_emulated_board(installed: Installed) -> None:
+def test_doctor_runs_on_the_emulated_board(installed: Installed, tmp_path: Path) -> None:
+    """Healthy (the bundled demo detector, the bundled frames as the camera) is exit 0 with the
+    model loaded and a frame grabbed under emulation; a missing model is exit 1 naming it. Any
+    other code (SIGILL is 132 via the shell) or a traceback is a defect."""
     _command_available(installed, "doctor")
-    out = _run([str(installed.agent), "doctor"])
-    # 0 healthy, 1 a finding such as "no camera" here; anything else (a signal: SIGILL is 132
-    # via the shell) or a traceback is a defect
-    assert out.returncode in (0, 1), out.stdout + out.stderr
-    assert "Traceback" not in out.stderr
-    assert out.stdout.strip() or out.stderr.strip()
+    models = installed.prefix / "models"
+    det, samples = models / "demo-detector.onnx", models / "samples"
+    if not det.is_file() or not samples.is_dir():
+        pytest.skip(f"bundle has no demo detector + samples under {models}")
+    state = tmp_path / "state"
+
+    def doctor(model: Path) -> tuple[int, dict[str, dict[str, str]], str]:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(
+            f'[device]\nid = "d1"\nstate_dir = "{state}"\n[detector]\nmodel = "{model}"\n'
+            f'[camera]\nsource = "{samples}"\n[mqtt]\nenabled = false\n[queue]\npath = "{state}/q.db"\n'
+            f'[health]\nstatus_file = "{state}/status.json"\n'
+        )
+        out = _run([str(installed.agent), "doctor", "--json", "--config", str(cfg)])
+        assert "Traceback" not in out.stderr, out.stderr
+        checks = {c["check"]: c for c in json.loads(out.stdout)} if out.stdout.strip() else {}
+        return out.returncode, checks, out.stdout + out.stderr
+
+    rc, checks, text = doctor(det)
+    assert rc == 0, text
+    assert checks["detector"]["status"] == "ok" and "loaded and ran" in checks["detector"]["detail"], text
+    assert checks["camera"]["status"] == "ok", text
+    missing = tmp_path / "nope.onnx"
+    rc, checks, text = doctor(missing)
+    assert rc == 1, text
+    assert checks["models"]["status"] == "FAIL" and str(missing) in checks["models"]["detail"], text
 
 
 def test_infer_runs_on_a_bundled_sample(installed: Installed) -> None:

@@ -75,7 +75,7 @@ def test_a_float_model_with_all_zero_scores_is_caught_by_the_probe(tmp_path: Pat
     assert [p.cause for p in problems] == ["every class score is 0 on the probe image (best 0)"]
     r = cli("run", "--config", str(_config(tmp_path, zero, frames)), "--max-frames", "1")
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode != 0 and len(lines) == 1 and "every class score is 0" in lines[0]
+    assert r.returncode == 1 and len(lines) == 1 and "every class score is 0" in lines[0]
 
 
 def test_a_fine_output_scale_passes(tmp_path: Path) -> None:
@@ -114,7 +114,7 @@ def test_run_refuses_it_in_one_line_and_runs_a_good_model(
     tmp_path: Path, broken: Path, good: Path, frames: Path
 ) -> None:
     r = cli("run", "--config", str(_config(tmp_path, broken, frames)), "--max-frames", "2")
-    assert r.returncode != 0
+    assert r.returncode == 1, r.stderr
     err = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(err) == 1 and "cannot produce detection scores" in err[0] and "allow_broken_model" in err[0]
     r = cli("run", "--config", str(_config(tmp_path, good, frames)), "--max-frames", "2")

@@ -1,0 +1,206 @@
+"""Mutation testing per area with mutmut 3 (never in CI; see docs/testing.md).
+
+    python .ci/mutation.py --list
+    python .ci/mutation.py AREA [--jobs 2] [--fresh]
+
+Copies the tree (tracked and untracked-not-ignored files) to build/mutation/AREA, adds the area's
+``only_mutate`` and test selection to the copy's ``[tool.mutmut]``, runs ``nice -n 10 mutmut run``
+there and prints killed/survived per module. Each area has its own copy, so its mutants/ cache
+survives between runs (a second run only retests what changed) and two areas never share state.
+
+Subprocesses: mutmut runs pytest with the cwd in build/mutation/AREA/mutants and exports the
+mutant's name in MUTANT_UNDER_TEST, so ``python -m edge_agent`` started by a test (helpers_world)
+imports the mutated copy and runs the mutant. But mutmut picks the tests per function from the hits
+recorded in-process while it collects stats: a function reached *only* through a subprocess is
+"no tests" and is not run at all. The table shows that column separately; it is not counted as
+killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# area -> (modules to mutate, the narrowest tests that exercise them)
+AREAS: dict[str, tuple[list[str], list[str]]] = {
+    "core-motion": (
+        ["edge_agent/core/motion.py"],
+        ["tests/agent/test_motion.py", "tests/agent/test_motion_rules.py"],
+    ),
+    "core-parsers": (
+        [
+            "edge_agent/core/sensor_parse.py",
+            "edge_agent/core/events.py",
+            "edge_agent/core/backoff.py",
+            "edge_agent/core/status.py",
+        ],
+        [
+            "tests/agent/test_sensor_parse.py",
+            "tests/agent/test_events.py",
+            "tests/agent/test_backoff.py",
+            "tests/agent/test_status_view.py",
+            "tests/agent/test_status_snapshot.py",
+            "tests/agent/test_parse_rules.py",
+            "tests/agent/test_sensor_properties.py",
+        ],
+    ),
+    "core-image": (
+        ["edge_agent/core/image_header.py", "edge_agent/core/mjpeg.py"],
+        ["tests/agent/test_mjpeg.py", "tests/agent/test_bounded_input.py"],
+    ),
+    "core-queue": (
+        ["edge_agent/core/queue_policy.py", "edge_agent/core/messages.py"],
+        ["tests/outbox/test_queue_policy.py", "tests/outbox/test_messages.py"],
+    ),
+    "core-model": (
+        [
+            "edge_agent/core/yolo.py",
+            "edge_agent/core/preprocess.py",
+            "edge_agent/core/classify.py",
+            "edge_agent/core/onnx_wire.py",
+            "edge_agent/core/providers.py",
+            "edge_agent/core/tensorrt.py",
+        ],
+        [
+            "tests/core/test_yolo.py",
+            "tests/core/test_preprocess.py",
+            "tests/core/test_classify.py",
+            "tests/core/test_onnx_wire.py",
+            "tests/core/test_provider_fallback.py",
+            "tests/core/test_board_providers.py",
+            "tests/core/test_jetson_plan.py",
+        ],
+    ),
+    "core-config": (
+        ["edge_agent/core/config.py"],
+        ["tests/agent/test_motion.py", "tests/agent/test_camera.py", "tests/loop/test_commands.py"],
+    ),
+    "core-package": (["edge_agent/core/model_package.py"], ["tests/updates/test_packages.py"]),
+    # inference/formats.py is being rewritten into a registry: its own area, its own tests
+    "inference-formats": (["edge_agent/inference/formats.py"], ["tests/inference/test_formats.py"]),
+    "inference-guard": (
+        ["edge_agent/inference/guard.py"],
+        ["tests/inference/test_guard.py", "tests/inference/test_guard_rules.py"],
+    ),
+    "inference-presets": (["edge_agent/inference/presets.py"], ["tests/inference/test_presets.py"]),
+    "inference-pipeline": (
+        ["edge_agent/inference/pipeline.py", "edge_agent/inference/task.py"],
+        [
+            "tests/inference/test_layers.py",
+            "tests/inference/test_formats.py",
+            "tests/inference/test_presets.py",
+        ],
+    ),
+    "agent": (
+        ["edge_agent/app/agent.py"],
+        # in-process agent tests only: the subprocess ones (test_agent_e2e...) give "no tests"
+        [
+            "tests/agent/test_motion.py",
+            "tests/agent/test_decode_and_grant.py",
+            "tests/loop/test_watchdog.py",
+            "tests/loop/test_ready_and_stop.py",
+            "tests/inference/test_guard.py",
+        ],
+    ),
+}
+
+LINE = re.compile(r"^\s*(edge_agent\.[\w.]+?)\.(x_\w+|xǁ\w+ǁ\w+)__mutmut_\d+: (.+)$")
+
+
+def copy_tree(dst: Path) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for raw in files:
+        if not raw:
+            continue
+        rel = Path(os.fsdecode(raw))
+        src = REPO / rel
+        if not src.is_file() or rel.parts[0] == "cross-build":
+            continue
+        out = dst / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if not out.exists() or out.read_bytes() != src.read_bytes():
+            shutil.copy2(src, out)
+
+
+def configure(dst: Path, modules: list[str], tests: list[str]) -> None:
+    text = (REPO / "pyproject.toml").read_text()
+    extra = f"only_mutate = {modules!r}\npytest_add_cli_args_test_selection = {tests!r}\n"
+    text = text.replace("[tool.mutmut]\n", "[tool.mutmut]\n" + extra.replace("'", '"'), 1)
+    (dst / "pyproject.toml").write_text(text)
+
+
+def score(dst: Path) -> int:
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        cwd=dst,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    survivors: list[str] = []
+    for line in out.splitlines():
+        m = LINE.match(line)
+        if m:
+            per[m.group(1)][m.group(3)] += 1
+            if m.group(3) in ("survived", "no tests"):
+                survivors.append(f"{line.strip()}")
+    print(
+        f"\n{'module':42} {'killed':>7} {'timeout':>7} {'survived':>8} {'no tests':>8} {'other':>6} {'score':>6}"
+    )
+    for mod, c in sorted(per.items()):
+        # a segfault is a failed test run too: the mutant was noticed
+        killed, timeout = c["killed"] + c["caught by type check"] + c["segfault"], c["timeout"]
+        # other: not run to an end (suspicious, interrupted): not counted as killed
+        total = sum(c.values())
+        other = total - killed - timeout - c["survived"] - c["no tests"]
+        pct = 100.0 * (killed + timeout) / total if total else 0.0
+        print(f"{mod:42} {killed:7} {timeout:7} {c['survived']:8} {c['no tests']:8} {other:6} {pct:5.1f}%")
+    if survivors:
+        print("\nnot killed (inspect with: cd", dst, "&& mutmut show NAME):")
+        print("\n".join(survivors))
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("area", nargs="?", choices=sorted(AREAS))
+    ap.add_argument("--list", action="store_true", help="print the areas, their modules and tests")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel mutant runs (default 2)")
+    ap.add_argument("--fresh", action="store_true", help="drop the area's cached mutants first")
+    ap.add_argument("--report", action="store_true", help="only print the table of the last run")
+    args = ap.parse_args()
+    if args.list or not args.area:
+        for name, (mods, tests) in AREAS.items():
+            print(f"{name}:\n  mutate: {' '.join(mods)}\n  tests:  {' '.join(tests)}")
+        return 0
+    dst = REPO / "build" / "mutation" / args.area
+    if args.report:
+        return score(dst)
+    if args.fresh and dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    copy_tree(dst)
+    modules, tests = AREAS[args.area]
+    configure(dst, modules, tests)
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)]
+    rc = subprocess.run(cmd, cwd=dst, check=False).returncode
+    score(dst)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

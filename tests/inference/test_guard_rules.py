@@ -1,0 +1,83 @@
+"""The guard's rules pinned where mutation testing found them loose: the exact cause line (scale
+and representable levels) for coarse, borderline and fine output scales; problems joined in one
+line; a model file gone after loading (the static check is skipped, the probe still runs); the
+probe image is deterministic, textured and holds filled shapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers_models import make_format_detector
+
+from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.inference.guard import FIX, MAX_SCORE_STEP, Problem, check_detector, describe, probe_image
+from edge_agent.inference.pipeline import Detector
+
+
+@pytest.mark.parametrize(
+    ("scale", "causes"),
+    [
+        (
+            8.0,
+            [
+                "output 'output0' is INT8-quantized with scale 8: scores in (0,1) have 0 representable level(s)"
+            ],
+        ),
+        (
+            1.0,
+            [
+                "output 'output0' is INT8-quantized with scale 1: scores in (0,1) have 1 representable level(s)"
+            ],
+        ),
+        (
+            0.0625,
+            [
+                "output 'output0' is INT8-quantized with scale 0.0625: scores in (0,1) have 16 representable level(s)"
+            ],
+        ),
+        (0.03125, []),  # finer than MAX_SCORE_STEP: fine
+    ],
+)
+def test_the_static_check_names_scale_and_levels(tmp_path: Path, scale: float, causes: list[str]) -> None:
+    det = Detector(OnnxModel(make_format_detector(tmp_path / "m.onnx", output_scale=scale)))
+    got = [p.cause for p in check_detector(det) if "probe" not in p.cause]
+    assert got == [f"{c} (needs a step <= {MAX_SCORE_STEP})" for c in causes]
+
+
+def test_problems_are_one_line_joined_by_and() -> None:
+    line = describe(Path("m.onnx"), [Problem("a"), Problem("b", fix="do b")])
+    assert line == f"m.onnx: cannot produce detection scores: a; fix: {FIX} and b; fix: do b"
+
+
+def test_a_model_file_gone_after_loading_is_still_probed(tmp_path: Path) -> None:
+    good = Detector(OnnxModel(make_format_detector(tmp_path / "good.onnx")))
+    zero = Detector(OnnxModel(make_format_detector(tmp_path / "zero.onnx", score_gain=0.0)))
+    (tmp_path / "good.onnx").unlink()
+    (tmp_path / "zero.onnx").unlink()
+    assert check_detector(good) == []
+    assert [p.cause for p in check_detector(zero)] == ["every class score is 0 on the probe image (best 0)"]
+
+
+def _uniform_pixels(img: np.ndarray) -> int:
+    """Pixels equal to their 4 neighbours in every channel: filled shapes, never blurred noise."""
+    c = img[1:-1, 1:-1]
+    same = (
+        (c == img[:-2, 1:-1]).all(-1)
+        & (c == img[2:, 1:-1]).all(-1)
+        & (c == img[1:-1, :-2]).all(-1)
+        & (c == img[1:-1, 2:]).all(-1)
+    )
+    return int(same.sum())
+
+
+def test_the_probe_image_is_deterministic_textured_and_has_filled_shapes() -> None:
+    img = probe_image()
+    assert img.shape == (480, 640, 3) and img.dtype == np.uint8
+    assert np.array_equal(img, probe_image())  # the same verdict on every start
+    assert not np.array_equal(img, probe_image(seed=1))
+    assert 25.0 < float(img.std()) < 60.0  # texture and shapes, not flat
+    # 8 filled shapes (rectangles 20..160 px, circles r 10..60) cover ~1/6 of the frame
+    assert 30_000 < _uniform_pixels(img) < 120_000
+    assert probe_image(240, 320).shape == (240, 320, 3)
