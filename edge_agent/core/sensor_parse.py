@@ -81,7 +81,10 @@ def parse_kv(line: str) -> Reading:
 
 def parse_csv(line: str, fields: list[str]) -> Reading:
     """One CSV row whose columns are named, in order, by ``fields``."""
-    rows = list(csv.reader([line.strip()]))
+    try:
+        rows = list(csv.reader([line.strip()]))
+    except csv.Error as exc:  # e.g. a bare CR inside the line: garbage to count, never a dead reader
+        raise SensorError(f"not a CSV row ({exc}): {_short(line)!r}") from None
     row = rows[0] if rows else []
     if len(row) != len(fields):
         raise SensorError(f"expected {len(fields)} CSV columns {fields}, got {len(row)}: {_short(line)!r}")
