@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
     fsub = p.add_subparsers(dest="fleet_command", metavar="COMMAND", required=True)
     st = fsub.add_parser("status", help="every device: state, last seen, model, backlog, gaps")
     gp = fsub.add_parser("gaps", help="seq ranges of DEVICE never received, and why")
-    gp.add_argument("device")
+    gp.add_argument("device", help="the device id, as in `fleet status`")
     for q in (st, gp):
         q.add_argument(
             "--db", metavar="URL", help=f"collector database (default: ${DB_ENV}, else {DEFAULT_DB})"

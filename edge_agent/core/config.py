@@ -258,7 +258,7 @@ class TrackerConfig(_Section):
     @model_validator(mode="after")
     def _ordered(self) -> TrackerConfig:
         if not self.low <= self.high:
-            raise ValueError(f"low ({self.low}) must not be above high ({self.high})")
+            raise ValueError(f"tracker.low = {self.low} must not be above tracker.high = {self.high}")
         return self
 
 
