@@ -12,7 +12,6 @@ restarts us; a helper thread pinging would hide exactly that failure.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import signal
 import threading
@@ -28,6 +27,7 @@ from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
+from edge_agent.app.frame_steps import feed_model_updates, result_body
 from edge_agent.app.health import snapshot, start_metrics
 from edge_agent.app.model_agent import ModelUpdates
 from edge_agent.app.modelset import ModelSet
@@ -36,13 +36,12 @@ from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config, require_detector
 from edge_agent.core.events import OutputPolicy
-from edge_agent.core.messages import result_message, sensor_message, topics
+from edge_agent.core.messages import sensor_message, topics
 from edge_agent.core.motion import MotionFilter
-from edge_agent.core.schema import ImageResult
-from edge_agent.core.snapshot import encode_snapshot
+from edge_agent.core.schema import Detection
 from edge_agent.errors import EdgeAgentError, QueueFullError
 from edge_agent.inference.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
-from edge_agent.inference.pipeline import Prepared, run_cascade
+from edge_agent.inference.pipeline import Prepared, infer_frame
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +155,7 @@ class Agent:
             if sensor is not None:
                 sensor.stop()
             if self.objects is not None:  # every object still tracked ends; the counts so far
-                self.objects.stop(lambda t, b: self._put(outbox, t, b))
+                self.objects.stop(lambda t, b: self._queue(outbox, t, b))
             with contextlib.suppress(QueueFullError):  # reject_new on a full disk: close() accounts for it
                 outbox.flush()
             if sync is not None:
@@ -301,91 +300,65 @@ class Agent:
         topic: str,
         sensor: Any,
     ) -> None:
+        """One frame, step by step: infer -> account -> model updates -> track | decide -> queue."""
         if models is not self._models:  # reloaded meanwhile: prepared for the old model's input size
             models, prepared = self._models, None  # type: ignore[assignment]
+        inferred = self._infer(frame, prepared, models)
+        if inferred is None:
+            return
+        dets, timings = inferred
+        self._account(models, timings)
+        if self.updates is not None:
+            feed_model_updates(self.updates, frame, len(dets))
+        if self.objects is not None:  # objects mode: the tracking step replaces per-frame results
+            t1 = time.monotonic()
+            self.objects.on_frame(frame, dets, lambda t, b: self._queue(outbox, t, b))
+            timings["track"] = (time.monotonic() - t1) * 1e3  # in the status latency (same dict)
+            return
+        decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
+        if decision.emit:
+            self._queue(
+                outbox, topic, result_body(self.cfg, frame, dets, timings, models, decision.reason, sensor)
+            )
+
+    def _infer(
+        self, frame: Frame, prepared: Optional[Prepared], models: ModelSet
+    ) -> Optional[tuple[list[Detection], dict[str, float]]]:
+        """Inference step (boxes in the frame as the camera sent it); a model error is counted."""
         t0 = time.monotonic()
-        age_ms = (t0 - frame.ts_mono) * 1e3  # how old the frame is when inference starts
         try:
-            dets, timings = run_cascade(
-                frame.image,
-                models.detector,
-                models.classifier,
-                models.classify_ids,
-                models.crop_padding,
-                prepared,
+            dets, timings = infer_frame(
+                frame, models.detector, models.classifier, models.classify_ids, models.crop_padding, prepared
             )
         except EdgeAgentError as exc:
             self.errors += 1
             log.error("frame %d: %s", frame.seq, exc)
-            return
+            return None
         timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
-        timings["age"] = age_ms
-        sx, sy = frame.full_scale()
-        if (sx, sy) != (1.0, 1.0):  # decoded small: boxes back to the frame as the camera sent it
-            dets = [
-                dataclasses.replace(d, box=(d.box[0] * sx, d.box[1] * sy, d.box[2] * sx, d.box[3] * sy))
-                for d in dets
-            ]
+        timings["age"] = (t0 - frame.ts_mono) * 1e3  # how old the frame is when inference starts
+        return dets, timings
+
+    def _account(self, models: ModelSet, timings: dict[str, float]) -> None:
+        """Health step: frame count, latency and fps windows, the detector-cannot-score streak."""
         best = getattr(models.detector, "last_max_score", float("nan"))
         self._no_score_streak = self._no_score_streak + 1 if best <= NO_SCORE_LEVEL else 0
         if self._no_score_streak == NO_SCORE_FRAMES:
             log.warning("%s", self.warnings()[0])
         self.frames += 1
-        if self.updates is not None:
-            self.updates.on_frame(frame.image, len(dets))
         self._latency.append(timings)
         self._frame_times.append(time.monotonic())
-        if self.objects is not None:  # objects mode: the tracking step replaces per-frame results
-            t1 = time.monotonic()
-            self.objects.on_frame(frame, dets, lambda t, b: self._put(outbox, t, b))
-            timings["track"] = (time.monotonic() - t1) * 1e3  # in the status latency (same dict)
-            return
-        decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
-        if not decision.emit:
-            return
-        h, w = frame.image.shape[:2]
-        if frame.full_size is not None:
-            w, h = frame.full_size
-        image = frame.name or f"{frame.source}#{frame.seq}"
-        result = ImageResult(image, w, h, dets, timings).to_json()
-        extra: dict[str, Any] = {
-            "frame": frame.seq,
-            "ts_mono": round(frame.ts_mono, 6),
-            "captured_at": frame.ts_wall,
-            "clock_synced": clock_synchronised(),
-            "event": decision.reason,
-            "models": models.describe(),
-        }
-        if sensor is not None and self.cfg.sensor is not None and self.cfg.sensor.attach_to_results:
-            extra["sensor"] = sensor.latest()
-        if self.cfg.output.snapshot:
-            snap = encode_snapshot(frame.image, self.cfg.output.snapshot_max_bytes)
-            if snap is not None:
-                extra["snapshot_jpeg_b64"] = snap
-        body = result_message(result, device_id=self.cfg.device.id, ts=time.time(), extra=extra)
+
+    def _queue(self, outbox: Outbox, topic: str, body: dict[str, Any]) -> bool:
+        """Queue step: one message into the durable outbox, counted; False when it was not queued."""
         try:
             outbox.put(topic, body)
         except QueueFullError:  # reject_new: counted and logged once per streak by the outbox
             self.rejected += 1
-            return
+            return False
         except EdgeAgentError as exc:  # a disk error
             self.errors += 1
-            log.error("result of frame %d not queued: %s", frame.seq, exc)
-            return
-        self.emitted += 1
-        if self.on_result is not None:
-            self.on_result(body)
-
-    def _put(self, outbox: Outbox, topic: str, body: dict[str, Any]) -> bool:
-        """Queue one objects-mode message, counted like a result; False when it was not queued."""
-        try:
-            outbox.put(topic, body)
-        except QueueFullError:
-            self.rejected += 1
-            return False
-        except EdgeAgentError as exc:
-            self.errors += 1
-            log.error("%s message not queued: %s", body.get("event", "counts"), exc)
+            what = f"result of frame {body['frame']}" if "frame" in body else f"{body.get('event', 'counts')}"
+            log.error("%s message not queued: %s", what, exc)
             return False
         self.emitted += 1
         if self.on_result is not None:
