@@ -25,10 +25,9 @@ from typing import Any, Optional
 from edge_agent.adapters import sdnotify
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.adapters.statusfile import write_status
-from edge_agent.adapters.system import clock_synchronised
+from edge_agent.app.agent_parts import start_sensor, start_sync
 from edge_agent.app.frame_steps import feed_model_updates, result_body
-from edge_agent.app.health import snapshot, start_metrics
+from edge_agent.app.health import StatusOutputs, snapshot, start_metrics
 from edge_agent.app.model_agent import ModelUpdates
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.objects_step import ObjectsStep
@@ -36,7 +35,7 @@ from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config, require_detector
 from edge_agent.core.events import OutputPolicy
-from edge_agent.core.messages import sensor_message, topics
+from edge_agent.core.messages import topics
 from edge_agent.core.motion import MotionFilter
 from edge_agent.core.schema import Detection
 from edge_agent.errors import EdgeAgentError, QueueFullError
@@ -84,8 +83,7 @@ class Agent:
         self.started_wall = time.time()
         self.last_status: Optional[dict[str, Any]] = None
         self._parts: Optional[tuple[Camera, Outbox, Any, Any]] = None
-        self._last_mqtt_status = -1e9
-        self._status_failures = 0
+        self._status_out = StatusOutputs(cfg)
         self.updates: Optional[ModelUpdates] = None
         self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
         self._running_camera: Optional[Camera] = None
@@ -119,14 +117,14 @@ class Agent:
         outbox = Outbox.from_config(cfg.queue)
         camera = self._camera or Camera(cfg.camera)
         self._parts = (camera, outbox, None, None)
-        sync = self._start_sync(outbox)
+        sync = start_sync(cfg, outbox, self.current_status, self._count_error)
         self._parts = (camera, outbox, sync, None)
         if self.updates is not None:
             # a model-update step publishes the whole snapshot (the same shape), right away
             self.updates.start(
                 (lambda: sync.publish_status(self.current_status(fresh=True))) if sync is not None else None
             )
-        sensor = self._start_sensor(outbox)
+        sensor = start_sensor(cfg, outbox, self._count_error)
         self._parts = (camera, outbox, sync, sensor)
         metrics = start_metrics(self)
         # JPEG sources decode frames >= 2x the model input at 1/2..1/8 (libjpeg DCT scaling)
@@ -171,45 +169,8 @@ class Agent:
         )
         return 0
 
-    def _start_sync(self, outbox: Outbox) -> Any:
-        if not self.cfg.mqtt.enabled:
-            return None
-        from edge_agent.adapters.mqtt_sync import MqttSync
-
-        sync = MqttSync(self.cfg.mqtt, self.cfg.device.id, outbox, status_fn=self.current_status)
-        try:
-            sync.start()
-        except EdgeAgentError as exc:
-            # bad credentials/TLS files: results still queue locally; the operator fixes and reloads
-            log.error("MQTT sync disabled: %s", exc)
-            self.errors += 1
-            return None
-        return sync
-
-    def _start_sensor(self, outbox: Outbox) -> Any:
-        scfg = self.cfg.sensor
-        if scfg is None:
-            return None
-        from edge_agent.adapters.sensor import SerialSensor
-
-        on_reading = None
-        if scfg.publish:
-            topic = topics(self.cfg.mqtt.topic_prefix, self.cfg.device.id).sensors
-
-            def on_reading(reading: dict[str, Any]) -> None:
-                # readings on their own topic, through the same durable outbox (sensor thread)
-                body = sensor_message(
-                    reading, device_id=self.cfg.device.id, ts=time.time(), clock_synced=clock_synchronised()
-                )
-                try:
-                    outbox.put(topic, body)
-                except EdgeAgentError as exc:
-                    self.errors += 1
-                    log.error("sensor reading not queued: %s", exc)
-
-        sensor = SerialSensor(scfg, on_reading=on_reading)
-        sensor.start()
-        return sensor
+    def _count_error(self) -> None:
+        self.errors += 1
 
     # ---- the loop -------------------------------------------------------------------------------
     def _loop(self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any) -> None:
@@ -428,23 +389,5 @@ class Agent:
         """The one status timer: one snapshot to the status file, systemd, Prometheus and MQTT."""
         assert self._parts is not None
         camera, outbox, sync, sensor = self._parts
-        status = snapshot(self, camera, outbox, sync, sensor, "stopped" if final else "running")
-        self.last_status = status
-        sdnotify.status(
-            f"{status['fps']} fps, queue {status['queue']['pending']}, broker {status['broker']['state']}, "
-            f"camera {(status['camera'] or {}).get('state')}"
-        )
-        try:
-            write_status(self.cfg.health.status_file, status)
-            self._status_failures = 0
-        except (OSError, EdgeAgentError) as exc:
-            # once per failure streak: rewritten every 2 s, it must not flood the journal
-            level = logging.WARNING if self._status_failures == 0 else logging.DEBUG
-            self._status_failures += 1
-            log.log(level, "status file %s not written: %s", self.cfg.health.status_file, exc)
-        now = time.monotonic()
-        due = (
-            sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s
-        )
-        if due and sync.publish_status(status):
-            self._last_mqtt_status = now
+        self.last_status = snapshot(self, camera, outbox, sync, sensor, "stopped" if final else "running")
+        self._status_out.send(self.last_status, sync, final)
