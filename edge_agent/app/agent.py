@@ -278,9 +278,8 @@ class Agent:
             return
         decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
         if decision.emit:
-            self._queue(
-                outbox, topic, result_body(self.cfg, frame, dets, timings, models, decision.reason, sensor)
-            )
+            body = result_body(self.cfg, frame, dets, timings, models, decision.reason, sensor)
+            self._queue(outbox, topic, body)
 
     def _infer(
         self, frame: Frame, prepared: Optional[Prepared], models: ModelSet
@@ -318,8 +317,10 @@ class Agent:
             return False
         except EdgeAgentError as exc:  # a disk error
             self.errors += 1
-            what = f"result of frame {body['frame']}" if "frame" in body else f"{body.get('event', 'counts')}"
-            log.error("%s message not queued: %s", what, exc)
+            kind = f"{body.get('event', 'counts')} message"
+            log.error(
+                "%s not queued: %s", f"result of frame {body.get('frame')}" if "image" in body else kind, exc
+            )
             return False
         self.emitted += 1
         if self.on_result is not None:

@@ -133,14 +133,16 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=60)
     ap.add_argument("--threads", type=int, nargs="*", default=[0], help="intra-op threads (0 = ORT default)")
     ap.add_argument("--baseline-src", type=Path, help="another source tree to run side by side")
+    ap.add_argument("--images", type=Path, help="folder of .jpg photos (default ../shared/images)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each variant (median reported)")
     a = ap.parse_args()
     models = a.model or [SHARED / "models/yolov8n-coco-fp32.onnx"]
-    images = (
-        sorted((SHARED / "images").glob("*.jpg"))
-        if SHARED.is_dir()
-        else sorted((REPO / "models/samples").glob("*"))
-    )
+    if a.images:
+        images = sorted(p for p in a.images.glob("*.jpg"))
+    elif SHARED.is_dir():
+        images = sorted((SHARED / "images").glob("*.jpg"))
+    else:
+        images = sorted(p for p in (REPO / "models/samples").glob("*") if p.is_file())
     variants: list[tuple[str, Path | None]] = [("this tree", None)]
     if a.baseline_src:
         variants.insert(0, ("baseline " + str(a.baseline_src), a.baseline_src))
