@@ -40,7 +40,7 @@ def result(dev: str, i: int) -> dict[str, object]:
             {"label": "car", "class_id": 2, "confidence": 0.66, "box": [300.0, 200.0, 620.0, 410.0]},
         ],
     }
-    return result_message(infer, device_id=dev, ts=time.time(), extra={"frame": i})
+    return result_message(infer, device_id=dev, ts=time.time(), frame=i)
 
 
 def status_fn(dev: str, ob: Outbox, sync: list[MqttSync], t0: float):  # type: ignore[no-untyped-def]

@@ -37,7 +37,7 @@ from edge_agent.adapters.outbox_marks import MarksFile, MarksMixin, read_marks
 from edge_agent.adapters.outbox_reserve import Reserve, free_bytes
 from edge_agent.adapters.outbox_space import SLICE_BYTES, SpaceMixin, _slices
 from edge_agent.core.config import QueueConfig
-from edge_agent.core.messages import encode, new_message_id
+from edge_agent.core.messages import encode, stamp
 from edge_agent.core.queue_policy import Limits, Marks, admit
 from edge_agent.errors import QueueError, QueueFullError
 
@@ -157,15 +157,15 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
 
     # ---- producer side -------------------------------------------------------------------
     def put(self, topic: str, payload: dict[str, Any]) -> str:
-        """Queue one message; sets ``id`` (when absent), ``seq`` and ``boot``; returns the id.
+        """Queue one message; stamps ``seq`` and ``boot`` (and ``id`` when absent) into the places
+        the message's builder named (``core.messages.stamp``); returns the id.
 
         Every call takes a sequence number, also when the message is then rejected, so the far
         end sees every result the device lost as a gap. Raises QueueFullError under ``reject_new``
         at a cap or on a full disk, and for a message larger than ``max_bytes`` under any policy.
         """
-        msg_id = str(payload.setdefault("id", new_message_id()))
         try:
-            return self._put(msg_id, topic, payload)
+            return self._put(topic, payload)
         except QueueFullError:
             # a refused message took a number too: beyond the reservation, reserve it (and the
             # count of refusals) in the marks, or a crash would forget the loss and reuse the number
@@ -175,12 +175,12 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
                 self._reserve_in_marks()
             raise
 
-    def _put(self, msg_id: str, topic: str, payload: dict[str, Any]) -> str:
+    def _put(self, topic: str, payload: dict[str, Any]) -> str:
         with self._lock:
             if self._closed:
                 raise QueueError(f"{self.path}: queue is closed")
             self._seq += 1
-            payload["seq"], payload["boot"] = self._seq, self.boot
+            msg_id = stamp(payload, seq=self._seq, boot=self.boot)
             data = encode(payload)
             if self._disk_full and self.limits.policy == "reject_new":
                 self._reject("disk full (SQLITE_FULL)")

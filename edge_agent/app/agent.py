@@ -12,7 +12,6 @@ restarts us; a helper thread pinging would hide exactly that failure.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import signal
 import threading
@@ -26,9 +25,9 @@ from typing import Any, Optional
 from edge_agent.adapters import sdnotify
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.adapters.statusfile import write_status
-from edge_agent.adapters.system import clock_synchronised
-from edge_agent.app.health import snapshot, start_metrics
+from edge_agent.app.agent_parts import start_sensor, start_sync
+from edge_agent.app.frame_steps import feed_model_updates, result_body
+from edge_agent.app.health import StatusOutputs, snapshot, start_metrics
 from edge_agent.app.model_agent import ModelUpdates
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.objects_step import ObjectsStep
@@ -36,13 +35,12 @@ from edge_agent.app.prefetch import Prefetch
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config, require_detector
 from edge_agent.core.events import OutputPolicy
-from edge_agent.core.messages import result_message, sensor_message, topics
+from edge_agent.core.messages import topics
 from edge_agent.core.motion import MotionFilter
-from edge_agent.core.schema import ImageResult
-from edge_agent.core.snapshot import encode_snapshot
+from edge_agent.core.schema import Detection
 from edge_agent.errors import EdgeAgentError, QueueFullError
 from edge_agent.inference.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
-from edge_agent.inference.pipeline import Prepared, run_cascade
+from edge_agent.inference.pipeline import Prepared, infer_frame
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +83,7 @@ class Agent:
         self.started_wall = time.time()
         self.last_status: Optional[dict[str, Any]] = None
         self._parts: Optional[tuple[Camera, Outbox, Any, Any]] = None
-        self._last_mqtt_status = -1e9
-        self._status_failures = 0
+        self._status_out = StatusOutputs(cfg)
         self.updates: Optional[ModelUpdates] = None
         self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
         self._running_camera: Optional[Camera] = None
@@ -120,14 +117,14 @@ class Agent:
         outbox = Outbox.from_config(cfg.queue)
         camera = self._camera or Camera(cfg.camera)
         self._parts = (camera, outbox, None, None)
-        sync = self._start_sync(outbox)
+        sync = start_sync(cfg, outbox, self.current_status, self._count_error)
         self._parts = (camera, outbox, sync, None)
         if self.updates is not None:
             # a model-update step publishes the whole snapshot (the same shape), right away
             self.updates.start(
                 (lambda: sync.publish_status(self.current_status(fresh=True))) if sync is not None else None
             )
-        sensor = self._start_sensor(outbox)
+        sensor = start_sensor(cfg, outbox, self._count_error)
         self._parts = (camera, outbox, sync, sensor)
         metrics = start_metrics(self)
         # JPEG sources decode frames >= 2x the model input at 1/2..1/8 (libjpeg DCT scaling)
@@ -156,7 +153,7 @@ class Agent:
             if sensor is not None:
                 sensor.stop()
             if self.objects is not None:  # every object still tracked ends; the counts so far
-                self.objects.stop(lambda t, b: self._put(outbox, t, b))
+                self.objects.stop(lambda t, b: self._queue(outbox, t, b))
             with contextlib.suppress(QueueFullError):  # reject_new on a full disk: close() accounts for it
                 outbox.flush()
             if sync is not None:
@@ -172,45 +169,8 @@ class Agent:
         )
         return 0
 
-    def _start_sync(self, outbox: Outbox) -> Any:
-        if not self.cfg.mqtt.enabled:
-            return None
-        from edge_agent.adapters.mqtt_sync import MqttSync
-
-        sync = MqttSync(self.cfg.mqtt, self.cfg.device.id, outbox, status_fn=self.current_status)
-        try:
-            sync.start()
-        except EdgeAgentError as exc:
-            # bad credentials/TLS files: results still queue locally; the operator fixes and reloads
-            log.error("MQTT sync disabled: %s", exc)
-            self.errors += 1
-            return None
-        return sync
-
-    def _start_sensor(self, outbox: Outbox) -> Any:
-        scfg = self.cfg.sensor
-        if scfg is None:
-            return None
-        from edge_agent.adapters.sensor import SerialSensor
-
-        on_reading = None
-        if scfg.publish:
-            topic = topics(self.cfg.mqtt.topic_prefix, self.cfg.device.id).sensors
-
-            def on_reading(reading: dict[str, Any]) -> None:
-                # readings on their own topic, through the same durable outbox (sensor thread)
-                body = sensor_message(
-                    reading, device_id=self.cfg.device.id, ts=time.time(), clock_synced=clock_synchronised()
-                )
-                try:
-                    outbox.put(topic, body)
-                except EdgeAgentError as exc:
-                    self.errors += 1
-                    log.error("sensor reading not queued: %s", exc)
-
-        sensor = SerialSensor(scfg, on_reading=on_reading)
-        sensor.start()
-        return sensor
+    def _count_error(self) -> None:
+        self.errors += 1
 
     # ---- the loop -------------------------------------------------------------------------------
     def _loop(self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any) -> None:
@@ -301,91 +261,66 @@ class Agent:
         topic: str,
         sensor: Any,
     ) -> None:
+        """One frame, step by step: infer -> account -> model updates -> track | decide -> queue."""
         if models is not self._models:  # reloaded meanwhile: prepared for the old model's input size
             models, prepared = self._models, None  # type: ignore[assignment]
+        inferred = self._infer(frame, prepared, models)
+        if inferred is None:
+            return
+        dets, timings = inferred
+        self._account(models, timings)
+        if self.updates is not None:
+            feed_model_updates(self.updates, frame, len(dets))
+        if self.objects is not None:  # objects mode: the tracking step replaces per-frame results
+            t1 = time.monotonic()
+            self.objects.on_frame(frame, dets, lambda t, b: self._queue(outbox, t, b))
+            timings["track"] = (time.monotonic() - t1) * 1e3  # in the status latency (same dict)
+            return
+        decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
+        if decision.emit:
+            body = result_body(self.cfg, frame, dets, timings, models, decision.reason, sensor)
+            self._queue(outbox, topic, body)
+
+    def _infer(
+        self, frame: Frame, prepared: Optional[Prepared], models: ModelSet
+    ) -> Optional[tuple[list[Detection], dict[str, float]]]:
+        """Inference step (boxes in the frame as the camera sent it); a model error is counted."""
         t0 = time.monotonic()
-        age_ms = (t0 - frame.ts_mono) * 1e3  # how old the frame is when inference starts
         try:
-            dets, timings = run_cascade(
-                frame.image,
-                models.detector,
-                models.classifier,
-                models.classify_ids,
-                models.crop_padding,
-                prepared,
+            dets, timings = infer_frame(
+                frame, models.detector, models.classifier, models.classify_ids, models.crop_padding, prepared
             )
         except EdgeAgentError as exc:
             self.errors += 1
             log.error("frame %d: %s", frame.seq, exc)
-            return
+            return None
         timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
-        timings["age"] = age_ms
-        sx, sy = frame.full_scale()
-        if (sx, sy) != (1.0, 1.0):  # decoded small: boxes back to the frame as the camera sent it
-            dets = [
-                dataclasses.replace(d, box=(d.box[0] * sx, d.box[1] * sy, d.box[2] * sx, d.box[3] * sy))
-                for d in dets
-            ]
+        timings["age"] = (t0 - frame.ts_mono) * 1e3  # how old the frame is when inference starts
+        return dets, timings
+
+    def _account(self, models: ModelSet, timings: dict[str, float]) -> None:
+        """Health step: frame count, latency and fps windows, the detector-cannot-score streak."""
         best = getattr(models.detector, "last_max_score", float("nan"))
         self._no_score_streak = self._no_score_streak + 1 if best <= NO_SCORE_LEVEL else 0
         if self._no_score_streak == NO_SCORE_FRAMES:
             log.warning("%s", self.warnings()[0])
         self.frames += 1
-        if self.updates is not None:
-            self.updates.on_frame(frame.image, len(dets))
         self._latency.append(timings)
         self._frame_times.append(time.monotonic())
-        if self.objects is not None:  # objects mode: the tracking step replaces per-frame results
-            t1 = time.monotonic()
-            self.objects.on_frame(frame, dets, lambda t, b: self._put(outbox, t, b))
-            timings["track"] = (time.monotonic() - t1) * 1e3  # in the status latency (same dict)
-            return
-        decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
-        if not decision.emit:
-            return
-        h, w = frame.image.shape[:2]
-        if frame.full_size is not None:
-            w, h = frame.full_size
-        image = frame.name or f"{frame.source}#{frame.seq}"
-        result = ImageResult(image, w, h, dets, timings).to_json()
-        extra: dict[str, Any] = {
-            "frame": frame.seq,
-            "ts_mono": round(frame.ts_mono, 6),
-            "captured_at": frame.ts_wall,
-            "clock_synced": clock_synchronised(),
-            "event": decision.reason,
-            "models": models.describe(),
-        }
-        if sensor is not None and self.cfg.sensor is not None and self.cfg.sensor.attach_to_results:
-            extra["sensor"] = sensor.latest()
-        if self.cfg.output.snapshot:
-            snap = encode_snapshot(frame.image, self.cfg.output.snapshot_max_bytes)
-            if snap is not None:
-                extra["snapshot_jpeg_b64"] = snap
-        body = result_message(result, device_id=self.cfg.device.id, ts=time.time(), extra=extra)
+
+    def _queue(self, outbox: Outbox, topic: str, body: dict[str, Any]) -> bool:
+        """Queue step: one message into the durable outbox, counted; False when it was not queued."""
         try:
             outbox.put(topic, body)
         except QueueFullError:  # reject_new: counted and logged once per streak by the outbox
             self.rejected += 1
-            return
+            return False
         except EdgeAgentError as exc:  # a disk error
             self.errors += 1
-            log.error("result of frame %d not queued: %s", frame.seq, exc)
-            return
-        self.emitted += 1
-        if self.on_result is not None:
-            self.on_result(body)
-
-    def _put(self, outbox: Outbox, topic: str, body: dict[str, Any]) -> bool:
-        """Queue one objects-mode message, counted like a result; False when it was not queued."""
-        try:
-            outbox.put(topic, body)
-        except QueueFullError:
-            self.rejected += 1
-            return False
-        except EdgeAgentError as exc:
-            self.errors += 1
-            log.error("%s message not queued: %s", body.get("event", "counts"), exc)
+            kind = f"{body.get('event', 'counts')} message"
+            log.error(
+                "%s not queued: %s", f"result of frame {body.get('frame')}" if "image" in body else kind, exc
+            )
             return False
         self.emitted += 1
         if self.on_result is not None:
@@ -455,23 +390,5 @@ class Agent:
         """The one status timer: one snapshot to the status file, systemd, Prometheus and MQTT."""
         assert self._parts is not None
         camera, outbox, sync, sensor = self._parts
-        status = snapshot(self, camera, outbox, sync, sensor, "stopped" if final else "running")
-        self.last_status = status
-        sdnotify.status(
-            f"{status['fps']} fps, queue {status['queue']['pending']}, broker {status['broker']['state']}, "
-            f"camera {(status['camera'] or {}).get('state')}"
-        )
-        try:
-            write_status(self.cfg.health.status_file, status)
-            self._status_failures = 0
-        except (OSError, EdgeAgentError) as exc:
-            # once per failure streak: rewritten every 2 s, it must not flood the journal
-            level = logging.WARNING if self._status_failures == 0 else logging.DEBUG
-            self._status_failures += 1
-            log.log(level, "status file %s not written: %s", self.cfg.health.status_file, exc)
-        now = time.monotonic()
-        due = (
-            sync is not None and not final and now - self._last_mqtt_status >= self.cfg.mqtt.status_interval_s
-        )
-        if due and sync.publish_status(status):
-            self._last_mqtt_status = now
+        self.last_status = snapshot(self, camera, outbox, sync, sensor, "stopped" if final else "running")
+        self._status_out.send(self.last_status, sync, final)

@@ -12,8 +12,12 @@ import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent import __version__
+from edge_agent.adapters import sdnotify
+from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
+from edge_agent.core.config import Config
 from edge_agent.core.status import build_status, prometheus_values
+from edge_agent.errors import EdgeAgentError
 
 if TYPE_CHECKING:
     from edge_agent.adapters.camera import Camera
@@ -56,6 +60,34 @@ def snapshot(
         warnings=agent.warnings(),
         model_update=agent.updates.status() if agent.updates is not None else None,
     )
+
+
+class StatusOutputs:
+    """Where each snapshot goes: systemd's STATUS line, the status file (a failure logged once per
+    streak: it is rewritten every 2 s and must not flood the journal), and the retained MQTT
+    status at most every ``mqtt.status_interval_s``."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self._file_failures = 0
+        self._last_mqtt = -1e9
+
+    def send(self, status: dict[str, Any], sync: Any, final: bool) -> None:
+        sdnotify.status(
+            f"{status['fps']} fps, queue {status['queue']['pending']}, broker {status['broker']['state']}, "
+            f"camera {(status['camera'] or {}).get('state')}"
+        )
+        try:
+            write_status(self.cfg.health.status_file, status)
+            self._file_failures = 0
+        except (OSError, EdgeAgentError) as exc:
+            level = logging.WARNING if self._file_failures == 0 else logging.DEBUG
+            self._file_failures += 1
+            log.log(level, "status file %s not written: %s", self.cfg.health.status_file, exc)
+        now = time.monotonic()
+        due = sync is not None and not final and now - self._last_mqtt >= self.cfg.mqtt.status_interval_s
+        if due and sync.publish_status(status):
+            self._last_mqtt = now
 
 
 def start_metrics(agent: Agent) -> Optional[MetricsServer]:

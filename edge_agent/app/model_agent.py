@@ -160,8 +160,8 @@ class ModelUpdates:
         log.info("model %s on trial for %.0fs", vid, self.cfg.model_update.trial_s)
 
     # ---- the loop's hooks (loop thread: cheap only) -----------------------------------------
-    def on_frame(self, image: Any, detections: int) -> None:
-        self.ring.offer(image)
+    def on_frame(self, detections: int) -> None:
+        """The trial's per-frame count (``app.frame_steps.feed_model_updates`` writes the ring)."""
         self._recent.append(detections)
         t = self._trial
         if t is None or self._trial_done:

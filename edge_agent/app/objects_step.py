@@ -118,20 +118,24 @@ class ObjectsStep:
         # dwell and durations are measured on the monotonic clock; messages carry wall time
         offset = (frame.ts_wall - frame.ts_mono) if frame is not None else time.time() - time.monotonic()
         for ev in events:
-            extra: Dict[str, Any] = {"captured_at": round(ev.pop("ts") + offset, 3)}
-            if frame is not None:
-                extra["frame"] = frame.seq
+            captured_at = round(ev.pop("ts") + offset, 3)
+            snap = None
             if ev["event"] == "ended":
                 ev["first_seen"] = round(ev["first_seen"] + offset, 3)
                 ev["last_seen"] = round(ev["last_seen"] + offset, 3)
                 best = ev.pop("_best_image", None)
                 if best is not None:
                     snap = encode_snapshot(best, self.cfg.output.snapshot_max_bytes)
-                    if snap is not None:
-                        extra["snapshot_jpeg_b64"] = snap
             if ev["event"] in ("line_crossed", "zone_entered"):
                 self._dirty = True
-            body = object_message(ev, device_id=self.cfg.device.id, ts=time.time(), extra=extra)
+            body = object_message(
+                ev,
+                device_id=self.cfg.device.id,
+                ts=time.time(),
+                captured_at=captured_at,
+                frame=frame.seq if frame is not None else None,
+                snapshot_jpeg_b64=snap,
+            )
             if put(self.topic, body):
                 self.sent += 1
 

@@ -6,6 +6,7 @@ way everywhere: ``pre`` (letterbox + blob), ``infer`` (``session.run``), ``post`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.core.camera_source import Frame
 from edge_agent.core.classify import Classification, to_probabilities, top_k
 from edge_agent.core.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
 from edge_agent.core.formats import decode_output
@@ -221,3 +223,30 @@ def run_cascade(
                 dets[i] = Detection(d.label, d.class_id, d.confidence, d.box, top[0])
         timings["classify"] = (time.perf_counter() - t0) * 1e3
     return dets, timings
+
+
+def infer_frame(
+    frame: Frame,
+    detector: Detector,
+    classifier: Optional[Classifier] = None,
+    classify_classes: Optional[Sequence[int]] = None,
+    padding: float = CROP_PADDING,
+    prepared: Optional[Prepared] = None,
+) -> tuple[list[Detection], dict[str, float]]:
+    """:func:`run_cascade` on one camera frame, boxes in pixels of the frame *as the camera sent it*.
+
+    A JPEG source may decode a frame at 1/2..1/8 scale (``Camera.decode_target``: libjpeg DCT
+    scaling, far cheaper than a full decode and a resize); the detector then sees the small image
+    and its boxes are scaled back here, so every consumer gets full-size coordinates."""
+    dets, timings = run_cascade(frame.image, detector, classifier, classify_classes, padding, prepared)
+    return to_full_scale(dets, frame.full_scale()), timings
+
+
+def to_full_scale(dets: list[Detection], scale: tuple[float, float]) -> list[Detection]:
+    """Boxes of a reduced-scale decode back to the full frame (``scale`` = ``Frame.full_scale()``)."""
+    sx, sy = scale
+    if (sx, sy) == (1.0, 1.0):
+        return dets
+    return [
+        dataclasses.replace(d, box=(d.box[0] * sx, d.box[1] * sy, d.box[2] * sx, d.box[3] * sy)) for d in dets
+    ]

@@ -16,7 +16,7 @@ from helpers_models import make_bright_detector
 from helpers_rtsp import RtspServer, age_ms, require_rtsp_server
 from helpers_world import wait_until
 
-import edge_agent.app.agent as agent_mod
+import edge_agent.inference.pipeline as pipeline
 from edge_agent.adapters.camera import Camera
 from edge_agent.app.agent import Agent
 from edge_agent.core.config import CameraConfig, parse_config
@@ -106,14 +106,14 @@ def test_agent_infers_on_the_newest_frame(
     interval_ms = 1000 / rtsp.fps
     infer_s = 0.4
     ages: list[int] = []
-    real = agent_mod.run_cascade
+    real = pipeline.run_cascade  # the agent's inference step (infer_frame) runs it
 
     def slow_cascade(image: Any, *args: Any, **kw: Any) -> Any:
         ages.append(age_ms(image))
         time.sleep(infer_s)
         return real(image, *args, **kw)
 
-    monkeypatch.setattr(agent_mod, "run_cascade", slow_cascade)
+    monkeypatch.setattr(pipeline, "run_cascade", slow_cascade)
     det = make_bright_detector(tmp_path / "det.onnx")
     cfg = parse_config(
         f"""

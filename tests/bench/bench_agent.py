@@ -1,11 +1,16 @@
 """Agent loop benchmark: throughput vs bare session.run, time to READY, peak RSS.
 
-    python tests/bench/bench_agent.py [--model M ...] [--classifier C] [--frames N]
+    python tests/bench/bench_agent.py [--model M ...] [--classifier C] [--frames N] [--threads T ...]
+                                      [--baseline-src DIR] [--repeat R]
 
 Runs ``edge-agent run`` as a subprocess on a looping folder camera (the shared photos, or the
 bundled samples), listens on a NOTIFY_SOCKET for READY=1, reads fps from the status file, and
 takes peak RSS from the child's rusage. Bare ``session.run`` latency of the same model is measured
 in this process right before and after, and the median of both is the reference.
+
+``--baseline-src DIR`` (e.g. ``git archive <commit> | tar -x -C DIR``) runs that tree's agent too,
+alternating with this one ``--repeat`` times between the same two bare measurements: a before/after
+comparison side by side in one run, on the same load; each prints its median fps and ratios.
 """
 
 from __future__ import annotations
@@ -49,7 +54,12 @@ def bare_run_ms(model: Path, runs: int = 30, threads: int | None = None) -> floa
 
 
 def run_agent(
-    model: Path, classifier: Path | None, images: list[Path], frames: int, threads: int | None = None
+    model: Path,
+    classifier: Path | None,
+    images: list[Path],
+    frames: int,
+    threads: int | None = None,
+    src: Path | None = None,
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -69,6 +79,8 @@ def run_agent(
         sock.bind(str(root / "n.sock"))
         sock.settimeout(120)
         env = {**os.environ, "NOTIFY_SOCKET": str(root / "n.sock")}
+        if src is not None:  # that tree's edge_agent ahead of the installed one
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
         t0 = time.monotonic()
         proc = subprocess.Popen(
             [
@@ -83,6 +95,7 @@ def run_agent(
                 str(frames),
             ],
             env=env,
+            cwd=root,  # not the checkout: `-m` puts the cwd first on sys.path, ahead of PYTHONPATH
         )
         ready = None
         while ready is None:
@@ -119,39 +132,54 @@ def main() -> None:
     ap.add_argument("--classifier", type=Path)
     ap.add_argument("--frames", type=int, default=60)
     ap.add_argument("--threads", type=int, nargs="*", default=[0], help="intra-op threads (0 = ORT default)")
+    ap.add_argument("--baseline-src", type=Path, help="another source tree to run side by side")
+    ap.add_argument("--images", type=Path, help="folder of .jpg photos (default ../shared/images)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each variant (median reported)")
     a = ap.parse_args()
     models = a.model or [SHARED / "models/yolov8n-coco-fp32.onnx"]
-    images = (
-        sorted((SHARED / "images").glob("*.jpg"))
-        if SHARED.is_dir()
-        else sorted((REPO / "models/samples").glob("*"))
-    )
+    if a.images:
+        images = sorted(p for p in a.images.glob("*.jpg"))
+    elif SHARED.is_dir():
+        images = sorted((SHARED / "images").glob("*.jpg"))
+    else:
+        images = sorted(p for p in (REPO / "models/samples").glob("*") if p.is_file())
+    variants: list[tuple[str, Path | None]] = [("this tree", None)]
+    if a.baseline_src:
+        variants.insert(0, ("baseline " + str(a.baseline_src), a.baseline_src))
     for m, th in [(m, t or None) for m in models for t in a.threads]:
         ref1 = bare_run_ms(m, threads=th)
-        agent = run_agent(m, a.classifier, images, a.frames, th)
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in variants}
+        for _ in range(a.repeat):
+            for name, src in variants:
+                runs[name].append(run_agent(m, a.classifier, images, a.frames, th, src))
         ref2 = bare_run_ms(m, threads=th)
         ref = statistics.median([ref1, ref2])
-        print(
-            json.dumps(
-                {
-                    "model": str(m),
-                    "threads": th or "default",
-                    "classifier": str(a.classifier) if a.classifier else None,
-                    "bare_session_run_ms": round(ref, 2),
-                    "bare_fps": round(1000 / ref, 2),
-                    "agent_fps": agent["fps"],
-                    "ratio_agent_vs_bare": round(agent["fps"] * ref / 1000, 3),
-                    # the same ratio against session.run *inside* the loop (same load, same run):
-                    # on a machine others load, the bare figure from before/after can be far off
-                    "ratio_agent_vs_in_loop_run": round(
-                        agent["fps"] * agent["latency_ms"].get("infer", 0.0) / 1000, 3
-                    ),
-                    "ready_s": round(agent["ready_s"], 2),
-                    "peak_rss_mb": round(agent["peak_rss_mb"], 1),
-                    "agent_latency_ms": agent["latency_ms"],
-                }
+        for name, _ in variants:
+            agent = sorted(runs[name], key=lambda r: r["fps"])[len(runs[name]) // 2]  # the median run
+            print(
+                json.dumps(
+                    {
+                        "variant": name,
+                        "model": str(m),
+                        "threads": th or "default",
+                        "classifier": str(a.classifier) if a.classifier else None,
+                        "bare_session_run_ms": round(ref, 2),
+                        "bare_fps": round(1000 / ref, 2),
+                        "agent_fps": agent["fps"],
+                        "agent_fps_all": [r["fps"] for r in runs[name]],
+                        "ratio_agent_vs_bare": round(agent["fps"] * ref / 1000, 3),
+                        # the same ratio against session.run *inside* the loop (same load, same run):
+                        # on a machine others load, the bare figure from before/after can be far off
+                        "ratio_agent_vs_in_loop_run": round(
+                            agent["fps"] * agent["latency_ms"].get("infer", 0.0) / 1000, 3
+                        ),
+                        "ready_s": round(agent["ready_s"], 2),
+                        "peak_rss_mb": round(agent["peak_rss_mb"], 1),
+                        "agent_latency_ms": agent["latency_ms"],
+                    }
+                ),
+                flush=True,
             )
-        )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,15 @@ import math
 
 import pytest
 
-from edge_agent.core.messages import encode, new_message_id, offline_status, result_message, topics
+from edge_agent.core.messages import (
+    ABSENT,
+    encode,
+    new_message_id,
+    offline_status,
+    result_message,
+    stamp,
+    topics,
+)
 from edge_agent.errors import QueueError
 
 INFER = {
@@ -28,6 +36,8 @@ def test_result_message_body() -> None:
     assert body == {
         "schema": 1,
         "id": "abc",
+        "seq": None,
+        "boot": None,
         "device_id": "pi-7",
         "ts": 1700000000.25,
         "image": "/data/bus.jpg",
@@ -39,14 +49,49 @@ def test_result_message_body() -> None:
         ],
         "timings_ms": {"preprocess": 3.1, "inference": 41.0, "postprocess": 0.9},
     }
-    assert list(body)[:4] == ["schema", "id", "device_id", "ts"]
+    assert list(body)[:6] == ["schema", "id", "seq", "boot", "device_id", "ts"]
 
 
-def test_id_left_for_the_outbox_and_extra_fields() -> None:
-    body = result_message(INFER, device_id="pi-7", ts=1.0, extra={"sensor": {"pir": 1}})
-    assert "id" not in body and body["sensor"] == {"pir": 1}
-    with pytest.raises(QueueError, match="overwrite a schema field"):
-        result_message(INFER, device_id="pi-7", ts=1.0, extra={"width": 3})
+def test_the_builder_places_the_numbers_and_the_outbox_stamps_them() -> None:
+    body = result_message(INFER, device_id="pi-7", ts=1.0, sensor={"pir": 1})
+    assert len(body["id"]) == 32 and body["seq"] is None and body["boot"] is None
+    assert body["sensor"] == {"pir": 1}
+    order = list(body)
+    assert stamp(body, seq=7, boot=2) == body["id"]
+    assert (body["seq"], body["boot"]) == (7, 2) and list(body) == order  # filled in place
+    loose: dict[str, object] = {"x": 1}  # not from a builder: id and numbers appended
+    stamp(loose, seq=1, boot=1)
+    assert list(loose) == ["x", "id", "seq", "boot"]
+
+
+def test_frame_fields_are_named_and_absent_unless_given() -> None:
+    bare = result_message(INFER, device_id="d", ts=1.0)
+    assert not {"frame", "captured_at", "clock_synced", "sensor", "event"} & set(bare)
+    full = result_message(
+        INFER,
+        device_id="d",
+        ts=1.0,
+        frame=3,
+        ts_mono=2.5,
+        captured_at=None,
+        clock_synced=None,
+        event="first",
+        models={"detector": {}},
+        sensor=None,
+        snapshot_jpeg_b64="AA==",
+    )
+    assert list(full)[-8:] == [
+        "frame",
+        "ts_mono",
+        "captured_at",
+        "clock_synced",
+        "event",
+        "models",
+        "sensor",
+        "snapshot_jpeg_b64",
+    ]
+    assert full["captured_at"] is None and full["sensor"] is None  # JSON null, not left out
+    assert "sensor" not in result_message(INFER, device_id="d", ts=1.0, sensor=ABSENT)
 
 
 @pytest.mark.parametrize(
