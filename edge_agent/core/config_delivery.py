@@ -19,7 +19,7 @@ class MqttConfig(Section):
     port: int = Field(default=1883, gt=0, lt=65536, description="the broker's port (TLS usually 8883)")
     topic_prefix: str = Field(
         default="edge",
-        description="topics are <prefix>/<device>/detections|status|sensors (docs/messages.md); "
+        description="the first topic level: <prefix>/<device>/detections, .../status, ... (docs/messages.md); "
         "no + # or control characters, no leading $ or /$",
     )
     keepalive_s: int = Field(default=30, gt=0, description="MQTT keepalive interval")

@@ -138,9 +138,12 @@ class ZoneConfig(Section):
     )
     polygon: List[Tuple[float, float]] = Field(
         examples=[[(0.1, 0.5), (0.5, 0.5), (0.5, 0.9), (0.1, 0.9)]],
-        description="[[x, y], ...] as fractions of the frame (x right, y down); a simple polygon",
+        description="[[x, y], ...] as fractions of the frame (x right, y down): 3 to 64 points, "
+        "not self-intersecting",
     )
-    classes: List[str] = Field(default_factory=list, description="classes counted here; empty = all")
+    classes: List[str] = Field(
+        default_factory=list, description="classes whose events and counts this zone makes; empty = all"
+    )
     min_dwell_s: float = Field(
         default=0.0,
         ge=0,
@@ -167,7 +170,9 @@ class LineConfig(Section):
         examples=[[(0.5, 0.0), (0.5, 1.0)]],
         description="[[x1, y1], [x2, y2]] as fractions of the frame (x right, y down)",
     )
-    classes: List[str] = Field(default_factory=list, description="classes counted here; empty = all")
+    classes: List[str] = Field(
+        default_factory=list, description="classes whose crossings this line reports and counts; empty = all"
+    )
     in_side: Literal["left", "right"] = Field(
         default="right",
         description='the side of points[0] -> points[1], as seen on the image, that is "in"',

@@ -39,8 +39,8 @@ class DeviceConfig(Section):
     )
     state_dir: str = Field(
         default="/var/lib/edge-agent",
-        description="durable state: installed models, TensorRT engine cache, object counts "
-        "(systemd StateDirectory=)",
+        description="durable state: installed model versions, TensorRT engine cache, objects-mode counts "
+        "(systemd StateDirectory=); the queue is [queue] path",
     )
 
     @field_validator("id")
@@ -89,7 +89,7 @@ class CameraConfig(Section):
         default=40_000_000,
         gt=0,
         description="larger images and MJPEG parts (read from the header) are skipped and counted, never "
-        "decoded; a stream or device announcing larger frames is not opened",
+        "decoded; a stream or device announcing larger frames is not opened, a larger frame is skipped",
     )
     credentials_file: Optional[str] = Field(
         default=None,
@@ -134,7 +134,7 @@ class DetectorConfig(Section):
         default=None,
         examples=["xnnpack"],
         description="override the per-board onnxruntime provider choice: cpu, xnnpack, cuda, tensorrt "
-        "(comma-separated for a chain, CPU always last)",
+        "(comma-separated for a chain; CPU is added last)",
     )
     threads: Optional[int] = Field(
         default=None,
