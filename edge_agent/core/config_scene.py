@@ -77,15 +77,14 @@ class TrackerConfig(Section):
         default=0.3,
         ge=0,
         le=1,
-        description="detections scoring at least this take part in the first association "
-        "(only those above [detector] conf_threshold reach the tracker)",
+        description="detections scoring at least this take part in the first association",
     )
     low: float = Field(
         default=0.1,
         ge=0,
         le=1,
         description="detections between low and high only in the second one, which keeps occluded "
-        "objects tracked",
+        "objects tracked; none below [detector] conf_threshold arrive, so lower that to use this",
     )
     new_track: float = Field(
         default=0.4, ge=0, le=1, description="a detection that starts a new track must score at least this"
