@@ -76,7 +76,7 @@ def test_config_check(tmp_path: Path) -> None:
     assert r.returncode == 0 and "OK" in r.stdout
     assert "detector.model" in r.stderr and "file not found" in r.stderr  # a warning, not an error
     bad = tmp_path / "bad.toml"
-    bad.write_text(example_config().replace("[queue]", "[queue]\nmax_mesages = 5"))
+    bad.write_text(example_config().replace("\n[queue]\n", "\n[queue]\nmax_mesages = 5\n"))
     r = cli("config", "check", str(bad))
     assert r.returncode == 1 and "unknown key 'queue.max_mesages'" in r.stderr
 
