@@ -11,6 +11,9 @@ from pydantic import Field, field_validator
 
 from edge_agent.core.config_sections import Section
 from edge_agent.core.mqtt_names import topic_prefix_problem
+from edge_agent.core.thresholds import Thresholds
+
+_GATE = Thresholds()  # the update gate's limits default to `edge-agent validate`'s
 
 
 class MqttConfig(Section):
@@ -195,20 +198,23 @@ class ModelUpdateConfig(Section):
     ring_interval_s: float = Field(default=60.0, gt=0, description="one ring frame at most this often")
     ring_max_age_h: float = Field(default=72.0, gt=0, description="ring frames older than this are deleted")
     min_recall: float = Field(
-        default=0.9,
+        default=_GATE.min_recall,
         ge=0,
         le=1,
         description="the gate (as `edge-agent validate`): share of the current model's detections the new "
         "one finds (same class, IoU >= 0.5)",
     )
     min_mean_iou: float = Field(
-        default=0.8, ge=0, le=1, description="the gate: mean IoU of the matched detections"
+        default=_GATE.min_mean_iou, ge=0, le=1, description="the gate: mean IoU of the matched detections"
     )
     max_conf_delta: float = Field(
-        default=0.1, ge=0, le=1, description="the gate: mean confidence difference of the matched detections"
+        default=_GATE.max_conf_delta,
+        ge=0,
+        le=1,
+        description="the gate: mean confidence difference of the matched detections",
     )
     min_top1_agreement: float = Field(
-        default=0.95,
+        default=_GATE.min_top1_agreement,
         ge=0,
         le=1,
         description="the gate, classifiers: share of crops with the same top-1 class",
