@@ -58,7 +58,9 @@ class MqttConfig(Section):
         description="the client certificate's private key (unset: it is in tls_cert)",
     )
     inflight: int = Field(
-        default=100, gt=0, description="QoS 1 messages sent and not yet acknowledged (PUBACK) at once"
+        default=100,
+        gt=0,
+        description="QoS 1 publishes (a batch counts once) sent and not yet acknowledged (PUBACK) at once",
     )
     newest_first: bool = Field(
         default=False, description="send the newest backlog first (fresh data before history after an outage)"

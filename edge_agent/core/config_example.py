@@ -108,7 +108,7 @@ def describe(f: FieldInfo) -> str:
     text = f.description or ""
     choices = _choices(f.annotation)
     if choices and not all(c in text for c in choices):
-        text += f" [one of: {', '.join(choices)}]"
+        text += f" [one{_NBSP}of:{_NBSP}{f',{_NBSP}'.join(choices)}]"
     bounds = _bounds(f)
     if bounds:
         text += f" [{bounds}]"

@@ -133,7 +133,9 @@ class TrackerConfig(Section):
 
 class ZoneConfig(Section):
     name: str = Field(
-        pattern=_NAME, examples=["waiting"], description="names the zone in events and counts; unique"
+        pattern=_NAME,
+        examples=["waiting"],
+        description="names the zone in events and counts: unique, 1-64 characters, no control characters",
     )
     polygon: List[Tuple[float, float]] = Field(
         examples=[[(0.1, 0.5), (0.5, 0.5), (0.5, 0.9), (0.1, 0.9)]],
@@ -163,7 +165,9 @@ class ZoneConfig(Section):
 
 class LineConfig(Section):
     name: str = Field(
-        pattern=_NAME, examples=["gate"], description="names the line in events and counts; unique"
+        pattern=_NAME,
+        examples=["gate"],
+        description="names the line in events and counts: unique, 1-64 characters, no control characters",
     )
     points: List[Tuple[float, float]] = Field(
         examples=[[(0.5, 0.0), (0.5, 1.0)]],
