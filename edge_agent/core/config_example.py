@@ -124,7 +124,14 @@ def _choices(annotation: Any) -> List[str]:
 def _bounds(f: FieldInfo) -> Optional[str]:
     signs = []
     for m in f.metadata:
-        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        for attr, sign in (
+            ("ge", ">="),
+            ("gt", ">"),
+            ("le", "<="),
+            ("lt", "<"),
+            ("min_length", "length >="),
+            ("max_length", "length <="),
+        ):
             limit = getattr(m, attr, None)
             if limit is not None:  # annotated_types.Ge/Gt/Le/Lt, as pydantic stores them
                 signs.append(f"{sign}{_NBSP}{limit}")

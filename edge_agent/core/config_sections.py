@@ -110,7 +110,7 @@ class DetectorConfig(Section):
     model: str = Field(
         default="",
         examples=["/var/lib/edge-agent/models/detector.onnx"],
-        description="the ONNX detector, FP32 or INT8 (the output formats of output_format); "
+        description="the ONNX detector, FP32 or INT8, in one of the formats of output_format; "
         "`run` and `config check` refuse an empty value",
     )
     labels: Optional[str] = Field(

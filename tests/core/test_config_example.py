@@ -112,6 +112,7 @@ def test_comment_lines_stay_short_and_bounds_stay_whole() -> None:
     assert max(len(ln) for ln in text.splitlines()) <= 100
     assert "\u00a0" not in text
     assert "# the broker's port (TLS usually 8883) [> 0, < 65536]" in text
+    assert "control characters) [length >= 1, length <= 64]\nid = " in text
     assert "# [one of: drop_oldest, reject_new]\npolicy = " in text  # choices the description lacks
     assert "rtsp_transport" in text and "[one of: tcp" not in text  # ... and only those
 
