@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.app.argtypes import non_negative_int, unit_interval
+from edge_agent.core.config import TrackerConfig
 from edge_agent.errors import EdgeAgentError
+
+_CFG = TrackerConfig()  # the flags default to the [tracker] config's defaults
 
 
 def register(sub: Any) -> None:
@@ -24,13 +27,19 @@ def register(sub: Any) -> None:
         "--detections", "-d", required=True, help="MOTChallenge det.txt (frame,-1,x,y,w,h,conf,...)"
     )
     p.add_argument("--output", "-o", required=True, help="tracks file to write (MOTChallenge)")
-    p.add_argument("--high", type=unit_interval, default=0.3, help="first-association score threshold")
+    p.add_argument("--high", type=unit_interval, default=_CFG.high, help="first-association score threshold")
     p.add_argument(
-        "--low", type=unit_interval, default=0.1, help="lowest score still used (second association)"
+        "--low", type=unit_interval, default=_CFG.low, help="lowest score still used (second association)"
     )
-    p.add_argument("--new-track", type=unit_interval, default=0.4, help="score needed to start a track")
-    p.add_argument("--match-iou", type=unit_interval, default=0.2, help="IoU gate of the first association")
-    p.add_argument("--lost-frames", type=non_negative_int, default=30, help="frames a lost track is kept")
+    p.add_argument(
+        "--new-track", type=unit_interval, default=_CFG.new_track, help="score needed to start a track"
+    )
+    p.add_argument(
+        "--match-iou", type=unit_interval, default=_CFG.match_iou, help="IoU gate of the first association"
+    )
+    p.add_argument(
+        "--lost-frames", type=non_negative_int, default=_CFG.lost_frames, help="frames a lost track is kept"
+    )
     p.add_argument("--per-class", action="store_true", help="match only within a class (column 8)")
     p.set_defaults(func=run)
 

@@ -76,7 +76,7 @@ class OutputPolicy:
     def __init__(
         self,
         mode: Literal["event", "every_frame"] = "event",
-        heartbeat_s: float = 60.0,
+        heartbeat_s: float = OutputConfig().heartbeat_s,
         *,
         min_iou: Optional[float] = None,
         stable_frames: int = 1,

@@ -25,6 +25,9 @@ Point = Tuple[float, float]
 GateReason = Literal["first", "motion", "after_motion", "heartbeat"]
 
 
+_CFG = MotionConfig()
+
+
 @dataclass(frozen=True)
 class MotionParams:
     """``threshold``: grey-level change (0-255) that counts a pixel as changed. ``min_area``: the
@@ -36,11 +39,11 @@ class MotionParams:
     object: the background is relearned from this frame at once instead of reporting motion for
     the ~1/alpha frames it would take to adapt (Frigate's option of the same name; 1 = never)."""
 
-    threshold: int = 25
-    min_area: float = 0.002
-    width: int = 160
-    alpha: float = 0.05
-    lightning_threshold: float = 0.8
+    threshold: int = _CFG.threshold  # the defaults are [motion]'s (core/config_scene.py)
+    min_area: float = _CFG.min_area
+    width: int = _CFG.width
+    alpha: float = _CFG.alpha
+    lightning_threshold: float = _CFG.lightning_threshold
     masks: tuple[tuple[Point, ...], ...] = ()
 
 
@@ -123,7 +126,7 @@ class MotionGate:
     """Decides per frame whether the detector runs: on motion, ``frames_after`` frames after it,
     and at least every ``max_idle_s`` (``now`` is monotonic seconds)."""
 
-    def __init__(self, max_idle_s: float = 60.0, frames_after: int = 5) -> None:
+    def __init__(self, max_idle_s: float = _CFG.max_idle_s, frames_after: int = _CFG.frames_after) -> None:
         if max_idle_s <= 0:
             raise ValueError(f"max_idle_s must be > 0, got {max_idle_s}")
         if frames_after < 0:

@@ -28,6 +28,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from edge_agent.core.config_scene import TrackerConfig
+
 FloatArray = npt.NDArray[np.float64]
 
 MAX_OPTIMAL = 40  # groups of overlapping boxes larger than this are assigned greedily
@@ -38,19 +40,23 @@ STD_POS = 1.0 / 20
 STD_VEL = 1.0 / 160
 
 
+_CFG = TrackerConfig()
+
+
 @dataclass(frozen=True)
 class TrackerParams:
     """ByteTrack's defaults (match_thresh 0.8, buffer 30) with track_thresh 0.3 and score fusion (tuned in bench_mot.py)."""
 
-    high: float = 0.3  # detections at or above this take part in the first association
-    low: float = 0.1  # ... between low and high only in the second one (recover occluded tracks)
-    new_track: float = 0.4  # a detection that starts a new track must score at least this
-    match_iou: float = 0.2  # first association: IoU gate (ByteTrack's cost 1 - IoU <= 0.8)
+    # the [tracker] config's defaults and descriptions (core/config_scene.py) hold for these too
+    high: float = _CFG.high
+    low: float = _CFG.low
+    new_track: float = _CFG.new_track
+    match_iou: float = _CFG.match_iou
     low_match_iou: float = 0.5  # second association (low-score detections)
     new_match_iou: float = 0.3  # an unconfirmed track's second sighting
-    lost_frames: int = 30  # frames a lost track is kept for re-identification
-    per_class: bool = False  # True: a track only matches detections of its own class
-    fuse_score: bool = True  # first association on IoU x detection score (ByteTrack's MOT17 setting)
+    lost_frames: int = _CFG.lost_frames
+    per_class: bool = _CFG.per_class
+    fuse_score: bool = _CFG.fuse_score
     optimal: bool = True  # optimal assignment per group of overlapping boxes; False: greedy by IoU
 
 

@@ -267,9 +267,9 @@ REQUIRED = {
     "classifier": 'model = "c.onnx"\n',
     "sensor": 'port = "/dev/ttyUSB0"\n',
     "zones": 'name = "z"\npolygon = [[0.1, 0.1], [0.9, 0.1], [0.5, 0.9]]\n',
-    "lines": 'name = "l"\npoints = [[0.1, 0.5], [0.9, 0.5]]\n',
+    "lines": 'name = "l"\npoints = [[0.5, 0.0], [0.5, 1.0]]\n',
 }
-LISTS = {"zones", "lines"}  # arrays of tables ([[zones]]): the key path is zones.0.<key>
+TABLES = {"zones": "[[zones]]", "lines": "[[lines]]"}  # lists of tables; the rest are tables
 numbers = st.one_of(
     st.integers(-(10**30), 10**30),
     st.floats(allow_nan=True, allow_infinity=True),
@@ -295,17 +295,17 @@ def test_numeric_settings_are_refused_in_one_line_or_within_their_bounds(
     field: tuple[str, str, list[Any]], value: float
 ) -> None:
     section, key, bounds = field
-    header, path = (
-        (f"[[{section}]]", f"{section}.0.{key}") if section in LISTS else (f"[{section}]", f"{section}.{key}")
-    )
+    header = TABLES.get(section, f"[{section}]")
     text = f"{header}\n{REQUIRED.get(section, '')}{key} = {_toml_number(value)}\n"
     try:
         cfg = parse_config(text, "c.toml")
     except ConfigError as exc:
         _one_line_config_error(exc)
+        path = f"{section}.0.{key}" if section in TABLES else f"{section}.{key}"
         assert path in str(exc) and str(exc).startswith("c.toml: ")
         return
-    got = getattr(getattr(cfg, section)[0] if section in LISTS else getattr(cfg, section), key)
+    part = getattr(cfg, section)
+    got = getattr(part[0] if section in TABLES else part, key)
     assert not (isinstance(got, float) and math.isnan(got))
     for b in bounds:
         if isinstance(b, annotated_types.Gt):

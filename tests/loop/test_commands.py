@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from edge_agent.adapters.statusfile import write_status
-from edge_agent.app.config_cmd import EXAMPLE
-from edge_agent.core.config import Config, parse_config
+from edge_agent.core.config_example import example_config
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -45,23 +44,39 @@ def test_status_reads_fresh_file_and_flags_stale_or_missing(tmp_path: Path) -> N
     assert r.returncode == 1 and "may be hung" in r.stderr
 
 
-def test_config_example_is_valid_and_documents_every_section() -> None:
-    cfg = parse_config(EXAMPLE, "example")
-    assert cfg.device.id == "pi-entrance-01"
-    for section in Config.model_fields:
-        assert f"[{section}]" in EXAMPLE or f"# [{section}]" in EXAMPLE, section
-    r = cli("config", "example")
-    assert r.returncode == 0 and r.stdout == EXAMPLE
+def test_config_example_piped_into_config_check_passes() -> None:
+    example = cli("config", "example")
+    assert example.returncode == 0 and example.stdout == example_config()
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-q", "config", "check", "-"],
+        input=example.stdout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0 and "<stdin>: OK (device edge-0" in r.stdout, r.stderr
+    assert "detector.model" in r.stderr and "file not found" in r.stderr  # a warning, not an error
+
+
+def test_config_check_stdin_not_utf8_is_one_line() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "edge_agent", "-q", "config", "check", "-"],
+        input=b'[device]\nid = "\xff"\n',
+        capture_output=True,
+        timeout=120,
+    )
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "<stdin>: not UTF-8 text" in err and "Traceback" not in err
 
 
 def test_config_check(tmp_path: Path) -> None:
     good = tmp_path / "good.toml"
-    good.write_text(EXAMPLE)
+    good.write_text(example_config())
     r = cli("config", "check", str(good))
     assert r.returncode == 0 and "OK" in r.stdout
     assert "detector.model" in r.stderr and "file not found" in r.stderr  # a warning, not an error
     bad = tmp_path / "bad.toml"
-    bad.write_text(EXAMPLE.replace("[queue]", "[queue]\nmax_mesages = 5"))
+    bad.write_text(example_config().replace("\n[queue]\n", "\n[queue]\nmax_mesages = 5\n"))
     r = cli("config", "check", str(bad))
     assert r.returncode == 1 and "unknown key 'queue.max_mesages'" in r.stderr
 
