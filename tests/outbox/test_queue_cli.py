@@ -199,7 +199,10 @@ def test_one_kill_9_then_queue_drain_counts_one_crash_and_the_gap_is_the_window(
     assert seqs[:-1] == list(range(1, len(seqs)))  # the killed run's committed rows, no hole
     gap = seqs[-1] - seqs[-2] - 1
     assert gap == stats["seq_skipped"] + stats["lost"] > 0
-    assert gap <= 100  # at most one reserved window (flush_batch)
+    # at most the reserved window (flush_batch = 100) plus the batch being committed: a kill between
+    # the marks' fdatasync and the COMMIT counts that batch as lost (the marks had promised it) --
+    # seen once in ~10 runs on a loaded machine (gap 200 = skipped + lost)
+    assert gap <= 2 * 100
 
 
 def _one_line_error(res: subprocess.CompletedProcess[str]) -> None:
