@@ -18,6 +18,16 @@ from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
 from edge_agent.errors import QueueError
 
 
+def id_filter(ids: Sequence[int]) -> tuple[str, list[int]]:
+    """A WHERE clause for exactly ``ids``: ``id BETWEEN lo AND hi`` when they are every integer of
+    that range (a drain claims and acks runs of consecutive rows; one range is cheaper for SQLite
+    than 500 placeholders), else ``id IN (...)``."""
+    lo, hi = min(ids), max(ids)
+    if hi - lo + 1 == len(ids) == len(set(ids)):
+        return "id BETWEEN ? AND ?", [lo, hi]
+    return f"id IN ({','.join('?' * len(ids))})", list(ids)
+
+
 @dataclass(frozen=True)
 class Message:
     """A claimed row: ``rowid`` is the local key, ``msg_id`` the id consumers de-duplicate on."""
@@ -57,10 +67,8 @@ class ClaimsMixin(OutboxBase):
             ids = [r[0] for r in rows]
             if ids:
                 try:
-                    self._r.execute(
-                        f"UPDATE messages SET attempts = attempts + 1 WHERE id IN ({','.join('?' * len(ids))})",
-                        ids,
-                    )
+                    where, args = id_filter(ids)
+                    self._r.execute(f"UPDATE messages SET attempts = attempts + 1 WHERE {where}", args)
                 except sqlite3.Error as exc:
                     if not is_disk_full(exc):
                         raise
@@ -95,9 +103,9 @@ class ClaimsMixin(OutboxBase):
                         chunk = todo[i : i + 500]
                         self._r.execute("BEGIN IMMEDIATE")
                         try:
+                            where, args = id_filter(chunk)
                             rows = self._r.execute(
-                                f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))}) RETURNING id, size",
-                                chunk,
+                                f"DELETE FROM messages WHERE {where} RETURNING id, size", args
                             ).fetchall()
                             self._r.execute(ROWS_DELTA, (-len(rows),))
                             self._r.execute("COMMIT")
@@ -126,7 +134,7 @@ class ClaimsMixin(OutboxBase):
         with self._lock:
             self._count -= len(deleted)
             self._bytes -= sum(s for _, s in deleted)
-        return sum(1 for i, _ in deleted if i in set(rowids))
+        return sum(1 for i, _ in deleted if i in wanted)  # wanted: a set, built once
 
     def release(self, rowids: Optional[Sequence[int]] = None) -> int:
         """Return in-flight rows (all when ``rowids`` is None) to pending, e.g. after a disconnect."""
