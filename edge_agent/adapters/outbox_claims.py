@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from edge_agent.adapters.outbox_base import OutboxBase
 from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
@@ -28,9 +27,9 @@ def id_filter(ids: Sequence[int]) -> tuple[str, list[int]]:
     return f"id IN ({','.join('?' * len(ids))})", list(ids)
 
 
-@dataclass(frozen=True)
-class Message:
-    """A claimed row: ``rowid`` is the local key, ``msg_id`` the id consumers de-duplicate on."""
+class Message(NamedTuple):
+    """A claimed row: ``rowid`` is the local key, ``msg_id`` the id consumers de-duplicate on.
+    (A NamedTuple: a frozen dataclass's __init__ was 10 % of a batched drain's sync thread.)"""
 
     rowid: int
     msg_id: str
