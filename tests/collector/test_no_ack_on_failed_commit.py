@@ -85,7 +85,9 @@ class Writer(threading.Thread):
         return len(msgs)
 
     def run(self) -> None:
-        cfg = parse_collector_config("", "flags", {"db": self.url, "broker": "mqtt://127.0.0.1:1", "client_id": "t"})
+        cfg = parse_collector_config(
+            "", "flags", {"db": self.url, "broker": "mqtt://127.0.0.1:1", "client_id": "t"}
+        )
         col = Collector(cfg, None, None)  # the subscriber is built, never connected
         col.db.migrate()
         col.sub.ack = self.record  # type: ignore[method-assign]

@@ -31,7 +31,9 @@ TOPIC = "edge/cam-1/detections"
 
 
 def result(seq: int) -> bytes:
-    return json.dumps({"id": f"r{seq}", "seq": seq, "boot": 1, "device_id": "cam-1", "ts": 1796000000.0}).encode()
+    return json.dumps(
+        {"id": f"r{seq}", "seq": seq, "boot": 1, "device_id": "cam-1", "ts": 1796000000.0}
+    ).encode()
 
 
 def seqs(db: Path) -> set[int]:
@@ -68,7 +70,9 @@ class Publisher:
 def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, broker: Broker) -> None:
     db_a, db_b = tmp_path / "a.db", tmp_path / "b.db"
     mport = free_port()
-    a = CollectorProc(broker.port, sqlite_url(db_a), tmp_path / "a.log", "col-a", group="g", metrics_port=mport)
+    a = CollectorProc(
+        broker.port, sqlite_url(db_a), tmp_path / "a.log", "col-a", group="g", metrics_port=mport
+    )
     b = CollectorProc(broker.port, sqlite_url(db_b), tmp_path / "b.log", "col-b", group="g")
     pub = None
     lock = None
@@ -88,7 +92,10 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
 
         def a_holds() -> bool:
             m = metrics(mport)
-            return m["edge_agent_collector_taken_total"] + m["edge_agent_collector_inbox"] + len(seqs(db_b)) == 40
+            return (
+                m["edge_agent_collector_taken_total"] + m["edge_agent_collector_inbox"] + len(seqs(db_b))
+                == 40
+            )
 
         assert wait_for(a_holds, 30), (metrics(mport), len(seqs(db_b)))
         held = set(range(1, 41)) - seqs(db_b)
@@ -99,7 +106,9 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
         pub.send(41, 80)
         time.sleep(2.0)
         got_b = seqs(db_b)
-        assert not (held & got_b), f"the survivor received messages in flight to the dead member: {held & got_b}"
+        assert not (held & got_b), (
+            f"the survivor received messages in flight to the dead member: {held & got_b}"
+        )
         queued_for_a = set(range(41, 81)) - got_b
         # mosquitto keeps A in the round-robin while its session lives: about half go to A's queue
         assert queued_for_a, "mosquitto sent every message to the survivor while A was down"
