@@ -371,16 +371,17 @@ class MqttSync:
         grace: Optional[float] = None
         while True:
             self._wake.clear()
-            batching = self._batching()
             acked = session.take_acks()
-            if not (batching and acked) or session.lost.is_set() or self._stop.is_set():
-                self._ack_rows(acked)
+            lost, stopping = session.lost.is_set(), self._stop.is_set()  # read once: flags flip any time
+            batching = not (lost or stopping) and self._batching()
+            if not (batching and acked):
+                self._ack_rows(acked)  # else deleted with the next claim (_send_batches)
                 acked = []
-            if session.lost.is_set():
+            if lost:
                 log.warning("mqtt: connection to %s:%d lost", self.cfg.host, self.cfg.port)
                 return
             now = time.monotonic()
-            if self._stop.is_set():  # stop sending; give in-flight messages a moment for their PUBACK
+            if stopping:  # stop sending; give in-flight messages a moment for their PUBACK
                 grace = grace if grace is not None else now + STOP_GRACE_S
                 if not session.in_flight()[0] or now >= grace:
                     return
