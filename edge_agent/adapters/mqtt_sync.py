@@ -371,21 +371,28 @@ class MqttSync:
         grace: Optional[float] = None
         while True:
             self._wake.clear()
-            self._apply_acks(session)
-            if session.lost.is_set():
+            acked = session.take_acks()
+            lost, stopping = session.lost.is_set(), self._stop.is_set()  # read once: flags flip any time
+            batching = not (lost or stopping) and self._batching()
+            if not (batching and acked):
+                self._ack_rows(acked)  # else deleted with the next claim (_send_batches)
+                acked = []
+            if lost:
                 log.warning("mqtt: connection to %s:%d lost", self.cfg.host, self.cfg.port)
                 return
             now = time.monotonic()
-            if self._stop.is_set():  # stop sending; give in-flight messages a moment for their PUBACK
+            if stopping:  # stop sending; give in-flight messages a moment for their PUBACK
                 grace = grace if grace is not None else now + STOP_GRACE_S
                 if not session.in_flight()[0] or now >= grace:
                     return
                 self._wake.wait(0.05)
                 continue
             publishes, batches = session.in_flight()
-            if self._batching():
+            if batching:
                 room = min(BATCHES_IN_FLIGHT - batches, bucket.available(now))
-                sent = self._send_batches(client, session, room) if room > 0 else 0
+                if room <= 0:
+                    self._ack_rows(acked)
+                sent = self._send_batches(client, session, room, acked) if room > 0 else 0
             else:
                 room = min(self.cfg.inflight - publishes, bucket.available(now))
                 sent = self._send(client, session, room) if room > 0 else 0
@@ -412,10 +419,16 @@ class MqttSync:
         t = self.cfg.batch_threshold
         return t > 0 and (t == 1 or self.outbox.stats()["pending"] >= t)
 
-    def _send_batches(self, client: Any, session: _Session, n: int) -> int:
-        """Up to ``n`` batches (core.batch); each one's rows are deleted only after its PUBACK."""
+    def _send_batches(self, client: Any, session: _Session, n: int, acked: list[int]) -> int:
+        """Up to ``n`` batches (core.batch); each one's rows are deleted only after its PUBACK.
+        ``acked``: rows of PUBACKs just received, deleted in the same transaction as the first
+        claim (Outbox.ack_and_claim: one commit instead of two)."""
         for k in range(n):
-            msgs = self.outbox.claim(self.cfg.batch_max_messages, self.cfg.newest_first)
+            if k == 0 and acked:
+                msgs = self.outbox.ack_and_claim(acked, self.cfg.batch_max_messages, self.cfg.newest_first)[1]
+                self._ack_rows(acked, deleted=True)
+            else:
+                msgs = self.outbox.claim(self.cfg.batch_max_messages, self.cfg.newest_first)
             if not msgs:
                 return k
             packed = pack([(kind_of(m.topic), m.payload) for m in msgs], self.cfg.batch_max_kib * 1024)
@@ -433,9 +446,13 @@ class MqttSync:
         return n
 
     def _apply_acks(self, session: _Session) -> None:
-        rowids = session.take_acks()
+        self._ack_rows(session.take_acks())
+
+    def _ack_rows(self, rowids: list[int], deleted: bool = False) -> None:
+        """Delete acknowledged rows (unless ``deleted`` already) and count them."""
         if rowids:
-            self.outbox.ack(rowids)
+            if not deleted:
+                self.outbox.ack(rowids)
             self.acked += len(rowids)
             self.last_sync = time.time()
             with self._progress:

@@ -1,0 +1,138 @@
+"""What a real mosquitto does with a shared subscription when one member dies holding un-acked
+messages, and what the collector guarantees then (docs/collector.md, "Shared subscriptions").
+
+Two ``edge-agent collect`` in one group, each with its OWN SQLite file so the test can hold one of
+them inside its commit (another writer holds the file) while the other stores freely:
+
+1. messages are split between the members; the stuck member (A) holds its half un-acked;
+2. A is ``kill -9``'d; more messages are published while it is down;
+3. A comes back with the same client id; the test publishes steadily across its reconnect.
+
+Every message must end in exactly one of the two files (the union is all, the intersection
+empty) and the un-acked ones must come back to A, not go to the survivor (mosquitto keeps them
+in A's persistent session). Both files are the real collector's; nothing here is faked.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+from helpers_collector import CollectorProc, metrics, sqlite_url, wait_for
+from helpers_mqtt import Broker, free_port
+
+pytestmark = pytest.mark.slow
+TOPIC = "edge/cam-1/detections"
+
+
+def result(seq: int) -> bytes:
+    return json.dumps(
+        {"id": f"r{seq}", "seq": seq, "boot": 1, "device_id": "cam-1", "ts": 1796000000.0}
+    ).encode()
+
+
+def seqs(db: Path) -> set[int]:
+    if not db.exists():
+        return set()
+    c = sqlite3.connect(db, timeout=60)
+    try:
+        return {int(r[0]) for r in c.execute("SELECT seq FROM messages")}
+    except sqlite3.OperationalError:  # schema not there yet
+        return set()
+    finally:
+        c.close()
+
+
+class Publisher:
+    """One QoS 1 publisher; ``send`` waits for every PUBACK (the broker owns them after it)."""
+
+    def __init__(self, port: int) -> None:
+        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-pub", protocol=mqtt.MQTTv5)
+        self.c.connect("127.0.0.1", port)
+        self.c.loop_start()
+
+    def send(self, first: int, last: int, pause: float = 0.0) -> None:
+        for s in range(first, last + 1):
+            self.c.publish(TOPIC, result(s), qos=1).wait_for_publish(10)
+            if pause:
+                time.sleep(pause)
+
+    def close(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()
+
+
+def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, broker: Broker) -> None:
+    db_a, db_b = tmp_path / "a.db", tmp_path / "b.db"
+    mport = free_port()
+    a = CollectorProc(
+        broker.port, sqlite_url(db_a), tmp_path / "a.log", "col-a", group="g", metrics_port=mport
+    )
+    b = CollectorProc(broker.port, sqlite_url(db_b), tmp_path / "b.log", "col-b", group="g")
+    pub = None
+    lock = None
+    try:
+        a.start()
+        b.start()
+        assert wait_for(lambda: "subscribing" in a.text() and "subscribing" in b.text(), 30)
+        assert wait_for(lambda: db_a.exists() and db_b.exists(), 30)
+        time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
+        lock = sqlite3.connect(db_a, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")  # A can receive but never commit: it holds its half un-acked
+        pub = Publisher(broker.port)
+
+        # 1. split between the members: mosquitto 2 goes round-robin over the group
+        pub.send(1, 40)
+        assert wait_for(lambda: len(seqs(db_b)) >= 15, 30), b.text()[-2000:]
+
+        def a_holds() -> bool:
+            m = metrics(mport)
+            return (
+                m["edge_agent_collector_taken_total"] + m["edge_agent_collector_inbox"] + len(seqs(db_b))
+                == 40
+            )
+
+        assert wait_for(a_holds, 30), (metrics(mport), len(seqs(db_b)))
+        held = set(range(1, 41)) - seqs(db_b)
+        assert 10 <= len(held) <= 30, held  # A really holds a share of them
+
+        # 2. A dies holding them; the survivor does NOT get them (they stay in A's session)
+        a.kill9()
+        pub.send(41, 80)
+        time.sleep(2.0)
+        got_b = seqs(db_b)
+        assert not (held & got_b), (
+            f"the survivor received messages in flight to the dead member: {held & got_b}"
+        )
+        queued_for_a = set(range(41, 81)) - got_b
+        # mosquitto keeps A in the round-robin while its session lives: about half go to A's queue
+        assert queued_for_a, "mosquitto sent every message to the survivor while A was down"
+
+        # 3. A comes back (same client id, persistent session) while messages keep coming
+        lock.execute("ROLLBACK")
+        lock.close()
+        lock = None
+        during = threading.Thread(target=pub.send, args=(81, 400, 0.005))
+        during.start()
+        time.sleep(0.2)
+        a.start()
+        during.join(60)
+        assert not during.is_alive()
+        want = set(range(1, 401))
+        assert wait_for(lambda: seqs(db_a) | seqs(db_b) >= want, 30), sorted(want - seqs(db_a) - seqs(db_b))
+        got_a, got_b = seqs(db_a), seqs(db_b)
+        assert held | queued_for_a <= got_a, sorted((held | queued_for_a) - got_a)
+        assert not (got_a & got_b), sorted(got_a & got_b)
+        assert got_a | got_b == want
+    finally:
+        if lock is not None:
+            lock.close()
+        if pub is not None:
+            pub.close()
+        a.stop()
+        b.stop()
