@@ -48,7 +48,10 @@ def test_the_static_check_names_scale_and_levels(tmp_path: Path, scale: float, c
 
 def test_problems_are_one_line_joined_by_and() -> None:
     line = describe(Path("m.onnx"), [Problem("a"), Problem("b", fix="do b")])
-    assert line == f"m.onnx: cannot produce detection scores: a; fix: {FIX} and b; fix: do b"
+    assert line == f"m.onnx: cannot produce detection scores: a and b; fix: {FIX}; or do b"
+    # the static check and the probe share their fix: it is printed once (issue 22)
+    line = describe(Path("m.onnx"), [Problem("a"), Problem("c")])
+    assert line == f"m.onnx: cannot produce detection scores: a and c; fix: {FIX}"
 
 
 def test_a_model_file_gone_after_loading_is_still_probed(tmp_path: Path) -> None:
