@@ -68,7 +68,10 @@ def test_backlog_of_10000_while_broker_down_then_up(tmp_path: Path) -> None:
         )
         sync.start()
         try:
-            time.sleep(1.0)
+            # a condition, not a sleep: two refused connects seen (the backoff is on fast_cfg's scale)
+            deadline = time.monotonic() + 30
+            while sync.connect_attempts < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
             assert sync.state in ("connecting", "disconnected")
             assert sync.connect_attempts >= 2 and "cannot connect to 127.0.0.1" in str(sync.last_error)
             assert ob.stats()["pending"] == 10_000 and sync.last_sync is None
@@ -77,7 +80,7 @@ def test_backlog_of_10000_while_broker_down_then_up(tmp_path: Path) -> None:
             assert sync.drain(60), sync.last_error
             assert sync.state == "connected" and sync.last_sync is not None
             assert collector.wait_for(lambda c: len(c.ids()) >= 10_000, 30)
-            time.sleep(0.2)
+            time.sleep(0.2)  # not a synchronisation: a window in which a duplicate would still arrive
             got = collector.ids()
             assert len(got) == 10_000 and set(got) == set(ids)
             assert got == ids  # oldest first

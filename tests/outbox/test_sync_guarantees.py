@@ -53,7 +53,7 @@ def test_rows_stay_on_disk_until_the_puback(tmp_path: Path, broker: Broker) -> N
         try:
             ids = fill(ob, 50)
             assert wait(lambda: sync.published == 50)  # written to the socket, not acknowledged
-            time.sleep(0.3)
+            time.sleep(0.3)  # not a synchronisation: nothing may be acked while the broker is stopped
             assert sync.acked == 0
             assert read_stats(path)["pending"] == 50  # on disk, by another reader
         finally:
