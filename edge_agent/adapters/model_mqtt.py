@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional
 
 import paho.mqtt.client as mqtt
 
-from edge_agent.adapters.mqtt_sync import read_password, tls_context
+from edge_agent.adapters.mqtt_connect import read_password, tls_context
 from edge_agent.adapters.package_file import (
     PRIVATE_DIR_MODE,
     fsync_dir,

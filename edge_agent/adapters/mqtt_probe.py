@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 import paho.mqtt.client as mqtt
 
-from edge_agent.adapters.mqtt_sync import describe_connect_error, read_password, tls_context
+from edge_agent.adapters.mqtt_connect import describe_connect_error, read_password, tls_context
 from edge_agent.core.config import MqttConfig
 from edge_agent.errors import EdgeAgentError
 

@@ -11,161 +11,29 @@ capped exponential backoff. The agent loop only ever calls ``Outbox.put()``, nev
 from __future__ import annotations
 
 import logging
-import os
 import random
 import ssl
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Optional
 
 import paho.mqtt.client as mqtt
 
+from edge_agent.adapters.mqtt_connect import describe_connect_error, read_password, tls_context
+from edge_agent.adapters.mqtt_session import SyncSession
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.backoff import backoff_delay
 from edge_agent.core.batch import batch_topic, kind_of, pack
 from edge_agent.core.config import MqttConfig
 from edge_agent.core.messages import encode, offline_status, topics
 from edge_agent.core.queue_policy import TokenBucket
-from edge_agent.errors import QueueError, SyncError
+from edge_agent.errors import QueueError
 
 log = logging.getLogger("edge_agent.mqtt")
 IDLE_POLL_S = 0.25
 STOP_GRACE_S = 2.0
 BATCHES_IN_FLIGHT = 2  # batches awaiting their PUBACK: more only made each claim skip more rows
-
-
-def read_password(cfg: MqttConfig) -> Optional[str]:
-    """Password from ``password_file`` (relative paths resolve under systemd's
-    ``$CREDENTIALS_DIRECTORY``) or else the ``password_env`` variable; never from the TOML."""
-    if cfg.username is None:
-        return None
-    if cfg.password_file:
-        path = Path(cfg.password_file)
-        creds = os.environ.get("CREDENTIALS_DIRECTORY")
-        if not path.is_absolute() and creds:
-            path = Path(creds) / path
-        try:
-            # empty (the unit's SetCredential= fallback is a lone newline) means "no password"
-            return path.read_text(encoding="utf-8").rstrip("\r\n") or None
-        except OSError as exc:
-            raise SyncError(
-                f"mqtt.password_file = {cfg.password_file!r}: cannot read it ({exc.strerror})"
-            ) from None
-    return os.environ.get(cfg.password_env)
-
-
-def tls_context(cfg: MqttConfig) -> Optional[ssl.SSLContext]:
-    """An SSLContext when ``tls_ca`` or ``tls_cert`` is set; file problems are reported up front."""
-    if not (cfg.tls_ca or cfg.tls_cert):
-        return None
-    try:
-        ctx = ssl.create_default_context(cafile=cfg.tls_ca)
-    except (OSError, ssl.SSLError) as exc:
-        raise SyncError(f"mqtt.tls_ca = {cfg.tls_ca!r}: cannot load CA certificates ({exc})") from None
-    if cfg.tls_cert:
-        try:
-            ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
-        except (OSError, ssl.SSLError) as exc:
-            raise SyncError(
-                f"mqtt.tls_cert = {cfg.tls_cert!r} / mqtt.tls_key = {cfg.tls_key!r}: "
-                f"cannot load the client certificate ({exc})"
-            ) from None
-    return ctx
-
-
-def describe_connect_error(cfg: MqttConfig, exc: OSError) -> str:
-    where = f"{cfg.host}:{cfg.port}"
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return (
-            f"TLS handshake with {where} failed: certificate verify failed: {exc.verify_message} "
-            f"(is the broker certificate signed by mqtt.tls_ca = {cfg.tls_ca!r}?)"
-        )
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS handshake with {where} failed: {exc.reason or exc}"
-    return f"cannot connect to {where}: {exc.strerror or exc}"
-
-
-class _Session:
-    """State of one connection; the callbacks run on paho's thread and only append and signal.
-
-    A PUBACK can be handled on paho's thread before ``publish()`` has even returned the mid to us
-    (loopback, a busy GIL): such an ack is kept in ``early`` until its mid is registered, instead
-    of being taken for a status publish and dropped (the row was then resent on the next
-    connection). Status mids are registered too, so an ack never stays unmatched to meet a later
-    data publish that reuses its mid.
-    """
-
-    def __init__(self, wake: threading.Event) -> None:
-        self.wake = wake
-        self.acks: deque[int] = deque()
-        # paho mid -> the outbox row ids it carries (one, or a batch's: core.batch); valid for this
-        # connection only
-        self.mids: dict[int, list[int]] = {}
-        self.batch_mids: set[int] = set()  # which of ``mids`` are batches
-        self.status_mids: set[int] = set()
-        self.early: set[int] = set()  # acked mids not registered yet
-        self.lock = threading.Lock()  # mids/status_mids/early; never held while calling paho
-        self.answered = threading.Event()
-        self.refused: Optional[str] = None
-        self.lost = threading.Event()
-
-    def register(self, mid: int, rowids: Optional[list[int]], batch: bool = False) -> bool:
-        """Remember what ``mid`` carries (``rowids`` None: a status); True if it was acked already."""
-        with self.lock:
-            early = mid in self.early
-            self.early.discard(mid)
-            if rowids is not None:
-                self.mids[mid] = rowids
-                if batch:
-                    self.batch_mids.add(mid)
-                if early:  # matched by the next take_acks
-                    self.acks.append(mid)
-            elif not early:
-                self.status_mids.add(mid)
-            return early
-
-    def take_acks(self) -> list[int]:
-        """Row ids of the PUBACKs received so far (status acks and early ones set aside)."""
-        rowids: list[int] = []
-        with self.lock:
-            while self.acks:
-                mid = self.acks.popleft()
-                carried = self.mids.pop(mid, None)
-                if carried is not None:
-                    rowids.extend(carried)
-                    self.batch_mids.discard(mid)
-                elif mid in self.status_mids:
-                    self.status_mids.discard(mid)
-                else:
-                    self.early.add(mid)
-        return rowids
-
-    def unacked(self) -> list[int]:
-        with self.lock:
-            return [r for rows in self.mids.values() for r in rows]
-
-    def in_flight(self) -> tuple[int, int]:
-        """(publishes awaiting their PUBACK, how many of them are batches)."""
-        with self.lock:
-            return len(self.mids), len(self.batch_mids)
-
-    def on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
-        if reason.is_failure:
-            self.refused = f"broker refused the connection: {reason}"
-        self.answered.set()
-        self.wake.set()
-
-    def on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
-        self.lost.set()
-        self.answered.set()
-        self.wake.set()
-
-    def on_publish(self, client: Any, userdata: Any, mid: int, reason: Any, props: Any) -> None:
-        self.acks.append(mid)
-        self.wake.set()
 
 
 class MqttSync:
@@ -200,7 +68,7 @@ class MqttSync:
         self._wake = threading.Event()
         self._progress = threading.Condition()
         self._client: Any = None
-        self._session_state: Optional[_Session] = None
+        self._session_state: Optional[SyncSession] = None
         self._thread: Optional[threading.Thread] = None
         self._password: Optional[str] = None
         self._tls: Optional[ssl.SSLContext] = None
@@ -308,7 +176,7 @@ class MqttSync:
             failures = next_failures(failures, lasted, self.cfg.reconnect_max_s)
         self.state = "disconnected"
 
-    def _new_client(self, session: _Session) -> Any:
+    def _new_client(self, session: SyncSession) -> Any:
         client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2,
             client_id=self.device_id,
@@ -330,7 +198,7 @@ class MqttSync:
 
     def _session(self) -> Optional[float]:
         """One connection from CONNECT to loss or stop; how long it lasted, None if refused."""
-        session = _Session(self._wake)
+        session = SyncSession(self._wake)
         client = self._new_client(session)
         self.connect_attempts += 1
         try:
@@ -366,7 +234,7 @@ class MqttSync:
         self.last_error = reason
         log.warning("mqtt: %s; retrying", reason)
 
-    def _pump(self, client: Any, session: _Session) -> None:
+    def _pump(self, client: Any, session: SyncSession) -> None:
         bucket = TokenBucket(self.cfg.rate_limit_per_s, time.monotonic())
         grace: Optional[float] = None
         while True:
@@ -401,7 +269,7 @@ class MqttSync:
                 continue  # a full batch went out: more may be waiting
             self._wake.wait(min(bucket.wait_s() or IDLE_POLL_S, IDLE_POLL_S))
 
-    def _send(self, client: Any, session: _Session, n: int) -> int:
+    def _send(self, client: Any, session: SyncSession, n: int) -> int:
         msgs = self.outbox.claim(n, self.cfg.newest_first)
         for i, msg in enumerate(msgs):
             info = client.publish(msg.topic, msg.payload, qos=1)
@@ -419,7 +287,7 @@ class MqttSync:
         t = self.cfg.batch_threshold
         return t > 0 and (t == 1 or self.outbox.stats()["pending"] >= t)
 
-    def _send_batches(self, client: Any, session: _Session, n: int, acked: list[int]) -> int:
+    def _send_batches(self, client: Any, session: SyncSession, n: int, acked: list[int]) -> int:
         """Up to ``n`` batches (core.batch); each one's rows are deleted only after its PUBACK.
         ``acked``: rows of PUBACKs just received, deleted in the same transaction as the first
         claim (Outbox.ack_and_claim: one commit instead of two)."""
@@ -445,7 +313,7 @@ class MqttSync:
             self.published += len(rowids)
         return n
 
-    def _apply_acks(self, session: _Session) -> None:
+    def _apply_acks(self, session: SyncSession) -> None:
         self._ack_rows(session.take_acks())
 
     def _ack_rows(self, rowids: list[int], deleted: bool = False) -> None:
@@ -458,7 +326,7 @@ class MqttSync:
             with self._progress:
                 self._progress.notify_all()
 
-    def _end_session(self, client: Any, session: _Session) -> None:
+    def _end_session(self, client: Any, session: SyncSession) -> None:
         if self._stop.is_set() and not session.lost.is_set():
             if self.status_fn is not None:
                 body = offline_status(self.status_fn())

@@ -53,7 +53,7 @@ def settings(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.metrics_http import MetricsServer
-    from edge_agent.adapters.mqtt_sync import read_password, tls_context
+    from edge_agent.adapters.mqtt_connect import read_password, tls_context
     from edge_agent.app.collector import Collector, mqtt_settings
     from edge_agent.core.collector_config import broker_address
 

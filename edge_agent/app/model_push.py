@@ -19,7 +19,7 @@ from typing import Any, Optional
 import paho.mqtt.client as mqtt
 
 from edge_agent.adapters.model_mqtt import model_topics
-from edge_agent.adapters.mqtt_sync import read_password, tls_context
+from edge_agent.adapters.mqtt_connect import read_password, tls_context
 from edge_agent.core.config import Config
 from edge_agent.errors import SyncError
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.adapters.mqtt_sync import read_password
+from edge_agent.adapters.mqtt_connect import read_password
 from edge_agent.core.config import MqttConfig
 
 

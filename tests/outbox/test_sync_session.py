@@ -11,7 +11,8 @@ from typing import Any
 from helpers_mqtt import Broker, Collector
 from helpers_outbox import big_limits
 
-from edge_agent.adapters.mqtt_sync import MqttSync, _Session, next_failures
+from edge_agent.adapters.mqtt_session import SyncSession
+from edge_agent.adapters.mqtt_sync import MqttSync, next_failures
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.config import MqttConfig
 
@@ -45,7 +46,7 @@ def test_pubacks_received_as_the_session_ends_are_applied_not_resent(tmp_path: P
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
         seen: dict[str, int] = {}
 
-        def pump_then_end(client: Any, session: _Session) -> None:
+        def pump_then_end(client: Any, session: SyncSession) -> None:
             seen["sent"] = sync._send(client, session, 20)
             assert wait(lambda: len(session.acks) >= seen["sent"])  # acked by the broker, not applied
             seen["unapplied"] = len(session.unacked())
@@ -62,7 +63,7 @@ def test_pubacks_received_as_the_session_ends_are_applied_not_resent(tmp_path: P
 
 
 def test_a_puback_handled_before_publish_returned_is_matched_when_the_mid_is_known() -> None:
-    session = _Session(threading.Event())
+    session = SyncSession(threading.Event())
     session.on_publish(None, None, 7, None, None)  # paho's thread: the PUBACK for mid 7 ...
     assert session.take_acks() == []  # ... before publish() gave the sync thread mid 7
     assert session.register(7, [42]) is True
@@ -80,7 +81,7 @@ def test_a_puback_handled_before_publish_returned_is_matched_when_the_mid_is_kno
 
 
 def test_a_batch_mid_carries_all_its_rows_and_counts_as_one_batch_in_flight() -> None:
-    session = _Session(threading.Event())
+    session = SyncSession(threading.Event())
     assert session.register(3, [10, 11, 12], batch=True) is False
     assert session.register(4, [13]) is False
     assert session.in_flight() == (2, 1)
