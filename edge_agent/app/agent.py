@@ -29,7 +29,7 @@ from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.statusfile import write_status
 from edge_agent.adapters.system import clock_synchronised
 from edge_agent.app.health import snapshot, start_metrics
-from edge_agent.app.model_agent import ModelUpdates
+from edge_agent.app.model_updates import ModelUpdates
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.objects_step import ObjectsStep
 from edge_agent.app.prefetch import Prefetch

@@ -132,7 +132,7 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
 ) -> None:
     """kill -9 the installer at spread-out moments (reading, staging, gate, switch): every time,
     the next start loads a complete, hash-verified model."""
-    from edge_agent.app.model_agent import ModelUpdates, release_run_lock
+    from edge_agent.app.model_updates import ModelUpdates, release_run_lock
 
     cfg_path = make_config()
     cfg = load_config(cfg_path)

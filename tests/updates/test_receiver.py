@@ -264,7 +264,7 @@ def test_the_receiver_thread_is_supervised(
     """Whatever ends paho's thread, the update worker starts it again and counts it."""
     from helpers_mqtt import free_port
 
-    from edge_agent.app.model_agent import ModelUpdates, release_run_lock
+    from edge_agent.app.model_updates import ModelUpdates, release_run_lock
 
     pub = packages["pub"].read_text().strip()
     cfg = load_config(make_config(port=free_port(), extra=f'[model_update]\ntrusted_keys = ["{pub}"]'))
