@@ -30,8 +30,7 @@ from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir, tighten
 from edge_agent.app import model_switch
 from edge_agent.app.modelset import ModelSet
 from edge_agent.core.config import Config
-from edge_agent.core.model_package import rate_collapsed
-from edge_agent.core.model_state import Outcome, Trial
+from edge_agent.core.model_state import Outcome, TrialWatch
 from edge_agent.errors import EdgeAgentError
 
 log = logging.getLogger("edge_agent.model_update")
@@ -105,11 +104,7 @@ class ModelUpdates:
         self._receiver: Any = None
         self.receiver_off: Optional[str] = None  # why MQTT delivery is off (the status shows it)
         self._recent: deque[int] = deque(maxlen=300)  # detections per frame of the running model
-        self._trial: Optional[Trial] = None
-        self._trial_frames = 0
-        self._trial_dets = 0
-        self._trial_t0 = 0.0
-        self._trial_done = False
+        self._watch: Optional[TrialWatch] = None  # the trial of the model this process runs
         self._started = False
         self._in_progress: Optional[Path] = None  # the request file of the install running now
 
@@ -145,7 +140,7 @@ class ModelUpdates:
 
     def _begin_trial(self, vid: Optional[str]) -> None:
         self._recent.clear()
-        self._trial = None
+        self._watch = None
         if self.store.state().on_trial(vid) is None:
             return  # no trial: nothing to write (and a read-only state dir is no error here)
         with self.store.locked():
@@ -155,35 +150,20 @@ class ModelUpdates:
                 return
             trial.running = True
             self.store.save(state)
-        self._trial = trial
-        self._trial_frames = self._trial_dets = 0
-        self._trial_t0 = time.monotonic()
-        self._trial_done = False
+        self._watch = TrialWatch(trial, started=time.monotonic())
         log.info("model %s on trial for %.0fs", vid, self.cfg.model_update.trial_s)
 
     # ---- the loop's hooks (loop thread: cheap only) -----------------------------------------
     def on_frame(self, image: Any, detections: int) -> None:
         self.ring.offer(image)
         self._recent.append(detections)
-        t = self._trial
-        if t is None or self._trial_done:
+        w = self._watch
+        if w is None:
             return
-        self._trial_frames += 1
-        self._trial_dets += detections
         mu = self.cfg.model_update
-        rate = self._trial_dets / self._trial_frames
-        if t.baseline_rate is not None and rate_collapsed(
-            t.baseline_rate, rate, self._trial_frames, mu.trial_min_frames, mu.collapse_ratio
-        ):
-            self._trial_done = True
-            reason = (
-                f"detection rate collapsed: {rate:.2f}/frame over {self._trial_frames} frames, "
-                f"the previous model had {t.baseline_rate:.2f}/frame (collapse_ratio {mu.collapse_ratio:g})"
-            )
-            self._jobs.put(("rollback", (t.vid, reason)))
-        elif time.monotonic() - self._trial_t0 >= mu.trial_s and self._trial_frames >= mu.trial_min_frames:
-            self._trial_done = True
-            self._jobs.put(("confirm", t.vid))
+        v = w.observe(detections, time.monotonic(), mu.trial_s, mu.trial_min_frames, mu.collapse_ratio)
+        if v is not None:
+            self._jobs.put(("confirm", w.trial.vid) if v.passed else ("rollback", (w.trial.vid, v.reason)))
 
     def detection_rate(self) -> Optional[float]:
         r = list(self._recent)
@@ -282,7 +262,7 @@ class ModelUpdates:
             if state.on_trial(vid) is not None:
                 state.trial = None
                 self.store.save(state)
-        self._trial = None
+        self._watch = None
         log.info("model %s passed its trial", vid)
         self._event(None)
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
+from edge_agent.core.model_package import rate_collapsed
 from edge_agent.errors import ModelError
 
 _VID = re.compile(r"^[A-Za-z0-9_.+-]{1,200}$")  # <name>-<version>-<sha8>, as Manifest.version_id
@@ -49,6 +50,47 @@ class Trial:
             "baseline_rate": self.baseline_rate,
             "forced": self.forced,
         }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool  # True: the trial is over and the model stays; False: roll it back
+    reason: str
+
+
+@dataclass
+class TrialWatch:
+    """The running agent's judgement of a :class:`Trial`, frame by frame. Pure: the agent's loop
+    feeds it detection counts and acts on the one verdict it ever returns."""
+
+    trial: Trial
+    started: float  # time.monotonic() when the model began its trial in this process
+    frames: int = 0
+    detections: int = 0
+    done: bool = False
+
+    def observe(
+        self, detections: int, now: float, trial_s: float, min_frames: int, collapse_ratio: float
+    ) -> Optional[Verdict]:
+        if self.done:
+            return None
+        self.frames += 1
+        self.detections += detections
+        rate = self.detections / self.frames
+        base = self.trial.baseline_rate
+        if base is not None and rate_collapsed(base, rate, self.frames, min_frames, collapse_ratio):
+            self.done = True
+            return Verdict(
+                False,
+                f"detection rate collapsed: {rate:.2f}/frame over {self.frames} frames, "
+                f"the previous model had {base:.2f}/frame (collapse_ratio {collapse_ratio:g})",
+            )
+        if now - self.started >= trial_s and self.frames >= min_frames:
+            self.done = True
+            return Verdict(
+                True, f"{self.frames} frames in {now - self.started:.0f}s, {rate:.2f} detections/frame"
+            )
+        return None
 
 
 @dataclass

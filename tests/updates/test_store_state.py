@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from edge_agent.adapters import durable
 from edge_agent.adapters.model_store import ModelStore
-from edge_agent.core.model_state import Highest, Outcome, StoreState, Trial, event
+from edge_agent.core.model_state import Highest, Outcome, StoreState, Trial, TrialWatch, event
 from edge_agent.errors import ModelError
 
 VID = "demo-2.0-0123abcd"
@@ -133,6 +133,27 @@ def test_outcomes_keep_their_wire_values() -> None:
         '{"outcome": "rolled_back", "detail": "d", "version": null, "origin": "agent", "at": 3.0, '
         '"gate": null, "signed_by_key": null}'
     )
+
+
+def test_a_trial_is_confirmed_after_its_time_and_frames_once() -> None:
+    w = TrialWatch(Trial(vid=VID, since=0.0, baseline_rate=2.0), started=100.0)
+    verdicts = [w.observe(2, 100.0 + i, trial_s=10, min_frames=5, collapse_ratio=0.3) for i in range(20)]
+    assert [i for i, v in enumerate(verdicts) if v is not None] == [10]  # 10 s and >= 5 frames
+    v = verdicts[10]
+    assert v is not None and v.passed and w.done and w.frames == 11
+
+
+def test_a_collapsed_trial_is_rolled_back_with_the_figures_once() -> None:
+    w = TrialWatch(Trial(vid=VID, since=0.0, baseline_rate=4.0), started=0.0)
+    verdicts = [w.observe(0, 1.0, trial_s=600, min_frames=30, collapse_ratio=0.3) for _ in range(40)]
+    got = [(i, v) for i, v in enumerate(verdicts) if v is not None]
+    assert len(got) == 1 and got[0][0] == 29 and not got[0][1].passed  # at trial_min_frames
+    assert "0.00/frame over 30 frames, the previous model had 4.00/frame" in got[0][1].reason
+
+
+def test_no_baseline_means_no_collapse_verdict() -> None:
+    w = TrialWatch(Trial(vid=VID, since=0.0, baseline_rate=None), started=0.0)
+    assert all(w.observe(0, 1.0, trial_s=600, min_frames=3, collapse_ratio=0.3) is None for _ in range(50))
 
 
 def test_a_failed_durable_write_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
