@@ -1,4 +1,4 @@
-"""The objects-mode counter checkpoint: one small JSON file, replaced atomically (tmp, fsync, rename).
+"""The objects-mode counter checkpoint: one small JSON file, replaced durably (``write_durable``).
 
 Kept beside the queue in ``state_dir`` so counts continue across a restart (docs/objects.md explains
 why a crash can lose at most ``CHECKPOINT_S`` of counts and never count anything twice).
@@ -7,10 +7,10 @@ why a crash can lose at most ``CHECKPOINT_S`` of counts and never count anything
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Optional
 
+from edge_agent.adapters.durable import write_durable
 from edge_agent.errors import QueueError
 
 MAX_BYTES = 1 << 20  # 64 zones + 64 lines of counters are a few kB: anything larger is not ours
@@ -35,21 +35,9 @@ def load(path: Path) -> Optional[Any]:
 
 def save(path: Path, state: Any) -> None:
     """Write ``state`` so that a crash leaves either the old or the new file, never half of one."""
-    tmp = path.with_name(path.name + ".tmp")
     data = json.dumps(state, separators=(",", ":"), allow_nan=False).encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        dfd = os.open(str(path.parent), os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_durable(path, data, 0o644)
     except OSError as exc:
         raise QueueError(f"{path}: cannot write the count checkpoint: {exc.strerror or exc}") from None

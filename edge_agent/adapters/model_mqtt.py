@@ -4,8 +4,8 @@ Topics (``<p>`` = ``mqtt.topic_prefix``): ``<p>/<device>/model/begin`` and
 ``<p>/<device>/model/chunk/<transfer>/<index>``, and the same under ``<p>/groups/<group>/model/``
 for a fleet. ``begin`` is JSON ``{transfer_id, size, sha256, chunks, chunk_size}``; a chunk is raw
 bytes. The receiver keeps a persistent session (``clean_session=False``, a fixed client id) so the
-broker queues what arrives while the device is off, and writes every chunk to its own file (temp +
-fsync + rename) *inside* ``on_message``: paho sends the PUBACK after the callback returns, so a
+broker queues what arrives while the device is off, and writes every chunk to its own file
+(:func:`~edge_agent.adapters.durable.write_durable`) *inside* ``on_message``: paho sends the PUBACK after the callback returns, so a
 chunk acknowledged is a chunk on disk, and one lost to a kill -9 is redelivered.
 
 Everything here is untrusted (anyone who can publish on the broker): a begin is validated before
@@ -23,7 +23,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import shutil
 import threading
 import time
@@ -33,14 +32,9 @@ from typing import Any, Callable, Optional
 
 import paho.mqtt.client as mqtt
 
+from edge_agent.adapters.durable import durable_file, move_durable, write_durable
 from edge_agent.adapters.mqtt_connect import read_password, tls_context
-from edge_agent.adapters.package_file import (
-    PRIVATE_DIR_MODE,
-    fsync_dir,
-    make_dir,
-    tighten_dir,
-    write_durable,
-)
+from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
 from edge_agent.core.config import Config
 from edge_agent.core.model_package import (
     MAX_BEGIN_BYTES,
@@ -377,14 +371,11 @@ class ModelReceiver:
     def _assemble(self, tid: str, d: Path, begin: TransferBegin) -> None:
         pkg = d / "package.pkg"
         h = hashlib.sha256()
-        fd = os.open(str(pkg), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
-        with os.fdopen(fd, "wb") as out:
+        with durable_file(pkg, FILE_MODE) as out:
             for i in range(begin.chunks):
                 block = (d / "chunks" / str(i)).read_bytes()
                 h.update(block)
                 out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
         size = pkg.stat().st_size
         if h.hexdigest() != begin.sha256 or size != begin.size:
             self._mark_done(tid)
@@ -398,13 +389,7 @@ class ModelReceiver:
         # command may switch past the gate (docs/threat-model.md)
         req = {"origin": f"mqtt:{tid}"}
         write_durable(self.inbox / f"{tid}.request.json", json.dumps(req).encode(), FILE_MODE)
-        try:
-            os.replace(pkg, self.inbox / f"{tid}.pkg")
-        except OSError:  # inbox on another filesystem
-            shutil.copyfile(pkg, self.inbox / f".{tid}.pkg.partial")
-            os.chmod(self.inbox / f".{tid}.pkg.partial", FILE_MODE)
-            os.replace(self.inbox / f".{tid}.pkg.partial", self.inbox / f"{tid}.pkg")
-        fsync_dir(self.inbox)
+        move_durable(pkg, self.inbox / f"{tid}.pkg", FILE_MODE)
         self._mark_done(tid)
         self.completed.append(tid)
         log.info("model transfer %s complete (%d bytes, sha256 ok): handed to the inbox", tid, size)

@@ -4,7 +4,7 @@ Layout under ``<state_dir>/models``::
 
     versions/<name>-<version>-<sha8>/   complete, verified packages (manifest + files), never edited
     staging/                            extraction in progress; anything here at start is debris
-    active.json                         {"current", "history", "trial", ...}: the only switch
+    active.json                         the only switch: core.model_state.StoreState as JSON
     lock                                flock: the agent and the CLI never switch at the same time
 
 Crash safety comes from ordering: a version directory is extracted under ``staging/``, every file
@@ -24,19 +24,12 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from edge_agent.adapters.package_file import (
-    DIR_MODE,
-    FILE_MODE,
-    PackageReader,
-    fsync_dir,
-    make_dir,
-    sha256_file,
-    tighten_dir,
-    write_durable,
-)
+from edge_agent.adapters.durable import FILE_MODE, fsync_dir, write_durable
+from edge_agent.adapters.package_file import DIR_MODE, PackageReader, make_dir, sha256_file, tighten_dir
 from edge_agent.core.model_package import MANIFEST, Manifest, parse_manifest
+from edge_agent.core.model_state import StoreState
 from edge_agent.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -71,29 +64,25 @@ class ModelStore:
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
     # ---- the pointer ------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self) -> StoreState:
         try:
-            data = json.loads(self.pointer.read_text(encoding="utf-8"))
+            raw = self.pointer.read_bytes()
+            return StoreState.from_json(json.loads(raw.decode("utf-8")), str(self.pointer))
         except FileNotFoundError:
-            return {"current": None, "history": [], "trial": None}
-        except (OSError, ValueError) as exc:
-            # written atomically, so this is disk corruption: the config's model beats no model
-            log.error(
-                "%s: unreadable (%s); running the config's model, the file is kept as .corrupt",
-                self.pointer,
-                exc,
-            )
+            return StoreState()
+        except (OSError, ValueError, ModelError) as exc:
+            # written atomically, so this is disk corruption or a hand edit: the config's model
+            # beats no model, and the one line names the field (ModelError) or the parse error
+            reason = str(exc) if isinstance(exc, ModelError) else f"{self.pointer}: unreadable ({exc})"
+            log.error("%s; running the config's model, the file is kept as .corrupt", reason)
             with contextlib.suppress(OSError):
                 os.replace(self.pointer, self.pointer.with_suffix(".corrupt"))
-            return {"current": None, "history": [], "trial": None}
-        data.setdefault("history", [])
-        data.setdefault("trial", None)
-        return dict(data)
+            return StoreState()
 
-    def save(self, state: dict[str, Any]) -> None:
+    def save(self, state: StoreState) -> None:
         self.ensure()
-        state["updated_at"] = time.time()
-        write_durable(self.pointer, (json.dumps(state, indent=1) + "\n").encode("utf-8"))
+        state.updated_at = time.time()
+        write_durable(self.pointer, (json.dumps(state.to_json(), indent=1) + "\n").encode("utf-8"))
 
     # ---- versions ---------------------------------------------------------------------------
     def version_dir(self, vid: str) -> Path:
@@ -153,6 +142,7 @@ class ModelStore:
                         p.unlink()
 
     def prune(self, keep: list[Optional[str]]) -> None:
+        """Delete every version directory not in ``keep`` (None entries = the config's model)."""
         wanted = {k for k in keep if k}
         if not self.versions.is_dir():
             return

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from edge_agent.adapters.durable import FILE_MODE, fsync_dir, write_durable
 from edge_agent.core.model_package import (
     MANIFEST,
     SIGNATURE,
@@ -31,7 +32,6 @@ MAX_PROBE_IMAGES = 32
 # a million tiny members is refused after reading this many headers, not after indexing them all
 MAX_MEMBERS = 64 + MAX_PROBE_IMAGES
 FREE_RESERVE = 16 << 20  # extraction leaves this much free space: the queue and status file need it
-FILE_MODE = 0o640  # model files: the service group may read them (e.g. an operator's `model status`)
 DIR_MODE = 0o750
 PRIVATE_DIR_MODE = 0o700  # inbox and transfers: whatever lands there can become the running model
 
@@ -42,14 +42,6 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(CHUNK), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(str(path), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def make_dir(path: Path, mode: int = DIR_MODE) -> Path:
@@ -76,20 +68,6 @@ def tighten_dir(path: Path, mode: int) -> None:
     st = path.stat()
     if st.st_uid == os.getuid() and st.st_mode & 0o777 & ~mode:
         os.chmod(path, mode)
-
-
-def write_durable(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
-    """Replace ``path`` atomically and durably (power cut -> old or new content, never a mix),
-    with ``mode`` whatever the umask."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), mode)
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def write_package(

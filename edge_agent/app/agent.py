@@ -28,7 +28,7 @@ from edge_agent.adapters.outbox import Outbox
 from edge_agent.app.agent_parts import start_sensor, start_sync
 from edge_agent.app.frame_steps import feed_model_updates, result_body
 from edge_agent.app.health import StatusOutputs, snapshot, start_metrics
-from edge_agent.app.model_agent import ModelUpdates
+from edge_agent.app.model_updates import ModelUpdates
 from edge_agent.app.modelset import ModelSet
 from edge_agent.app.objects_step import ObjectsStep
 from edge_agent.app.prefetch import Prefetch

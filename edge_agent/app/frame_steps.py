@@ -12,7 +12,7 @@ import time
 from typing import Any, Optional
 
 from edge_agent.adapters.system import clock_synchronised
-from edge_agent.app.model_agent import ModelUpdates
+from edge_agent.app.model_updates import ModelUpdates
 from edge_agent.app.modelset import ModelSet
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config

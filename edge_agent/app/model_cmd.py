@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from edge_agent.app.configfile import add_config_arg
+from edge_agent.core.model_state import Outcome
 from edge_agent.errors import ConfigError, EdgeAgentError, ModelError
 
 DESCRIPTION = (
@@ -255,7 +255,7 @@ def keygen(args: argparse.Namespace) -> int:
 
 def agent_pid(cfg: Any) -> Optional[int]:
     """The running agent's pid (from its pid file, checked alive), or None."""
-    from edge_agent.app.model_agent import pid_file
+    from edge_agent.app.model_updates import pid_file
 
     try:
         pid = int(pid_file(cfg).read_text().strip())
@@ -284,13 +284,14 @@ def _print_result(res: dict[str, Any], as_json: bool) -> int:
                 f"  reference detections {met.get('reference_detections')}, candidate detections "
                 f"{met.get('candidate_detections')}, candidate max score {gate.get('candidate_max_score')}\n"
             )
-    return 0 if res["outcome"] in ("switched", "unchanged", "staged") else 1
+    return 0 if res["outcome"] in (Outcome.SWITCHED, Outcome.UNCHANGED) else 1
 
 
 def install(args: argparse.Namespace) -> int:
-    from edge_agent.adapters.package_file import FILE_MODE, PRIVATE_DIR_MODE, make_dir, write_durable
-    from edge_agent.app import model_update
-    from edge_agent.app.model_agent import inbox_dir
+    from edge_agent.adapters.durable import copy_durable, write_durable
+    from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir
+    from edge_agent.app import model_switch
+    from edge_agent.app.model_updates import inbox_dir
 
     cfg = _config(args.config)
     pkg = Path(args.package)
@@ -299,10 +300,10 @@ def install(args: argparse.Namespace) -> int:
     _as_state_owner(cfg)
     pid = agent_pid(cfg)
     if pid is None:
-        res = model_update.install(
+        res = model_switch.install(
             cfg, pkg, force=args.force, origin="cli", allow_downgrade=args.allow_downgrade
         )
-        if res["outcome"] == "switched":
+        if res["outcome"] == Outcome.SWITCHED:
             res["detail"] += "; no agent running: it loads this version at its next start"
         return _print_result(res, args.json)
     inbox = inbox_dir(cfg)
@@ -310,9 +311,7 @@ def install(args: argparse.Namespace) -> int:
     stem = f"cli-{uuid.uuid4().hex[:12]}"
     req = {"origin": "cli", "force": args.force, "allow_downgrade": args.allow_downgrade}
     write_durable(inbox / f"{stem}.request.json", json.dumps(req).encode())
-    shutil.copyfile(pkg, inbox / f".{stem}.partial")
-    os.chmod(inbox / f".{stem}.partial", FILE_MODE)
-    os.replace(inbox / f".{stem}.partial", inbox / f"{stem}.pkg")
+    copy_durable(pkg, inbox / f"{stem}.pkg")
     sys.stderr.write(f"handed {pkg} to the running agent (pid {pid}); waiting for the gate...\n")
     result = inbox / f"{stem}.result.json"
     deadline = time.monotonic() + args.timeout
@@ -329,7 +328,7 @@ def install(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     from edge_agent.adapters.statusfile import read_status
-    from edge_agent.app.model_update import describe
+    from edge_agent.app.model_switch import describe
 
     cfg = _config(args.config)
     info = describe(cfg)
@@ -366,17 +365,17 @@ def status(args: argparse.Namespace) -> int:
 
 
 def rollback(args: argparse.Namespace) -> int:
-    from edge_agent.app.model_update import rollback as do_rollback
+    from edge_agent.app.model_switch import rollback as do_rollback
 
     cfg = _config(args.config)
     _as_state_owner(cfg)
     res = do_rollback(cfg, "requested with `edge-agent model rollback`")
     pid = agent_pid(cfg)
-    if res["outcome"] == "rolled_back" and pid is not None:
+    if res["outcome"] == Outcome.ROLLED_BACK and pid is not None:
         os.kill(pid, signal.SIGHUP)  # the agent reloads: the pointer now names the previous version
         res["detail"] += f"; agent pid {pid} reloading"
     sys.stdout.write(f"{res['outcome']}: {res['detail']}\n")
-    return 0 if res["outcome"] == "rolled_back" else 1
+    return 0 if res["outcome"] == Outcome.ROLLED_BACK else 1
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a device id or group as [device] id allows it
@@ -437,7 +436,7 @@ def push(args: argparse.Namespace) -> int:
     for dev in sorted(set(got) | set(devices)):
         res = got.get(dev)
         sys.stdout.write(f"{dev}: {res['outcome']}: {res['detail']}\n" if res else f"{dev}: no answer\n")
-    bad = [d for d, r in got.items() if r["outcome"] != "switched"]
+    bad = [d for d, r in got.items() if r["outcome"] != Outcome.SWITCHED]
     missing = [d for d in devices if d not in got]
     short = args.expect and len(got) < args.expect
     return 1 if bad or missing or short else 0

@@ -132,7 +132,7 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
 ) -> None:
     """kill -9 the installer at spread-out moments (reading, staging, gate, switch): every time,
     the next start loads a complete, hash-verified model."""
-    from edge_agent.app.model_agent import ModelUpdates, release_run_lock
+    from edge_agent.app.model_updates import ModelUpdates, release_run_lock
 
     cfg_path = make_config()
     cfg = load_config(cfg_path)
@@ -396,7 +396,7 @@ def test_a_transfer_survives_a_broker_that_lost_its_sessions(
     """Half the chunks arrive, the broker restarts without its persistence file (sessions and
     queued chunks gone), the operator re-pushes under the same transfer id: the device keeps what
     it has on disk and completes."""
-    from edge_agent.adapters import model_mqtt
+    from edge_agent.adapters import durable, model_mqtt
 
     written: list[str] = []
     real_replace = os.replace
@@ -405,7 +405,7 @@ def test_a_transfer_survives_a_broker_that_lost_its_sessions(
         written.append(Path(dst).name)
         real_replace(src, dst)
 
-    monkeypatch.setattr(model_mqtt.os, "replace", counting_replace)
+    monkeypatch.setattr(durable.os, "replace", counting_replace)  # every durable write
     cfg_path = make_config(port=broker.port)
     cfg = load_config(cfg_path)
     root = Path(cfg.device.state_dir)

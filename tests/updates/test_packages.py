@@ -13,7 +13,7 @@ from helpers_updates import FP32, cli
 
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.app.configfile import load_config
-from edge_agent.app.model_update import describe, install, rollback
+from edge_agent.app.model_switch import describe, install, rollback
 from edge_agent.core.model_package import missing_ranges, parse_manifest, rate_collapsed, version_tuple
 from edge_agent.errors import ModelError
 
@@ -174,7 +174,7 @@ def test_detector_and_classifier_package_gates_both(make_config: Callable[..., P
     assert res["outcome"] == "switched", res["detail"]
     checks = {c["name"]: c for c in res["gate"]["classifier"]["checks"]}
     assert checks["top1_agreement"]["passed"]
-    from edge_agent.app.model_update import effective_config, store_for
+    from edge_agent.app.model_switch import effective_config, store_for
 
     eff = effective_config(cfg, describe(cfg)["current"]["id"], store_for(cfg))
     assert eff.classifier is not None and eff.classifier.model.endswith("classifier.onnx")
@@ -187,7 +187,7 @@ def test_inbox_drop_is_installed_and_answered(
     """The watched folder without a running loop: the worker's scan installs and writes a result."""
     import shutil
 
-    from edge_agent.app.model_agent import ModelUpdates
+    from edge_agent.app.model_updates import ModelUpdates
 
     cfg = load_config(make_config())
     up = ModelUpdates(cfg, lambda: None)
@@ -207,7 +207,7 @@ def test_inbox_drop_is_installed_and_answered(
 def test_float_source_and_min_agent_version(make_config: Callable[..., Path], tmp_path: Path) -> None:
     from helpers_updates import INT8
 
-    from edge_agent.app.model_update import effective_config, store_for
+    from edge_agent.app.model_switch import effective_config, store_for
 
     pkg = tmp_path / "trt.pkg"
     r = cli("model", "pack", str(INT8), "--float-source", str(FP32), "-o", str(pkg), "--version", "4")
@@ -224,7 +224,7 @@ def test_float_source_and_min_agent_version(make_config: Callable[..., Path], tm
 
 
 def test_a_clean_stop_mid_install_is_not_counted_as_a_crash(make_config: Callable[..., Path]) -> None:
-    from edge_agent.app.model_agent import ModelUpdates
+    from edge_agent.app.model_updates import ModelUpdates
 
     cfg = load_config(make_config())
     up = ModelUpdates(cfg, lambda: None)
@@ -273,7 +273,7 @@ def test_a_package_this_onnxruntime_cannot_load_is_refused_before_the_gate(
     from helpers_toolchain import toy_detector_model
     from helpers_updates import INT8
 
-    from edge_agent.app import model_update
+    from edge_agent.app import model_switch
 
     nano = tmp_path / "nano.pkg"
     assert cli("model", "pack", str(INT8), "-o", str(nano), "--version", "6").returncode == 0
@@ -287,12 +287,12 @@ def test_a_package_this_onnxruntime_cannot_load_is_refused_before_the_gate(
     with PackageReader(pkg) as rd:
         assert rd.manifest.min_onnxruntime == "1.17"  # IR 9, opset 20
     cfg = load_config(make_config())
-    monkeypatch.setattr(model_update, "_ort_version", lambda: "1.11.1")
-    staged = list(model_update.store_for(cfg).root.rglob("*.onnx"))
+    monkeypatch.setattr(model_switch, "_ort_version", lambda: "1.11.1")
+    staged = list(model_switch.store_for(cfg).root.rglob("*.onnx"))
     res = install(cfg, pkg, origin="test")
     assert res["outcome"] == "refused"
     assert (
         "need onnxruntime >= 1.17, this device has 1.11.1" in res["detail"]
         and "--target-ort 1.11.1" in res["detail"]
     )
-    assert list(model_update.store_for(cfg).root.rglob("*.onnx")) == staged  # nothing staged, no gate run
+    assert list(model_switch.store_for(cfg).root.rglob("*.onnx")) == staged  # nothing staged, no gate run

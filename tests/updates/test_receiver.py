@@ -18,7 +18,7 @@ from helpers_updates import write_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_agent.adapters import model_mqtt
+from edge_agent.adapters import durable, model_mqtt
 from edge_agent.adapters.model_mqtt import MAX_TRANSFERS, ModelReceiver
 from edge_agent.app.configfile import load_config
 
@@ -203,9 +203,9 @@ def test_chunks_are_written_with_fsync_then_rename(
     rec.handle(f"{BASE}/begin", _begin(data + data, tid="t2"))
     calls: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(model_mqtt.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(durable.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
     monkeypatch.setattr(
-        model_mqtt.os,
+        durable.os,
         "replace",
         lambda a, b: (calls.append(f"replace {Path(b).name}"), real_replace(a, b))[1],
     )
@@ -264,7 +264,7 @@ def test_the_receiver_thread_is_supervised(
     """Whatever ends paho's thread, the update worker starts it again and counts it."""
     from helpers_mqtt import free_port
 
-    from edge_agent.app.model_agent import ModelUpdates, release_run_lock
+    from edge_agent.app.model_updates import ModelUpdates, release_run_lock
 
     pub = packages["pub"].read_text().strip()
     cfg = load_config(make_config(port=free_port(), extra=f'[model_update]\ntrusted_keys = ["{pub}"]'))

@@ -18,11 +18,12 @@ from typing import Any, Callable
 import pytest
 from helpers_updates import INT8, SAMPLES, cli
 
-from edge_agent.adapters import package_file, signing
+from edge_agent.adapters import durable, package_file, signing
 from edge_agent.adapters.model_store import ModelStore
 from edge_agent.app.configfile import load_config
-from edge_agent.app.model_agent import ModelUpdates
-from edge_agent.app.model_update import describe, install, rollback
+from edge_agent.app.model_switch import describe, install, rollback
+from edge_agent.app.model_updates import ModelUpdates
+from edge_agent.core.model_state import StoreState
 
 
 def _keys(*pubs: str) -> str:
@@ -278,13 +279,13 @@ def test_the_active_pointer_is_written_with_fsync_then_rename(
     store = ModelStore(load_config(make_config()).device.state_dir).ensure()
     calls: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(package_file.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(durable.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
     monkeypatch.setattr(
-        package_file.os,
+        durable.os,
         "replace",
         lambda a, b: (calls.append(f"replace {Path(b).name}"), real_replace(a, b))[1],
     )
-    store.save({"current": None, "history": [], "trial": None})
+    store.save(StoreState())
     assert calls == ["fsync", "replace active.json", "fsync"], calls  # data, rename, directory
 
 
@@ -305,8 +306,8 @@ def test_modes_do_not_depend_on_the_umask(
     code = (
         "import os, sys; os.umask(0)\n"
         "from edge_agent.app.configfile import load_config\n"
-        "from edge_agent.app.model_update import install\n"
-        "from edge_agent.app.model_agent import ModelUpdates\n"
+        "from edge_agent.app.model_switch import install\n"
+        "from edge_agent.app.model_updates import ModelUpdates\n"
         "from edge_agent.adapters.model_mqtt import ModelReceiver\n"
         f"cfg = load_config({str(cfg_path)!r})\n"
         f"assert install(cfg, __import__('pathlib').Path({str(packages['good'])!r}))['outcome'] == 'switched'\n"

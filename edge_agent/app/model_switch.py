@@ -1,8 +1,10 @@
-"""Installing, switching and rolling back model versions; the gate decides, the store makes it durable.
+"""Switching the active model version: install (verify, stage, gate, switch), rollback, describe.
 
-Used by the CLI (``edge-agent model install/rollback`` when no agent runs) and by the agent's
-:class:`~edge_agent.app.model_agent.ModelUpdates` (inbox, MQTT, trial). Every path that changes
-the active model holds the store's lock, so the CLI and a running agent never switch at once.
+The gate decides, the store makes it durable. Used by the CLI (``edge-agent model install/rollback``
+when no agent runs) and by the agent's :class:`~edge_agent.app.model_updates.ModelUpdates` (inbox,
+MQTT, trial). Every path that changes the active model holds the store's lock, so the CLI and a
+running agent never switch at once. Each returns one event (:func:`~edge_agent.core.model_state.event`)
+whose ``outcome`` is an :class:`~edge_agent.core.model_state.Outcome`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from edge_agent.core.model_package import (
     check_runtime_version,
     parse_version,
 )
+from edge_agent.core.model_state import Highest, Outcome, StoreState, Trial, event
 from edge_agent.errors import EdgeAgentError, ModelError
 
 log = logging.getLogger("edge_agent.model_update")
@@ -61,7 +64,7 @@ def effective_config(cfg: Config, vid: Optional[str], store: ModelStore) -> Conf
 
 def current_paths(cfg: Config, store: ModelStore) -> dict[str, Path]:
     """Role -> file of the model running now (an installed version, else the config's / demo model)."""
-    vid = store.state().get("current")
+    vid = store.state().current
     if vid:
         return store.paths(vid)
     from edge_agent.app.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file
@@ -153,7 +156,7 @@ def install(
     with store.locked():
         size = package.stat().st_size
         if size > mu.max_package_mb * 1e6:
-            return record(store, origin, None, "refused", f"{package}: {size} bytes > max_package_mb")
+            return record(store, origin, None, Outcome.REFUSED, f"{package}: {size} bytes > max_package_mb")
         state = store.state()
         try:
             with PackageReader(package) as reader:
@@ -166,12 +169,12 @@ def install(
                         f"{package}: unsigned package from {origin} refused: a package from outside the "
                         "device must be signed (set model_update.trusted_keys; docs/threat-model.md)"
                     )
-                if state.get("current") == m.version_id:
+                if state.current == m.version_id:
                     return record(
                         store,
                         origin,
                         m.summary(),
-                        "unchanged",
+                        Outcome.UNCHANGED,
                         f"{m.version_id} is already the running model",
                     )
                 why = None if allow_downgrade else downgrade_reason(store, state, m)
@@ -182,10 +185,10 @@ def install(
                     force = True
                     log.warning("%s: its signed manifest asks to switch even if the gate refuses", vid)
         except ModelError as exc:
-            return record(store, origin, None, "refused", str(exc))
+            return record(store, origin, None, Outcome.REFUSED, str(exc))
         except OSError as exc:  # a full disk while extracting: the true reason, not a retry loop
             store.clean_staging()
-            return record(store, origin, None, "refused", f"{package}: cannot extract it: {exc}")
+            return record(store, origin, None, Outcome.REFUSED, f"{package}: cannot extract it: {exc}")
         cur = current_paths(cfg, store)
         files, source = gate_images(cfg, store, vid)
         try:
@@ -203,52 +206,43 @@ def install(
                     cfg.classifier.crop_padding if cfg.classifier else CROP_PADDING,
                 )
         except EdgeAgentError as exc:
-            _drop_unused(store, state, vid)
-            return record(store, origin, m.summary(), "refused", f"the gate could not run: {exc}")
+            store.prune(state.kept())  # the refused candidate goes, unless the device keeps it
+            return record(store, origin, m.summary(), Outcome.REFUSED, f"the gate could not run: {exc}")
         log.info("%s: %s", vid, gate.summary())
         if not gate.passed and not force:
-            _drop_unused(store, state, vid)
-            return record(store, origin, m.summary(), "refused", gate.summary(), gate.to_json())
+            store.prune(state.kept())
+            return record(store, origin, m.summary(), Outcome.REFUSED, gate.summary(), gate.to_json())
         if not gate.passed:
             log.warning("%s: gate failed but --force given by %s: switching anyway", vid, origin)
-        history = [*state.get("history", []), state.get("current")][-(mu.keep_versions - 1) :]
         if downgrade_reason(store, state, m) is None:  # an --allow-downgrade keeps the highest
-            state["highest"] = {"version": m.version, "vid": vid}
-        state.update(
-            current=vid,
-            history=history,
-            trial={
-                "vid": vid,
-                "since": time.time(),
-                "running": False,
-                "baseline_rate": baseline_rate,
-                "forced": bool(force and not gate.passed),
-            },
+            state.highest = Highest(version=m.version, vid=vid)
+        state.history = [*state.history, state.current][-(mu.keep_versions - 1) :]
+        state.current = vid
+        state.trial = Trial(
+            vid=vid, since=time.time(), baseline_rate=baseline_rate, forced=bool(force and not gate.passed)
         )
         store.save(state)
-        store.prune([vid, *history])
+        store.prune(state.kept())
         detail = gate.summary() + (" (forced)" if force and not gate.passed else "")
-        out = record(store, origin, m.summary(), "switched", detail, gate.to_json(), signer=signer)
+        out = record(store, origin, m.summary(), Outcome.SWITCHED, detail, gate.to_json(), signer=signer)
         log.info("switched to %s in %.1fs (%s)", vid, time.monotonic() - t0, origin)
         return out
 
 
-def highest(store: ModelStore, state: dict[str, Any]) -> Optional[dict[str, str]]:
+def highest(store: ModelStore, state: StoreState) -> Optional[Highest]:
     """The highest version ever switched to (kept in the pointer file, so across rollbacks and
     restarts); a store from before anti-rollback starts from its current version."""
-    hi = state.get("highest")
-    if isinstance(hi, dict) and isinstance(hi.get("version"), str):
-        return {"version": hi["version"], "vid": str(hi.get("vid"))}
-    cur = state.get("current")
-    if cur:
+    if state.highest is not None:
+        return state.highest
+    if state.current:
         try:
-            return {"version": store.manifest(cur).version, "vid": str(cur)}
+            return Highest(version=store.manifest(state.current).version, vid=state.current)
         except ModelError:
             return None
     return None
 
 
-def downgrade_reason(store: ModelStore, state: dict[str, Any], m: Manifest) -> Optional[str]:
+def downgrade_reason(store: ModelStore, state: StoreState, m: Manifest) -> Optional[str]:
     """Why ``m`` would be a rollback (PEP 440 order), or None. The same version is accepted only
     as the very package that set the mark (re-installing it after a rollback): a different package
     under an old version number is a replay of an older build."""
@@ -256,14 +250,14 @@ def downgrade_reason(store: ModelStore, state: dict[str, Any], m: Manifest) -> O
     if hi is None:
         return None
     try:
-        top = parse_version(hi["version"])
+        top = parse_version(hi.version)
     except ValueError:  # a pointer written by hand: not a reason to refuse every update
         return None
     v = parse_version(m.version)
-    if v > top or (v == top and hi["vid"] == m.version_id):
+    if v > top or (v == top and hi.vid == m.version_id):
         return None
     return (
-        f"version {m.version} is not newer than {hi['version']}, the highest installed "
+        f"version {m.version} is not newer than {hi.version}, the highest installed "
         "(anti-rollback); to go back on purpose run `edge-agent model rollback` or "
         "`edge-agent model install --allow-downgrade PACKAGE` on the device"
     )
@@ -279,11 +273,6 @@ def _snapshot(files: list[Path], dest: Path) -> list[Path]:
     return out
 
 
-def _drop_unused(store: ModelStore, state: dict[str, Any], vid: str) -> None:
-    """A refused candidate is deleted, unless it is a version the device still keeps."""
-    store.prune([state.get("current"), *state.get("history", [])])
-
-
 def rollback(
     cfg: Config, reason: str, origin: str = "cli", only_if_current: Optional[str] = None
 ) -> dict[str, Any]:
@@ -294,19 +283,24 @@ def rollback(
     store = store_for(cfg)
     with store.locked():
         state = store.state()
-        cur = state.get("current")
-        history = list(state.get("history", []))
+        cur = state.current
         if only_if_current is not None and cur != only_if_current:
-            return {"outcome": "unchanged", "detail": f"{only_if_current} no longer runs", "origin": origin}
+            return {
+                "outcome": Outcome.UNCHANGED.value,
+                "detail": f"{only_if_current} no longer runs",
+                "origin": origin,
+            }
         if cur is None:
-            return record(store, origin, None, "refused", "nothing to roll back: the config's model runs")
-        prev = history.pop() if history else CONFIG_MODEL
-        state.update(current=prev, history=history, trial=None)
+            return record(
+                store, origin, None, Outcome.REFUSED, "nothing to roll back: the config's model runs"
+            )
+        prev = state.history.pop() if state.history else CONFIG_MODEL
+        state.current, state.trial = prev, None
         store.save(state)
-        store.prune([prev, *history])
+        store.prune(state.kept())
         log.warning("rolled back from %s to %s: %s", cur, prev or "the config's model", reason)
         return record(
-            store, origin, {"name": str(cur)}, "rolled_back", f"{cur} -> {prev or 'config model'}: {reason}"
+            store, origin, {"name": cur}, Outcome.ROLLED_BACK, f"{cur} -> {prev or 'config model'}: {reason}"
         )
 
 
@@ -314,34 +308,27 @@ def record(
     store: ModelStore,
     origin: str,
     version: Optional[dict[str, str]],
-    outcome: str,
+    outcome: Outcome,
     detail: str,
     gate: Optional[dict[str, Any]] = None,
     signer: Optional[int] = None,
 ) -> dict[str, Any]:
-    event = {
-        "outcome": outcome,
-        "detail": detail,
-        "version": version,
-        "origin": origin,
-        "at": time.time(),
-        "gate": gate,
-        "signed_by_key": signer,
-    }
-    if outcome == "refused":
+    """The event, kept as ``last`` in the store (the status and `model status` show it)."""
+    ev = event(outcome, detail, origin, time.time(), version, gate, signer)
+    if outcome is Outcome.REFUSED:
         log.error("model update refused (%s): %s", origin, detail)
     state = store.state()
-    state["last"] = event
+    state.last = ev
     store.save(state)
-    return event
+    return ev
 
 
 def describe(cfg: Config) -> dict[str, Any]:
     """What `model status` and the status topic show: the active version, the trial, the last event."""
     store = store_for(cfg)
     state = store.state()
-    cur = state.get("current")
-    info: dict[str, Any] = {"current": None, "history": state.get("history", [])}
+    cur = state.current
+    info: dict[str, Any] = {"current": None, "history": state.history}
     if cur:
         try:
             m = store.manifest(cur)
@@ -350,8 +337,8 @@ def describe(cfg: Config) -> dict[str, Any]:
             info["current"] = {"id": cur, "error": str(exc)}
     else:
         info["current"] = {"id": None, "model": cfg.detector.model or "bundled demo detector"}
-    info["trial"] = state.get("trial")
-    info["last"] = state.get("last")
+    info["trial"] = state.trial.to_json() if state.trial is not None else None
+    info["last"] = state.last
     return info
 
 

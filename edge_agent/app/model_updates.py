@@ -24,12 +24,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from edge_agent.adapters.durable import write_durable
 from edge_agent.adapters.frame_ring import FrameRing
-from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir, write_durable
-from edge_agent.app import model_update as mu_ops
+from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
+from edge_agent.app import model_switch
 from edge_agent.app.modelset import ModelSet
 from edge_agent.core.config import Config
-from edge_agent.core.model_package import rate_collapsed
+from edge_agent.core.model_state import Outcome, TrialWatch
 from edge_agent.errors import EdgeAgentError
 
 log = logging.getLogger("edge_agent.model_update")
@@ -39,11 +40,11 @@ MAX_ATTEMPTS = 2
 
 def inbox_dir(cfg: Config) -> Path:
     mu = cfg.model_update
-    return Path(mu.inbox) if mu.inbox else mu_ops.store_for(cfg).root / "inbox"
+    return Path(mu.inbox) if mu.inbox else model_switch.store_for(cfg).root / "inbox"
 
 
 def pid_file(cfg: Config) -> Path:
-    return mu_ops.store_for(cfg).root / "agent.pid"
+    return model_switch.store_for(cfg).root / "agent.pid"
 
 
 _RUN_LOCKS: dict[str, int] = {}  # lock path -> fd held for this process's lifetime
@@ -53,7 +54,7 @@ def hold_run_lock(cfg: Config) -> None:
     """One agent per state directory, decided *before* the start-up repairs: a second
     ``edge-agent run`` must not read the first one's trial as an unclean end and roll its model back
     on disk (issue 22). An flock dies with its process, so a crash never leaves a stale lock."""
-    store = mu_ops.store_for(cfg)
+    store = model_switch.store_for(cfg)
     path = str(store.root / "run.lock")
     if path in _RUN_LOCKS:
         return
@@ -78,7 +79,7 @@ def hold_run_lock(cfg: Config) -> None:
 
 
 def release_run_lock(cfg: Config) -> None:
-    fd = _RUN_LOCKS.pop(str(mu_ops.store_for(cfg).root / "run.lock"), None)
+    fd = _RUN_LOCKS.pop(str(model_switch.store_for(cfg).root / "run.lock"), None)
     if fd is not None:
         os.close(fd)
 
@@ -89,7 +90,7 @@ class ModelUpdates:
 
         signing.check_keys(cfg.model_update.trusted_keys)  # a typo'd key fails the start, not an install
         self.cfg = cfg
-        self.store = mu_ops.store_for(cfg)
+        self.store = model_switch.store_for(cfg)
         self.inbox = inbox_dir(cfg)
         self.request_reload = request_reload
         self.publish: Optional[Callable[[], Any]] = None
@@ -103,11 +104,7 @@ class ModelUpdates:
         self._receiver: Any = None
         self.receiver_off: Optional[str] = None  # why MQTT delivery is off (the status shows it)
         self._recent: deque[int] = deque(maxlen=300)  # detections per frame of the running model
-        self._trial: Optional[dict[str, Any]] = None
-        self._trial_frames = 0
-        self._trial_dets = 0
-        self._trial_t0 = 0.0
-        self._trial_done = False
+        self._watch: Optional[TrialWatch] = None  # the trial of the model this process runs
         self._started = False
         self._in_progress: Optional[Path] = None  # the request file of the install running now
 
@@ -119,69 +116,54 @@ class ModelUpdates:
             hold_run_lock(cfg)
             self._started = True
             self.store.clean_staging()
-            trial = self.store.state().get("trial")
-            if trial and trial.get("running") and trial.get("vid") == self.store.state().get("current"):
-                mu_ops.rollback(
+            state = self.store.state()
+            trial = state.on_trial(state.current)
+            if trial is not None and trial.running:
+                model_switch.rollback(
                     cfg,
                     "the agent ended uncleanly while it was on trial (crash, watchdog kill or power cut)",
                     origin="agent",
                 )
         while True:
-            vid = self.store.state().get("current")
+            vid = self.store.state().current
             try:
                 if vid:
                     self.store.verify(vid)
-                models = ModelSet.from_config(mu_ops.effective_config(cfg, vid, self.store))
+                models = ModelSet.from_config(model_switch.effective_config(cfg, vid, self.store))
                 break
             except EdgeAgentError as exc:
                 if not vid:
                     raise
-                mu_ops.rollback(cfg, f"does not load: {exc}", origin="agent")
+                model_switch.rollback(cfg, f"does not load: {exc}", origin="agent")
         self._begin_trial(vid)
         return models
 
     def _begin_trial(self, vid: Optional[str]) -> None:
         self._recent.clear()
-        self._trial = None
-        trial = self.store.state().get("trial")
-        if not trial or trial.get("vid") != vid:
+        self._watch = None
+        if self.store.state().on_trial(vid) is None:
             return  # no trial: nothing to write (and a read-only state dir is no error here)
         with self.store.locked():
             state = self.store.state()
-            trial = state.get("trial")
-            if not trial or trial.get("vid") != vid:
+            trial = state.on_trial(vid)
+            if trial is None:
                 return
-            trial["running"] = True
+            trial.running = True
             self.store.save(state)
-        self._trial = trial
-        self._trial_frames = self._trial_dets = 0
-        self._trial_t0 = time.monotonic()
-        self._trial_done = False
+        self._watch = TrialWatch(trial, started=time.monotonic())
         log.info("model %s on trial for %.0fs", vid, self.cfg.model_update.trial_s)
 
     # ---- the loop's hooks (loop thread: cheap only) -----------------------------------------
     def on_frame(self, detections: int) -> None:
         """The trial's per-frame count (``app.frame_steps.feed_model_updates`` writes the ring)."""
         self._recent.append(detections)
-        t = self._trial
-        if t is None or self._trial_done:
+        w = self._watch
+        if w is None:
             return
-        self._trial_frames += 1
-        self._trial_dets += detections
         mu = self.cfg.model_update
-        rate = self._trial_dets / self._trial_frames
-        if rate_collapsed(
-            t.get("baseline_rate"), rate, self._trial_frames, mu.trial_min_frames, mu.collapse_ratio
-        ):
-            self._trial_done = True
-            reason = (
-                f"detection rate collapsed: {rate:.2f}/frame over {self._trial_frames} frames, "
-                f"the previous model had {t['baseline_rate']:.2f}/frame (collapse_ratio {mu.collapse_ratio:g})"
-            )
-            self._jobs.put(("rollback", (t["vid"], reason)))
-        elif time.monotonic() - self._trial_t0 >= mu.trial_s and self._trial_frames >= mu.trial_min_frames:
-            self._trial_done = True
-            self._jobs.put(("confirm", t["vid"]))
+        v = w.observe(detections, time.monotonic(), mu.trial_s, mu.trial_min_frames, mu.collapse_ratio)
+        if v is not None:
+            self._jobs.put(("confirm", w.trial.vid) if v.passed else ("rollback", (w.trial.vid, v.reason)))
 
     def detection_rate(self) -> Optional[float]:
         r = list(self._recent)
@@ -240,8 +222,8 @@ class ModelUpdates:
             pid_file(self.cfg).unlink(missing_ok=True)
             with self.store.locked():
                 state = self.store.state()
-                if state.get("trial"):
-                    state["trial"]["running"] = False
+                if state.trial is not None:
+                    state.trial.running = False
                     self.store.save(state)
         except (OSError, EdgeAgentError) as exc:
             log.error("model store not updated at stop: %s", exc)
@@ -265,8 +247,8 @@ class ModelUpdates:
                     self.scan_inbox()
                 elif kind == "rollback":
                     vid, reason = arg
-                    res = mu_ops.rollback(self.cfg, reason, origin="agent", only_if_current=vid)
-                    if res["outcome"] == "rolled_back":
+                    res = model_switch.rollback(self.cfg, reason, origin="agent", only_if_current=vid)
+                    if res["outcome"] == Outcome.ROLLED_BACK:
                         self.request_reload()
                     self._event(res)
                 elif kind == "confirm":
@@ -277,10 +259,10 @@ class ModelUpdates:
     def _confirm(self, vid: str) -> None:
         with self.store.locked():
             state = self.store.state()
-            if state.get("trial") and state["trial"].get("vid") == vid:
-                state["trial"] = None
+            if state.on_trial(vid) is not None:
+                state.trial = None
                 self.store.save(state)
-        self._trial = None
+        self._watch = None
         log.info("model %s passed its trial", vid)
         self._event(None)
 
@@ -322,10 +304,14 @@ class ModelUpdates:
         req["attempts"] = attempts
         origin = str(req.get("origin", f"inbox:{pkg.name}"))[:100]
         if problem is not None:
-            result = mu_ops.record(self.store, origin, None, "refused", problem)
+            result = model_switch.record(self.store, origin, None, Outcome.REFUSED, problem)
         elif attempts > MAX_ATTEMPTS:
-            result = mu_ops.record(
-                self.store, origin, None, "refused", f"{pkg.name}: the agent died twice while installing it"
+            result = model_switch.record(
+                self.store,
+                origin,
+                None,
+                Outcome.REFUSED,
+                f"{pkg.name}: the agent died twice while installing it",
             )
         else:
             write_durable(req_file, json.dumps(req).encode())  # survives a crash inside the gate
@@ -333,7 +319,7 @@ class ModelUpdates:
             self._in_progress = req_file
             self._event(None)
             try:
-                result = mu_ops.install(
+                result = model_switch.install(
                     self.cfg,
                     pkg,
                     # "force" from a request only counts when a local command wrote it
@@ -344,8 +330,8 @@ class ModelUpdates:
                     allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
                 )
             except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"
-                result = mu_ops.record(
-                    self.store, origin, None, "refused", f"{pkg.name}: {type(exc).__name__}: {exc}"
+                result = model_switch.record(
+                    self.store, origin, None, Outcome.REFUSED, f"{pkg.name}: {type(exc).__name__}: {exc}"
                 )
             finally:
                 self._in_progress = None
@@ -355,7 +341,7 @@ class ModelUpdates:
             pkg.unlink(missing_ok=True)
             req_file.unlink(missing_ok=True)
             self.state = "idle"
-        if result["outcome"] == "switched":
+        if result["outcome"] == Outcome.SWITCHED:
             self.request_reload()
         self._event(result)
 
@@ -376,7 +362,7 @@ class ModelUpdates:
     def status(self) -> dict[str, Any]:
         """The ``model_update`` block of the status file and the MQTT status topic."""
         try:
-            info = mu_ops.describe(self.cfg)
+            info = model_switch.describe(self.cfg)
         except EdgeAgentError as exc:
             info = {"error": str(exc)}
         info["state"] = self.state
