@@ -25,25 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared producer
+from helpers_outbox import PRODUCER
+
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.queue_policy import Limits
 
 TOPIC = "edge/dev-1/detections"
 LIMITS = Limits(10**7, 10**10, 1e9)
-PRODUCER = r"""
-import sys, time
-from edge_agent.adapters.outbox import Outbox
-from edge_agent.core.queue_policy import Limits
-ob = Outbox(sys.argv[1], Limits(10**7, 10**10, 1e9), flush_interval_s=0.05, flush_batch=100)
-i = 0
-while True:
-    ob.put("edge/dev-1/detections", {"n": i})
-    i += 1
-    if i % 20 == 0:
-        time.sleep(0.005)
-    if i == 200:
-        print("go", flush=True)
-"""
 
 
 def rows_of(path: Path, wal: bool) -> list[int]:
@@ -80,7 +69,9 @@ def header(d: Path) -> None:
 def wal(d: Path, t: int) -> None:
     path = d / f"w{t}.db"
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    proc = subprocess.Popen([sys.executable, "-c", PRODUCER, str(path)], stdout=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRODUCER, str(path), "200"], stdout=subprocess.PIPE, env=env
+    )
     assert proc.stdout is not None
     proc.stdout.readline()
     time.sleep(0.5 + 0.3 * t)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers_outbox import TOPIC, big_limits
+from helpers_outbox import PRODUCER, TOPIC, big_limits
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_marks import SLOT, MarksFile, marks_path, read_marks
@@ -26,22 +26,6 @@ from edge_agent.adapters.outbox_read import read_stats
 from edge_agent.core.queue_policy import Marks
 
 REPO = Path(__file__).resolve().parents[2]
-
-# a producer at ~4000 results/s in 0.05 s group commits: killed at a random moment by the test
-PRODUCER = r"""
-import sys, time
-from edge_agent.adapters.outbox import Outbox
-from edge_agent.core.queue_policy import Limits
-ob = Outbox(sys.argv[1], Limits(10**7, 10**10, 1e9), flush_interval_s=0.05, flush_batch=100)
-i = 0
-while True:
-    ob.put("edge/dev-1/detections", {"n": i})
-    i += 1
-    if i % 20 == 0:
-        time.sleep(0.005)
-    if i == int(sys.argv[2]):
-        print("go", flush=True)
-"""
 
 
 def _kill_producer(path: Path, after: int = 300) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers_mqtt import Broker, Collector, free_port
-from helpers_outbox import TOPIC, big_limits
+from helpers_outbox import PRODUCER, TOPIC, big_limits
 from helpers_tmpfs import tmpfs
 
 from edge_agent.adapters.outbox import Outbox
@@ -149,22 +149,6 @@ def test_help_for_every_action(action: str) -> None:
     assert res.returncode == 0 and "--config" in res.stdout
 
 
-PRODUCER = r"""
-import sys, time
-from edge_agent.adapters.outbox import Outbox
-from edge_agent.core.queue_policy import Limits
-ob = Outbox(sys.argv[1], Limits(10**7, 10**10, 1e9), flush_interval_s=0.05, flush_batch=100)
-i = 0
-while True:
-    ob.put("edge/dev-1/detections", {"n": i})
-    i += 1
-    if i % 20 == 0:
-        time.sleep(0.005)
-    if i == 300:
-        print("go", flush=True)
-"""
-
-
 def test_one_kill_9_then_queue_drain_counts_one_crash_and_the_gap_is_the_window(
     tmp_path: Path, broker: Broker
 ) -> None:
@@ -176,7 +160,7 @@ def test_one_kill_9_then_queue_drain_counts_one_crash_and_the_gap_is_the_window(
     cfg = write_config(tmp_path, broker.port)
     path = tmp_path / "q.db"
     proc = subprocess.Popen(
-        [sys.executable, "-c", PRODUCER, str(path)],
+        [sys.executable, "-c", PRODUCER, str(path), "300"],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
