@@ -7,9 +7,10 @@ a redelivery with the same message id.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, Optional
 
 from edge_agent.adapters.outbox_base import OutboxBase
@@ -100,19 +101,9 @@ class ClaimsMixin(OutboxBase):
                 try:
                     for i in range(0, len(todo), 500):
                         chunk = todo[i : i + 500]
-                        self._r.execute("BEGIN IMMEDIATE")
-                        try:
-                            where, args = id_filter(chunk)
-                            rows = self._r.execute(
-                                f"DELETE FROM messages WHERE {where} RETURNING id, size", args
-                            ).fetchall()
-                            self._r.execute(ROWS_DELTA, (-len(rows),))
-                            self._r.execute("COMMIT")
-                        except BaseException:
-                            if self._r.in_transaction:
-                                self._r.execute("ROLLBACK")
-                            raise
-                        deleted += [(int(a), int(b)) for a, b in rows]
+                        with self._write_txn():
+                            rows = self._delete_acked(chunk)
+                        deleted += rows
                         with self._lock:
                             self._acked_undeleted.difference_update(chunk)
                     break
@@ -174,13 +165,8 @@ class ClaimsMixin(OutboxBase):
         order = "DESC" if newest_first else "ASC"
         with self._rlock:
             self._check_open()
-            self._r.execute("BEGIN IMMEDIATE")
-            try:
-                where, args = id_filter(rowids)
-                deleted = self._r.execute(
-                    f"DELETE FROM messages WHERE {where} RETURNING id, size", args
-                ).fetchall()
-                self._r.execute(ROWS_DELTA, (-len(deleted),))
+            with self._write_txn():
+                deleted = self._delete_acked(rowids)
                 with self._lock:
                     skip = self._inflight | self._acked_undeleted
                 rows = self._r.execute(
@@ -191,12 +177,27 @@ class ClaimsMixin(OutboxBase):
                 if rows:
                     where, args = id_filter([r[0] for r in rows])
                     self._r.execute(f"UPDATE messages SET attempts = attempts + 1 WHERE {where}", args)
-                self._r.execute("COMMIT")
-            except BaseException:
-                if self._r.in_transaction:
-                    self._r.execute("ROLLBACK")
-                raise
-        return [(int(a), int(b)) for a, b in deleted], rows
+        return deleted, rows
+
+    @contextlib.contextmanager
+    def _write_txn(self) -> Iterator[None]:
+        """One write transaction on the claims connection (caller holds ``_rlock``): committed
+        whole, or rolled back whole on any error."""
+        self._r.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._r.execute("COMMIT")
+        except BaseException:
+            if self._r.in_transaction:
+                self._r.execute("ROLLBACK")
+            raise
+
+    def _delete_acked(self, ids: Sequence[int]) -> list[tuple[int, int]]:
+        """Delete these rows and keep the meta row count with them; (id, size) of those deleted."""
+        where, args = id_filter(ids)
+        rows = self._r.execute(f"DELETE FROM messages WHERE {where} RETURNING id, size", args).fetchall()
+        self._r.execute(ROWS_DELTA, (-len(rows),))
+        return [(int(a), int(b)) for a, b in rows]
 
     def release(self, rowids: Optional[Sequence[int]] = None) -> int:
         """Return in-flight rows (all when ``rowids`` is None) to pending, e.g. after a disconnect."""

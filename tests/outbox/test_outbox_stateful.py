@@ -235,6 +235,16 @@ def disk_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Optional[Pat
         yield fs
 
 
+# OPEN BUG (found after the merge of issue 17's outbox work; h2's branch alone fails ~1 run in 4,
+# the merged tree ~3 in 4 when run with the other tests of this folder): some random sequences
+# of crashes, reopens and full-disk episodes end with 2-4 messages neither stored nor counted, or
+# with `pending` one off the model. Not yet known whether the outbox or this test's in-process
+# crash emulation (helpers_outbox.crash) is wrong. Until it is fixed the test runs and reports as
+# xfail/xpass instead of failing the suite at random (docs/testing.md, "Known bugs").
+@pytest.mark.xfail(
+    strict=False,
+    reason="open bug: random crash/reopen/full-disk sequences sometimes leave 2-4 messages uncounted",
+)
 @pytest.mark.parametrize("policy", ["drop_oldest", "reject_new"])
 def test_outbox_state_machine(disk_root: Optional[Path], policy: Policy) -> None:
     _DISK["root"] = disk_root
