@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from edge_agent.adapters.board import detect_board
 from edge_agent.adapters.images import read_image
 from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.core.onnx_wire import summarize
+from edge_agent.core.ort_compat import load_refusal
 from edge_agent.core.yolo import box_iou
 from edge_agent.inference.pipeline import Detector
 
@@ -44,9 +47,12 @@ def test_bundled_demo_detector_finds_the_labelled_shapes(name: str) -> None:
 @pytest.mark.arm_smoke
 @pytest.mark.shared
 def test_third_party_dynamic_int8_yolov8n_finds_the_bus(shared_dir: Path) -> None:
-    det = Detector(
-        OnnxModel(shared_dir / "models/yolov8n-coco-int8-dynamic.onnx", board=detect_board(), warmup=False)
-    )
+    model = shared_dir / "models/yolov8n-coco-int8-dynamic.onnx"
+    graph = summarize(model.read_bytes())
+    too_new = load_refusal(str(model), graph.ir_version, graph.opsets, ort.__version__)
+    if too_new:  # the JetPack 5 stage (onnxruntime 1.16.3): this export needs a newer runtime
+        pytest.skip(f"the shared model is too new for this runtime: {too_new}")
+    det = Detector(OnnxModel(model, board=detect_board(), warmup=False))
     d = det.detect(read_image(shared_dir / "images/bus.jpg")).detections
     labels = [det.names[int(c)] for c, s in zip(d.class_ids, d.scores) if s >= 0.5]
     assert labels.count("bus") == 1 and labels.count("person") >= 3
