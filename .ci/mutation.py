@@ -99,16 +99,27 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/inference/test_presets.py",
         ],
     ),
-    "agent": (
+    # the agent loop, split so each area finishes in < 30 min on 2 busy cores; the tests are the
+    # in-process ones (Agent(cfg).run()): subprocess-only tests give "no tests" (module docstring)
+    "agent-loop": (
         ["edge_agent/app/agent.py"],
-        # in-process agent tests only: the subprocess ones (test_agent_e2e...) give "no tests"
         [
-            "tests/agent/test_motion.py",
-            "tests/agent/test_decode_and_grant.py",
-            "tests/loop/test_watchdog.py",
+            "tests/loop/test_agent_inproc.py",
             "tests/loop/test_ready_and_stop.py",
-            "tests/inference/test_guard.py",
+            "tests/loop/test_watchdog.py",
         ],
+    ),
+    "agent-parts": (
+        ["edge_agent/app/agent_parts.py", "edge_agent/app/frame_steps.py", "edge_agent/app/health.py"],
+        ["tests/loop/test_agent_inproc.py", "tests/loop/test_agent_parts.py"],
+    ),
+    "agent-prefetch": (
+        ["edge_agent/app/prefetch.py"],
+        ["tests/loop/test_prefetch.py", "tests/agent/test_motion.py"],
+    ),
+    "agent-objects": (
+        ["edge_agent/app/objects_step.py"],
+        ["tests/agent/test_objects_step.py"],
     ),
 }
 

@@ -1,0 +1,532 @@
+"""The agent loop in process (``Agent(cfg).run()`` on a folder camera and the test-built models), so
+mutation testing credits these tests to the loop's code (a ``python -m edge_agent`` subprocess is
+invisible to it): every field of a queued result, the counters of frames, results, errors and
+rejections, ``max_frames``, the output mode, pacing, the watchdog and status lines on a real
+NOTIFY_SOCKET, the status snapshot, SIGHUP reloads (a failed one keeps the models), Prometheus and
+an MQTT part that cannot start (counted, inference goes on)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Optional
+
+import cv2
+import numpy as np
+import pytest
+from helpers_models import make_bright_detector, make_color_classifier
+from helpers_world import make_world, wait_until
+
+from edge_agent.adapters.camera import Camera
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.app.agent import Agent
+from edge_agent.app.modelset import ModelSet
+from edge_agent.core.camera_source import Frame
+from edge_agent.core.config import Config, parse_config
+from edge_agent.errors import ModelError, QueueError, QueueFullError
+from edge_agent.inference.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
+from edge_agent.inference.pipeline import Detector, DetectOutput, Prepared
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """4 scenes (0..3 red squares, 256x128), the bright detector and the colour classifier."""
+    return make_world(tmp_path_factory.mktemp("world"))
+
+
+def config_text(
+    state: Path,
+    source: Path,
+    det: Path,
+    *,
+    cls: Optional[Path] = None,
+    loop: bool = False,
+    interval: float = 0.0,
+    mode: str = "every_frame",
+    conf: float = 0.6,
+    extra: str = "",
+    output: str = "",
+) -> str:
+    classifier = f'[classifier]\nmodel = "{cls}"\n' if cls else ""
+    return f"""
+[device]
+id = "cam-9"
+state_dir = "{state}"
+[camera]
+source = "{source}"
+loop = {str(loop).lower()}
+interval_s = {interval}
+[detector]
+model = "{det}"
+conf_threshold = {conf}
+{classifier}
+[mqtt]
+enabled = false
+topic_prefix = "site7"
+[queue]
+path = "{state}/q.db"
+[output]
+mode = "{mode}"
+{output}
+[health]
+status_file = "{state}/status.json"
+{extra}
+"""
+
+
+def make_cfg(tmp_path: Path, world: dict[str, Path], **kw: Any) -> Config:
+    return parse_config(config_text(tmp_path / "state", world["camera"], world["det"], **kw))
+
+
+def queued(cfg: Config) -> list[tuple[str, dict[str, Any]]]:
+    box = Outbox.from_config(cfg.queue)
+    try:
+        return [(m.topic, json.loads(m.payload)) for m in box.claim(1000)]
+    finally:
+        box.close()
+
+
+# ---- one run, every field -----------------------------------------------------------------------
+
+
+def test_every_result_is_queued_with_every_field_and_counted(tmp_path: Path, world: dict[str, Path]) -> None:
+    cfg = make_cfg(tmp_path, world, cls=world["cls"], output="snapshot = true\nsnapshot_max_bytes = 4000")
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(cfg, on_result=bodies.append)
+    assert agent.run() == 0
+    assert [b["image"] for b in bodies] == ["000.png", "001.png", "002.png", "003.png"]
+    sha = hashlib.sha256(world["det"].read_bytes()).hexdigest()
+    frames = [b["frame"] for b in bodies]
+    assert frames == list(range(frames[0], frames[0] + 4))
+    for n, b in enumerate(bodies):
+        assert len(b["detections"]) == n  # one per red square, classified red
+        assert all(d["label"] == "bright" and d["classification"]["label"] == "red" for d in b["detections"])
+        assert (b["device_id"], b["width"], b["height"], b["event"]) == ("cam-9", 256, 128, "every_frame")
+        assert b["models"]["detector"]["sha256"] == sha and "classifier" in b["models"]
+        assert b["ts_mono"] > 0 and b["ts_mono"] == round(b["ts_mono"], 6)
+        assert abs(b["captured_at"] - b["ts"]) < 30 and "clock_synced" in b
+        assert b["timings_ms"]["total"] > 0 and b["timings_ms"]["age"] >= 0
+        assert "sensor" not in b  # no sensor configured
+        jpeg = base64.b64decode(b["snapshot_jpeg_b64"])
+        assert len(jpeg) <= 4000
+        img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+        assert img is not None and img.shape[1] / img.shape[0] == 2
+    # one of each in the queue, on the configured prefix, byte for byte what on_result saw
+    assert queued(cfg) == [("site7/cam-9/detections", b) for b in bodies]
+    assert (agent.frames, agent.emitted, agent.errors, agent.rejected) == (4, 4, 0, 0)
+    st = agent.last_status
+    assert st is not None and st["state"] == "stopped"
+    assert (st["frames"], st["results"], st["errors"], st["reloads"], st["reload_failures"]) == (
+        4,
+        4,
+        0,
+        0,
+        0,
+    )
+    assert st["queue"]["pending"] == 4
+    assert st["broker"]["state"] == "disabled" and st["camera"]["state"] == "stopped"
+    assert st["models"] == bodies[0]["models"] and "CPU" in st["provider"]
+    assert {"total", "age"} <= set(st["latency_ms"]) and st["warnings"] == []
+    assert agent.ready_s is not None and 0 < agent.ready_s <= st["uptime_s"]
+    on_disk = json.loads((tmp_path / "state" / "status.json").read_text())
+    assert on_disk["state"] == "stopped" and on_disk["frames"] == 4 and on_disk["results"] == 4
+
+
+def test_without_snapshot_or_classifier_the_result_has_neither(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    cfg = make_cfg(tmp_path, world)
+    bodies: list[dict[str, Any]] = []
+    assert Agent(cfg, on_result=bodies.append).run() == 0
+    assert len(bodies) == 4
+    assert all("snapshot_jpeg_b64" not in b and set(b["models"]) == {"detector"} for b in bodies)
+    assert all("classification" not in d for b in bodies for d in b["detections"])
+
+
+@pytest.mark.parametrize("n", [1, 3, 6])
+def test_max_frames_stops_after_exactly_that_many(tmp_path: Path, world: dict[str, Path], n: int) -> None:
+    cfg = make_cfg(tmp_path, world, loop=True)
+    agent = Agent(cfg, max_frames=n)
+    assert agent.run() == 0
+    assert agent.frames == agent.emitted == n
+    assert len(queued(cfg)) == n
+
+
+def test_event_mode_queues_the_first_result_and_the_changes_only(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    cam = tmp_path / "cam"
+    cam.mkdir()
+    for i, n in enumerate([1, 1, 1, 2, 2, 1]):
+        (cam / f"{i:03d}.png").write_bytes((world["camera"] / f"{n:03d}.png").read_bytes())
+    cfg = parse_config(config_text(tmp_path / "state", cam, world["det"], mode="event"))
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(cfg, on_result=bodies.append)
+    assert agent.run() == 0
+    assert agent.frames == 6
+    assert [(b["image"], b["event"]) for b in bodies] == [
+        ("000.png", "first"),
+        ("003.png", "change"),
+        ("005.png", "change"),
+    ]
+    assert agent.emitted == 3
+
+
+def test_interval_s_paces_the_frames(tmp_path: Path, world: dict[str, Path]) -> None:
+    cfg = make_cfg(tmp_path, world, interval=0.15)
+    reads: list[float] = []
+
+    class Timed(Camera):
+        def read(self, timeout_s: Optional[float] = 1.0) -> Optional[Frame]:
+            frame = super().read(timeout_s)
+            if frame is not None:
+                reads.append(time.monotonic())
+            return frame
+
+    agent = Agent(cfg, camera=Timed(cfg.camera))
+    assert agent.run() == 0
+    assert agent.frames == 4
+    gaps = np.diff(reads)
+    assert gaps.min() >= 0.14, gaps  # the loop takes one frame per interval, not as fast as it can
+
+
+# ---- errors are counted, never swallowed ------------------------------------------------------------
+
+
+class FailingDetector(Detector):
+    """A real detector whose ``fail_on``-th inference (1-based) raises, like a runtime error."""
+
+    fail_on: set[int] = set()
+
+    def detect_prepared(self, prep: Prepared, keep_raw: bool = False) -> DetectOutput:
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls in self.fail_on:
+            raise ModelError("inference failed: test")
+        return super().detect_prepared(prep, keep_raw)
+
+
+def test_a_model_error_drops_the_frame_and_is_counted(
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = make_cfg(tmp_path, world)
+    base = ModelSet.from_config(cfg)
+    det = FailingDetector(base.detector.model, base.detector.params)
+    det.fail_on = {2}
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(cfg, models=ModelSet(det), on_result=bodies.append)
+    with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
+        assert agent.run() == 0
+    assert [b["image"] for b in bodies] == ["000.png", "002.png", "003.png"]
+    assert (agent.frames, agent.emitted, agent.errors) == (3, 3, 1)
+    assert agent.last_status is not None and agent.last_status["errors"] == 1
+    assert any("inference failed: test" in r.getMessage() for r in caplog.records)
+
+
+def test_a_full_queue_is_a_rejection_and_a_disk_error_an_error(
+    tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = make_cfg(tmp_path, world)
+    real_put = Outbox.put
+    calls: list[int] = []
+
+    def put(self: Outbox, topic: str, payload: dict[str, Any]) -> str:
+        calls.append(1)
+        if len(calls) == 2:
+            raise QueueFullError("queue full: test")
+        if len(calls) == 3:
+            raise QueueError("disk error: test")
+        return real_put(self, topic, payload)
+
+    monkeypatch.setattr(Outbox, "put", put)
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(cfg, on_result=bodies.append)
+    with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
+        assert agent.run() == 0
+    assert [b["image"] for b in bodies] == ["000.png", "003.png"]  # on_result: queued ones only
+    assert (agent.frames, agent.emitted, agent.rejected, agent.errors) == (4, 2, 1, 1)
+    assert agent.last_status is not None and agent.last_status["errors"] == 1
+    lines = [r.getMessage() for r in caplog.records if "not queued" in r.getMessage()]
+    assert len(lines) == 1 and "result of frame" in lines[0] and "disk error: test" in lines[0]
+
+
+def test_queue_step_names_a_non_result_message_by_its_event(tmp_path: Path, world: dict[str, Path]) -> None:
+    agent = Agent(make_cfg(tmp_path, world))
+
+    class Broken:
+        def put(self, topic: str, body: dict[str, Any]) -> str:
+            raise QueueError("disk error: test")
+
+    assert agent._queue(Broken(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
+    assert agent._queue(Broken(), "t", {}) is False  # type: ignore[arg-type]
+    assert agent.errors == 2 and agent.emitted == 0
+
+
+# ---- health figures ---------------------------------------------------------------------------------
+
+
+class Scored:
+    """A model set stand-in for the health step: only ``detector.last_max_score`` is read."""
+
+    def __init__(self, score: Optional[float]) -> None:
+        self.detector = type("D", (), {})()
+        if score is not None:
+            self.detector.last_max_score = score
+
+
+def test_the_no_score_warning_starts_at_exactly_the_streak_and_a_score_ends_it(
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = Agent(make_cfg(tmp_path, world))
+    with caplog.at_level(logging.WARNING, logger="edge_agent.app.agent"):
+        for _ in range(NO_SCORE_FRAMES - 1):
+            agent._account(Scored(NO_SCORE_LEVEL), {"total": 1.0})  # type: ignore[arg-type]
+        assert agent.warnings() == [] and not caplog.records
+        agent._account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
+        assert len(agent.warnings()) == 1 and f"for {NO_SCORE_FRAMES} consecutive" in agent.warnings()[0]
+        agent._account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
+    assert len(caplog.records) == 1  # logged once, when the streak reaches the limit
+    assert f"for {NO_SCORE_FRAMES + 1} consecutive" in agent.warnings()[0]
+    agent._account(Scored(NO_SCORE_LEVEL * 1.01), {"total": 1.0})  # type: ignore[arg-type]
+    assert agent.warnings() == []
+    agent._account(Scored(None), {"total": 1.0})  # type: ignore[arg-type]  # no score known: no streak
+    assert agent._no_score_streak == 0
+    assert agent.frames == NO_SCORE_FRAMES + 3
+
+
+def test_a_detector_that_cannot_score_is_warned_about_in_the_status(tmp_path: Path) -> None:
+    cam = tmp_path / "cam"
+    cam.mkdir()
+    cv2.imwrite(str(cam / "black.png"), np.zeros((64, 64, 3), np.uint8))
+    cfg = parse_config(
+        config_text(tmp_path / "state", cam, make_bright_detector(tmp_path / "d.onnx"), loop=True)
+    )
+    agent = Agent(cfg, max_frames=NO_SCORE_FRAMES)
+    assert agent.run() == 0
+    assert agent.last_status is not None
+    assert len(agent.last_status["warnings"]) == 1 and "no score" in agent.last_status["warnings"][0]
+
+
+def test_fps_and_median_latency(tmp_path: Path, world: dict[str, Path]) -> None:
+    agent = Agent(make_cfg(tmp_path, world))
+    assert agent.fps() == 0.0 and agent.latency_ms() == {}
+    agent._frame_times.extend([10.0])
+    assert agent.fps() == 0.0
+    agent._frame_times.extend([10.5, 11.0])
+    assert agent.fps() == 2.0
+    agent._frame_times.clear()
+    agent._frame_times.extend([5.0, 5.0])
+    assert agent.fps() == 0.0
+    agent._latency.extend([{"total": 3.0, "pre": 7.0}, {"total": 1.234}, {"total": 2.0}, {"total": 9.0}])
+    # the upper median of each key over the window; a key missing from a frame counts as 0
+    assert agent.latency_ms() == {"total": 3.0, "pre": 0.0}
+    agent._latency.clear()
+    agent._latency.extend([{"total": 1.234}, {"total": 1.234}, {"total": 5.0}])
+    assert agent.latency_ms() == {"total": 1.23}
+
+
+def test_the_status_before_a_run_is_empty_and_fresh_after(tmp_path: Path, world: dict[str, Path]) -> None:
+    agent = Agent(make_cfg(tmp_path, world), max_frames=2)
+    assert agent.current_status() == {} and agent.current_status(fresh=True) == {}
+    assert agent.run() == 0
+    last = agent.current_status()
+    assert last == agent.last_status and last is not agent.last_status  # a copy
+    assert last["state"] == "stopped" and last["frames"] == 2
+
+
+# ---- systemd --------------------------------------------------------------------------------------
+
+
+def notify_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "n.sock"))
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "n.sock"))
+    return sock
+
+
+def datagrams(sock: socket.socket) -> list[str]:
+    got: list[str] = []
+    while True:
+        try:
+            got.extend(sock.recv(65536, socket.MSG_DONTWAIT).decode().split("\n"))
+        except BlockingIOError:
+            return got
+
+
+def test_watchdog_pings_follow_their_interval_and_status_lines_carry_the_figures(
+    tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sock = notify_socket(tmp_path, monkeypatch)
+    monkeypatch.setenv("WATCHDOG_USEC", str(600_000_000))  # a ping every 300 s: one, at the start
+    cfg = make_cfg(tmp_path, world, loop=True)
+    try:
+        assert Agent(cfg, max_frames=20).run() == 0
+        got = datagrams(sock)
+    finally:
+        sock.close()
+    assert got.count("WATCHDOG=1") == 1
+    assert got.index("READY=1") < got.index("WATCHDOG=1") < got.index("STOPPING=1")
+    status = [g for g in got if g.startswith("STATUS=") and " fps, queue " in g]
+    assert status[0].startswith("STATUS=0.0 fps, queue 0, broker disabled, camera ")
+    assert status[-1].startswith("STATUS=") and ", queue 20, broker disabled, camera stopped" in status[-1]
+
+
+def test_sigterm_and_sigint_stop_the_loop_and_sighup_asks_for_a_reload(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    agent = Agent(make_cfg(tmp_path, world))
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        agent.install_signal_handlers()
+        os.kill(os.getpid(), signal.SIGHUP)
+        wait_until(agent.reload_requested.is_set, 5, "the reload request")
+        assert not agent.stop_event.is_set()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            agent.stop_event.clear()
+            os.kill(os.getpid(), sig)
+            wait_until(agent.stop_event.is_set, 5, f"stop on {sig.name}")
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+# ---- SIGHUP reload ----------------------------------------------------------------------------------
+
+
+def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    path = tmp_path / "config.toml"
+    state = tmp_path / "state"
+    path.write_text(config_text(state, world["camera"], world["det"], loop=True))
+    from edge_agent.app.configfile import load_config
+
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(load_config(path), path, on_result=bodies.append)
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: agent.frames >= 2, 30, "frames")
+        first = agent.models
+        # a truncated model: counted, logged, the running models stay
+        bad = tmp_path / "broken.onnx"
+        bad.write_bytes(world["det"].read_bytes()[:100])
+        path.write_text(config_text(state, world["camera"], bad, loop=True))
+        agent.reload_requested.set()
+        wait_until(lambda: agent.reload_failures == 1, 30, "the failed reload")
+        assert agent.models is first and agent.reloads == 0 and agent.cfg.detector.model == str(world["det"])
+        # a config without a detector model: refused the same way
+        path.write_text(config_text(state, world["camera"], Path(""), loop=True))
+        agent.reload_requested.set()
+        wait_until(lambda: agent.reload_failures == 2, 30, "the second failed reload")
+        assert agent.models is first and agent.reloads == 0
+        # a new detector (96 px input), a higher threshold and a classifier: all applied
+        det2 = make_bright_detector(tmp_path / "det2.onnx", imgsz=96)
+        path.write_text(config_text(state, world["camera"], det2, cls=world["cls"], loop=True, conf=0.7))
+        agent.reload_requested.set()
+        wait_until(lambda: agent.reloads == 1, 30, "the reload")
+        assert agent.models is not first and agent.models is not None
+        assert agent.cfg.detector.model == str(det2) and agent.cfg.detector.conf_threshold == 0.7
+        assert agent.cfg.classifier is not None and agent.models.classifier is not None
+        assert agent._running_camera is not None and agent._running_camera.decode_target == (96, 96)
+        n = len(bodies)
+        wait_until(lambda: len(bodies) >= n + 3, 30, "results after the reload")
+    finally:
+        agent.stop_event.set()
+        t.join(30)
+    assert not t.is_alive()
+    sha2 = hashlib.sha256(det2.read_bytes()).hexdigest()
+    assert bodies[0]["models"]["detector"]["sha256"] != sha2
+    assert bodies[-1]["models"]["detector"]["sha256"] == sha2 and "classifier" in bodies[-1]["models"]
+    st = agent.last_status
+    assert st is not None and (st["reloads"], st["reload_failures"]) == (1, 2)
+
+
+def test_reload_without_a_config_file_rebuilds_from_the_running_config(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    agent = Agent(make_cfg(tmp_path, world))
+    agent._reload()
+    assert agent.reloads == 1 and agent.reload_failures == 0 and agent.models is not None
+
+
+# ---- the optional parts: Prometheus, MQTT ----------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_prometheus_serves_the_live_figures(tmp_path: Path, world: dict[str, Path]) -> None:
+    port = free_port()
+    cfg = make_cfg(tmp_path, world, extra=f"prometheus_port = {port}")
+    pages: list[str] = []
+
+    def scrape(body: dict[str, Any]) -> None:
+        if body["image"] == "002.png":
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                pages.append(r.read().decode())
+
+    agent = Agent(cfg, on_result=scrape)
+    assert agent.run() == 0
+    assert agent.errors == 0
+    assert len(pages) == 1 and 'device="cam-9"' in pages[0]
+    # fresh at the scrape: 3 frames inferred (the third result is being queued), 2 queued
+    frames = [ln for ln in pages[0].splitlines() if ln.startswith("edge_agent_frames")]
+    assert frames and frames[0].endswith(" 3") or frames[0].endswith(" 3.0"), frames
+    with pytest.raises(OSError):  # stopped with the agent
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_a_prometheus_port_in_use_is_an_error_and_inference_goes_on(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cfg = make_cfg(tmp_path, world, extra=f"prometheus_port = {taken.getsockname()[1]}")
+        agent = Agent(cfg)
+        assert agent.run() == 0
+    assert agent.errors == 1 and agent.frames == agent.emitted == 4
+
+
+def test_an_mqtt_part_that_cannot_start_is_an_error_and_results_queue_locally(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    text = config_text(tmp_path / "state", world["camera"], world["det"]).replace(
+        "[mqtt]\nenabled = false\n",
+        f'[mqtt]\nhost = "127.0.0.1"\nport = 1\nusername = "u"\npassword_file = "{tmp_path / "nope"}"\n',
+    )
+    cfg = parse_config(text)
+    assert cfg.mqtt.enabled
+    agent = Agent(cfg)
+    assert agent.run() == 0
+    assert agent.errors == 1 and agent.emitted == 4 and len(queued(cfg)) == 4
+    assert agent.last_status is not None and agent.last_status["broker"]["state"] == "disabled"
+
+
+def test_an_unreachable_broker_leaves_the_results_queued_and_stops_the_sync(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    text = config_text(tmp_path / "state", world["camera"], world["det"]).replace(
+        "[mqtt]\nenabled = false\n",
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {free_port()}\nreconnect_min_s = 0.1\nreconnect_max_s = 0.2\n',
+    )
+    cfg = parse_config(text)
+    agent = Agent(cfg)
+    assert agent.run() == 0
+    assert agent.errors == 0 and agent.emitted == 4 and len(queued(cfg)) == 4
+    st = agent.last_status
+    assert (
+        st is not None and st["broker"]["state"] == "disconnected" and st["broker"]["connect_attempts"] >= 1
+    )
