@@ -23,7 +23,7 @@ from typing import Any, Optional
 import cv2
 import numpy as np
 import pytest
-from helpers_models import make_bright_detector, make_color_classifier
+from helpers_models import make_bright_detector
 from helpers_world import make_world, wait_until
 
 from edge_agent.adapters.camera import Camera
@@ -205,7 +205,7 @@ def test_interval_s_paces_the_frames(tmp_path: Path, world: dict[str, Path]) -> 
 class FailingDetector(Detector):
     """A real detector whose ``fail_on``-th inference (1-based) raises, like a runtime error."""
 
-    fail_on: set[int] = set()
+    fail_on: frozenset[int] = frozenset()
 
     def detect_prepared(self, prep: Prepared, keep_raw: bool = False) -> DetectOutput:
         self.calls = getattr(self, "calls", 0) + 1
@@ -220,7 +220,7 @@ def test_a_model_error_drops_the_frame_and_is_counted(
     cfg = make_cfg(tmp_path, world)
     base = ModelSet.from_config(cfg)
     det = FailingDetector(base.detector.model, base.detector.params)
-    det.fail_on = {2}
+    det.fail_on = frozenset({2})
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, models=ModelSet(det), on_result=bodies.append)
     with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
@@ -482,8 +482,8 @@ def test_prometheus_serves_the_live_figures(tmp_path: Path, world: dict[str, Pat
     assert agent.errors == 0
     assert len(pages) == 1 and 'device="cam-9"' in pages[0]
     # fresh at the scrape: 3 frames inferred (the third result is being queued), 2 queued
-    frames = [ln for ln in pages[0].splitlines() if ln.startswith("edge_agent_frames")]
-    assert frames and frames[0].endswith(" 3") or frames[0].endswith(" 3.0"), frames
+    frames = [ln for ln in pages[0].splitlines() if ln.startswith("edge_agent_frames{")]
+    assert len(frames) == 1 and float(frames[0].split()[-1]) == 3, frames
     with pytest.raises(OSError):  # stopped with the agent
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
 

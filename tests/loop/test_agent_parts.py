@@ -1,0 +1,327 @@
+"""The agent's parts beside the loop, in process: where a status snapshot goes (systemd STATUS,
+the status file with its failure logged once per streak, the retained MQTT status at most every
+``status_interval_s``), the MQTT and sensor parts (one that cannot start is counted, readings
+published when asked), and the result step's fields (sizes, names, sensor, snapshot)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import socket
+import time
+import types
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pytest
+from helpers_world import PtySensor, wait_until
+
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.app import health
+from edge_agent.app.agent_parts import start_sensor, start_sync
+from edge_agent.app.frame_steps import feed_model_updates, result_body
+from edge_agent.app.health import StatusOutputs
+from edge_agent.core.camera_source import Frame
+from edge_agent.core.config import Config, parse_config
+from edge_agent.core.schema import Detection
+from edge_agent.errors import QueueError
+
+
+def cfg_with(tmp_path: Path, extra: str = "") -> Config:
+    return parse_config(
+        f"""[device]
+id = "cam-5"
+state_dir = "{tmp_path}"
+[mqtt]
+host = "127.0.0.1"
+port = 1
+topic_prefix = "plant"
+status_interval_s = 10
+[queue]
+path = "{tmp_path}/q.db"
+[health]
+status_file = "{tmp_path}/status.json"
+{extra}
+"""
+    )
+
+
+STATUS = {
+    "fps": 1.5,
+    "queue": {"pending": 3},
+    "broker": {"state": "connected"},
+    "camera": {"state": "streaming"},
+    "frames": 7,
+}
+
+
+class FakeSync:
+    """Records the retained statuses it is asked to publish; ``accept`` says if the broker took it."""
+
+    def __init__(self, accept: bool = True) -> None:
+        self.accept = accept
+        self.published: list[dict[str, Any]] = []
+
+    def publish_status(self, status: dict[str, Any]) -> bool:
+        self.published.append(status)
+        return self.accept
+
+
+class Clock:
+    """health's ``time`` module with a monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.time = time.time
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_mqtt_status_goes_out_at_most_every_interval_and_never_in_the_final_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(health, "time", clock)
+    out = StatusOutputs(cfg_with(tmp_path))
+    sync = FakeSync()
+    out.send(STATUS, sync, final=False)
+    assert sync.published == [STATUS]
+    clock.now += 9.99
+    out.send(STATUS, sync, final=False)
+    assert len(sync.published) == 1  # within status_interval_s = 10
+    clock.now += 0.01
+    out.send(STATUS, sync, final=False)
+    assert len(sync.published) == 2  # exactly the interval later
+    clock.now += 100
+    out.send(STATUS, sync, final=True)
+    assert len(sync.published) == 2  # the final one: the sync publishes "offline" itself
+    out.send(STATUS, None, final=False)  # no sync: the file and systemd only
+
+
+def test_a_status_the_broker_did_not_take_is_tried_again_at_the_next_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(health, "time", clock)
+    out = StatusOutputs(cfg_with(tmp_path))
+    sync = FakeSync(accept=False)
+    out.send(STATUS, sync, final=False)
+    clock.now += 1
+    out.send(STATUS, sync, final=False)
+    assert len(sync.published) == 2
+    sync.accept = True
+    clock.now += 1
+    out.send(STATUS, sync, final=False)
+    clock.now += 1
+    out.send(STATUS, sync, final=False)
+    assert len(sync.published) == 3
+
+
+def test_the_status_file_and_the_systemd_status_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "n.sock"))
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "n.sock"))
+    try:
+        out = StatusOutputs(cfg_with(tmp_path))
+        out.send(STATUS, None, final=False)
+        line = sock.recv(4096).decode()
+        out.send({**STATUS, "camera": None}, None, final=False)
+        line2 = sock.recv(4096).decode()
+    finally:
+        sock.close()
+    assert line == "STATUS=1.5 fps, queue 3, broker connected, camera streaming"
+    assert line2 == "STATUS=1.5 fps, queue 3, broker connected, camera None"
+    assert json.loads((tmp_path / "status.json").read_text())["frames"] == 7
+
+
+def test_a_status_file_failure_is_a_warning_once_per_streak(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "file").write_text("")
+    cfg = cfg_with(tmp_path)
+    good = cfg.health.status_file
+    cfg.health.status_file = str(tmp_path / "file" / "status.json")  # under a file: cannot be written
+    out = StatusOutputs(cfg)
+
+    def levels() -> list[int]:
+        got = [r.levelno for r in caplog.records if "not written" in r.getMessage()]
+        caplog.clear()
+        return got
+
+    with caplog.at_level(logging.DEBUG, logger="edge_agent.app.health"):
+        for _ in range(3):
+            out.send(STATUS, None, final=False)
+        assert levels() == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+        cfg.health.status_file = good
+        out.send(STATUS, None, final=False)
+        assert levels() == []
+        cfg.health.status_file = str(tmp_path / "file" / "status.json")
+        out.send(STATUS, None, final=False)
+        assert levels() == [logging.WARNING]  # a new streak
+
+
+def test_no_prometheus_port_no_server(tmp_path: Path) -> None:
+    agent = types.SimpleNamespace(cfg=cfg_with(tmp_path), errors=0)
+    assert health.start_metrics(agent) is None  # type: ignore[arg-type]
+    assert agent.errors == 0
+
+
+# ---- MQTT and sensor parts ----------------------------------------------------------------------
+
+
+def test_the_sync_part_off_unusable_or_started(tmp_path: Path) -> None:
+    errors: list[int] = []
+    box = Outbox.from_config(cfg_with(tmp_path).queue)
+    try:
+        off = cfg_with(tmp_path, "")
+        off.mqtt.enabled = False
+        assert start_sync(off, box, dict, lambda: errors.append(1)) is None
+        assert errors == []
+        bad = cfg_with(tmp_path)
+        bad.mqtt.username = "u"
+        bad.mqtt.password_file = str(tmp_path / "missing")
+        assert start_sync(bad, box, dict, lambda: errors.append(1)) is None
+        assert errors == [1]
+        sync = start_sync(cfg_with(tmp_path), box, dict, lambda: errors.append(1))
+        assert sync is not None and sync.status_topic == "plant/cam-5/status"
+        try:
+            wait_until(lambda: sync.stats()["connect_attempts"] >= 1, 30, "a connect attempt")
+        finally:
+            sync.stop()
+        assert errors == [1]
+    finally:
+        box.close()
+
+
+def test_no_sensor_section_no_sensor(tmp_path: Path) -> None:
+    box = Outbox.from_config(cfg_with(tmp_path).queue)
+    try:
+        assert start_sensor(cfg_with(tmp_path), box, lambda: None) is None
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("publish", [True, False])
+def test_sensor_readings_are_queued_on_their_topic_only_when_published(tmp_path: Path, publish: bool) -> None:
+    pty = PtySensor(tmp_path / "tty")
+    cfg = cfg_with(
+        tmp_path, f'[sensor]\nport = "{pty.link}"\nprotocol = "kv"\npublish = {str(publish).lower()}\n'
+    )
+    box = Outbox.from_config(cfg_with(tmp_path).queue)
+    sensor = start_sensor(cfg, box, lambda: None)
+    try:
+        assert sensor is not None
+        wait_until(lambda: sensor.stats()["readings"] >= 2, 30, "two readings")
+    finally:
+        sensor.stop()
+        pty.close()
+    box.flush()
+    rows = [(m.topic, json.loads(m.payload)) for m in box.claim(100)]
+    box.close()
+    if not publish:
+        assert rows == []
+        return
+    assert len(rows) >= 2
+    for topic, body in rows:
+        assert topic == "plant/cam-5/sensors"
+        assert body["device_id"] == "cam-5" and body["reading"] == {"temp": 21.5, "hum": 40}
+        assert abs(body["ts"] - time.time()) < 60 and "clock_synced" in body
+
+
+def test_a_sensor_reading_that_cannot_be_queued_is_counted(tmp_path: Path) -> None:
+    class Broken:
+        def put(self, topic: str, body: dict[str, Any]) -> str:
+            raise QueueError("disk error: test")
+
+    pty = PtySensor(tmp_path / "tty")
+    cfg = cfg_with(tmp_path, f'[sensor]\nport = "{pty.link}"\nprotocol = "kv"\npublish = true\n')
+    errors: list[int] = []
+    sensor = start_sensor(cfg, Broken(), lambda: errors.append(1))  # type: ignore[arg-type]
+    try:
+        wait_until(lambda: len(errors) >= 2, 30, "two counted failures")
+    finally:
+        sensor.stop()
+        pty.close()
+
+
+# ---- the result step ------------------------------------------------------------------------------
+
+
+class Models:
+    def describe(self) -> dict[str, Any]:
+        return {"detector": {"id": "m", "sha256": "ab", "quantization": "fp32"}}
+
+
+class Sensor:
+    def __init__(self, latest: Optional[dict[str, Any]]) -> None:
+        self._latest = latest
+
+    def latest(self) -> Optional[dict[str, Any]]:
+        return self._latest
+
+
+def frame(**kw: Any) -> Frame:
+    img = np.full((60, 80, 3), 90, np.uint8)
+    return Frame(image=img, ts_mono=12.3456789, ts_wall=1_700_000_000.5, seq=42, source="rtsp://cam", **kw)
+
+
+DET = Detection(box=(1.0, 2.0, 30.0, 40.0), label="car", class_id=2, confidence=0.9)
+
+
+def test_the_result_body_of_a_stream_frame(tmp_path: Path) -> None:
+    body = result_body(cfg_with(tmp_path), frame(), [DET], {"total": 5.0}, Models(), "change", None)  # type: ignore[arg-type]
+    assert (body["image"], body["width"], body["height"]) == ("rtsp://cam#42", 80, 60)
+    assert (body["frame"], body["ts_mono"], body["captured_at"]) == (42, 12.345679, 1_700_000_000.5)
+    assert body["event"] == "change" and body["device_id"] == "cam-5"
+    assert body["models"] == Models().describe() and body["timings_ms"] == {"total": 5.0}
+    assert [d["label"] for d in body["detections"]] == ["car"]
+    assert abs(body["ts"] - time.time()) < 60
+    assert "sensor" not in body and "snapshot_jpeg_b64" not in body
+
+
+def test_a_frame_decoded_small_reports_the_size_the_camera_sent(tmp_path: Path) -> None:
+    body = result_body(
+        cfg_with(tmp_path),
+        frame(name="a.jpg", full_size=(320, 240)),
+        [],
+        {},
+        Models(),  # type: ignore[arg-type]
+        None,
+        None,
+    )
+    assert (body["image"], body["width"], body["height"]) == ("a.jpg", 320, 240)
+
+
+@pytest.mark.parametrize(
+    ("attach", "latest", "want"),
+    [("true", {"t": 1}, {"t": 1}), ("true", None, None), ("false", {"t": 1}, "absent")],
+)
+def test_the_sensor_reading_rides_along_when_attach_to_results(
+    tmp_path: Path, attach: str, latest: Optional[dict[str, Any]], want: object
+) -> None:
+    cfg = cfg_with(tmp_path, f'[sensor]\nport = "/dev/null"\nattach_to_results = {attach}\n')
+    body = result_body(cfg, frame(), [], {}, Models(), None, Sensor(latest))  # type: ignore[arg-type]
+    assert body.get("sensor", "absent") == want
+    # a configured sensor that did not start (None): nothing attached
+    assert "sensor" not in result_body(cfg, frame(), [], {}, Models(), None, None)  # type: ignore[arg-type]
+
+
+def test_the_snapshot_fits_snapshot_max_bytes(tmp_path: Path) -> None:
+    cfg = cfg_with(tmp_path, "[output]\nsnapshot = true\nsnapshot_max_bytes = 2000\n")
+    noisy = np.random.default_rng(1).integers(0, 255, (240, 320, 3), dtype=np.uint8)
+    f = Frame(image=noisy, ts_mono=1.0, ts_wall=2.0, seq=1, source="s")
+    jpeg = base64.b64decode(result_body(cfg, f, [], {}, Models(), None, None)["snapshot_jpeg_b64"])  # type: ignore[arg-type]
+    assert jpeg[:2] == b"\xff\xd8" and len(jpeg) <= 2000
+
+
+def test_the_model_update_step_offers_the_frame_and_its_detection_count() -> None:
+    seen: list[object] = []
+    updates = types.SimpleNamespace(
+        ring=types.SimpleNamespace(offer=lambda img: seen.append(("offer", img.shape))),
+        on_frame=lambda n: seen.append(("count", n)),
+    )
+    feed_model_updates(updates, frame(), 3)  # type: ignore[arg-type]
+    assert seen == [("offer", (60, 80, 3)), ("count", 3)]
