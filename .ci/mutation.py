@@ -103,15 +103,18 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # in-process ones (Agent(cfg).run()): subprocess-only tests give "no tests" (module docstring)
     "agent-loop": (
         ["edge_agent/app/agent.py"],
-        [
-            "tests/loop/test_agent_inproc.py",
-            "tests/loop/test_ready_and_stop.py",
-            "tests/loop/test_watchdog.py",
-        ],
+        ["tests/loop/test_agent_inproc.py", "tests/loop/test_ready_and_stop.py"],
     ),
     "agent-parts": (
         ["edge_agent/app/agent_parts.py", "edge_agent/app/frame_steps.py", "edge_agent/app/health.py"],
-        ["tests/loop/test_agent_inproc.py", "tests/loop/test_agent_parts.py"],
+        [
+            "tests/loop/test_agent_parts.py",
+            "tests/loop/test_agent_inproc.py::test_every_result_is_queued_with_every_field_and_counted",
+            "tests/loop/test_agent_inproc.py::test_watchdog_pings_follow_their_interval_and_status_lines_carry_the_figures",
+            "tests/loop/test_agent_inproc.py::test_prometheus_serves_the_live_figures",
+            "tests/loop/test_agent_inproc.py::test_a_prometheus_port_in_use_is_an_error_and_inference_goes_on",
+            "tests/loop/test_agent_inproc.py::test_an_mqtt_part_that_cannot_start_is_an_error_and_results_queue_locally",
+        ],
     ),
     "agent-prefetch": (
         ["edge_agent/app/prefetch.py"],
