@@ -118,7 +118,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "agent-prefetch": (
         ["edge_agent/app/prefetch.py"],
-        ["tests/loop/test_prefetch.py", "tests/agent/test_motion.py"],
+        [
+            "tests/loop/test_prefetch.py",
+            "tests/loop/test_agent_inproc.py::test_max_frames_stops_after_exactly_that_many",
+        ],
     ),
     "agent-objects": (
         ["edge_agent/app/objects_step.py"],
