@@ -103,7 +103,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # in-process ones (Agent(cfg).run()): subprocess-only tests give "no tests" (module docstring)
     "agent-loop": (
         ["edge_agent/app/agent.py"],
-        ["tests/loop/test_agent_inproc.py", "tests/loop/test_ready_and_stop.py"],
+        [
+            "tests/loop/test_agent_inproc.py",
+            "tests/loop/test_ready_and_stop.py",
+            "tests/agent/test_motion.py::test_the_loop_infers_only_when_the_gate_opens",
+        ],
     ),
     "agent-parts": (
         ["edge_agent/app/agent_parts.py", "edge_agent/app/frame_steps.py", "edge_agent/app/health.py"],

@@ -380,8 +380,9 @@ def test_watchdog_pings_follow_their_interval_and_status_lines_carry_the_figures
 
 
 def test_sigterm_and_sigint_stop_the_loop_and_sighup_asks_for_a_reload(
-    tmp_path: Path, world: dict[str, Path]
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="edge_agent.app.agent")
     agent = Agent(make_cfg(tmp_path, world))
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
@@ -396,14 +397,17 @@ def test_sigterm_and_sigint_stop_the_loop_and_sighup_asks_for_a_reload(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+    said = [r.getMessage() for r in caplog.records]
+    assert "signal SIGINT: stopping" in said and "signal SIGTERM: stopping" in said
 
 
 # ---- SIGHUP reload ----------------------------------------------------------------------------------
 
 
 def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
-    tmp_path: Path, world: dict[str, Path]
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="edge_agent.app.agent")
     path = tmp_path / "config.toml"
     state = tmp_path / "state"
     path.write_text(config_text(state, world["camera"], world["det"], loop=True))
@@ -424,7 +428,8 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
         wait_until(lambda: agent.reload_failures == 1, 30, "the failed reload")
         assert agent.models is first and agent.reloads == 0 and agent.cfg.detector.model == str(world["det"])
         # a config without a detector model: refused the same way
-        path.write_text(config_text(state, world["camera"], Path(""), loop=True))
+        no_model = config_text(state, world["camera"], world["det"], loop=True)
+        path.write_text(no_model.replace(f'model = "{world["det"]}"\n', ""))
         agent.reload_requested.set()
         wait_until(lambda: agent.reload_failures == 2, 30, "the second failed reload")
         assert agent.models is first and agent.reloads == 0
@@ -448,6 +453,10 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
     assert bodies[-1]["models"]["detector"]["sha256"] == sha2 and "classifier" in bodies[-1]["models"]
     st = agent.last_status
     assert st is not None and (st["reloads"], st["reload_failures"]) == (1, 2)
+    said = [r.getMessage() for r in caplog.records]
+    failed = [m for m in said if m.startswith("reload failed, keeping the running models: ")]
+    assert len(failed) == 2 and "broken.onnx" in failed[0] and str(path) in failed[1]
+    assert any(m.startswith("reloaded: detector det2.onnx@") for m in said)
 
 
 def test_reload_without_a_config_file_rebuilds_from_the_running_config(
@@ -455,7 +464,10 @@ def test_reload_without_a_config_file_rebuilds_from_the_running_config(
 ) -> None:
     agent = Agent(make_cfg(tmp_path, world))
     agent._reload()
-    assert agent.reloads == 1 and agent.reload_failures == 0 and agent.models is not None
+    first = agent.models
+    agent._reload()
+    assert agent.reloads == 2 and agent.reload_failures == 0
+    assert first is not None and agent.models is not None and agent.models is not first
 
 
 # ---- the optional parts: Prometheus, MQTT ----------------------------------------------------------
@@ -510,8 +522,9 @@ def test_an_mqtt_part_that_cannot_start_is_an_error_and_results_queue_locally(
     cfg = parse_config(text)
     assert cfg.mqtt.enabled
     agent = Agent(cfg)
+    agent.errors = 5  # counted on top of what is there
     assert agent.run() == 0
-    assert agent.errors == 1 and agent.emitted == 4 and len(queued(cfg)) == 4
+    assert agent.errors == 6 and agent.emitted == 4 and len(queued(cfg)) == 4
     assert agent.last_status is not None and agent.last_status["broker"]["state"] == "disabled"
 
 
@@ -530,3 +543,27 @@ def test_an_unreachable_broker_leaves_the_results_queued_and_stops_the_sync(
     assert (
         st is not None and st["broker"]["state"] == "disconnected" and st["broker"]["connect_attempts"] >= 1
     )
+
+
+def test_the_status_between_ticks_is_built_fresh_with_the_running_parts(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    cfg = make_cfg(tmp_path, world)
+    agent = Agent(cfg)
+
+    class Sync:
+        def stats(self) -> dict[str, Any]:
+            return {"state": "connected", "acked": 9}
+
+    box = Outbox.from_config(cfg.queue)
+    try:
+        agent._parts = (Camera(cfg.camera), box, Sync(), None)
+        # before the first tick (MQTT's connect message): built now, "running"
+        first = agent.current_status()
+        assert first["state"] == "running" and first["broker"] == {"state": "connected", "acked": 9}
+        agent.last_status = {**first, "state": "draining", "frames": 77}
+        assert agent.current_status()["frames"] == 77  # between ticks: the last one
+        fresh = agent.current_status(fresh=True)
+        assert fresh["state"] == "draining" and fresh["frames"] == 0  # built now, the same state
+    finally:
+        box.close()
