@@ -24,7 +24,8 @@ import cv2
 import numpy as np
 import pytest
 from helpers_models import make_bright_detector
-from helpers_world import make_world, wait_until
+from helpers_mqtt import Broker, Collector
+from helpers_world import PtySensor, make_world, wait_until
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
@@ -373,6 +374,8 @@ def test_watchdog_pings_follow_their_interval_and_status_lines_carry_the_figures
     finally:
         sock.close()
     assert got.count("WATCHDOG=1") == 1
+    # the status timer: at READY, at the loop's first turn, at the end (+ one per 2 s)
+    assert 3 <= len([g for g in got if g.startswith("STATUS=") and " fps, " in g]) <= 5
     assert got.index("READY=1") < got.index("WATCHDOG=1") < got.index("STOPPING=1")
     status = [g for g in got if g.startswith("STATUS=") and " fps, queue " in g]
     assert status[0].startswith("STATUS=0.0 fps, queue 0, broker disabled, camera ")
@@ -567,3 +570,58 @@ def test_the_status_between_ticks_is_built_fresh_with_the_running_parts(
         assert fresh["state"] == "draining" and fresh["frames"] == 0  # built now, the same state
     finally:
         box.close()
+
+
+def test_with_a_broker_every_result_is_delivered_before_run_returns(
+    tmp_path: Path, world: dict[str, Path], broker: Broker
+) -> None:
+    text = config_text(tmp_path / "state", world["camera"], world["det"]).replace(
+        "[mqtt]\nenabled = false\n",
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {broker.port}\nreconnect_min_s = 0.1\nreconnect_max_s = 0.2\n',
+    )
+    cfg = parse_config(text)
+    col = Collector(broker.port, "site7/#", client_id="inproc-collector")
+    try:
+        # the first result waits for the sync to connect: the rest is left to the final drain
+        first: list[int] = []
+
+        def on_result(_body: dict[str, Any]) -> None:
+            if not first:
+                first.append(1)
+                wait_until(lambda: agent.current_status(fresh=True)["broker"]["state"] == "connected", 30)
+
+        agent = Agent(cfg, on_result=on_result)
+        assert agent.run() == 0
+        # drained before run() returned: nothing left queued
+        assert queued(cfg) == []
+        assert col.wait_for(lambda c: len(c.on_topic("/detections")) == 4, 30)
+        assert sorted(m["image"] for m in col.on_topic("/detections")) == [f"{i:03d}.png" for i in range(4)]
+        statuses = col.on_topic("/status")
+        assert statuses and statuses[0]["device_id"] == "cam-9"
+    finally:
+        col.close()
+    st = agent.last_status
+    assert st is not None and st["broker"]["acked"] >= 4 and agent.errors == 0
+
+
+def test_trigger_only_takes_a_frame_per_trigger_not_a_stream(tmp_path: Path, world: dict[str, Path]) -> None:
+    pty = PtySensor(tmp_path / "tty")  # temp=21.5 every 0.1 s: "temp > 20" becomes true once
+    cfg = make_cfg(
+        tmp_path,
+        world,
+        loop=True,
+        extra=f'[sensor]\nport = "{pty.link}"\nprotocol = "kv"\ntrigger = "temp > 20"\n',
+    )
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(cfg, on_result=bodies.append)
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: agent.frames >= 1, 30, "the triggered frame")
+        wait_until(lambda: agent.current_status(fresh=True)["sensor"]["readings"] >= 6, 30, "more readings")
+    finally:
+        agent.stop_event.set()
+        t.join(30)
+        pty.close()
+    assert agent.frames == 1 and len(bodies) == 1
+    assert bodies[0]["sensor"] == {"temp": 21.5, "hum": 40}
