@@ -369,13 +369,16 @@ def test_watchdog_pings_follow_their_interval_and_status_lines_carry_the_figures
     monkeypatch.setenv("WATCHDOG_USEC", str(600_000_000))  # a ping every 300 s: one, at the start
     cfg = make_cfg(tmp_path, world, loop=True)
     try:
+        t0 = time.monotonic()
         assert Agent(cfg, max_frames=20).run() == 0
+        took = time.monotonic() - t0
         got = datagrams(sock)
     finally:
         sock.close()
     assert got.count("WATCHDOG=1") == 1
     # the status timer: at READY, at the loop's first turn, at the end (+ one per 2 s)
-    assert 3 <= len([g for g in got if g.startswith("STATUS=") and " fps, " in g]) <= 5
+    ticks = len([g for g in got if g.startswith("STATUS=") and " fps, " in g])
+    assert 3 <= ticks <= 3 + int(took / 2.0), (ticks, took)
     assert got.index("READY=1") < got.index("WATCHDOG=1") < got.index("STOPPING=1")
     status = [g for g in got if g.startswith("STATUS=") and " fps, queue " in g]
     assert status[0].startswith("STATUS=0.0 fps, queue 0, broker disabled, camera ")
