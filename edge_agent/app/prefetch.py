@@ -21,6 +21,7 @@ from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.system import lower_thread_priority
 from edge_agent.app.modelset import ModelSet
 from edge_agent.core.camera_source import Frame
+from edge_agent.errors import EdgeAgentError
 from edge_agent.inference.pipeline import Prepared
 
 EMA = 0.2
@@ -44,7 +45,7 @@ class Prefetch:
         self.models = models
         self.gate = gate
         self.paced = camera.drop_stale if paced is None else paced
-        self.q: queue.Queue[tuple[Frame, Prepared, ModelSet]] = queue.Queue(maxsize=1)
+        self.q: queue.Queue[tuple[Frame, Optional[Prepared], ModelSet]] = queue.Queue(maxsize=1)
         self.stop = threading.Event()
         self._taken = threading.Event()
         self._taken_at: Optional[float] = None
@@ -73,7 +74,13 @@ class Prefetch:
                 continue
             ms = self.models()
             t0 = time.monotonic()
-            item = (frame, ms.detector.prepare(frame.image), ms)
+            try:
+                prepared: Optional[Prepared] = ms.detector.prepare(frame.image)
+            except EdgeAgentError:
+                # handed over unprepared: the loop prepares it again and counts the error
+                # (Agent._infer); raised here it would end this thread and stall the loop
+                prepared = None
+            item = (frame, prepared, ms)
             dt = time.monotonic() - t0
             self._prep_s = dt if self._prep_s is None else (1 - EMA) * self._prep_s + EMA * dt
             self._taken.clear()
@@ -87,7 +94,7 @@ class Prefetch:
             while not self.stop.is_set() and not self._taken.wait(0.25):
                 pass
 
-    def get(self, timeout_s: float) -> Optional[tuple[Frame, Prepared, ModelSet]]:
+    def get(self, timeout_s: float) -> Optional[tuple[Frame, Optional[Prepared], ModelSet]]:
         now = time.monotonic()
         if self._taken_at is not None:
             busy = now - self._taken_at

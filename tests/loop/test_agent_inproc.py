@@ -232,6 +232,32 @@ def test_a_model_error_drops_the_frame_and_is_counted(
     assert any("inference failed: test" in r.getMessage() for r in caplog.records)
 
 
+class UnpreparableDetector(Detector):
+    """A real detector that cannot prepare its second frame (in the prefetch thread or in the loop)."""
+
+    def prepare(self, image_bgr: Any) -> Prepared:
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls in (2, 3):  # the prefetch thread's try, then the loop's own
+            raise ModelError("cannot prepare: test")
+        return super().prepare(image_bgr)
+
+
+def test_a_frame_the_prefetch_thread_cannot_prepare_is_counted_and_the_loop_goes_on(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    cfg = make_cfg(tmp_path, world)
+    base = ModelSet.from_config(cfg)
+    agent = Agent(cfg, models=ModelSet(UnpreparableDetector(base.detector.model, base.detector.params)))
+    t = threading.Thread(target=agent.run, daemon=True)  # free-running: prepared in the prefetch thread
+    t.start()
+    t.join(60)
+    stalled = t.is_alive()
+    agent.stop_event.set()  # a stalled loop: stopped, so the test fails instead of hanging
+    t.join(30)
+    assert not stalled
+    assert (agent.frames, agent.emitted, agent.errors) == (3, 3, 1)
+
+
 def test_a_full_queue_is_a_rejection_and_a_disk_error_an_error(
     tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -15,6 +15,7 @@ import pytest
 from edge_agent.app import prefetch as prefetch_mod
 from edge_agent.app.prefetch import EMA, MARGIN_S, Prefetch
 from edge_agent.core.camera_source import Frame
+from edge_agent.errors import ModelError
 
 
 class FakeCamera:
@@ -40,8 +41,11 @@ class FakeDetector:
         self.clock = clock
         self.cost = cost
         self.prepared: list[int] = []
+        self.fail: set[int] = set()
 
     def prepare(self, image: Any) -> tuple[str, int]:
+        if int(image[0, 0, 0]) in self.fail:
+            raise ModelError("cannot prepare: test")
         if self.clock is not None:
             self.clock.now += self.cost
             self.cost *= 2
@@ -192,3 +196,15 @@ def test_a_live_read_waits_until_one_preparation_before_the_loop_is_free(
     clock.now = 100.0
     p._wait_for_turn()  # a file or folder: never waits
     assert len(p.waits) == 2  # type: ignore[attr-defined]
+
+
+def test_a_frame_that_cannot_be_prepared_is_handed_over_unprepared() -> None:
+    ms = FakeModels("a")
+    ms.detector.fail = {1}
+    p = Prefetch(FakeCamera(3), lambda: ms)  # type: ignore[arg-type,return-value]
+    try:
+        items = take(p, 3)
+    finally:
+        p.close()
+    # the loop prepares frame 1 again itself and counts the error; the thread lives on
+    assert [(f.seq, prep) for f, prep, _ in items] == [(0, ("a", 0)), (1, None), (2, ("a", 2))]
