@@ -142,6 +142,23 @@ def test_every_result_is_queued_with_every_field_and_counted(tmp_path: Path, wor
     assert on_disk["state"] == "stopped" and on_disk["frames"] == 4 and on_disk["results"] == 4
 
 
+@pytest.mark.parametrize(
+    ("enabled", "given", "want"), [(True, False, True), (False, False, False), (True, True, False)]
+)
+def test_model_updates_run_when_enabled_and_the_models_come_from_the_config(
+    tmp_path: Path, world: dict[str, Path], enabled: bool, given: bool, want: bool
+) -> None:
+    cfg = make_cfg(tmp_path, world, extra=f"[model_update]\nenabled = {str(enabled).lower()}\n")
+    agent = Agent(cfg, max_frames=1, models=ModelSet.from_config(cfg) if given else None)
+    assert agent.run() == 0
+    assert (agent.updates is not None) is want
+    assert agent.last_status is not None
+    block = agent.last_status["model_update"]
+    assert (block is not None) is want
+    if want:
+        assert block["state"] and "receiver" in block
+
+
 def test_without_snapshot_or_classifier_the_result_has_neither(
     tmp_path: Path, world: dict[str, Path]
 ) -> None:
@@ -401,6 +418,8 @@ def test_watchdog_pings_follow_their_interval_and_status_lines_carry_the_figures
         got = datagrams(sock)
     finally:
         sock.close()
+    assert got[0] == "STATUS=loading and warming up the models"
+    assert any(g.startswith("STATUS=models warm: det.onnx@") for g in got)
     assert got.count("WATCHDOG=1") == 1
     # the status timer: at READY, at the loop's first turn, at the end (+ one per 2 s)
     ticks = len([g for g in got if g.startswith("STATUS=") and " fps, " in g])
@@ -457,19 +476,19 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
         bad.write_bytes(world["det"].read_bytes()[:100])
         path.write_text(config_text(state, world["camera"], bad, loop=True))
         agent.reload_requested.set()
-        wait_until(lambda: agent.reload_failures == 1, 30, "the failed reload")
+        wait_until(lambda: agent.reload_failures == 1, 15, "the failed reload")
         assert agent.models is first and agent.reloads == 0 and agent.cfg.detector.model == str(world["det"])
         # a config without a detector model: refused the same way
         no_model = config_text(state, world["camera"], world["det"], loop=True)
         path.write_text(no_model.replace(f'model = "{world["det"]}"\n', ""))
         agent.reload_requested.set()
-        wait_until(lambda: agent.reload_failures == 2, 30, "the second failed reload")
+        wait_until(lambda: agent.reload_failures == 2, 15, "the second failed reload")
         assert agent.models is first and agent.reloads == 0
         # a new detector (96 px input), a higher threshold and a classifier: all applied
         det2 = make_bright_detector(tmp_path / "det2.onnx", imgsz=96)
         path.write_text(config_text(state, world["camera"], det2, cls=world["cls"], loop=True, conf=0.7))
         agent.reload_requested.set()
-        wait_until(lambda: agent.reloads == 1, 30, "the reload")
+        wait_until(lambda: agent.reloads == 1, 15, "the reload")
         assert agent.models is not first and agent.models is not None
         assert agent.cfg.detector.model == str(det2) and agent.cfg.detector.conf_threshold == 0.7
         assert agent.cfg.classifier is not None and agent.models.classifier is not None
