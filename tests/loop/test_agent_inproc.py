@@ -99,11 +99,18 @@ def queued(cfg: Config) -> list[tuple[str, dict[str, Any]]]:
 # ---- one run, every field -----------------------------------------------------------------------
 
 
-def test_every_result_is_queued_with_every_field_and_counted(tmp_path: Path, world: dict[str, Path]) -> None:
+def test_every_result_is_queued_with_every_field_and_counted(
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
     cfg = make_cfg(tmp_path, world, cls=world["cls"], output="snapshot = true\nsnapshot_max_bytes = 4000")
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
-    assert agent.run() == 0
+    with caplog.at_level(logging.INFO, logger="edge_agent.app.agent"):
+        assert agent.run() == 0
+    (ready,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ready in ")]
+    assert (
+        f"camera {world['camera']}, detector det.onnx@" in ready and "provider CPUExecutionProvider" in ready
+    )
     assert [b["image"] for b in bodies] == ["000.png", "001.png", "002.png", "003.png"]
     sha = hashlib.sha256(world["det"].read_bytes()).hexdigest()
     frames = [b["frame"] for b in bodies]
@@ -157,6 +164,30 @@ def test_model_updates_run_when_enabled_and_the_models_come_from_the_config(
     assert (block is not None) is want
     if want:
         assert block["state"] and "receiver" in block
+
+
+def test_objects_mode_queues_object_events_and_the_final_counts_at_stop(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    extra = """[tracker]
+min_hits = 1
+[[lines]]
+name = "gate"
+points = [[0.5, 0.0], [0.5, 1.0]]
+"""
+    cfg = make_cfg(tmp_path, world, mode="objects", extra=extra)
+    agent = Agent(cfg)
+    assert agent.run() == 0
+    rows = queued(cfg)
+    objects = [b for t, b in rows if t == "site7/cam-9/objects"]
+    counts = [b for t, b in rows if t == "site7/cam-9/counts"]
+    assert not [t for t, _ in rows if t.endswith("/detections")]  # objects mode: no per-frame results
+    assert objects[0]["event"] == "appeared" and objects[0]["frame"] >= 0
+    # the objects still tracked when the camera ended: ended by stop(), with no frame
+    ended = [b for b in objects if b["event"] == "ended"]
+    assert ended and all("frame" not in b for b in ended[-2:])
+    assert len(counts) == 1 and "gate" in counts[0]["lines"]
+    assert agent.emitted == len(rows) and agent.objects is not None and agent.objects.sent == len(rows)
 
 
 def test_without_snapshot_or_classifier_the_result_has_neither(
@@ -673,3 +704,25 @@ def test_trigger_only_takes_a_frame_per_trigger_not_a_stream(tmp_path: Path, wor
         pty.close()
     assert agent.frames == 1 and len(bodies) == 1
     assert bodies[0]["sensor"] == {"temp": 21.5, "hum": 40}
+
+
+def test_sensor_readings_are_queued_through_the_agent_when_published(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    pty = PtySensor(tmp_path / "tty")
+    cfg = make_cfg(
+        tmp_path, world, loop=True, extra=f'[sensor]\nport = "{pty.link}"\nprotocol = "kv"\npublish = true\n'
+    )
+    agent = Agent(cfg)
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        wait_until(
+            lambda: agent.frames > 0 and agent.current_status(fresh=True)["sensor"]["readings"] >= 2, 30
+        )
+    finally:
+        agent.stop_event.set()
+        t.join(30)
+        pty.close()
+    sensors = [b for topic, b in queued(cfg) if topic == "site7/cam-9/sensors"]
+    assert sensors and sensors[0]["reading"] == {"temp": 21.5, "hum": 40}
