@@ -111,6 +111,7 @@ def test_every_result_is_queued_with_every_field_and_counted(
     assert (
         f"camera {world['camera']}, detector det.onnx@" in ready and "provider CPUExecutionProvider" in ready
     )
+    assert "stopped after 4 frames, 4 results queued, 0 errors" in [r.getMessage() for r in caplog.records]
     assert [b["image"] for b in bodies] == ["000.png", "001.png", "002.png", "003.png"]
     sha = hashlib.sha256(world["det"].read_bytes()).hexdigest()
     frames = [b["frame"] for b in bodies]
