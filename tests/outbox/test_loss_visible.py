@@ -111,7 +111,7 @@ def test_a_damaged_header_does_not_bring_acknowledged_rows_back(tmp_path: Path) 
         ob.flush()
         acked = ob.claim(1500)
         ob.ack([m.rowid for m in acked])
-        ob._checkpoint()  # the freed pages are in the main file, not only in the WAL
+        ob.db.checkpoint()  # the freed pages are in the main file, not only in the WAL
     with open(path, "r+b") as f:
         f.write(os.urandom(100))
     with Outbox(path, big_limits()) as ob:
@@ -129,7 +129,7 @@ def test_without_the_pointer_map_freed_pages_would_come_back(tmp_path: Path) -> 
             ob.put(TOPIC, {"n": i, "pad": "x" * 100})
         ob.flush()
         ob.ack([m.rowid for m in ob.claim(1500)])
-        ob._checkpoint()
+        ob.db.checkpoint()
     import edge_agent.adapters.outbox_pages as pages
 
     real = pages._ptrmap_free

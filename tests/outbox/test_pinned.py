@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_pages import scan, scan_file
-from edge_agent.adapters.outbox_space import SLICE_BYTES, _slices
+from edge_agent.adapters.outbox_space import SLICE_BYTES, slice_batch
 from edge_agent.core.config import QueueConfig
 from edge_agent.errors import QueueError
 
@@ -117,7 +117,7 @@ def test_salvage_with_the_header_intact_never_brings_back_acked_rows(tmp_path: P
             ob.put(TOPIC, {"n": i, "pad": "x" * 100})
         ob.flush()
         ob.ack([m.rowid for m in ob.claim(1500)])
-        ob._checkpoint()
+        ob.db.checkpoint()
     with open(path, "r+b") as f:  # the newest pages torn: the file fails its check
         f.truncate(path.stat().st_size - 3 * 4096)
     assert all(n >= 1500 for n in _ns(scan_file(path)))
@@ -196,15 +196,15 @@ def test_drops_and_expiry_are_counted_in_their_own_transaction(tmp_path: Path) -
 
 def test_commits_are_sliced_so_the_wal_fits_the_released_reserve(tmp_path: Path) -> None:
     batch = [(str(i), "t", b"x" * 40_000, 0.0, i) for i in range(30)]  # 1.2 MB in one batch
-    parts = _slices(batch, SLICE_BYTES)
+    parts = slice_batch(batch, SLICE_BYTES)
     assert [b for p in parts for b in p] == batch
     assert all(sum(len(b[2]) for b in p) <= SLICE_BYTES for p in parts)
     assert len(parts) == 5  # 6 rows of 40 kB per 256 KiB slice
-    assert _slices([("a", "t", b"y" * (SLICE_BYTES * 2), 0.0, 1)], SLICE_BYTES)[0][0][0] == "a"
+    assert slice_batch([("a", "t", b"y" * (SLICE_BYTES * 2), 0.0, 1)], SLICE_BYTES)[0][0][0] == "a"
     with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
         seen: list[int] = []
-        real = ob._commit
-        ob._commit = lambda part: seen.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
+        real = ob.writer.commit
+        ob.writer.commit = lambda part: seen.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
         for i in range(30):
             ob.put(TOPIC, {"n": i, "pad": "p" * 40_000})
         ob.flush()
