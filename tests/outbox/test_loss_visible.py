@@ -252,16 +252,16 @@ def test_marks_are_written_before_the_commit(tmp_path: Path, monkeypatch: pytest
     try:
         ob.put(TOPIC, {"n": 0})  # the first put commits at once (nothing reserved yet)
         ob.put(TOPIC, {"n": 1})  # inside the reservation: batched
-        real = ob._marks.write
+        real = ob.ledger.marks.write
 
         def broken(m: Marks) -> None:
             raise OSError(5, "Input/output error")
 
-        monkeypatch.setattr(ob._marks, "write", broken)
+        monkeypatch.setattr(ob.ledger.marks, "write", broken)
         with pytest.raises(Exception, match="marks"):
             ob.flush()
         assert [m["n"] for m in _committed(path)] == [0]
-        monkeypatch.setattr(ob._marks, "write", real)
+        monkeypatch.setattr(ob.ledger.marks, "write", real)
         assert ob.flush() == 1
         kept = read_marks(path)
         assert kept is not None and kept.committed == 2 and kept.seq >= 2 and kept.rows == 2

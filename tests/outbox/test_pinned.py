@@ -256,31 +256,51 @@ class _FailingReads(_FailingDeletes):
 
 
 def test_sqlite_errors_leave_the_outbox_only_as_queue_errors(tmp_path: Path) -> None:
-    """The sync side (mqtt_sync) never sees sqlite3: claim, ack and stats translate it, once."""
-    import ast
-
-    import edge_agent.adapters.mqtt_sync as sync_mod
-
-    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+    """The boundary (outbox._db_errors): every public call that touches SQLite turns its error into
+    one QueueError naming the file, and a batch whose commit failed is kept, not lost."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
         ob.put(TOPIC, {"n": 1})
         ob.flush()
         real = ob._r
         ob._r = _FailingReads(real)  # type: ignore[assignment]
         try:
-            for call in (lambda: ob.claim(5), lambda: ob.ack([1]), ob.stats):
-                with pytest.raises(QueueError, match="malformed"):
+            calls = (lambda: ob.claim(5), lambda: ob.ack([1]), lambda: ob.ack_and_claim([1], 5), ob.stats)
+            for call in calls:
+                with pytest.raises(QueueError, match=f"^{path}: cannot .*malformed"):
                     call()
         finally:
             ob._r = real
+        ob.put(TOPIC, {"n": 2})
         real_w = ob._w
         ob._w = _FailingReads(real_w)  # type: ignore[assignment]
         try:
-            for call in (ob.purge, ob.expire, ob.vacuum):
-                with pytest.raises(QueueError, match="malformed"):
+            for call in (ob.purge, ob.expire, ob.vacuum, ob.flush):
+                with pytest.raises(QueueError, match=f"^{path}: cannot .*malformed"):
                     call()
         finally:
             ob._w = real_w
-    tree = ast.parse(Path(sync_mod.__file__).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert "sqlite3" not in imported
+        assert ob.stats()["unflushed"] == 1  # the failed flush kept its batch
+        assert ob.flush() == 1
+
+
+def test_no_code_outside_the_outbox_handles_sqlite3() -> None:
+    """mqtt_sync, the app and the CLI see QueueError only: none of them imports sqlite3 (the
+    collector's own database, adapters/collector_db, is another adapter)."""
+    import ast
+
+    import edge_agent
+
+    root = Path(edge_agent.__file__).parent
+    offenders = []
+    for py in sorted(root.rglob("*.py")):
+        rel = py.relative_to(root).as_posix()
+        if rel.startswith("adapters/outbox") or rel == "adapters/collector_db.py":
+            continue
+        tree = ast.parse(py.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        if "sqlite3" in names:
+            offenders.append(rel)
+    assert offenders == []
+    assert (root / "adapters" / "mqtt_sync.py").exists()  # the file the rule was made for
