@@ -97,14 +97,15 @@ class Outbox:
         s.dirty = s.dirty or recovery is not None or meta.get("clean", 1) == 0
         s.ahead = min(flush_batch, 16)
         self.writer = Writer(self.path, db, s, limits, self.ledger, flush_batch)
-        self.space = Space(self.path, db, s, limits, reserve, self.writer, self.ledger, max_pages)
-        self.claims = Claims(self.path, db, s, self.space)
         try:
-            if not reserve.ensure():
-                step = self.space.step("opened")
-                self.space.enter_full("less than twice the reserve is free at open", keep=step.keep or 0)
+            with _db_errors(self.path, "open the queue database"):
+                self.space = Space(self.path, db, s, limits, reserve, self.writer, self.ledger, max_pages)
+                if not reserve.ensure():
+                    step = self.space.step("opened")
+                    self.space.enter_full("less than twice the reserve is free at open", keep=step.keep or 0)
+            self.claims = Claims(self.path, db, s, self.space)
             self.expire()
-        except (QueueError, sqlite3.Error):
+        except QueueError:
             opened.close()
             self._lockfile.close()
             raise

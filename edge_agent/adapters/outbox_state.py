@@ -3,8 +3,9 @@
 The outbox (:mod:`edge_agent.adapters.outbox`) is assembled from parts, each a class that is
 handed what it works on in its constructor: :class:`QueueState` and :class:`Connections` here,
 the marks ledger (``outbox_marks.Ledger``), the commit path (``outbox_writer.Writer``), the disk
-space (``outbox_space.Space``) and the sync side (``outbox_claims.Claims``). No part reaches into
-another's attributes; what one needs of another is a method of that other.
+space (``outbox_space.Space``) and the sync side (``outbox_claims.Claims``), over the files
+``outbox_open.open_queue`` opens. No part reaches into another's attributes; what one needs of
+another is a method of that other (docs/architecture.md has the table).
 """
 
 from __future__ import annotations
