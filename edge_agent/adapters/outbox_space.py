@@ -10,6 +10,9 @@ released bytes stay free for the WAL, so deletes, acks and checkpoints keep work
 filesystem has room again (twice the reserve free) the cap is lifted and the reserve re-created.
 The quarter kept back is for the next start: a WAL database cannot be opened without room for its
 32 KiB ``-shm``, so when opening meets SQLITE_FULL the rest is released and the open retried.
+
+How much to keep, what to hold, drop or refuse, and when the disk counts as free again is decided by
+``core.queue_policy.full_disk_step`` (one pure function, both policies); :class:`Space` carries it out.
 """
 
 from __future__ import annotations
