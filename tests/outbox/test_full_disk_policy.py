@@ -107,3 +107,10 @@ def test_reserve_arithmetic_boundaries() -> None:
     assert commit_slice_bytes(512 * 1024 + 8) == 64 * 1024 + 1
     assert may_leave_full(3 * MiB, MiB) and not may_leave_full(3 * MiB - 1, MiB)
     assert may_leave_full(MiB, 0) and not may_leave_full(MiB - 1, 0)
+
+
+def test_the_defaults_describe_a_first_failure_with_no_reserve() -> None:
+    """Keyword defaults (the adapter always passes every one): attempt 0, an empty slice, no reserve."""
+    assert full_disk_step("drop_oldest", "commit") == FullDiskStep("drop_oldest", 8)
+    assert full_disk_step("drop_oldest", "drop") == FullDiskStep("drop_batch", 0)
+    assert full_disk_step("reject_new", "write") == FullDiskStep("retry", keep=0)
