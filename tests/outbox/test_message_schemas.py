@@ -77,7 +77,7 @@ def built() -> dict[str, dict[str, Any]]:
             captured_at=1.9,
             clock_synced=True,
             event="first",
-            models={"detector": {"id": "m"}},
+            models={"detector": {"id": "m", "sha256": "ab" * 32, "quantization": "fp32"}},
             sensor={"t": 21.5},
             snapshot_jpeg_b64="AA==",
         ),
@@ -111,6 +111,11 @@ def test_nested_result_parts_refuse_unknown_fields_too() -> None:
     cls = {**body["detections"][1], "classification": {"label": "x", "confidence": 0.1, "why": "?"}}
     with pytest.raises(jsonschema.ValidationError, match="Additional properties"):
         validator.validate({**body, "detections": [cls]})
+    for models in ({"detector": {**body["models"]["detector"], "extra": 1}}, {**body["models"], "x": {}}):
+        with pytest.raises(jsonschema.ValidationError, match="Additional properties"):
+            validator.validate({**body, "models": models})
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate({**body, "sensor": {"t": {"nested": 1}}})  # a reading is a flat map
 
 
 def test_the_status_schema_refuses_an_unknown_top_level_field() -> None:
