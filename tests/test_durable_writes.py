@@ -126,5 +126,6 @@ def test_model_pack_writes_through_the_helper(tmp_path: Path, dir_fsyncs: list[P
     out.parent.mkdir()
     write_package(out, m, {"detector.onnx": src})
     assert dir_fsyncs == [out.parent] and sorted(os.listdir(out.parent)) == ["t.pkg"]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644  # a file to hand around, whatever the umask
     with PackageReader(out) as r:
         assert r.manifest.version == "1.0"
