@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, Optional
 
+from edge_agent.adapters import outbox_db
 from edge_agent.adapters.outbox_base import OutboxBase
 from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
 from edge_agent.errors import QueueError
@@ -195,7 +196,11 @@ class ClaimsMixin(OutboxBase):
     def _delete_acked(self, ids: Sequence[int]) -> list[tuple[int, int]]:
         """Delete these rows and keep the meta row count with them; (id, size) of those deleted."""
         where, args = id_filter(ids)
-        rows = self._r.execute(f"DELETE FROM messages WHERE {where} RETURNING id, size", args).fetchall()
+        if outbox_db.HAS_RETURNING:  # looked up per call: tests run both paths on any SQLite
+            rows = self._r.execute(f"DELETE FROM messages WHERE {where} RETURNING id, size", args).fetchall()
+        else:  # SQLite < 3.35 (Jetson Nano's Ubuntu 18.04: 3.22; Pi OS Bullseye: 3.34): same transaction
+            rows = self._r.execute(f"SELECT id, size FROM messages WHERE {where}", args).fetchall()
+            self._r.execute(f"DELETE FROM messages WHERE {where}", args)
         self._r.execute(ROWS_DELTA, (-len(rows),))
         return [(int(a), int(b)) for a, b in rows]
 

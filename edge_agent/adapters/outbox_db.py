@@ -25,6 +25,11 @@ from edge_agent.errors import QueueError
 
 log = logging.getLogger("edge_agent.outbox")
 
+# The agent's SQL stays within SQLite 3.22 (Ubuntu 18.04, the Jetson Nano's JetPack 4.6): no
+# UPSERT, window functions or RETURNING there; RETURNING (3.35) only where this is checked
+# (tests/outbox/test_old_sqlite.py runs the outbox on SQLite 3.34.1, Pi OS Bullseye's)
+HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages(
     id INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL, topic TEXT NOT NULL,
