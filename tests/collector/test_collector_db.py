@@ -4,28 +4,15 @@ status ordering, the gap view, and the fleet commands reading it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_collector import Postgres, fleet, sqlite_url
+from helpers_collector import fleet, sqlite_url
 
 from edge_agent.adapters.collector_db import CollectorDb, DbError, Rejected
 from edge_agent.core.fleet import parse
 
 NOW = 1796000000.0
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "fleet.db")
-        return
-    pg: Postgres = request.getfixturevalue("postgres")
-    db = CollectorDb(pg.url)
-    db.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-    db.close()
-    yield pg.url
 
 
 def rec(dev: str, seq: int, boot: int = 1) -> list:  # type: ignore[type-arg]
