@@ -8,6 +8,7 @@ $PATH and /usr/lib/postgresql/*/bin (Debian's ``postgresql`` package puts initdb
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -21,6 +22,29 @@ from pathlib import Path
 from typing import Optional
 
 from helpers_mqtt import free_port, wait_port
+
+from edge_agent.core.fleet import DeviceStatus, Record, parse
+
+NOW = 1796000000.0
+
+
+def rec(dev: str, seq: int, boot: int = 1) -> list[Record]:
+    """The parsed records of one result message of ``dev`` (device time ``NOW + seq``)."""
+    body = {"id": f"{dev}-{seq}", "seq": seq, "boot": boot, "device_id": dev, "ts": NOW + seq}
+    return parse("edge", f"edge/{dev}/detections", json.dumps(body).encode(), NOW).records
+
+
+def status(dev: str, state: str, ts: float = NOW, **queue: int) -> Optional[DeviceStatus]:
+    """The parsed status snapshot of ``dev`` (queue figures ``**queue`` over pending = 3)."""
+    body = {
+        "device_id": dev,
+        "state": state,
+        "ts": ts,
+        "queue": {"pending": 3, **queue},
+        "models": {"detector": {"id": "m1"}},
+    }
+    return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), NOW).status
+
 
 REPO = Path(__file__).resolve().parent.parent
 
