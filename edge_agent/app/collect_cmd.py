@@ -39,6 +39,11 @@ def register(sub: Any) -> None:
     p.add_argument("--group", help="shared subscription group ($share/GROUP/...) to split the load")
     p.add_argument("--metrics-port", type=int, help="Prometheus text on 127.0.0.1:PORT/metrics")
     p.add_argument(
+        "--example-config",
+        action="store_true",
+        help="print a commented collector.toml with every key, its default and what it does, and exit",
+    )
+    p.add_argument(
         "--leave",
         action="store_true",
         help="retire this collector (its --client-id) from its --group: store what is queued for it, "
@@ -81,6 +86,11 @@ def run(args: argparse.Namespace) -> int:
     from edge_agent.app.collector import Collector, mqtt_settings
     from edge_agent.core.collector_config import broker_address
 
+    if getattr(args, "example_config", False):
+        from edge_agent.core.config_example import collector_example
+
+        sys.stdout.write(collector_example())
+        return 0
     cfg = settings(args)
     leave = bool(getattr(args, "leave", False))
     if leave and not cfg.group:
