@@ -58,9 +58,10 @@ class SpaceMixin(OutboxBase):
         the queue is not capped, WAL_PAGES (what the reserve covers) once it is.
 
         A checkpoint costs two fsyncs; at 64 pages a batched drain paid them on nearly every
-        500-row commit (issue 21). The sync connection only deletes and rewrites pages the main
-        file already has, so checkpointing its frames never grows the file: a large WAL needs no
-        reserve, its bytes are already allocated, and on SQLITE_FULL the TRUNCATE checkpoint
+        500-row commit (issue 21). The sync connection deletes rows and rewrites pages the main
+        file already has (an attempt count growing by a byte may split a page: it comes from the
+        freelist a drain fills), so checkpointing its frames does not grow the file: a large WAL
+        needs no reserve, its bytes are already allocated, and on SQLITE_FULL the TRUNCATE checkpoint
         (``_enter_full``, ack's retry) gives all of them back before the cap. New pages come
         only from the writer connection, which still checkpoints at WAL_PAGES after each commit.
         Once the sync is idle the WAL is truncated (``_settle_wal``)."""
