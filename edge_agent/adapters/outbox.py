@@ -103,6 +103,7 @@ class Outbox:
                 if not reserve.ensure():
                     step = self.space.step("opened")
                     self.space.enter_full("less than twice the reserve is free at open", keep=step.keep or 0)
+                self.space.tune_sync_wal()
             self.claims = Claims(self.path, db, s, self.space)
             self.expire()
         except QueueError:

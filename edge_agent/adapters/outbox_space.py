@@ -17,13 +17,14 @@ How much to keep, what to hold, drop or refuse, and when the disk counts as free
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import time
 from pathlib import Path
 from typing import List, Optional
 
-from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
+from edge_agent.adapters.outbox_db import ROWS_DELTA, SYNC_WAL_PAGES, WAL_PAGES, is_disk_full
 from edge_agent.adapters.outbox_marks import Ledger
 from edge_agent.adapters.outbox_reserve import Reserve, free_bytes
 from edge_agent.adapters.outbox_state import Batch, Connections, QueueState
@@ -98,6 +99,25 @@ class Space:
     # ---- full disk -------------------------------------------------------------------------
     def _set_cap(self, pages: int) -> None:
         self._db.set_cap(min(pages, self._max_pages) if self._max_pages is not None else pages)
+        self.tune_sync_wal()
+
+    def tune_sync_wal(self) -> None:
+        """The sync connection's checkpoint policy: a WAL of up to SYNC_WAL_PAGES (4 MiB) while
+        the queue is not capped, WAL_PAGES (what the reserve covers) once it is.
+
+        A checkpoint costs two fsyncs; at 64 pages a batched drain paid them on nearly every
+        500-row commit (issue 21). The sync connection deletes rows and rewrites pages the main
+        file already has (an attempt count growing by a byte may split a page: it comes from the
+        freelist a drain fills), so checkpointing its frames does not grow the file: a large WAL
+        needs no reserve, its bytes are already allocated, and on SQLITE_FULL the TRUNCATE checkpoint
+        (:meth:`enter_full`, ack's retry) gives all of them back before the cap. New pages come
+        only from the writer connection, which still checkpoints at WAL_PAGES after each commit.
+        Once the sync is idle the WAL is truncated (``Claims._settle_wal``)."""
+        small = self._s.capped or self._max_pages is not None
+        with contextlib.suppress(sqlite3.Error):
+            self._db.r.execute(
+                f"PRAGMA wal_autocheckpoint={WAL_PAGES if small else SYNC_WAL_PAGES}"
+            ).fetchall()
 
     def enter_full(self, why: str, keep: int) -> None:
         """Release the reserve but ``keep`` bytes and stop the file from growing (module doc);
@@ -128,6 +148,7 @@ class Space:
         if s.capped and may_leave_full(free_bytes(self.path.parent), self.reserve.size):
             self._set_cap(NO_CAP)
             s.capped = not self.reserve.ensure()
+            self.tune_sync_wal()
             if not s.capped:
                 s.full_drops = 0
                 log.info("outbox %s: space available again: reserve re-created, cap lifted", self.path)
