@@ -321,3 +321,20 @@ def test_the_crop_of_a_reduced_decode_is_scaled_and_clipped() -> None:
     assert crop((10.0, 10.0, 8.0, 40.0)) is None  # x: 5 .. 4 + 1: empty
     assert crop((10.0, 10.0, 40.0, 8.0)) is None  # y: empty
     assert crop((10.0, 500.0, 40.0, 600.0)) is None  # below the frame
+
+
+def test_objects_ended_by_stop_carry_wall_times_from_the_clocks_at_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()  # wall - monotonic = 1_700_000_000 - 500
+    monkeypatch.setattr(objects_step, "time", clock)
+    step = ObjectsStep(lost_fast(tmp_path))
+    img = real_photo("sample_0.jpg")
+    sent: list[dict[str, Any]] = []
+    for k in range(2):
+        frame, dets = at(k, 100 + 20 * k, img, offset=5.0)  # the frames' own offset is not used at stop
+        step.on_frame(frame, dets, lambda t, b: sent.append(b) is None)
+    step.stop(lambda t, b: sent.append(b) is None)
+    (ended,) = [b for b in sent if b.get("event") == "ended"]
+    assert ended["first_seen"] == round(10.1234 + 1_700_000_000.0 - 500.0, 3)
+    assert ended["last_seen"] == round(11.1234 + 1_700_000_000.0 - 500.0, 3) and "frame" not in ended
