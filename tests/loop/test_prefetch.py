@@ -208,3 +208,34 @@ def test_a_frame_that_cannot_be_prepared_is_handed_over_unprepared() -> None:
         p.close()
     # the loop prepares frame 1 again itself and counts the error; the thread lives on
     assert [(f.seq, prep) for f, prep, _ in items] == [(0, ("a", 0)), (1, None), (2, ("a", 2))]
+
+
+class GappyCamera(FakeCamera):
+    """A live camera between frames: nothing, a frame, nothing, a frame; records read timeouts."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.timeouts: list[Optional[float]] = []
+        self.turn = 0
+
+    def read(self, timeout_s: Optional[float] = 0.25) -> Optional[Frame]:  # type: ignore[override]
+        self.timeouts.append(timeout_s)
+        self.turn += 1
+        if self.turn % 2 == 1:  # nothing this time
+            time.sleep(0.01)
+            return None
+        return super().read()
+
+
+def test_the_thread_survives_empty_reads_and_reads_with_a_short_timeout() -> None:
+    cam = GappyCamera()
+    p = Prefetch(cam, lambda: FakeModels("a"))  # type: ignore[arg-type,return-value]
+    try:
+        # a daemon named for thread dumps; a 1-deep hand-off: at most one prepared frame waits
+        assert p.thread.name == "prefetch" and p.thread.daemon and p.q.maxsize == 1
+        items = take(p, 2)
+    finally:
+        p.close()
+    assert [f.seq for f, _, _ in items] == [0, 1]
+    # short reads: close() is noticed within one read
+    assert cam.timeouts and all(t is not None and 0 < t <= 0.25 for t in cam.timeouts)
