@@ -239,3 +239,25 @@ def test_the_thread_survives_empty_reads_and_reads_with_a_short_timeout() -> Non
     assert [f.seq for f, _, _ in items] == [0, 1]
     # short reads: close() is noticed within one read
     assert cam.timeouts and all(t is not None and 0 < t <= 0.25 for t in cam.timeouts)
+
+
+def test_a_paced_prefetch_hands_over_every_frame() -> None:
+    p = Prefetch(FakeCamera(4, drop_stale=True), lambda: FakeModels("a"))  # type: ignore[arg-type,return-value]
+    try:
+        assert p.paced
+        items = take(p, 4)
+    finally:
+        p.close()
+    assert [f.seq for f, _, _ in items] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("taken", [0, 1])
+def test_close_ends_the_thread_while_a_frame_waits_untaken(taken: int) -> None:
+    p = Prefetch(FakeCamera(3), lambda: FakeModels("a"))  # type: ignore[arg-type,return-value]
+    take(p, taken)
+    deadline = time.monotonic() + 10
+    while p.q.empty() and time.monotonic() < deadline:  # the next frame is prepared and waits
+        time.sleep(0.01)
+    time.sleep(0.1)  # the thread now blocks in its hand-off (a full queue or the wait for a take)
+    p.close()
+    assert not p.thread.is_alive()
