@@ -54,7 +54,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-image": (
         ["edge_agent/core/image_header.py", "edge_agent/core/mjpeg.py"],
-        ["tests/agent/test_mjpeg.py", "tests/agent/test_bounded_input.py"],
+        [
+            "tests/agent/test_mjpeg.py",
+            "tests/agent/test_bounded_input.py",
+            "tests/agent/test_bounded_properties.py",
+            "tests/agent/test_decode_bounds.py",
+        ],
     ),
     "core-queue": (
         ["edge_agent/core/queue_policy.py", "edge_agent/core/messages.py"],
@@ -84,20 +89,31 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["tests/agent/test_motion.py", "tests/agent/test_camera.py", "tests/loop/test_commands.py"],
     ),
     "core-package": (["edge_agent/core/model_package.py"], ["tests/updates/test_packages.py"]),
-    # inference/formats.py is being rewritten into a registry: its own area, its own tests
-    "inference-formats": (["edge_agent/inference/formats.py"], ["tests/inference/test_formats.py"]),
+    # the format registry moved to core/formats.py (pure); the area keeps its name
+    "inference-formats": (
+        ["edge_agent/core/formats.py"],
+        ["tests/inference/test_formats.py", "tests/inference/test_format_registry.py"],
+    ),
     "inference-guard": (
         ["edge_agent/inference/guard.py"],
         ["tests/inference/test_guard.py", "tests/inference/test_guard_rules.py"],
     ),
-    "inference-presets": (["edge_agent/inference/presets.py"], ["tests/inference/test_presets.py"]),
+    "inference-presets": (
+        ["edge_agent/inference/presets.py", "edge_agent/core/presets.py"],
+        ["tests/inference/test_presets.py"],
+    ),
     "inference-pipeline": (
         ["edge_agent/inference/pipeline.py", "edge_agent/inference/task.py"],
         [
-            "tests/inference/test_layers.py",
             "tests/inference/test_formats.py",
+            "tests/inference/test_format_registry.py",
+            "tests/inference/test_full_scale.py",
             "tests/inference/test_presets.py",
         ],
+    ),
+    "inference-validate": (
+        ["edge_agent/inference/compare.py", "edge_agent/inference/report.py"],
+        ["tests/toolchain/test_metrics.py"],
     ),
     "agent": (
         ["edge_agent/app/agent.py"],
