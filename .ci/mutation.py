@@ -54,11 +54,19 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-image": (
         ["edge_agent/core/image_header.py", "edge_agent/core/mjpeg.py"],
+        # pure tests only: test_mjpeg.py's servers and test_decode_bounds.py add minutes, no kills
         [
-            "tests/agent/test_mjpeg.py",
-            "tests/agent/test_bounded_input.py",
+            "tests/agent/test_image_header.py",
+            "tests/agent/test_mjpeg_parser.py",
             "tests/agent/test_bounded_properties.py",
-            "tests/agent/test_decode_bounds.py",
+            "tests/agent/test_bounded_input.py::test_header_dimensions_match_the_decoded_image",
+            "tests/agent/test_mjpeg.py::test_boundary_from_content_type",
+            "tests/agent/test_mjpeg.py::test_parser_splits_parts_fed_one_byte_at_a_time",
+            "tests/agent/test_mjpeg.py::test_parser_accepts_a_boundary_quoted_with_its_dashes",
+            "tests/agent/test_mjpeg.py::test_parser_marks_a_part_cut_short_by_the_next_boundary",
+            "tests/agent/test_mjpeg.py::test_parser_refuses_endless_garbage",
+            "tests/agent/test_mjpeg.py::test_jpeg_size_reads_the_sof_marker",
+            "tests/agent/test_mjpeg.py::test_reduced_scale_only_when_the_letterbox_is_at_most_half",
         ],
     ),
     "core-queue": (

@@ -103,6 +103,17 @@ def test_the_segment_length_jumps_over_a_payload_that_looks_like_a_frame_header(
     assert jpeg_size(SOI + decoy + sof(0xC0, 64, 48)) == (64, 48)
 
 
+def test_a_segment_over_32_kib_is_skipped_by_its_unsigned_length() -> None:
+    # EXIF with a thumbnail or an ICC profile easily exceeds 32 KiB: its length is unsigned
+    big = seg(0xE2, b"ICC_PROFILE\x00" + b"\x00" * 40_000)
+    assert jpeg_size(SOI + APP0 + big + sof(0xC0, 1920, 1080)) == (1920, 1080)
+
+
+def test_a_frame_header_after_the_end_of_image_is_not_read() -> None:
+    # EOI has no length: the two bytes after it are not one, whatever they say
+    assert jpeg_size(SOI + APP0 + b"\xff\xd9\x00\x02" + sof(0xC0, 640, 480)) is None
+
+
 def test_image_dimensions_reads_jpeg_through_the_same_parser() -> None:
     assert image_dimensions(SOI + APP0 + sof(0xC0, 640, 480)) == (640, 480)
     assert image_dimensions(SOI + APP0) is None
@@ -123,7 +134,7 @@ def test_png_width_and_height_are_big_endian_in_that_order() -> None:
 
 def test_png_needs_ihdr_first_and_all_of_it() -> None:
     assert image_dimensions(png(5, 7)) == (5, 7)  # exactly 24 bytes
-    with pytest.raises(HeaderError, match="PNG without an IHDR chunk first"):
+    with pytest.raises(HeaderError, match=r"^PNG without an IHDR chunk first$"):
         image_dimensions(png(5, 7)[:23])
     with pytest.raises(HeaderError, match="IHDR"):
         image_dimensions(png(5, 7).replace(b"IHDR", b"IDAT"))
@@ -133,7 +144,7 @@ def test_png_needs_ihdr_first_and_all_of_it() -> None:
 def test_gif_sizes_are_little_endian_width_first(magic: bytes) -> None:
     data = magic + struct.pack("<HH", 513, 2)
     assert image_dimensions(data) == (513, 2)  # exactly 10 bytes
-    with pytest.raises(HeaderError, match="GIF header cut short"):
+    with pytest.raises(HeaderError, match=r"^GIF header cut short$"):
         image_dimensions(data[:9])
 
 
@@ -201,6 +212,9 @@ def test_webp_extended_header_stores_sizes_minus_one_in_24_bits() -> None:
     data = riff(b"VP8X", b"\0" * 4 + (16383).to_bytes(3, "little") + (0xFFFFFF).to_bytes(3, "little"))
     assert len(data) == 30
     assert image_dimensions(data) == (16384, 0x1000000)
+    # little-endian, and only the 3 bytes: the next chunk follows right after in a real file
+    data = riff(b"VP8X", b"\0" * 4 + (639).to_bytes(3, "little") + (479).to_bytes(3, "little")) + b"ICCP"
+    assert image_dimensions(data) == (640, 480)
     with pytest.raises(HeaderError, match=r"WebP header of kind b'VP8X' not readable \(29 bytes\)"):
         image_dimensions(data[:29])
 
@@ -261,6 +275,16 @@ def test_the_limit_is_inclusive_and_the_message_names_size_limit_and_key() -> No
     # below 10 MP three significant digits; from 10 MP whole megapixels
     assert pixel_problem((4000, 3000), 9_990_000) == (
         "4000x3000 pixels (12 MP) exceeds the limit of 9.99 MP (max_pixels)"
+    )
+    assert pixel_problem((4200, 3000), 10_000_000) == (
+        "4200x3000 pixels (13 MP) exceeds the limit of 10 MP (max_pixels)"  # 12.6: whole MP
+    )
+    # the unit is 10^6 exactly: 12.500010 MP rounds up, 1.235001 MP to 1.24
+    assert pixel_problem((6250005, 2), 10_000_000) == (
+        "6250005x2 pixels (13 MP) exceeds the limit of 10 MP (max_pixels)"
+    )
+    assert pixel_problem((1235001, 1), 1_000_000) == (
+        "1235001x1 pixels (1.24 MP) exceeds the limit of 1 MP (max_pixels)"
     )
     assert pixel_problem((20000, 20000), 10_000_000) == (
         "20000x20000 pixels (400 MP) exceeds the limit of 10 MP (max_pixels)"

@@ -34,6 +34,8 @@ def part(body: bytes, boundary: bytes = b"--bd", length: object = None, sep: byt
         ("  multipart/x-mixed-replace ;  charset=x ; boundary = abc ", "abc"),
         ('multipart/x-mixed-replace; boundary="--x y"', "--x y"),
         ("multipart/x-mixed-replace; boundary=a=b", "a=b"),
+        ("multipart/x-mixed-replace; boundary=abc; charset=x", "abc"),  # not only the last param
+        ("multipart/x-mixed-replace; boundary=XframeX", "XframeX"),  # only quotes are stripped
         ("multipart/x-mixed-replace; boundary=", None),
         ("multipart/x-mixed-replace; boundary=  ", None),
         ("multipart/x-mixed-replace; boundaryx=abc", None),
@@ -152,6 +154,7 @@ def test_a_delimiter_one_byte_early_is_a_cut() -> None:
     data = b"--bd\r\nContent-Length: %d\r\n\r\n" % (len(body) + 1) + body + b"--bd\r\n\r\n"
     got = MultipartParser("bd").feed(data)
     assert [(g.body, g.truncated) for g in got] == [(body, True)]
+    assert got[0].headers == {"content-length": str(len(body) + 1)}  # a cut part keeps its headers
 
 
 @pytest.mark.parametrize("raw", ["-5", "5.0", "0x10", " ", "\u00b2", "\u0665", "five"])
@@ -176,9 +179,14 @@ def test_a_twelve_digit_length_is_compared_and_a_longer_one_refused_without_int(
         MultipartError, match=f"^part Content-Length 999999999999 exceeds {MAX_PART_BYTES} bytes$"
     ):
         p.feed(part(b"x", length="999999999999"))
-    # 13 digits are refused as "too large" whatever their value, even 0000000000001
-    with pytest.raises(MultipartError, match=f"exceeds {MAX_PART_BYTES} bytes"):
+    # 13 digits are refused as "too large" whatever their value, even 0000000000001; the error
+    # names what the camera sent (cut at 20 digits)
+    with pytest.raises(
+        MultipartError, match=f"^part Content-Length 0000000000001 exceeds {MAX_PART_BYTES} bytes$"
+    ):
         MultipartParser("bd").feed(part(b"x", length="0000000000001"))
+    with pytest.raises(MultipartError, match=f"^part Content-Length {'9' * 20}[.][.][.] exceeds"):
+        MultipartParser("bd").feed(part(b"x", length="9" * 5000))
     # 12 digits of a small value are just that value
     (got,) = MultipartParser("bd").feed(part(b"x", length="000000000001"))
     assert got.body == b"x"
@@ -207,6 +215,28 @@ def test_the_buffer_limit_is_inclusive() -> None:
 
 
 # ---- JPEG completeness and the decode scale -----------------------------------------------------
+def test_a_preamble_with_blank_lines_before_the_first_boundary_is_skipped() -> None:
+    # RFC 2046 allows a preamble; servers often start with a bare CRLF CRLF
+    data = b"\r\n\r\nthis is a preamble\n\n--bd\r\nContent-Length: 3\r\n\r\nabc\r\n--bd"
+    (got,) = MultipartParser("bd").feed(data)
+    assert got == Part(b"abc", {"content-length": "3"}, False)
+
+
+@pytest.mark.parametrize("boundary", ["bd", "--bd"])
+def test_an_empty_part_is_returned_and_the_next_one_follows(boundary: str) -> None:
+    # the delimiter right after the headers: an empty body, not a wait for more bytes
+    d = b"--" + boundary.encode()
+    data = d + b"\r\n\r\n" + d + b"\r\n\r\n" + JPG + b"\r\n" + d
+    got = MultipartParser(boundary).feed(data)
+    assert [(g.body, g.truncated) for g in got] == [(b"", False), (JPG, False)]
+
+
+def test_a_part_given_up_before_its_first_byte_is_an_empty_cut_part() -> None:
+    data = b"--bd\r\nContent-Length: 1000\r\n\r\n--bd\r\nContent-Length: %d\r\n\r\n" % len(JPG) + JPG
+    got = MultipartParser("bd").feed(data)
+    assert [(g.body, g.truncated) for g in got] == [(b"", True), (JPG, False)]
+
+
 @pytest.mark.parametrize(
     ("data", "complete"),
     [
@@ -225,6 +255,11 @@ def test_a_complete_jpeg_starts_with_soi_and_ends_with_eoi(data: bytes, complete
     assert is_complete_jpeg(data) is complete
 
 
+def test_any_trailing_byte_but_padding_makes_a_jpeg_incomplete() -> None:
+    for v in range(256):
+        assert is_complete_jpeg(JPG + bytes([v])) is (v in b"\r\n\x00"), v
+
+
 @pytest.mark.parametrize(
     ("size", "target", "d"),
     [
@@ -238,6 +273,8 @@ def test_a_complete_jpeg_starts_with_soi_and_ends_with_eoi(data: bytes, complete
         ((5120, 2880), (640, 640), 8),
         ((5119, 2880), (640, 640), 4),
         ((1280, 1280), (320, 640), 4),  # a non-square model: the smaller scale decides
+        ((1280, 721), (640, 640), 1),  # width fits at 1/2, height 360 < 360.5: both must fit
+        ((721, 1280), (640, 640), 1),  # and the other way round
         ((640, 480), (640, 640), 1),  # smaller than the model: never reduced
         ((1280, 720), None, 1),
     ],
