@@ -100,7 +100,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # the format registry moved to core/formats.py (pure); the area keeps its name
     "inference-formats": (
         ["edge_agent/core/formats.py"],
-        ["tests/inference/test_formats.py", "tests/inference/test_format_registry.py"],
+        [
+            "tests/inference/test_format_rules.py",
+            "tests/inference/test_formats.py",
+            "tests/inference/test_format_registry.py",
+        ],
     ),
     "inference-guard": (
         ["edge_agent/inference/guard.py"],
