@@ -112,7 +112,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "inference-presets": (
         ["edge_agent/inference/presets.py", "edge_agent/core/presets.py"],
-        ["tests/inference/test_presets.py"],
+        ["tests/inference/test_preset_specs.py", "tests/inference/test_presets.py"],
     ),
     "inference-pipeline": (
         ["edge_agent/inference/pipeline.py", "edge_agent/inference/task.py"],
