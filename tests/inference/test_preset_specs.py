@@ -248,7 +248,7 @@ def test_option_beats_metadata_with_a_warning_and_auto_means_no_option(
         c = choose_preprocess(m, " imagenet ")
     assert (c.spec, c.source) == ("imagenet", "option")
     assert (
-        "--classifier-preprocess/[classifier] preprocess ' imagenet ' overrides the model's metadata 'raw'"
+        "m.onnx: --classifier-preprocess/[classifier] preprocess ' imagenet ' overrides the model's metadata 'raw'"
         in caplog.text
     )
     for opt in (None, "", "auto", " AUTO "):
@@ -257,6 +257,11 @@ def test_option_beats_metadata_with_a_warning_and_auto_means_no_option(
     with caplog.at_level("WARNING"):
         assert choose_preprocess(fake_model([1, 3, 224, 224]), "raw").source == "option"
     assert caplog.text == ""  # nothing overridden: no warning
+
+
+def test_a_bad_option_names_the_setting() -> None:
+    with pytest.raises(ModelError, match=r"^classifier preprocess: unknown preprocessing preset 'imagenett'"):
+        choose_preprocess(fake_model([1, 3, 224, 224], meta={"preprocess": "raw"}), "imagenett")
 
 
 def test_a_bad_metadata_spec_names_the_model_and_the_entry() -> None:
