@@ -196,7 +196,17 @@ def test_a_json_array_is_refused_as_not_an_object() -> None:
         parse("[1, 2]")
 
 
+def test_json_extras_and_booleans_do_not_stop_the_keys_after_them(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("DEBUG", logger="edge_agent.core.presets"):
+        pp = parse(json.dumps({"size": 224, "crop": False, "order": "BGR", "preset_name": "x", "std": 0.5}))
+    assert (pp.center_crop, pp.color, pp.std) == (False, "BGR", (0.5, 0.5, 0.5))
+    assert f"{W}: preprocess key 'size' ignored" in caplog.text
+    assert f"{W}: preprocess key 'preset_name' ignored" in caplog.text
+
+
 def test_json_bad_values_are_refused_like_the_text_form() -> None:
+    with pytest.raises(ModelError, match=f"^{W}: unknown preprocessing preset 'imagenett'"):
+        parse(json.dumps({"preset": "imagenett"}))
     with pytest.raises(ModelError, match=f"^{W}: std='0:1:1': must not contain 0$"):
         parse(json.dumps({"std": [0, 1, 1]}))
 
