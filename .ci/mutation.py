@@ -117,6 +117,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "inference-pipeline": (
         ["edge_agent/inference/pipeline.py", "edge_agent/inference/task.py"],
         [
+            "tests/inference/test_pipeline.py",
             "tests/inference/test_formats.py",
             "tests/inference/test_format_registry.py",
             "tests/inference/test_full_scale.py",
