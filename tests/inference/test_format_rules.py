@@ -208,6 +208,8 @@ def test_the_class_filter_keeps_only_the_listed_classes(fmt: str) -> None:
     assert best == pytest.approx(0.9)  # the watch sees every row, filtered or not
     assert dets.class_ids.dtype == np.int64 and dets.scores.dtype == np.float32
     assert decode_output(out, r, SAME, 0.25, classes=[])[0].class_ids.tolist() == []
+    # a listed class below the threshold stays out
+    assert decode_output(out, r, SAME, 0.75, classes=[2, 0])[0].class_ids.tolist() == [0]
 
 
 def test_yolov5_score_is_objectness_times_class_score() -> None:
@@ -354,3 +356,8 @@ def test_boxes_wholly_in_the_padding_are_dropped_and_the_others_kept(fmt: str) -
     dets = finish(c, FORMATS[fmt], lb)
     np.testing.assert_allclose(dets.boxes, [[10, 70, 40, 90], [150, 50, 160, 99]])
     np.testing.assert_allclose(dets.scores, [0.8, 0.6])
+    # and a portrait image: padding left and right
+    lb = Letterbox(1.0, 1.0, 50, 0, 100, 200)
+    c = cands([0.9, 0.8, 0.7], [[0, 10, 40, 40], [60, 10, 90, 40], [160, 10, 190, 40]])
+    dets = finish(c, FORMATS[fmt], lb)
+    np.testing.assert_allclose(dets.boxes, [[10, 10, 40, 40]])
