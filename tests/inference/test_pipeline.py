@@ -79,7 +79,16 @@ def test_prepare_reuses_a_ring_of_three_buffers(models: dict[str, Path]) -> None
     assert all(0 <= p.pre_ms < 60_000 for p in preps)
     np.testing.assert_array_equal(preps[1].blob, preps[2].blob)
     out = det.detect_prepared(preps[3])
-    assert out.timings_ms["pre"] == preps[3].pre_ms
+    assert out.timings_ms["pre"] == preps[3].pre_ms and out.raw is None
+
+
+def test_an_output_the_decoder_cannot_read_is_a_model_error_naming_the_file(models: dict[str, Path]) -> None:
+    det = Detector(OnnxModel(models["det"]))
+    det.model.run_single = lambda blob: [np.zeros((1, 1, 64, 7), np.float32)]  # type: ignore[method-assign]
+    with pytest.raises(
+        ModelError, match=r"det\.onnx: detector output must be 3-D \[1, \., \.\], got shape \[1, 1, 64, 7\]$"
+    ):
+        det.detect(SCENE)
 
 
 def test_class_ids_from_names_or_numbers_and_an_unknown_one_named(models: dict[str, Path]) -> None:
@@ -92,6 +101,10 @@ def test_class_ids_from_names_or_numbers_and_an_unknown_one_named(models: dict[s
         det.class_ids(["cat"])
     with pytest.raises(ModelError, match="unknown class '7'"):
         det.class_ids(["7"])
+    det.model.info.names = {i: f"n{i}" for i in range(25)}
+    with pytest.raises(ModelError) as err:
+        det.class_ids(["cat"])
+    assert str(err.value).endswith(f"(model classes: {', '.join(f'n{i}' for i in range(20))}...)")
 
 
 def test_a_detector_without_names_gets_class_n_and_a_wrong_count_is_warned(
@@ -103,10 +116,9 @@ def test_a_detector_without_names_gets_class_n_and_a_wrong_count_is_warned(
     m.info.names = {0: "a", 1: "b"}
     with caplog.at_level(logging.WARNING):
         Detector(m)
-    assert (
+    assert caplog.messages == [
         f"{m.path}: 2 class names but the output has 1 classes; unnamed ones are reported as their id"
-        in caplog.text
-    )
+    ]
     caplog.clear()
     m.info.names = {0: "a"}
     with caplog.at_level(logging.WARNING):
@@ -169,6 +181,12 @@ def test_crops_grow_by_the_padding_and_stay_inside_the_image() -> None:
     np.testing.assert_array_equal(crops[0], img[16:64, 48:72])  # 20 +- 2 x 40 +- 4, floor/ceil
     np.testing.assert_array_equal(crops[3], img[99:100, 199:200])  # a degenerate box: one pixel
     assert crop_boxes(img, boxes[:1], 0.0)[0].shape[:2] == (40, 20)
+    # a box right of / below the image still gives its nearest pixel; a zero-size box one pixel
+    far = np.asarray([[250, 20, 260, 30], [50, 150, 60, 160], [50, 50, 50, 50]], np.float32)
+    crops = crop_boxes(img, far, 0.1)
+    np.testing.assert_array_equal(crops[0], img[19:31, 199:200])
+    np.testing.assert_array_equal(crops[1], img[99:100, 49:61])
+    np.testing.assert_array_equal(crops[2], img[50:51, 50:51])
 
 
 def test_the_cascade_classifies_only_the_chosen_classes(models: dict[str, Path]) -> None:
@@ -179,7 +197,11 @@ def test_the_cascade_classifies_only_the_chosen_classes(models: dict[str, Path])
     assert len(dets) >= 2 and all(
         d.classification is not None and d.classification.label == "red" for d in dets
     )
-    assert timings["classify"] >= 0 and {"pre", "infer", "post"} <= set(timings)
+    assert 1e-3 < timings["classify"] < 60_000 and {"pre", "infer", "post"} <= set(timings)
+    plain, _ = run_cascade(red, det)
+    assert [(d.label, d.class_id, d.confidence, d.box) for d in dets] == [
+        (d.label, d.class_id, d.confidence, d.box) for d in plain
+    ]
     dets, timings = run_cascade(red, det, cls, classify_classes=[1])  # "dim" only: none of them
     assert all(d.classification is None for d in dets) and "classify" in timings
     dets, timings = run_cascade(red, det)
@@ -196,6 +218,18 @@ def test_infer_frame_gives_boxes_in_the_size_the_camera_sent(models: dict[str, P
     assert len(full) == len(small) and {"pre", "infer", "post"} <= set(timings)
     for s, f in zip(small, full):
         assert f.box == pytest.approx((s.box[0] * 4, s.box[1] * 2, s.box[2] * 4, s.box[3] * 2))
+    # the classifier, its classes, the crop padding and a prepared input all reach the cascade
+    cls = Classifier(OnnxModel(models["cls"]))
+    red = bright_scene(64, 64, [(8, 8, 8), (40, 40, 8)], color=(0, 0, 255))
+    black = Frame(np.zeros_like(red), 0.0, 0.0, 2, "cam")
+    got, timings = infer_frame(black, det, cls, classify_classes=[0], padding=0.5, prepared=det.prepare(red))
+    assert len(got) == 2 and all(d.classification is not None for d in got) and "classify" in timings
+    # with padding 0.5 the crops reach the black border: red's probability drops
+    tight, _ = infer_frame(Frame(red, 0.0, 0.0, 3, "cam"), det, cls, padding=0.0)
+    wide, _ = infer_frame(Frame(red, 0.0, 0.0, 3, "cam"), det, cls, padding=1.0)
+    assert wide[0].classification.confidence < tight[0].classification.confidence  # type: ignore[union-attr]
+    none, _ = infer_frame(Frame(red, 0.0, 0.0, 3, "cam"), det, cls, classify_classes=[1])
+    assert all(d.classification is None for d in none)
 
 
 # ---- the task and format decision ---------------------------------------------------------------
@@ -278,4 +312,4 @@ def test_other_unreadable_outputs_name_the_output_and_the_task(
     assert "DETR" not in msg.split("understands:")[0]
     with pytest.raises(ModelError) as err:
         detector_format(desc(outputs))
-    assert not str(err.value).endswith(")") or "(task in metadata" not in str(err.value)
+    assert str(err.value).endswith(" (YOLOv8/YOLO11)")  # no task: nothing after the format list
