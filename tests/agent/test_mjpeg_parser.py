@@ -187,6 +187,10 @@ def test_a_twelve_digit_length_is_compared_and_a_longer_one_refused_without_int(
         MultipartParser("bd").feed(part(b"x", length="0000000000001"))
     with pytest.raises(MultipartError, match=f"^part Content-Length {'9' * 20}[.][.][.] exceeds"):
         MultipartParser("bd").feed(part(b"x", length="9" * 5000))
+    with pytest.raises(MultipartError, match=f"^part Content-Length {'9' * 20} exceeds"):  # 20: whole
+        MultipartParser("bd").feed(part(b"x", length="9" * 20))
+    with pytest.raises(MultipartError, match=f"^part Content-Length {'9' * 20}[.][.][.] exceeds"):
+        MultipartParser("bd").feed(part(b"x", length="9" * 21))
     # 12 digits of a small value are just that value
     (got,) = MultipartParser("bd").feed(part(b"x", length="000000000001"))
     assert got.body == b"x"
