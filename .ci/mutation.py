@@ -124,10 +124,6 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/inference/test_presets.py",
         ],
     ),
-    "inference-validate": (
-        ["edge_agent/inference/compare.py", "edge_agent/inference/report.py"],
-        ["tests/toolchain/test_metrics.py"],
-    ),
     "agent": (
         ["edge_agent/app/agent.py"],
         # in-process agent tests only: the subprocess ones (test_agent_e2e...) give "no tests"
