@@ -200,8 +200,10 @@ def test_json_extras_and_booleans_do_not_stop_the_keys_after_them(caplog: pytest
     with caplog.at_level("DEBUG", logger="edge_agent.core.presets"):
         pp = parse(json.dumps({"size": 224, "crop": False, "order": "BGR", "preset_name": "x", "std": 0.5}))
     assert (pp.center_crop, pp.color, pp.std) == (False, "BGR", (0.5, 0.5, 0.5))
-    assert f"{W}: preprocess key 'size' ignored" in caplog.text
-    assert f"{W}: preprocess key 'preset_name' ignored" in caplog.text
+    assert caplog.messages == [
+        f"{W}: preprocess key 'size' ignored",
+        f"{W}: preprocess key 'preset_name' ignored",
+    ]
 
 
 def test_json_bad_values_are_refused_like_the_text_form() -> None:
@@ -220,14 +222,16 @@ def fake_model(shape: list[object], meta: dict[str, str] | None = None, task: st
         path="m.onnx",
         input=SimpleNamespace(shape=shape),
         input_hw=lambda default=(224, 224): (h, w) if isinstance(h, int) and isinstance(w, int) else default,
-        info=SimpleNamespace(metadata=meta or {}, task=task, outputs=[SimpleNamespace(shape=out or [1, 10])]),
+        info=SimpleNamespace(
+            metadata=meta or {}, task=task, outputs=[SimpleNamespace(shape=[1, 10] if out is None else out)]
+        ),
     )
 
 
 @pytest.mark.parametrize(
     ("shape", "layout"),
     [([1, 3, 224, 224], "NCHW"), ([1, 224, 224, 3], "NHWC"), ([1, 96, 96, 1], "NHWC"), ([1, 1, 96, 96], "NCHW"),
-     ([1, 3, 3, 3], "NCHW"), ([1, 1, 1, 1], "NCHW")],
+     ([1, 3, 3, 3], "NCHW"), ([1, 1, 1, 1], "NCHW"), ([1, 3, 224, 3], "NCHW"), ([1, 224, 1, 3], "NHWC")],
 )  # fmt: skip
 def test_the_layout_comes_from_where_the_channels_are(shape: list[object], layout: str) -> None:
     assert model_base(fake_model(shape)).layout == layout
@@ -257,11 +261,10 @@ def test_option_beats_metadata_with_a_warning_and_auto_means_no_option(
     with caplog.at_level("WARNING"):
         c = choose_preprocess(m, " imagenet ")
     assert (c.spec, c.source) == ("imagenet", "option")
-    assert (
+    assert caplog.messages == [
         "m.onnx: --classifier-preprocess/[classifier] preprocess ' imagenet ' overrides the model's metadata 'raw'"
-        in caplog.text
-    )
-    for opt in (None, "", "auto", " AUTO "):
+    ]
+    for opt in (None, "", "  ", "auto", " AUTO "):
         assert (choose_preprocess(m, opt).spec, choose_preprocess(m, opt).source) == ("raw", "metadata")
     caplog.clear()
     with caplog.at_level("WARNING"):
@@ -297,3 +300,39 @@ def test_without_a_spec_ultralytics_metadata_then_the_class_count_guess(
     c = choose_preprocess(fake_model([1, 3, 224, 224], task=task, out=out))
     assert (c.spec, c.source) == want and c.is_guess is (want[1] == "guess")
     assert c.pp.size_hw == (224, 224)
+
+
+def test_json_strings_booleans_and_resize_forms_read_like_the_text_form() -> None:
+    pp = parse(json.dumps({"mean": "0.1,0.2,0.3", "std": "0.5 0.5 0.5", "resize": "stretch"}))
+    assert (pp.mean, pp.std, pp.resize, pp.center_crop) == (
+        (0.1, 0.2, 0.3),
+        (0.5, 0.5, 0.5),
+        "stretch",
+        False,
+    )
+    assert parse(json.dumps({"preset": "raw", "resize": "shorter_side"})).resize == "shorter_side"
+    assert parse(json.dumps({"preset": "raw", "crop": True})).center_crop is True
+    assert parse(json.dumps({"crop": False})).center_crop is False
+    with pytest.raises(ModelError, match=f"^{W}: order='True': expected RGB or BGR$"):
+        parse(json.dumps({"order": True}))
+
+
+def test_a_value_holding_an_equals_sign_is_that_keys_value() -> None:
+    with pytest.raises(ModelError, match=f"^{W}: order='BGR=x': expected RGB or BGR$"):
+        parse("order=BGR=x")
+
+
+def test_an_unknown_preset_lists_the_presets() -> None:
+    with pytest.raises(
+        ModelError, match=f"^{W}: unknown preprocessing preset 'vgg'; presets: ultralytics, imagenet, raw; or"
+    ):
+        parse("vgg")
+
+
+def test_a_model_without_a_fixed_size_gets_224() -> None:
+    assert model_base(fake_model(["N", 3, "H", "W"])).size_hw == (224, 224)
+
+
+def test_a_stretch_resize_is_described_as_one_even_with_a_crop_flag() -> None:
+    c = Choice(ClassifierPreprocess(resize="stretch", center_crop=True), "x", "option")
+    assert c.describe().startswith("x (option): stretch 224x224,")
