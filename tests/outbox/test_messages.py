@@ -123,3 +123,34 @@ def test_ids_topics_status() -> None:
     assert topics("/site/a/", "x").status == "site/a/x/status"
     st = offline_status({"state": "running", "models": ["m"], "queue": {"pending": 3}})
     assert st == {"state": "offline", "models": ["m"], "queue": {"pending": 3}}
+
+
+def test_stamping_keeps_the_builders_id_so_a_redelivery_carries_the_same_one() -> None:
+    body = result_message(INFER, device_id="d", ts=1.0, msg_id="f" * 32)
+    assert stamp(body, seq=1, boot=1) == "f" * 32 and body["id"] == "f" * 32
+    loose: dict[str, object] = {"x": 1}
+    got = stamp(loose, seq=1, boot=1)
+    assert isinstance(got, str) and len(got) == 32 and loose["id"] == got  # a real id, not "None"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "match"),
+    [
+        (lambda r: r["detections"].__setitem__(1, "bus"), r"detections\[1\] is str, expected an object"),
+        (lambda r: r.__setitem__("detections", {"a": 1}), "detections is dict, expected a list"),
+        (lambda r: (r.pop("width"), r.pop("image")), "lacks image, width"),
+        (
+            lambda r: (r["detections"][0].pop("box"), r["detections"][0].pop("label")),
+            r"detections\[0\] lacks label, box",
+        ),
+    ],
+)
+def test_malformed_results_name_the_type_and_every_missing_key(mutate: object, match: str) -> None:
+    result = json.loads(json.dumps(INFER))
+    mutate(result)  # type: ignore[operator]
+    with pytest.raises(QueueError, match=match):
+        result_message(result, device_id="d", ts=0.0)
+
+
+def test_a_prefix_is_stripped_of_slashes_only() -> None:
+    assert topics("XYZ/", "d").detections == "XYZ/d/detections"
