@@ -94,9 +94,20 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "edge_agent/core/config_scene.py",
             "edge_agent/core/mqtt_names.py",
         ],
-        ["tests/agent/test_bounded_properties.py", "tests/core/test_config_example.py"],
+        [
+            "tests/core/test_config_rules.py",
+            "tests/agent/test_bounded_properties.py",
+            "tests/core/test_config_example.py",
+        ],
     ),
-    "core-package": (["edge_agent/core/model_package.py"], ["tests/updates/test_packages.py"]),
+    "core-package": (
+        ["edge_agent/core/model_package.py"],
+        [
+            "tests/updates/test_manifest_rules.py",
+            "tests/updates/test_packages.py",
+            "tests/updates/test_receiver.py",
+        ],
+    ),
     # inference/formats.py is being rewritten into a registry: its own area, its own tests
     "inference-formats": (["edge_agent/inference/formats.py"], ["tests/inference/test_formats.py"]),
     "inference-guard": (
