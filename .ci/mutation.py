@@ -102,11 +102,24 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-package": (
         ["edge_agent/core/model_package.py"],
+        # not tests/updates/test_packages.py: its session fixture builds packages with `model pack`
+        # subprocesses, ~20 s per mutant (a run would take hours); it tests the install end to end
         [
+            "tests/updates/test_package_rules.py",
             "tests/updates/test_manifest_rules.py",
-            "tests/updates/test_packages.py",
             "tests/updates/test_receiver.py",
         ],
+    ),
+    "core-state": (["edge_agent/core/model_state.py"], ["tests/updates/test_store_state.py"]),
+    "core-batch": (["edge_agent/core/batch.py"], ["tests/collector/test_batch_and_parse.py"]),
+    "core-objects": (
+        ["edge_agent/core/zones.py", "edge_agent/core/objects.py"],
+        ["tests/core/test_tracking.py", "tests/agent/test_objects_step.py"],
+    ),
+    "core-tracker": (["edge_agent/core/tracker.py"], ["tests/core/test_tracking.py"]),
+    "core-formats": (
+        ["edge_agent/core/formats.py"],
+        ["tests/inference/test_formats.py", "tests/inference/test_format_registry.py", "tests/core/test_yolo.py"],
     ),
     # inference/formats.py is being rewritten into a registry: its own area, its own tests
     "inference-formats": (["edge_agent/inference/formats.py"], ["tests/inference/test_formats.py"]),
