@@ -116,7 +116,8 @@ def test_version_tuple_keeps_the_leading_numbers_of_each_part() -> None:
 
 def test_the_agent_version_gate_compares_numbers_not_strings() -> None:
     m = _parse(min_agent_version="0.10")
-    check_agent_version(m, "0.10.0", "p.pkg")  # equal: fine
+    check_agent_version(m, "0.10", "p.pkg")  # equal: fine
+    check_agent_version(m, "0.10.0", "p.pkg")
     check_agent_version(m, "0.11", "p.pkg")
     with pytest.raises(ModelError, match=r"^p\.pkg: needs edge-agent >= 0\.10, this agent is 0\.9$"):
         check_agent_version(m, "0.9", "p.pkg")
@@ -142,7 +143,7 @@ def test_updates_without_a_trusted_key_are_warned_about_once() -> None:
         "(`edge-agent model keygen`, docs/threat-model.md)"
     ]
     (off,) = update_warnings(parse_config("[mqtt]\nenabled = false\n"))
-    assert "MQTT delivery is off anyway" in off
+    assert "; MQTT delivery is off anyway (`edge-agent model keygen`" in off
     (off,) = update_warnings(parse_config("[model_update]\nmqtt = false\n"))
     assert "MQTT delivery is off anyway" in off
     assert update_warnings(parse_config("[model_update]\nenabled = false\n")) == []
@@ -193,7 +194,7 @@ def test_a_good_begin_gives_every_chunk_its_exact_length() -> None:
 def test_a_bad_begin_is_refused_naming_the_field(over: dict[str, Any], why: str) -> None:
     with pytest.raises(ValueError) as err:
         parse_begin(_begin(**over), max_size=10_000)
-    assert why in str(err.value)
+    assert str(err.value).startswith(why)
 
 
 def test_a_begin_that_is_not_a_small_json_object_is_refused() -> None:
@@ -201,7 +202,7 @@ def test_a_begin_that_is_not_a_small_json_object_is_refused() -> None:
         parse_begin(b" " * (MAX_BEGIN_BYTES + 1), max_size=10)
     with pytest.raises(ValueError, match="begin is not JSON"):
         parse_begin(b"\xff", max_size=10)
-    with pytest.raises(ValueError, match="begin is not a JSON object"):
+    with pytest.raises(ValueError, match="^begin is not a JSON object$"):
         parse_begin(b"[]", max_size=10)
     padded = _begin() + b" " * (MAX_BEGIN_BYTES - len(_begin()))  # exactly the cap: read
     assert parse_begin(padded, max_size=10_000).size == 2500
@@ -218,6 +219,7 @@ def test_transfer_ids_are_one_short_topic_level() -> None:
 # ---- resume ranges and the trial rule ---------------------------------------------------------
 def test_missing_ranges_are_bounded_and_ignore_indexes_outside_the_transfer() -> None:
     assert missing_ranges(set(), 5) == [[0, 4]]
+    assert missing_ranges({0, 1, 2}, 3) == [] and missing_ranges({2}, 3) == [[0, 1]]
     assert missing_ranges({1, 3, -1, 99}, 5) == [[0, 0], [2, 2], [4, 4]]
     every_other = set(range(1, 200, 2))
     assert missing_ranges(every_other, 200, limit=3) == [[0, 0], [2, 2], [4, 4]]
@@ -232,3 +234,32 @@ def test_the_collapse_rule_at_its_boundaries() -> None:
     assert not rate_collapsed(0.49, 0.0, 30, 30, 0.2)
     assert not rate_collapsed(2.0, 1.0, 30, 30, 0.5)  # exactly ratio x baseline: not below
     assert rate_collapsed(2.0, 0.99, 30, 30, 0.5)
+
+
+def test_a_begin_without_a_transfer_id_is_refused() -> None:
+    raw = json.loads(_begin())
+    del raw["transfer_id"]
+    with pytest.raises(ValueError, match=r"^transfer id '': expected"):
+        parse_begin(json.dumps(raw).encode(), max_size=10_000)
+
+
+def test_long_bad_values_are_shortened_in_the_error() -> None:
+    with pytest.raises(ValueError) as err:
+        check_transfer_id("x" * 500)
+    assert str(err.value) == f"transfer id '{'x' * 70}': expected 1 to 64 of [A-Za-z0-9_-]"
+    with pytest.raises(ValueError) as err:
+        parse_begin(_begin(size="9" * 100), max_size=10_000)
+    assert str(err.value) == f"begin field size = '{'9' * 40}': expected an integer"
+    with pytest.raises(ModelError) as err2:
+        _parse(version="v" * 50)
+    assert f"version '{'v' * 50}' is not a PEP 440 version" in str(err2.value)
+    from edge_agent.core.model_package import parse_version
+
+    with pytest.raises(ValueError) as err:
+        parse_version("v" * 100)
+    assert str(err.value).startswith(f"version '{'v' * 60}' is not a PEP 440 version (e.g. 1.2")
+
+
+def test_a_manifest_that_is_not_an_object_names_the_root() -> None:
+    with pytest.raises(ModelError, match=r"^p\.pkg: manifest\.json field <root> = \[1\]: "):
+        parse_manifest(b"[1]", "p.pkg")
