@@ -119,7 +119,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "core-tracker": (["edge_agent/core/tracker.py"], ["tests/core/test_tracking.py"]),
     "core-formats": (
         ["edge_agent/core/formats.py"],
-        ["tests/inference/test_formats.py", "tests/inference/test_format_registry.py", "tests/core/test_yolo.py"],
+        [
+            "tests/inference/test_formats.py",
+            "tests/inference/test_format_registry.py",
+            "tests/core/test_yolo.py",
+        ],
     ),
     # inference/formats.py is being rewritten into a registry: its own area, its own tests
     "inference-formats": (["edge_agent/inference/formats.py"], ["tests/inference/test_formats.py"]),

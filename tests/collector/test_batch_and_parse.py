@@ -175,7 +175,7 @@ def test_unpack_names_the_line_number_and_the_bad_kind_or_body() -> None:
         unpack(zlib.compress(good * 2 + b'["sensors",5]\n'))
     assert str(err.value) == "batch line 3: body is int, expected an object"
     with pytest.raises(BatchError) as err:
-        unpack(zlib.compress(good + b'[7,{}]\n'))
+        unpack(zlib.compress(good + b"[7,{}]\n"))
     assert str(err.value) == "batch line 2: kind '7' is not a message kind"
     with pytest.raises(BatchError) as err:
         unpack(zlib.compress(b'["' + b"k" * 60 + b'",{}]'))

@@ -202,7 +202,7 @@ def test_a_begin_that_is_not_a_small_json_object_is_refused() -> None:
         parse_begin(b" " * (MAX_BEGIN_BYTES + 1), max_size=10)
     with pytest.raises(ValueError, match="begin is not JSON"):
         parse_begin(b"\xff", max_size=10)
-    with pytest.raises(ValueError, match="^begin is not a JSON object$"):
+    with pytest.raises(ValueError, match=r"^begin is not a JSON object$"):
         parse_begin(b"[]", max_size=10)
     padded = _begin() + b" " * (MAX_BEGIN_BYTES - len(_begin()))  # exactly the cap: read
     assert parse_begin(padded, max_size=10_000).size == 2500

@@ -201,7 +201,9 @@ def test_no_write_then_rename_outside_the_durable_helper() -> None:
 
 @pytest.mark.parametrize("vid", [f"{VID}\n", ".", "...", "a" * 201, "a b", ""])
 def test_a_version_id_that_is_not_one_safe_path_part_is_refused(vid: str) -> None:
-    with pytest.raises(ModelError, match=r"current: expected a version id \(letters, digits, _\.\+-\) or null"):
+    with pytest.raises(
+        ModelError, match=r"current: expected a version id \(letters, digits, _\.\+-\) or null"
+    ):
         StoreState.from_json({"current": vid}, "active.json")
 
 
