@@ -267,3 +267,42 @@ def test_the_state_json_names_every_field_and_leaves_out_an_unknown_highest() ->
     assert Highest("2.0", None).to_json() == {"version": "2.0", "vid": None}
     ev = event(Outcome.SWITCHED, "ok", "mqtt", 1.0, {"name": "demo"}, {"recall": 1.0}, 2)
     assert (ev["version"], ev["gate"], ev["signed_by_key"]) == ({"name": "demo"}, {"recall": 1.0}, 2)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "a.json: expected a JSON object, got list"),
+        ({"current": 5}, "a.json: current: expected a version id (letters, digits, _.+-) or null, got 5"),
+        ({"trial": "yes"}, "a.json: trial: expected an object or null, got 'yes'"),
+        (
+            {"trial": {"vid": VID, "since": 1, "running": "no"}},
+            "a.json: trial.running: expected true or false, got 'no'",
+        ),
+        (
+            {"trial": {"vid": VID, "since": 1, "baseline_rate": True}},
+            "a.json: trial.baseline_rate: expected a number or null, got True",
+        ),
+        ({"highest": 3}, "a.json: highest: expected an object or null, got 3"),
+        (
+            {"highest": {"version": "2", "vid": "a/b"}},
+            "a.json: highest.vid: expected a version id (letters, digits, _.+-) or null, got 'a/b'",
+        ),
+    ],
+)
+def test_each_damaged_field_has_its_exact_line(data: Any, message: str) -> None:
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json(data, "a.json")
+    assert str(err.value) == message
+
+
+def test_missing_optional_trial_and_highest_fields_take_their_defaults() -> None:
+    s = StoreState.from_json({"trial": {"vid": VID, "since": 1}, "highest": {"version": "2"}}, "a.json")
+    assert s.trial == Trial(vid=VID, since=1.0, running=False, baseline_rate=None, forced=False)
+    assert s.highest == Highest(version="2", vid=None)
+
+
+def test_a_collapse_verdict_is_a_failed_verdict() -> None:
+    w = TrialWatch(Trial(vid=VID, since=0.0, baseline_rate=2.0), started=0.0)
+    v = w.observe(0, 0.0, trial_s=600, min_frames=1, collapse_ratio=0.25)
+    assert v is not None and v.passed is False
