@@ -217,3 +217,9 @@ def test_a_batch_inflating_to_exactly_the_cap_is_read() -> None:
         unpack(zlib.compress(data))
     with pytest.raises(BatchError, match="inflates to more than"):
         unpack(zlib.compress(data + b"x"))
+
+
+def test_a_truncated_batch_says_so_and_the_topic_strips_only_slashes() -> None:
+    with pytest.raises(BatchError, match=r"^batch is truncated \(zlib stream not complete\)$"):
+        unpack(zlib.compress(b'["detections",{}]\n')[:-3])
+    assert batch_topic("X/", "cam") == f"X/cam/{BATCH_KIND}"
