@@ -127,6 +127,7 @@ class Outbox(SpaceMixin, ClaimsMixin, MarksMixin):
         if not self._reserve.ensure():
             # opened: the quarter kept for opening is not needed any more until close tops it up
             self._enter_full("less than twice the reserve is free at open", keep=0)
+        self._tune_sync_wal()
         try:
             self.expire()
         except QueueError:

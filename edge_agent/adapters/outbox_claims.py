@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, Optional
 
+from edge_agent.adapters import outbox_db
 from edge_agent.adapters.outbox_base import OutboxBase
-from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
+from edge_agent.adapters.outbox_db import ROWS_DELTA, WAL_PAGES, is_disk_full
+from edge_agent.core.queue_policy import commit_slice_bytes
 from edge_agent.errors import QueueError
 
 
@@ -26,6 +29,12 @@ def id_filter(ids: Sequence[int]) -> tuple[str, list[int]]:
     if hi - lo + 1 == len(ids) == len(set(ids)):
         return "id BETWEEN ? AND ?", [lo, hi]
     return f"id IN ({','.join('?' * len(ids))})", list(ids)
+
+
+# a WAL file above this has grown past what WAL_PAGES allows (a batched drain, SYNC_WAL_PAGES):
+# truncated once the sync is idle. Live syncing (a few pages per ack, the writer checkpointing
+# at WAL_PAGES) stays below it, so it costs no checkpoint per result.
+IDLE_WAL_BYTES = 2 * WAL_PAGES * 4096
 
 
 class Message(NamedTuple):
@@ -59,11 +68,7 @@ class ClaimsMixin(OutboxBase):
             self._check_open()
             with self._lock:
                 skip = self._inflight | self._acked_undeleted
-            rows = self._r.execute(
-                f"SELECT id, msg_id, topic, payload, attempts FROM messages ORDER BY id {order} LIMIT ?",
-                (n + len(skip),),
-            ).fetchall()
-            rows = [r for r in rows if r[0] not in skip][:n]
+            rows = self._claimable(n, order, skip)
             ids = [r[0] for r in rows]
             if ids:
                 try:
@@ -72,6 +77,8 @@ class ClaimsMixin(OutboxBase):
                 except sqlite3.Error as exc:
                     if not is_disk_full(exc):
                         raise
+            else:
+                self._settle_wal()
         with self._lock:
             self._inflight.update(ids)
         return [Message(r[0], r[1], r[2], r[3], int(r[4]) + 1) for r in rows]
@@ -99,8 +106,9 @@ class ClaimsMixin(OutboxBase):
             self._check_open()
             for attempt in range(3):
                 try:
-                    for i in range(0, len(todo), 500):
-                        chunk = todo[i : i + 500]
+                    step = self._ack_rows_per_txn()
+                    for i in range(0, len(todo), step):
+                        chunk = todo[i : i + step]
                         with self._write_txn():
                             rows = self._delete_acked(chunk)
                         deleted += rows
@@ -134,7 +142,7 @@ class ClaimsMixin(OutboxBase):
         with its fsyncs (the small WAL kept for the full-disk reserve), so one commit instead of
         two. Any SQLite error rolls it back whole and the two separate calls run instead, with
         their own full-disk handling; the rows are deleted only in the commit, as with ack()."""
-        if not rowids or len(rowids) > 500:
+        if not rowids or len(rowids) > self._ack_rows_per_txn():
             return self.ack(rowids), self.claim(n, newest_first)
         wanted = set(rowids)
         with self._lock:
@@ -169,15 +177,49 @@ class ClaimsMixin(OutboxBase):
                 deleted = self._delete_acked(rowids)
                 with self._lock:
                     skip = self._inflight | self._acked_undeleted
-                rows = self._r.execute(
-                    f"SELECT id, msg_id, topic, payload, attempts FROM messages ORDER BY id {order} LIMIT ?",
-                    (n + len(skip),),
-                ).fetchall()
-                rows = [r for r in rows if r[0] not in skip][:n]
+                rows = self._claimable(n, order, skip)
                 if rows:
                     where, args = id_filter([r[0] for r in rows])
                     self._r.execute(f"UPDATE messages SET attempts = attempts + 1 WHERE {where}", args)
+            if not rows:
+                self._settle_wal()
         return deleted, rows
+
+    def _claimable(self, n: int, order: str, skip: set[int]) -> list[Any]:
+        """Up to ``n`` rows not in ``skip`` (in flight, acked), in ``order``. During a drain the
+        rows in flight are one run of consecutive ids: SQLite skips them (``NOT BETWEEN``)
+        instead of handing them to Python on every claim (a batched drain read 1,000 rows with
+        their payloads to claim 500). Caller holds ``_rlock``."""
+        cols = "SELECT id, msg_id, topic, payload, attempts FROM messages"
+        if skip:
+            lo, hi = min(skip), max(skip)
+            if hi - lo + 1 == len(skip):
+                sql = f"{cols} WHERE id NOT BETWEEN ? AND ? ORDER BY id {order} LIMIT ?"
+                return self._r.execute(sql, (lo, hi, n)).fetchall()
+        rows = self._r.execute(f"{cols} ORDER BY id {order} LIMIT ?", (n + len(skip),)).fetchall()
+        return [r for r in rows if r[0] not in skip][:n]
+
+    def _settle_wal(self) -> None:
+        """Nothing left to claim: give the WAL a batched drain grew (SYNC_WAL_PAGES, see
+        outbox_space) back to the filesystem -- one checkpoint per drain instead of one per
+        batch. Caller holds ``_rlock``."""
+        try:
+            size = os.stat(f"{self.path}-wal").st_size
+        except OSError:
+            return
+        if size > IDLE_WAL_BYTES:
+            self._checkpoint(self._r)
+
+    def _ack_rows_per_txn(self) -> int:
+        """Rows deleted per transaction: 500; on a full disk (capped) as many as fit in the bytes
+        of one full-disk commit slice on average, so the delete's WAL fits in what is left of the
+        reserve (a 500-row batch of 1 KiB results did not once the queue reopened on a brim-full
+        disk, and its rows stayed acked but undeleted)."""
+        if not self._capped:
+            return 500
+        with self._lock:
+            avg = self._bytes / self._count if self._count > 0 else 1.0
+        return max(1, min(500, int(commit_slice_bytes(self._reserve.size) / max(avg, 1.0))))
 
     @contextlib.contextmanager
     def _write_txn(self) -> Iterator[None]:
@@ -195,7 +237,11 @@ class ClaimsMixin(OutboxBase):
     def _delete_acked(self, ids: Sequence[int]) -> list[tuple[int, int]]:
         """Delete these rows and keep the meta row count with them; (id, size) of those deleted."""
         where, args = id_filter(ids)
-        rows = self._r.execute(f"DELETE FROM messages WHERE {where} RETURNING id, size", args).fetchall()
+        if outbox_db.HAS_RETURNING:  # looked up per call: tests run both paths on any SQLite
+            rows = self._r.execute(f"DELETE FROM messages WHERE {where} RETURNING id, size", args).fetchall()
+        else:  # SQLite < 3.35 (Jetson Nano's Ubuntu 18.04: 3.22; Pi OS Bullseye: 3.34): same transaction
+            rows = self._r.execute(f"SELECT id, size FROM messages WHERE {where}", args).fetchall()
+            self._r.execute(f"DELETE FROM messages WHERE {where}", args)
         self._r.execute(ROWS_DELTA, (-len(rows),))
         return [(int(a), int(b)) for a, b in rows]
 

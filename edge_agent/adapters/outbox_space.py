@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import List, Optional
 
 from edge_agent.adapters.outbox_base import Batch, OutboxBase
-from edge_agent.adapters.outbox_db import ROWS_DELTA, is_disk_full
+from edge_agent.adapters.outbox_db import ROWS_DELTA, SYNC_WAL_PAGES, WAL_PAGES, is_disk_full
 from edge_agent.adapters.outbox_reserve import free_bytes
 from edge_agent.core.queue_policy import (
     FULL_DISK_ATTEMPTS,
@@ -51,6 +51,23 @@ class SpaceMixin(OutboxBase):
         cap = min(pages, self._max_pages) if self._max_pages is not None else pages
         for conn in (self._w, self._r):
             conn.execute(f"PRAGMA max_page_count={int(cap)}").fetchall()
+        self._tune_sync_wal()
+
+    def _tune_sync_wal(self) -> None:
+        """The sync connection's checkpoint policy: a WAL of up to SYNC_WAL_PAGES (4 MiB) while
+        the queue is not capped, WAL_PAGES (what the reserve covers) once it is.
+
+        A checkpoint costs two fsyncs; at 64 pages a batched drain paid them on nearly every
+        500-row commit (issue 21). The sync connection deletes rows and rewrites pages the main
+        file already has (an attempt count growing by a byte may split a page: it comes from the
+        freelist a drain fills), so checkpointing its frames does not grow the file: a large WAL
+        needs no reserve, its bytes are already allocated, and on SQLITE_FULL the TRUNCATE checkpoint
+        (``_enter_full``, ack's retry) gives all of them back before the cap. New pages come
+        only from the writer connection, which still checkpoints at WAL_PAGES after each commit.
+        Once the sync is idle the WAL is truncated (``_settle_wal``)."""
+        small = self._capped or self._max_pages is not None
+        with contextlib.suppress(sqlite3.Error):
+            self._r.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES if small else SYNC_WAL_PAGES}").fetchall()
 
     def _enter_full(self, why: str, keep: int = -1) -> None:
         """Release the reserve (but ``keep`` bytes, default a quarter: room for the next start to
@@ -80,6 +97,7 @@ class SpaceMixin(OutboxBase):
         if self._capped and may_leave_full(free_bytes(self.path.parent), self._reserve.size):
             self._set_cap(NO_CAP)
             self._capped = not self._reserve.ensure()
+            self._tune_sync_wal()
             if not self._capped:
                 self._full_drops = 0
                 log.info("outbox %s: space available again: reserve re-created, cap lifted", self.path)

@@ -223,3 +223,18 @@ def test_a_truncated_batch_says_so_and_the_topic_strips_only_slashes() -> None:
     with pytest.raises(BatchError, match=r"^batch is truncated \(zlib stream not complete\)$"):
         unpack(zlib.compress(b'["detections",{}]\n')[:-3])
     assert batch_topic("X/", "cam") == f"X/cam/{BATCH_KIND}"
+
+
+@pytest.mark.parametrize(
+    "topic, payload",
+    [
+        ("edge/cam-1\n/detections", body(device_id="cam-1\n")),
+        ("edge/cam-1/detections\n", body()),
+        ("edge/cam-1/detections", body(id="r1\n")),
+    ],
+)
+def test_a_final_newline_is_not_part_of_a_valid_id(topic: str, payload: bytes) -> None:
+    """``$`` matches before a final newline: ``cam-1\\n`` passed as a device id (and was stored)."""
+    with pytest.raises(IngestError) as err:
+        parse("edge", topic, payload, NOW)
+    assert "\n" not in str(err.value)
