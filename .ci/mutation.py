@@ -98,6 +98,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/test_config_rules.py",
             "tests/agent/test_bounded_properties.py",
             "tests/core/test_config_example.py",
+            "tests/core/test_tracking.py",  # config_scene.tracker_low_warning
         ],
     ),
     "core-package": (

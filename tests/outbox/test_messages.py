@@ -174,3 +174,4 @@ def test_the_other_builders_carry_what_they_are_given() -> None:
     )
     assert (c["from"], c["to"], c["lines"], c["interval_s"]) == (1.0, 2.0, {"l": {}}, 60.0)
     assert object_topics("/site/", "cam") == ("site/cam/objects", "site/cam/counts")
+    assert object_topics("X", "cam") == ("X/cam/objects", "X/cam/counts")
