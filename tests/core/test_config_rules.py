@@ -166,3 +166,22 @@ def test_a_topic_level_takes_ordinary_names(level: str) -> None:
 def test_a_device_id_error_says_why_it_is_not_a_topic_level(device: str, why: str) -> None:
     msg = _error(f'[device]\nid = "{device}"\n')
     assert msg.startswith(f"c.toml: device.id = '{device}': ") and why in msg
+
+
+def test_the_tracker_low_warning_is_one_exact_line() -> None:
+    from edge_agent.core.config_scene import tracker_low_warning
+
+    assert tracker_low_warning("objects", 0.25, 0.1, 0.3) == (
+        "tracker.low = 0.1 acts from 0.25 only: the tracker only sees detections scoring above "
+        "detector.conf_threshold = 0.25; set conf_threshold below 0.1 to keep occluded objects "
+        "tracked (docs/objects.md)"
+    )
+    assert tracker_low_warning("objects", 0.3, 0.1, 0.3) == (
+        "tracker.low = 0.1 has no effect (the second association gets nothing): the tracker only "
+        "sees detections scoring above detector.conf_threshold = 0.3; set conf_threshold below 0.1 "
+        "to keep occluded objects tracked (docs/objects.md)"
+    )
+    assert tracker_low_warning("objects", 0.1, 0.1, 0.3) is not None  # at low: still cut
+    assert tracker_low_warning("objects", 0.09, 0.1, 0.3) is None
+    assert tracker_low_warning("objects", 0.0, 0.0, 0.3) is None
+    assert tracker_low_warning("every_frame", 0.5, 0.1, 0.3) is None
