@@ -115,7 +115,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "core-batch": (["edge_agent/core/batch.py"], ["tests/collector/test_batch_and_parse.py"]),
     "core-objects": (
         ["edge_agent/core/zones.py", "edge_agent/core/objects.py"],
-        ["tests/core/test_tracking.py", "tests/agent/test_objects_step.py"],
+        [
+            "tests/core/test_zone_geometry.py",
+            "tests/core/test_tracking.py",
+            "tests/agent/test_objects_step.py",
+        ],
     ),
     "core-tracker": (["edge_agent/core/tracker.py"], ["tests/core/test_tracking.py"]),
     "core-formats": (
