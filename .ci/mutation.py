@@ -117,6 +117,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/zones.py", "edge_agent/core/objects.py"],
         [
             "tests/core/test_zone_geometry.py",
+            "tests/core/test_object_events.py",
             "tests/core/test_tracking.py",
             "tests/agent/test_objects_step.py",
         ],
