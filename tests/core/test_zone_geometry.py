@@ -162,3 +162,42 @@ def test_the_anchor_is_the_bottom_centre_or_the_centre_in_frame_fractions() -> N
     assert anchor_point(box, 400, 500, "bottom_center") == (0.5, 0.5)
     assert anchor_point(box, 400, 500, "center") == (0.5, 0.3)
     assert anchor_point([0.2, 0.4, 0.6, 0.8], 0, 0, "center") == pytest.approx((0.4, 0.6))  # no size: as is
+
+
+# ---- a tilted counting line, away from the origin ---------------------------------------------
+A, B = (0.2, 0.3), (0.8, 0.6)
+_LEN = ((B[0] - A[0]) ** 2 + (B[1] - A[1]) ** 2) ** 0.5
+_RIGHT = (-(B[1] - A[1]) / _LEN, (B[0] - A[0]) / _LEN)  # unit normal to the right of A->B (y down)
+
+
+def _at(s: float, dist: float) -> P:
+    """The point at fraction ``s`` along A->B, ``dist`` to its right (negative: left)."""
+    return (A[0] + s * (B[0] - A[0]) + dist * _RIGHT[0], A[1] + s * (B[1] - A[1]) + dist * _RIGHT[1])
+
+
+def _walk(path: list[P], margin: float = 0.02, in_sign: int = 1) -> list[str | None]:
+    from edge_agent.core.zones import LineState, line_step
+
+    state = LineState()
+    return [line_step(state, p, A, B, margin, in_sign) for p in path]
+
+
+def test_a_tilted_line_counts_a_crossing_through_its_middle_by_side() -> None:
+    assert _walk([_at(0.5, -0.1), _at(0.5, 0.1)]) == [None, "in"]
+    assert _walk([_at(0.5, 0.1), _at(0.5, -0.1)]) == [None, "out"]
+    assert _walk([_at(0.5, -0.1), _at(0.5, 0.1)], in_sign=-1) == [None, "out"]
+    assert _walk([_at(0.3, -0.1), _at(0.7, 0.1), _at(0.4, -0.05)]) == [None, "in", "out"]
+
+
+def test_the_band_either_side_of_a_tilted_line_decides_nothing() -> None:
+    # 0.015 from the line is inside the 0.02 band: no side committed, no crossing
+    assert _walk([_at(0.5, -0.1), _at(0.5, 0.015), _at(0.5, -0.1)]) == [None, None, None]
+    # 0.025 is outside it: a crossing
+    assert _walk([_at(0.5, -0.1), _at(0.5, 0.025)]) == [None, "in"]
+
+
+def test_a_crossing_counts_up_to_the_margin_beyond_the_ends_and_not_further() -> None:
+    for s in (0.01, 0.99, 1.01, -0.01):  # within the segment, or within the margin past an end
+        assert _walk([_at(s, -0.1), _at(s, 0.1)]) == [None, "in"], s
+    for s in (1.25, -0.25, 1.05):  # beside the segment: nothing, and the side stays
+        assert _walk([_at(s, -0.1), _at(s, 0.1), _at(0.5, 0.1)]) == [None, None, "in"], s
