@@ -155,6 +155,7 @@ def test_the_best_crop_follows_the_best_score_and_an_unreported_track_ends_silen
 
 def test_counts_are_not_due_without_lines_or_zones_and_a_checkpoint_is_checked() -> None:
     assert ObjectEvents(TrackerConfig(), [], [], 1, 0.0).counts_due(1000.0) is None
+    assert ObjectEvents(TrackerConfig(), [], [GATE], 1, 0.0).counts_due(1.0) is not None  # lines only
     ev = ObjectEvents(TrackerConfig(), [ZONE], [GATE], 60, 0.0)
     state = ev.count_state()
     assert state == {

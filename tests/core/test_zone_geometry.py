@@ -106,6 +106,7 @@ TRI = [(0.1, 0.1), (0.9, 0.1), (0.5, 0.9)]
         ([(0.0, 0.0)] * 65, "has 65 points, at most 64 allowed"),
         ([(0.1, 0.1), (1.5, 0.1), (0.5, 0.9)], "point [1.5, 0.1] is outside 0..1 (fractions of the frame)"),
         ([(0.1, 0.1), (0.9, 0.1), (0.5, -0.1)], "point [0.5, -0.1] is outside 0..1 (fractions of the frame)"),
+        ([(0.1, 0.1), (0.9, 0.1), (0.5, 1.5)], "point [0.5, 1.5] is outside 0..1 (fractions of the frame)"),
         (
             [(0.1, 0.1), (0.9, 0.9), (0.9, 0.1), (0.1, 0.9)],
             "is self-intersecting: edge 0-1 crosses edge 2-3",
@@ -142,6 +143,7 @@ def test_usable_zones_at_the_limits() -> None:
         ([(0.5, 0.0)], "has 1 points, a line needs exactly 2"),
         ([(0.5, 0.0), (0.5, 1.0), (0.1, 0.1)], "has 3 points, a line needs exactly 2"),
         ([(0.5, 0.0), (0.5, 1.01)], "point [0.5, 1.01] is outside 0..1 (fractions of the frame)"),
+        ([(1.5, 0.0), (0.5, 1.0)], "point [1.5, 0.0] is outside 0..1 (fractions of the frame)"),
         ([(-0.01, 0.0), (0.5, 1.0)], "point [-0.01, 0.0] is outside 0..1 (fractions of the frame)"),
         ([(0.5, 0.5), (0.5, 0.509)], "is degenerate: its two points are less than 0.01 of the frame apart"),
         ([(0.5, 0.5), (0.506, 0.506)], "is degenerate: its two points are less than 0.01 of the frame apart"),
