@@ -56,7 +56,7 @@ STATS_COUNTERS = (
 _COLUMNS = "msg_id, topic, payload, size, created, attempts"
 # WAL autocheckpoint, in pages. WAL_PAGES: every connection at open, and the sync connection
 # while the queue is capped (full disk) -- what the reserve covers. SYNC_WAL_PAGES: the sync
-# connection otherwise (outbox_space.SpaceMixin._tune_sync_wal says why that is safe).
+# connection otherwise (outbox_space.Space.tune_sync_wal says why that is safe).
 WAL_PAGES = 64
 SYNC_WAL_PAGES = 1024
 

@@ -125,7 +125,7 @@ def test_a_batched_drain_of_a_queue_reopened_on_a_brim_full_disk(disk: Path) -> 
     assert free(disk) == 0
     with Outbox(path, big_limits()) as ob:
         assert _autocheckpoint(ob) == (WAL_PAGES, WAL_PAGES)
-        assert 0 < ob._ack_rows_per_txn() < 500
+        assert 0 < ob.claims.ack_rows_per_txn() < 500
         _drain(ob, path)
         ob.ack([])  # what the maintenance pass does: retry deletes a full disk refused
         assert ob.stats()["pending"] == 0 and not ob._acked_undeleted
