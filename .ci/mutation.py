@@ -110,6 +110,42 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/inference/test_guard.py",
         ],
     ),
+    # model updates (issue 19): package reading and signatures, receiver and store, the app side
+    "model-package": (
+        ["edge_agent/adapters/signing.py", "edge_agent/adapters/package_file.py"],
+        ["tests/updates/test_update_security.py", "tests/updates/test_packages.py"],
+    ),
+    "model-receiver": (
+        ["edge_agent/adapters/model_mqtt.py", "edge_agent/adapters/model_store.py"],
+        [
+            "tests/updates/test_receiver.py",
+            "tests/updates/test_store_state.py",
+            "tests/updates/test_update_security.py",
+        ],
+    ),
+    "model-app": (
+        [
+            "edge_agent/app/model_updates.py",
+            "edge_agent/app/model_switch.py",
+            "edge_agent/app/model_gate.py",
+            "edge_agent/app/model_cmd.py",
+            "edge_agent/app/model_push.py",
+        ],
+        [
+            "tests/updates/test_packages.py",
+            "tests/updates/test_update_security.py",
+            "tests/updates/test_agent_updates.py",
+        ],
+    ),
+    "mqtt-sync": (
+        ["edge_agent/adapters/mqtt_sync.py"],
+        [
+            "tests/outbox/test_mqtt_sync.py",
+            "tests/outbox/test_sync_session.py",
+            "tests/outbox/test_sync_guarantees.py",
+            "tests/outbox/test_batch_sync.py",
+        ],
+    ),
 }
 
 LINE = re.compile(r"^\s*(edge_agent\.[\w.]+?)\.(x_\w+|xǁ\w+ǁ\w+)__mutmut_\d+: (.+)$")

@@ -314,8 +314,7 @@ def test_one_package_on_a_group_topic_reaches_ten_devices(
         rec.start()
         receivers.append((rec, root / "inbox"))
     try:
-        wait(lambda: all(r._client.is_connected() for r, _ in receivers), what="10 receivers connected")
-        time.sleep(0.3)  # SUBACKs
+        wait(lambda: all(r.subscribed.is_set() for r, _ in receivers), what="10 receivers subscribed")
         sha = hashlib.sha256(packages["good"].read_bytes()).hexdigest()
         tid = push_package(
             load_config(make_config(port=broker.port)), packages["good"], [], "fleet-a", 32 * 1024
@@ -340,8 +339,7 @@ def test_transfer_over_the_size_cap_is_refused(
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: events.append(info or {}))
     rec.start()
     try:
-        wait(rec._client.is_connected, what="connected")
-        time.sleep(0.3)
+        wait(rec.subscribed.is_set, what="subscribed (SUBACK)")
         push_package(cfg, packages["good"], ["cam-1"], None)
         wait(lambda: any("refused" in e for e in events), what="refusal")
         assert "max_package_mb" in next(e["refused"] for e in events if "refused" in e)
@@ -367,8 +365,7 @@ def test_assembled_package_with_the_wrong_sha256_is_refused(
     pub.connect("127.0.0.1", broker.port)
     pub.loop_start()
     try:
-        wait(rec._client.is_connected, what="connected")
-        time.sleep(0.3)
+        wait(rec.subscribed.is_set, what="subscribed (SUBACK)")
         begin = {
             "transfer_id": "badsha",
             "size": len(data),
@@ -412,8 +409,7 @@ def test_a_transfer_survives_a_broker_that_lost_its_sessions(
     rec = model_mqtt.ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
     rec.start()
     try:
-        wait(rec._client.is_connected, what="connected")
-        time.sleep(0.3)
+        wait(rec.subscribed.is_set, what="subscribed (SUBACK)")
         chunk, tid = 32 * 1024, "lost-session"
         push_package(cfg, packages["good"], ["cam-1"], None, chunk, transfer_id=tid, only=range(5))
         chunks = root / "transfers" / tid / "chunks"
