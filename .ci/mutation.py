@@ -119,21 +119,19 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "model-receiver": (
         ["edge_agent/adapters/model_mqtt.py", "edge_agent/adapters/model_store.py"],
-        ["tests/updates/test_receiver.py", "tests/updates/test_store_state.py"],
+        [
+            "tests/updates/test_receiver.py",
+            "tests/updates/test_store_state.py",
+            "tests/updates/test_model_store.py",
+        ],
     ),
-    "model-app": (
-        [
-            "edge_agent/app/model_updates.py",
-            "edge_agent/app/model_switch.py",
-            "edge_agent/app/model_gate.py",
-            "edge_agent/app/model_cmd.py",
-            "edge_agent/app/model_push.py",
-        ],
-        [
-            "tests/updates/test_packages.py",
-            "tests/updates/test_update_security.py",
-            "tests/updates/test_agent_updates.py",
-        ],
+    "model-switch": (
+        ["edge_agent/app/model_switch.py", "edge_agent/app/model_gate.py"],
+        ["tests/updates/test_model_switch.py"],
+    ),
+    "model-updates": (
+        ["edge_agent/app/model_updates.py", "edge_agent/app/model_push.py", "edge_agent/app/model_cmd.py"],
+        ["tests/updates/test_receiver.py", "tests/updates/test_agent_updates.py"],
     ),
     "mqtt-sync": (
         ["edge_agent/adapters/mqtt_sync.py"],

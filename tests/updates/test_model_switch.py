@@ -1,0 +1,292 @@
+"""install / rollback / describe and the gate in process, on packages written in process (the demo
+INT8 as the candidate, the demo FP32 running): fast enough for `python .ci/mutation.py model-switch`,
+and each test names the rule it pins (gate thresholds, anti-rollback, history, caps, signatures)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from helpers_updates import FP32, INT8, SAMPLES, make_dim_scores, pack_in_process, write_config
+
+from edge_agent.adapters.model_store import ModelStore
+from edge_agent.app import model_gate, model_switch
+from edge_agent.app.configfile import load_config
+from edge_agent.app.model_switch import describe, downgrade_reason, effective_config, install, rollback
+from edge_agent.core.model_state import Highest, StoreState
+from edge_agent.core.thresholds import Thresholds
+
+if not INT8.is_file():  # pragma: no cover - the demo models are part of the repository
+    pytest.skip(f"{INT8} missing", allow_module_level=True)
+
+
+@pytest.fixture
+def cfg_of(tmp_path: Path) -> Callable[..., Any]:
+    def make(extra: str = "", device: str = "cam-1") -> Any:
+        return load_config(write_config(tmp_path, extra=extra, device=device))
+
+    return make
+
+
+def _pkg(tmp: Path, version: str, **kw: Any) -> Path:
+    return pack_in_process(tmp / f"v{version}.pkg", INT8, version=version, **kw)
+
+
+def _state(cfg: Any) -> StoreState:
+    return ModelStore(cfg.device.state_dir).state()
+
+
+def test_install_switches_records_and_rollback_returns_to_the_config_model(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    res = install(cfg, _pkg(tmp_path, "2.0"), origin="test", baseline_rate=1.5)
+    assert res["outcome"] == "switched", res["detail"]
+    assert res["detail"].startswith("gate on 6 bundled-probe images") and "(forced)" not in res["detail"]
+    assert res["origin"] == "test" and res["version"]["version"] == "2.0" and res["signed_by_key"] is None
+    assert res["gate"]["passed"] is True and res["gate"]["source"] == "bundled-probe"
+    st = _state(cfg)
+    vid = st.current
+    assert vid is not None and vid.startswith("demo-2.0-")
+    assert st.history == [None] and st.highest == Highest(version="2.0", vid=vid)
+    assert st.trial is not None and (st.trial.vid, st.trial.baseline_rate, st.trial.forced) == (
+        vid,
+        1.5,
+        False,
+    )
+    assert st.last is not None and st.last["outcome"] == "switched"
+    info = describe(cfg)
+    assert info["current"]["id"] == vid and info["current"]["version"] == "2.0"
+    assert info["current"]["created_at"] == "2026-11-30T00:00:00Z" and info["trial"]["vid"] == vid
+    eff = effective_config(cfg, vid, ModelStore(cfg.device.state_dir))
+    assert eff.detector.model.endswith(f"{vid}/detector.onnx") and cfg.detector.model == str(FP32)
+    back = rollback(cfg, "test says so")
+    assert back["outcome"] == "rolled_back" and back["detail"] == f"{vid} -> config model: test says so"
+    st = _state(cfg)
+    assert (st.current, st.trial, st.history) == (None, None, [])
+    assert list(ModelStore(cfg.device.state_dir).versions.iterdir()) == []  # the abandoned one deleted
+    info = describe(cfg)
+    assert info["current"] == {"id": None, "model": str(FP32)} and info["trial"] is None
+    again = rollback(cfg, "again")
+    assert again["outcome"] == "refused" and "nothing to roll back" in again["detail"]
+
+
+def test_rollback_goes_to_the_previous_version_not_the_oldest(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of("[model_update]\nkeep_versions = 3")
+    vids = []
+    for v in ("1.0", "2.0", "3.0"):
+        assert install(cfg, _pkg(tmp_path, v), origin="test")["outcome"] == "switched"
+        vids.append(_state(cfg).current)
+    st = _state(cfg)
+    assert st.history == [vids[0], vids[1]]  # keep_versions - 1 kept behind the current one
+    store = ModelStore(cfg.device.state_dir)
+    assert sorted(p.name for p in store.versions.iterdir()) == sorted(vids)
+    assert rollback(cfg, "r")["detail"].startswith(f"{vids[2]} -> {vids[1]}:")
+    assert _state(cfg).current == vids[1]
+    assert sorted(p.name for p in store.versions.iterdir()) == sorted(vids[:2])
+    assert rollback(cfg, "r")["detail"].startswith(f"{vids[1]} -> {vids[0]}:")
+    assert rollback(cfg, "r")["detail"].startswith(f"{vids[0]} -> config model:")
+
+
+def test_only_if_current_never_rolls_back_another_version(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
+    cfg = cfg_of()
+    install(cfg, _pkg(tmp_path, "1.0"), origin="test")
+    vid = _state(cfg).current
+    res = rollback(cfg, "trial failed", origin="trial", only_if_current="demo-0.1-00000000")
+    assert res == {"outcome": "unchanged", "detail": "demo-0.1-00000000 no longer runs", "origin": "trial"}
+    assert _state(cfg).current == vid
+    assert rollback(cfg, "trial failed", only_if_current=vid)["outcome"] == "rolled_back"
+
+
+def test_history_is_capped_by_keep_versions(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
+    cfg = cfg_of("[model_update]\nkeep_versions = 2")
+    vids = []
+    for v in ("1.0", "2.0", "3.0"):
+        install(cfg, _pkg(tmp_path, v), origin="test")
+        vids.append(_state(cfg).current)
+    assert _state(cfg).history == [vids[1]]
+    store = ModelStore(cfg.device.state_dir)
+    assert sorted(p.name for p in store.versions.iterdir()) == sorted(vids[1:])
+
+
+def test_the_same_version_again_is_unchanged_and_an_older_one_refused(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    assert install(cfg, _pkg(tmp_path, "2.0"), origin="test")["outcome"] == "switched"
+    top = _state(cfg).current
+    same = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    assert same["outcome"] == "unchanged" and same["detail"] == f"{top} is already the running model"
+    old = install(cfg, _pkg(tmp_path, "1.0"), origin="test")
+    assert old["outcome"] == "refused" and "version 1.0 is not newer than 2.0" in old["detail"]
+    assert _state(cfg).current == top
+    down = install(cfg, _pkg(tmp_path, "1.0"), origin="test", allow_downgrade=True)
+    assert down["outcome"] == "switched"
+    st = _state(cfg)
+    assert st.current != top and st.highest == Highest(version="2.0", vid=top)  # the mark stays
+    # the very package that set the mark may come back (after a rollback); another 2.0 may not
+    rollback(cfg, "r")
+    rollback(cfg, "r")
+    assert install(cfg, _pkg(tmp_path, "2.0"), origin="test")["outcome"] == "switched"
+    other = pack_in_process(tmp_path / "o.pkg", FP32, version="2.0")
+    res = install(cfg, other, origin="test")
+    assert res["outcome"] == "refused" and "not newer than 2.0" in res["detail"]
+
+
+def test_downgrade_reason_without_a_mark_uses_the_current_manifest(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    store = ModelStore(cfg.device.state_dir)
+    st = store.state()
+    st.highest = None  # a store from before anti-rollback
+    m1 = ModelStore.manifest(store, st.current or "")
+    assert downgrade_reason(store, st, m1) is None  # the same package
+    st.highest = Highest(version="not pep 440!", vid="x")  # hand-written: not a reason to refuse
+    assert downgrade_reason(store, st, m1) is None
+    st.highest = Highest(version="2.0", vid="x")
+    assert "not newer than 2.0" in (downgrade_reason(store, st, m1) or "")
+    st.highest = Highest(version="1.9", vid="x")
+    assert downgrade_reason(store, st, m1) is None
+    assert downgrade_reason(store, StoreState(), m1) is None
+    assert downgrade_reason(store, StoreState(current="gone-1.0-00000000"), m1) is None
+
+
+def test_the_size_cap_holds_before_anything_is_read(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
+    pkg = _pkg(tmp_path, "2.0")
+    size = pkg.stat().st_size
+    cfg = cfg_of(f"[model_update]\nmax_package_mb = {(size - 1) / 1e6}")
+    res = install(cfg, pkg, origin="test")
+    assert res["outcome"] == "refused" and res["detail"] == f"{pkg}: {size} bytes > max_package_mb"
+    assert not ModelStore(cfg.device.state_dir).versions.exists() or not any(
+        ModelStore(cfg.device.state_dir).versions.iterdir()
+    )
+    cfg = cfg_of(f"[model_update]\nmax_package_mb = {size / 1e6}")
+    assert install(cfg, pkg, origin="test")["outcome"] == "switched"  # exactly the cap
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "check"),
+    [
+        ("max_conf_delta", "0.0", "mean_abs_conf_delta"),
+        ("min_mean_iou", "1.0", "mean_iou"),
+    ],
+)
+def test_every_gate_threshold_is_honoured(
+    tmp_path: Path, cfg_of: Callable[..., Any], key: str, value: str, check: str
+) -> None:
+    cfg = cfg_of(f"[model_update]\n{key} = {value}")
+    res = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    assert res["outcome"] == "refused", res["detail"]
+    failed = [c for c in res["gate"]["detector"]["checks"] if not c["passed"]]
+    assert [c["name"] for c in failed] == [check], failed
+    assert f"detector {check} " in res["detail"] and f"{float(value):g})" in res["detail"]
+    assert list(ModelStore(cfg.device.state_dir).versions.iterdir()) == []  # the refused one goes
+    assert _state(cfg).current is None
+
+
+def test_thresholds_are_the_configured_ones(tmp_path: Path) -> None:
+    cfg = load_config(
+        write_config(
+            tmp_path,
+            extra="[model_update]\nmin_recall = 0.5\nmin_mean_iou = 0.4\nmax_conf_delta = 0.3\n"
+            "min_top1_agreement = 0.2",
+        )
+    )
+    th = model_switch._thresholds(cfg)
+    assert (th.min_recall, th.min_mean_iou, th.max_conf_delta, th.min_top1_agreement) == (0.5, 0.4, 0.3, 0.2)
+
+
+def test_force_switches_past_a_refusing_gate_and_is_recorded(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of("[model_update]\nmax_conf_delta = 0.0")
+    res = install(cfg, _pkg(tmp_path, "2.0"), origin="cli", force=True)
+    assert res["outcome"] == "switched" and res["detail"].endswith(" (forced)")
+    assert _state(cfg).trial.forced is True  # type: ignore[union-attr]
+
+
+def test_signatures_and_force_in_the_manifest(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
+    from edge_agent.adapters import signing
+
+    key, other = tmp_path / "k", tmp_path / "o"
+    pub, opub = signing.generate_key(key), signing.generate_key(other)
+    cfg = cfg_of(f'[model_update]\ntrusted_keys = ["{opub}", "{pub}"]\nmax_conf_delta = 0.0')
+    unsigned = install(cfg, _pkg(tmp_path, "2.0"), origin="mqtt:x", require_signature=True)
+    assert unsigned["outcome"] == "refused" and "unsigned" in unsigned["detail"]
+    # signed, asking for force: honoured (the author's decision, covered by the signature)
+    res = install(cfg, _pkg(tmp_path, "2.1", signature_key=key, force=True), origin="mqtt:x")
+    assert res["outcome"] == "switched" and res["signed_by_key"] == 1 and "(forced)" in res["detail"]
+    nokeys = cfg_of("[model_update]\nmax_conf_delta = 0.0", device="cam-2")
+    res = install(nokeys, _pkg(tmp_path, "2.2", force=True), origin="inbox:x")  # unsigned force: ignored
+    assert res["outcome"] == "refused", res["detail"]
+    res = install(nokeys, _pkg(tmp_path, "2.3"), origin="mqtt:x", require_signature=True)
+    assert res["outcome"] == "refused" and "must be signed" in res["detail"]
+
+
+def test_the_gate_refuses_without_images_and_names_the_way_out(tmp_path: Path) -> None:
+    res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, [], "none", Thresholds())
+    assert res.passed is False and res.images == 0 and res.source == "none"
+    assert len(res.reasons) == 1 and res.reasons[0].startswith("no verdict: no gate images")
+    assert res.summary().startswith("gate on 0 none images (") and "REFUSED: no verdict" in res.summary()
+    js = res.to_json()
+    assert js["passed"] is False and js["images"] == 0 and js["reasons"] == res.reasons
+    assert js["detector"] == {} and js["classifier"] is None and js["candidate_max_score"] is None
+
+
+def test_the_gate_passes_the_int8_on_the_samples_with_its_numbers(tmp_path: Path) -> None:
+    files = sorted(SAMPLES.glob("*.jpg"))
+    res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, files, "probe", Thresholds())
+    assert res.passed is True and res.reasons == [] and res.images == len(files) == 6
+    assert res.candidate_max_score is not None and 0.25 < res.candidate_max_score <= 1.0
+    assert res.seconds > 0 and res.summary().endswith(": passed")
+    js = res.to_json()
+    assert js["seconds"] == round(res.seconds, 3) and js["source"] == "probe"
+    names = {c["name"]: c for c in js["detector"]["checks"]}
+    assert set(names) >= {"recall_of_reference", "mean_iou", "mean_abs_conf_delta"}
+    strict = model_gate.run_gate(
+        {"detector": FP32}, {"detector": INT8}, files, "probe", Thresholds(max_conf_delta=0.0)
+    )
+    assert strict.passed is False and len(strict.reasons) == 1
+    assert (
+        strict.reasons[0].startswith("detector mean_abs_conf_delta 0.")
+        and "(needs <= 0)" in strict.reasons[0]
+    )
+
+
+def test_failed_checks_print_nan_as_na() -> None:
+    class C:
+        def __init__(self, name: str, value: float, passed: bool) -> None:
+            self.name, self.value, self.passed, self.op, self.limit = name, value, passed, ">=", 0.5
+
+    class R:
+        kind = "detector"
+
+        def __init__(self) -> None:
+            self.checks = [C("a", math.nan, False), C("b", 0.25, False), C("c", 0.9, True)]
+
+    assert model_gate._failed_checks(R()) == [
+        "detector a n/a (needs >= 0.5)",
+        "detector b 0.2500 (needs >= 0.5)",
+    ]
+
+
+def test_gate_images_prefer_the_packages_probe_images_over_the_samples(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    probe = sorted(SAMPLES.glob("*.jpg"))[:2]
+    res = install(cfg, pack_in_process(tmp_path / "p.pkg", INT8, version="2.0", probe=probe), origin="test")
+    assert res["gate"]["source"] == "probe" and res["gate"]["images"] == 2, res["detail"]
+    other = cfg_of(device="cam-2")
+    # not the demo detector: the bundled samples are no verdict
+    other.detector.model = str(make_dim_scores(INT8, tmp_path / "dim.onnx"))
+    res = install(other, pack_in_process(tmp_path / "q.pkg", FP32, version="3.0"), origin="test")
+    assert res["outcome"] == "refused" and res["gate"]["source"] == "none", res["detail"]
+    assert json.dumps(res["gate"]["reasons"]).count("no verdict") == 1
