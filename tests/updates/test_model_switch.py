@@ -31,8 +31,11 @@ def cfg_of(tmp_path: Path) -> Callable[..., Any]:
     return make
 
 
+ONE_PROBE = sorted(SAMPLES.glob("*.jpg"))[:1]  # a gate on one image: these tests are run per mutant
+
+
 def _pkg(tmp: Path, version: str, **kw: Any) -> Path:
-    return pack_in_process(tmp / f"v{version}.pkg", INT8, version=version, **kw)
+    return pack_in_process(tmp / f"v{version}.pkg", INT8, version=version, **{"probe": ONE_PROBE, **kw})
 
 
 def _state(cfg: Any) -> StoreState:
@@ -43,7 +46,7 @@ def test_install_switches_records_and_rollback_returns_to_the_config_model(
     tmp_path: Path, cfg_of: Callable[..., Any]
 ) -> None:
     cfg = cfg_of()
-    res = install(cfg, _pkg(tmp_path, "2.0"), origin="test", baseline_rate=1.5)
+    res = install(cfg, _pkg(tmp_path, "2.0", probe=[]), origin="test", baseline_rate=1.5)
     assert res["outcome"] == "switched", res["detail"]
     assert res["detail"].startswith("gate on 6 bundled-probe images") and "(forced)" not in res["detail"]
     assert res["origin"] == "test" and res["version"]["version"] == "2.0" and res["signed_by_key"] is None
