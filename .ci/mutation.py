@@ -120,9 +120,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "model-receiver": (
         ["edge_agent/adapters/model_mqtt.py", "edge_agent/adapters/model_store.py"],
         [
+            "tests/updates/test_receiver_rules.py",
             "tests/updates/test_receiver.py",
-            "tests/updates/test_store_state.py",
             "tests/updates/test_model_store.py",
+            "tests/updates/test_store_state.py",
         ],
     ),
     "model-switch": (

@@ -1,0 +1,297 @@
+"""The MQTT model receiver's rules, fed directly (no broker) and checked to the byte: what lands in
+the inbox and with which modes, what a refusal says, the done list, what a restart keeps or drops,
+paho's callbacks. Fast, in process: `python .ci/mutation.py model-receiver` runs them per mutant."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import stat
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import pytest
+from helpers_updates import write_config
+
+from edge_agent.adapters import model_mqtt
+from edge_agent.adapters.model_mqtt import DONE_KEEP, ModelReceiver, model_topics
+from edge_agent.app.configfile import load_config
+
+BASE = "edge/cam-1/model"
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Callable[..., tuple[ModelReceiver, Path, list[Any]]]:
+    def build(extra: str = "", load: bool = True) -> tuple[ModelReceiver, Path, list[Any]]:
+        cfg = load_config(write_config(tmp_path, extra=extra))
+        root = Path(cfg.device.state_dir)
+        events: list[Any] = []
+        rec = ModelReceiver(cfg, root / "transfers", root / "inbox", events.append)
+        if load:
+            rec.load()
+        return rec, root, events
+
+    return build
+
+
+def _begin(data: bytes, tid: str = "t1", chunk: int = 1024, **over: Any) -> bytes:
+    b = {
+        "transfer_id": tid,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "chunks": max(1, math.ceil(len(data) / chunk)),
+        "chunk_size": chunk,
+        **over,
+    }
+    return json.dumps(b).encode()
+
+
+def _send(rec: ModelReceiver, data: bytes, tid: str = "t1", chunk: int = 1024, **over: Any) -> None:
+    rec.handle(f"{BASE}/begin", _begin(data, tid, chunk, **over))
+    for i in range(math.ceil(len(data) / chunk)):
+        rec.handle(f"{BASE}/chunk/{tid}/{i}", data[i * chunk : (i + 1) * chunk])
+
+
+def _mode(p: Path) -> int:
+    return stat.S_IMODE(p.stat().st_mode)
+
+
+def test_topics_per_device_and_group() -> None:
+    assert model_topics("/edge/", "cam-1", ["a", "b"]) == [
+        "edge/cam-1/model",
+        "edge/groups/a/model",
+        "edge/groups/b/model",
+    ]
+
+
+def test_a_complete_transfer_lands_in_the_inbox_private_verified_and_announced(
+    make: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    rec, root, events = make()
+    data = os.urandom(2500)
+    caplog.set_level(logging.INFO, logger="edge_agent.model_mqtt")
+    _send(rec, data)
+    pkg, req = root / "inbox" / "t1.pkg", root / "inbox" / "t1.request.json"
+    assert pkg.read_bytes() == data and _mode(pkg) == 0o600
+    assert json.loads(req.read_text()) == {"origin": "mqtt:t1"} and _mode(req) == 0o600
+    assert rec.completed == ["t1"]
+    assert json.loads((root / "transfers" / "done.json").read_text()) == ["t1"]
+    assert _mode(root / "transfers" / "done.json") == 0o600
+    assert sorted(p.name for p in (root / "transfers").iterdir()) == ["done.json"]  # no package.pkg left
+    assert events[-1] == {"transfer_id": "t1", "received": 3, "chunks": 3, "complete": True}
+    assert (events[0]["received"], events[0]["missing"]) == (0, [[0, 2]])  # the begin is announced
+    assert (events[1]["received"], events[1]["missing"]) == (1, [[1, 2]])  # and the first chunk
+    assert events[0]["bytes"] == 2500 and events[0]["chunks"] == 3 and events[0]["transfer_id"] == "t1"
+    assert "model transfer t1 complete (2500 bytes, sha256 ok): handed to the inbox" in caplog.messages
+    assert rec.counts == {"messages": 4, "refused": 0, "failed": 0, "discarded_at_start": 0, "restarts": 0}
+    # a redelivered begin or chunk of a finished transfer is acknowledged and ignored
+    rec.handle(f"{BASE}/begin", _begin(data))
+    rec.handle(f"{BASE}/chunk/t1/0", data[:1024])
+    assert sorted(p.name for p in (root / "transfers").iterdir()) == ["done.json"]
+    assert rec.counts["refused"] == 0 and rec.completed == ["t1"]
+
+
+def test_a_group_transfer_is_received_too(make: Callable[..., Any]) -> None:
+    rec, root, _ = make('[model_update]\ngroups = ["fleet"]')
+    data = os.urandom(1500)
+    rec.handle("edge/groups/fleet/model/begin", _begin(data, "g1"))
+    rec.handle("edge/groups/fleet/model/chunk/g1/0", data[:1024])
+    rec.handle("edge/groups/fleet/model/chunk/g1/1", data[1024:])
+    assert (root / "inbox" / "g1.pkg").read_bytes() == data
+    rec.handle("edge/groups/other/model/begin", _begin(data, "g2"))
+    assert rec.counts["refused"] == 1 and rec.last_error is not None
+    assert "not a model-transfer topic" in rec.last_error
+
+
+def test_an_assembled_package_with_the_wrong_sha256_is_refused_with_both_hashes(
+    make: Callable[..., Any],
+) -> None:
+    rec, root, events = make()
+    data = os.urandom(2048)
+    _send(rec, data, sha256="ab" * 32)
+    got = hashlib.sha256(data).hexdigest()
+    reason = f"assembled package has sha256 {got[:16]}... / 2048 bytes, begin said {'ab' * 8}... / 2048 bytes"
+    assert events[-1] == {"transfer_id": "t1", "refused": reason}
+    assert rec.counts["refused"] == 1 and rec.last_error == f"transfer t1: {reason}"
+    assert list((root / "inbox").iterdir()) == [] and rec.completed == []
+    assert json.loads((root / "transfers" / "done.json").read_text()) == ["t1"]  # not taken again
+    assert sorted(p.name for p in (root / "transfers").iterdir()) == ["done.json"]
+
+
+def test_the_done_list_keeps_the_last_ones(make: Callable[..., Any]) -> None:
+    rec, root, _ = make()
+    for i in range(DONE_KEEP + 3):
+        _send(rec, bytes([i]) * 10, tid=f"d{i}")
+    done = json.loads((root / "transfers" / "done.json").read_text())
+    assert done == [f"d{i}" for i in range(3, DONE_KEEP + 3)]
+    rec.handle(f"{BASE}/chunk/d0/0", bytes([0]) * 10)  # forgotten: a chunk without its begin
+    rec.handle(f"{BASE}/chunk/d3/0", bytes([3]) * 10)  # remembered: ignored
+    assert rec.counts["refused"] == 1
+
+
+def test_a_begin_refused_tells_the_sender_once_a_second(make: Callable[..., Any]) -> None:
+    rec, _, events = make()
+    bad = _begin(b"x" * 10, "bad1", chunks=10**9)
+    rec.handle(f"{BASE}/begin", bad)
+    rec.handle(f"{BASE}/begin", bad)
+    assert len(events) == 1 and events[0]["transfer_id"] == "bad1" and "chunks" in events[0]["refused"]
+    assert rec.counts["refused"] == 2
+    rec._last_refusal -= model_mqtt.PROGRESS_EVERY_S
+    rec.handle(f"{BASE}/begin", b"{not json")
+    assert events[-1]["transfer_id"] is None and len(events) == 2
+
+
+def test_chunk_topics_are_parsed_strictly(make: Callable[..., Any]) -> None:
+    rec, root, _ = make()
+    data = os.urandom(2048)
+    rec.handle(f"{BASE}/begin", _begin(data))
+    for topic in (
+        f"{BASE}/chunk/t1",
+        f"{BASE}/chunk/t1/0/x",
+        f"{BASE}/chunk/t1/-1",
+        f"{BASE}/chunk/t1/1234567890",
+    ):
+        rec.handle(topic, data[:1024])
+        assert rec.last_error is not None and "expected .../chunk/<transfer id>/<index>" in rec.last_error
+    rec.handle(f"{BASE}/chunk/..%2f/0", data[:1024])
+    assert rec.counts["refused"] == 5
+    rec.handle(f"{BASE}/chunk/t1/000000001", data[1024:])  # nine digits: index 1
+    rec.handle(f"{BASE}/chunk/t1/0", data[:1024])
+    assert (root / "inbox" / "t1.pkg").read_bytes() == data
+
+
+def test_a_chunk_over_the_protocol_maximum_is_refused_before_anything(
+    make: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec, _, _ = make()
+    monkeypatch.setattr(model_mqtt, "MAX_CHUNK", 1024)
+    rec.handle(f"{BASE}/chunk/t1/0", b"x" * 1025)
+    assert rec.last_error is not None and "chunk of 1025 bytes > 1024" in rec.last_error
+
+
+# ---- restart: what is kept, what is dropped ----------------------------------------------------
+def _state_dir(root: Path, tid: str, begin: bytes) -> Path:
+    d = root / "transfers" / tid
+    (d / "chunks").mkdir(parents=True)
+    (d / "begin.json").write_bytes(begin)
+    return d
+
+
+def test_a_restart_keeps_only_chunks_that_can_belong(make: Callable[..., Any]) -> None:
+    _, root, _ = make(load=False)
+    data = os.urandom(3 * 1024)
+    d = _state_dir(root, "t1", _begin(data))
+    (d / "chunks" / "0").write_bytes(data[:1024])
+    (d / "chunks" / "01").write_bytes(data[1024:2048])  # not a name we write ("1" is)
+    (d / "chunks" / "3").write_bytes(b"y" * 1024)  # index == chunks: outside
+    (d / "chunks" / "2").write_bytes(b"short")  # wrong size
+    rec, _, events = make()
+    assert sorted(p.name for p in (d / "chunks").iterdir()) == ["0"]
+    assert rec.snapshot()["transfers"] == 1 and rec.counts["discarded_at_start"] == 0
+    rec.handle(f"{BASE}/chunk/t1/1", data[1024:2048])
+    assert events[-1]["received"] == 2 and events[-1]["missing"] == [[2, 2]]
+    rec.handle(f"{BASE}/chunk/t1/0", b"z" * 1024)  # already on disk: the first copy stays
+    rec.handle(f"{BASE}/chunk/t1/2", data[2048:])
+    assert (root / "inbox" / "t1.pkg").read_bytes() == data
+
+
+def test_a_restarted_transfer_without_chunks_yet_is_kept_and_its_age_is_its_begin(
+    make: Callable[..., Any],
+) -> None:
+    _, root, _ = make(load=False)
+    d = root / "transfers" / "t1"
+    d.mkdir(parents=True)
+    (d / "begin.json").write_bytes(_begin(os.urandom(2048)))
+    rec, _, _ = make()
+    assert rec.snapshot()["transfers"] == 1 and rec.counts["discarded_at_start"] == 0
+    old = time.time() - model_mqtt.TRANSFER_MAX_AGE_S - 60
+    os.utime(d / "begin.json", (old, old))
+    rec2, _, _ = make()
+    assert rec2.snapshot()["transfers"] == 0 and not d.exists()
+
+
+def test_state_that_cannot_be_a_transfer_is_discarded_with_its_reason(
+    make: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, root, _ = make(load=False)
+    tdir = root / "transfers"
+    _state_dir(root, "named", _begin(b"x" * 10, "other"))  # begin.json of another transfer
+    _state_dir(root, "padded", b" " * (1 << 16) + _begin(b"x" * 10, "padded"))  # > 64 KiB: not read whole
+    (tdir / "afile").write_bytes(b"x")
+    target = root / "elsewhere"
+    _state_dir(root, "elsewhere-src", _begin(b"x" * 10, "link")).rename(target)
+    (tdir / "link").symlink_to(target)
+    caplog.set_level(logging.ERROR, logger="edge_agent.model_mqtt")
+    rec, _, _ = make()
+    assert rec.counts["discarded_at_start"] == 4 and rec.snapshot()["transfers"] == 0
+    assert sorted(p.name for p in tdir.iterdir()) == []
+    assert (target / "begin.json").exists()  # a symlink is removed, never followed
+    text = "\n".join(caplog.messages)
+    assert "begin.json names transfer 'other'" in text and "not a transfer directory" in text
+
+
+def test_a_transfer_complete_on_disk_is_finished_at_start(make: Callable[..., Any], tmp_path: Path) -> None:
+    from helpers_mqtt import free_port
+
+    _, root, _ = make(load=False)
+    data = os.urandom(1500)
+    d = _state_dir(root, "t1", _begin(data))
+    (d / "chunks" / "0").write_bytes(data[:1024])
+    (d / "chunks" / "1").write_bytes(data[1024:])
+    cfg = load_config(write_config(tmp_path, port=free_port()))  # nothing listens: start() does not wait
+    rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
+    rec.start()
+    try:
+        assert (root / "inbox" / "t1.pkg").read_bytes() == data
+        assert rec.counts["messages"] == 1 and rec.alive()
+    finally:
+        rec.stop()
+    assert not rec.alive() and rec._client is None
+
+
+# ---- paho callbacks ---------------------------------------------------------------------------
+class _Client:
+    def __init__(self) -> None:
+        self.subscribed: list[Any] = []
+
+    def subscribe(self, topics: Any) -> None:
+        self.subscribed.append(topics)
+
+
+def _reason(failure: bool) -> Any:
+    return SimpleNamespace(is_failure=failure)
+
+
+def test_subscriptions_on_connect_and_the_suback_event(make: Callable[..., Any]) -> None:
+    rec, _, _ = make('[model_update]\ngroups = ["g"]')
+    c = _Client()
+    rec._on_connect(c, None, None, _reason(True), None)
+    assert c.subscribed == [] and not rec.subscribed.is_set()
+    rec._on_connect(c, None, None, _reason(False), None)
+    assert c.subscribed == [[("edge/cam-1/model/#", 1), ("edge/groups/g/model/#", 1)]]
+    rec._on_subscribe(c, None, 1, [_reason(False), _reason(True)], None)
+    assert not rec.subscribed.is_set()  # one refused: a push to the group would be lost
+    rec._on_subscribe(c, None, 1, [_reason(False), _reason(False)], None)
+    assert rec.subscribed.is_set()
+    rec._on_connect(c, None, None, _reason(False), None)  # a reconnect: wait for the new SUBACK
+    assert not rec.subscribed.is_set()
+
+
+def test_a_message_from_paho_is_handled(make: Callable[..., Any]) -> None:
+    rec, root, _ = make()
+    data = os.urandom(100)
+    rec._on_message(None, None, SimpleNamespace(topic=f"{BASE}/begin", payload=_begin(data)))
+    rec._on_message(None, None, SimpleNamespace(topic=f"{BASE}/chunk/t1/0", payload=data))
+    assert (root / "inbox" / "t1.pkg").read_bytes() == data and rec.counts["messages"] == 2
+
+
+def test_refusal_events_carry_the_transfer_and_reason(make: Callable[..., Any]) -> None:
+    rec, _, events = make()
+    rec._refused("t9", "because")
+    assert events == [{"transfer_id": "t9", "refused": "because"}]
+    assert rec.counts["refused"] == 1 and rec.last_error == "transfer t9: because"
