@@ -416,3 +416,143 @@ def test_the_reader_closes_its_tar(tmp_path: Path) -> None:
 
 def test_a_package_file_entry_names_its_path() -> None:
     assert PackageFile(path="probe/a.jpg", sha256="0" * 64, size=1).path == "probe/a.jpg"
+
+
+# ---- survivors of the first mutation run, each pinned --------------------------------------
+def test_a_key_with_a_stray_character_is_refused_not_cleaned(tmp_path: Path) -> None:
+    good = signing.generate_key(tmp_path / "k")
+    stray = good[:10] + "!" + good[10:]  # b64decode without validate would drop the "!"
+    with pytest.raises(ConfigError, match="expected base64 of a 32-byte"):
+        signing.check_keys([stray])
+    utf8 = tmp_path / "utf8"
+    utf8.write_text("clé", encoding="utf-8")  # valid UTF-8, not ASCII: unreadable as a key file
+    with pytest.raises(ConfigError, match="cannot read the signing key"):
+        signing.sign(b"d", utf8)
+
+
+def test_the_temp_name_is_the_package_name_plus_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moves: list[tuple[str, str]] = []
+    real = os.replace
+    monkeypatch.setattr(
+        package_file.os, "replace", lambda a, b: (moves.append((Path(a).name, Path(b).name)), real(a, b))[1]
+    )
+    _pack(tmp_path)
+    assert moves == [("p.pkg.partial", "p.pkg")]
+
+
+def test_make_dir_goes_on_when_a_directory_appears_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = Path.mkdir
+    raced: list[Path] = []
+
+    def racing(self: Path, *a: Any, **kw: Any) -> None:
+        if not raced:  # another process creates the first one between our exists() and mkdir()
+            raced.append(self)
+            real(self)
+            raise FileExistsError(self)
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "mkdir", racing)
+    deep = tmp_path / "a" / "b" / "c"
+    make_dir(deep)
+    assert deep.is_dir() and raced == [tmp_path / "a"]
+
+
+def test_a_compressed_tar_is_not_a_model_package(tmp_path: Path) -> None:
+    import gzip
+
+    pkg = _pack(tmp_path)
+    gz = tmp_path / "p.pkg.gz"
+    gz.write_bytes(gzip.compress(pkg.read_bytes()))  # a gzip bomb would inflate past every size check
+    with pytest.raises(ModelError, match="not a model package"):
+        PackageReader(gz)
+
+
+def test_a_bad_manifest_names_the_package_and_leaves_no_file_open(tmp_path: Path) -> None:
+    bad = _raw_tar(tmp_path / "bad.pkg", [(MANIFEST, b"{not json")])
+
+    def open_fds() -> list[str]:
+        out = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                out.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                continue
+        return out
+
+    with pytest.raises(ModelError, match=rf"^{bad}: manifest\.json is not JSON"):
+        PackageReader(bad)
+    assert str(bad) not in open_fds()
+    with pytest.raises(ModelError, match=r"no manifest\.json inside"):
+        PackageReader(_raw_tar(tmp_path / "none.pkg", [("x", b"")]))
+    assert str(tmp_path / "none.pkg") not in open_fds()
+    with pytest.raises(ModelError, match="appears twice"):
+        PackageReader(_raw_tar(tmp_path / "dup.pkg", [("x", b""), ("x", b"")]))
+    assert str(tmp_path / "dup.pkg") not in open_fds()
+
+
+def test_a_gnu_sparse_member_is_refused(tmp_path: Path) -> None:
+    pkg = _pack(tmp_path)
+    with tarfile.open(pkg) as tin:
+        members = [(m.name, tin.extractfile(m).read()) for m in tin.getmembers()]  # type: ignore[union-attr]
+    sparse = tmp_path / "gnu.pkg"
+    with tarfile.open(sparse, "w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            if name == "detector.onnx":
+                info.type = tarfile.GNUTYPE_SPARSE
+            tar.addfile(info, io.BytesIO(data))
+    with PackageReader(sparse) as r, pytest.raises(ModelError, match=r"'detector\.onnx' is a sparse file"):
+        r.extract_to(tmp_path / "x")
+
+
+def test_extraction_never_follows_a_planted_link(tmp_path: Path) -> None:
+    pkg = _pack(tmp_path)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "detector.onnx").symlink_to(outside)
+    with PackageReader(pkg) as r, pytest.raises(OSError):
+        r.extract_to(dest)
+    assert outside.read_bytes() == b"keep"
+
+
+def test_a_file_larger_than_one_read_is_counted_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "big.onnx"
+    src.write_bytes(os.urandom(CHUNK * 2 + 5))
+    sources = {"detector.onnx": src}
+    m = Manifest(
+        name="demo",
+        version="1.0",
+        created_at="2026-11-30T00:00:00Z",
+        files={"detector": describe_file(src, "detector.onnx")},
+    )
+    write_package(tmp_path / "big.pkg", m, sources)
+    synced: list[str] = []
+    monkeypatch.setattr(package_file, "fsync_dir", lambda p: synced.append(Path(p).name))
+    with PackageReader(tmp_path / "big.pkg") as r:
+        r.extract_to(tmp_path / "v")
+    assert (tmp_path / "v" / "detector.onnx").read_bytes() == src.read_bytes()
+    assert synced == ["v"]  # the directory holding the files, once
+
+
+def test_a_tampered_file_is_reported_with_both_hash_prefixes(tmp_path: Path) -> None:
+    good = _pack(tmp_path)
+    data = b"D" * 3000 + b"tale"
+    bad = _rewrite(good, tmp_path / "bad.pkg", {"detector.onnx": data})
+    with PackageReader(bad) as r:
+        want = r.manifest.files["detector"].sha256
+        with pytest.raises(ModelError) as exc:
+            r.extract_to(tmp_path / "x")
+    got = hashlib.sha256(data).hexdigest()
+    assert str(exc.value) == (
+        f"{bad}: detector.onnx has sha256 {got[:16]}... (3004 bytes), the manifest says "
+        f"{want[:16]}... (3004 bytes) (corrupt or tampered package)"
+    )
