@@ -9,6 +9,7 @@ import stat
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers_updates import pack_in_process
@@ -202,3 +203,99 @@ def test_the_lock_keeps_a_second_holder_waiting(tmp_path: Path) -> None:
     assert stat.S_IMODE((store.root / "lock").stat().st_mode) & 0o777 == 0o640
     with store.locked():  # released: taken again at once
         pass
+
+
+# ---- survivors of the first mutation run, each pinned --------------------------------------
+def test_debris_an_earlier_run_left_in_models_staging_is_cleaned(tmp_path: Path) -> None:
+    """The layout is on disk across versions: clean_staging must clean ``models/staging``."""
+    debris = tmp_path / "models" / "staging" / "demo-1.0-x.123"
+    debris.mkdir(parents=True)
+    (debris / "detector.onnx").write_bytes(b"half")
+    ModelStore(str(tmp_path)).clean_staging()
+    assert not debris.exists()
+
+
+def test_stage_replaces_a_leftover_of_the_same_process(tmp_path: Path) -> None:
+    store = ModelStore(str(tmp_path / "s")).ensure()
+    pkg = pack_in_process(tmp_path / "p.pkg", _det(tmp_path))
+    with PackageReader(pkg) as r:
+        left = store.staging / f"{r.manifest.version_id}.{os.getpid()}"
+        left.mkdir()
+        (left / "detector.onnx").write_bytes(b"from a cut run")  # O_EXCL would refuse to overwrite
+        vid = store.stage(r)
+    assert store.verify(vid) and list(store.staging.iterdir()) == []
+
+
+def test_the_pointer_file_is_indented_json_with_a_newline(tmp_path: Path) -> None:
+    store = ModelStore(str(tmp_path))
+    s = StoreState(current="demo-1.0-abcdef12", history=[None])
+    store.save(s)
+    assert store.pointer.read_text() == json.dumps(s.to_json(), indent=1) + "\n"
+
+
+def test_a_damaged_pointer_is_logged_with_its_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    store = ModelStore(str(tmp_path)).ensure()
+    caplog.set_level(logging.ERROR)
+    store.pointer.write_bytes(b"{not json")
+    assert store.state() == StoreState()
+    assert caplog.messages[-1].startswith(f"{store.pointer}: unreadable (")
+    assert caplog.messages[-1].endswith("; running the config's model, the file is kept as .corrupt")
+    store.pointer.write_text(json.dumps({"current": 7}))  # JSON, but a field is wrong: ModelError
+    assert store.state() == StoreState()
+    line = caplog.messages[-1]
+    assert "current" in line and "unreadable" not in line and str(store.pointer) in line
+
+
+def test_a_damaged_pointer_that_cannot_be_moved_aside_still_reads_as_none(tmp_path: Path) -> None:
+    store = ModelStore(str(tmp_path)).ensure()
+    store.pointer.mkdir()  # unreadable as a file
+    (store.pointer / "x").write_bytes(b"x")
+    aside = store.pointer.with_suffix(".corrupt")
+    aside.mkdir()
+    (aside / "y").write_bytes(b"y")  # rename onto a non-empty directory fails
+    assert store.state() == StoreState()
+
+
+def test_an_installed_version_with_a_bad_manifest_names_its_directory(tmp_path: Path) -> None:
+    store = ModelStore(str(tmp_path / "s"))
+    vid = _staged(tmp_path, store)
+    (store.version_dir(vid) / MANIFEST).write_bytes(b"{")
+    with pytest.raises(ModelError, match=f"^{store.version_dir(vid)}: manifest.json is not JSON"):
+        store.manifest(vid)
+
+
+def test_a_file_that_cannot_be_removed_does_not_stop_cleaning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stuck file (EBUSY, an immutable attribute, a read-only remount) must not crash a start:
+    clean_staging, prune and a failed stage's cleanup go on without it."""
+    import shutil
+
+    store = ModelStore(str(tmp_path / "s"))
+    a, b = (_staged(tmp_path, store, v) for v in ("1.0", "2.0"))
+    (store.staging / "half.1").mkdir()
+    (store.staging / "half.1" / "stuck").write_bytes(b"x")
+    (store.staging / "stuck").write_bytes(b"x")
+    real_unlink = os.unlink
+
+    def unlink(path: Any, *args: Any, **kw: Any) -> None:
+        if os.path.basename(str(path)) in ("stuck", "detector.onnx"):
+            raise PermissionError(1, "Operation not permitted", str(path))
+        real_unlink(path, *args, **kw)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.setattr(shutil.os, "unlink", unlink)
+    store.clean_staging()  # no exception
+    store.prune([a])
+    assert (store.version_dir(a)).is_dir()
+    pkg = pack_in_process(tmp_path / "p.pkg", _det(tmp_path, b"w3"), version="3.0")
+    monkeypatch.setattr(
+        model_store_mod.os, "rename", lambda *x: (_ for _ in ()).throw(OSError(28, "No space"))
+    )
+    with PackageReader(pkg) as r, pytest.raises(OSError, match="No space"):
+        store.stage(r)  # the true error, not the cleanup's
+    assert (store.version_dir(b) / "detector.onnx").exists()  # what could not go stays, nothing else

@@ -232,7 +232,8 @@ def test_state_that_cannot_be_a_transfer_is_discarded_with_its_reason(
     assert sorted(p.name for p in tdir.iterdir()) == []
     assert (target / "begin.json").exists()  # a symlink is removed, never followed
     text = "\n".join(caplog.messages)
-    assert "begin.json names transfer 'other'" in text and "not a transfer directory" in text
+    assert "begin.json names transfer 'other'" in text
+    assert f"model transfer state {tdir / 'afile'} discarded: not a transfer directory" in caplog.messages
 
 
 def test_a_transfer_complete_on_disk_is_finished_at_start(make: Callable[..., Any], tmp_path: Path) -> None:
@@ -295,3 +296,153 @@ def test_refusal_events_carry_the_transfer_and_reason(make: Callable[..., Any]) 
     rec._refused("t9", "because")
     assert events == [{"transfer_id": "t9", "refused": "because"}]
     assert rec.counts["refused"] == 1 and rec.last_error == "transfer t9: because"
+
+
+# ---- supervision and the connection (survivors of the first mutation run) -----------------------
+def test_ensure_alive_restarts_a_dead_thread_counts_it_and_not_after_stop(
+    make: Callable[..., Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from helpers_mqtt import free_port
+
+    _, root, _ = make(load=False)
+    cfg = load_config(write_config(tmp_path, port=free_port()))  # nothing listens: paho keeps retrying
+    rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
+    assert rec.ensure_alive() is False  # not started: nothing to supervise
+    rec.start()
+    caplog.set_level(logging.ERROR, logger="edge_agent.model_mqtt")
+    try:
+        assert rec.ensure_alive() is False and rec.counts["restarts"] == 0  # alive: left alone
+        for n in (1, 2):
+            rec._client.loop_stop()
+            assert not rec.alive()
+            assert rec.ensure_alive() is True and rec.alive() and rec.counts["restarts"] == n
+        assert caplog.messages == ["model receiver: its MQTT thread ended; restarting it"] * 2
+        client = rec._client
+        real_stop = client.loop_stop
+        during: list[bool] = []
+
+        def loop_stop_then_supervise() -> None:  # the update worker checks while stop() runs
+            real_stop()
+            during.append(rec.ensure_alive())
+
+        client.loop_stop = loop_stop_then_supervise
+    finally:
+        rec.stop()
+    assert during == [False] and rec.counts["restarts"] == 2 and not rec.alive()
+
+
+def test_a_persistent_authenticated_session_gets_what_was_sent_while_off(
+    make: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """clean_session=False with a fixed client id: the broker queues the QoS 1 transfer for a
+    device that is off, and hands it over at the next connect (with its username and password)."""
+    import paho.mqtt.client as mqtt
+    from helpers_mqtt import Broker, require_mosquitto
+    from helpers_updates import wait
+
+    require_mosquitto()
+    monkeypatch.setenv("EDGE_TEST_PW", "s3cret")
+    with Broker(tmp_path / "auth-broker", users={"dev": "s3cret", "pusher": "p"}) as broker:
+        _, root, _ = make(load=False)
+        cfg = load_config(write_config(tmp_path, port=broker.port))
+        cfg.mqtt = cfg.mqtt.model_copy(
+            update={
+                "username": "dev",
+                "password_env": "EDGE_TEST_PW",
+                "reconnect_min_s": 1,
+                "reconnect_max_s": 3,
+            }
+        )
+        rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
+        rec.start()
+        try:
+            wait(rec.subscribed.is_set, timeout=15, what="SUBACK")
+            assert (rec._client._reconnect_min_delay, rec._client._reconnect_max_delay) == (1, 3)
+        finally:
+            rec.stop()
+        data = os.urandom(1500)
+        pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="pusher")
+        pub.username_pw_set("pusher", "p")
+        pub.connect("127.0.0.1", broker.port)
+        pub.loop_start()
+        try:
+            pub.publish(f"{BASE}/begin", _begin(data), qos=1).wait_for_publish(5)
+            pub.publish(f"{BASE}/chunk/t1/0", data[:1024], qos=1).wait_for_publish(5)
+            pub.publish(f"{BASE}/chunk/t1/1", data[1024:], qos=1).wait_for_publish(5)
+        finally:
+            pub.disconnect()
+            pub.loop_stop()
+        again = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
+        again.start()
+        try:
+            wait((root / "inbox" / "t1.pkg").exists, timeout=15, what="the queued transfer in the inbox")
+            assert (root / "inbox" / "t1.pkg").read_bytes() == data
+        finally:
+            again.stop()
+
+
+def test_the_receiver_speaks_tls_when_configured(
+    make: Callable[..., Any], tmp_path: Path, tls_broker: Any, tls_files: Any
+) -> None:
+    from helpers_updates import wait
+
+    _, root, _ = make(load=False)
+    cfg = load_config(write_config(tmp_path, port=tls_broker.tls_port))
+    cfg.mqtt = cfg.mqtt.model_copy(
+        update={
+            "tls_ca": str(tls_files.ca),
+            "tls_cert": str(tls_files.client_cert),
+            "tls_key": str(tls_files.client_key),
+        }
+    )
+    rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
+    rec.start()
+    try:
+        wait(rec.subscribed.is_set, timeout=15, what="SUBACK over TLS")
+    finally:
+        rec.stop()
+
+
+def test_callback_refusals_are_logged_with_the_reason(
+    make: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    rec, _, _ = make()
+    caplog.set_level(logging.WARNING, logger="edge_agent.model_mqtt")
+    rec._on_connect(_Client(), None, None, _Named("Not authorized", True), None)
+    rec._on_subscribe(
+        _Client(), None, 1, [_Named("Granted QoS 1", False), _Named("Not authorized", True)], None
+    )
+    assert caplog.messages[0] == "model receiver: broker refused: Not authorized"
+    assert caplog.messages[1].startswith("model receiver: broker refused a subscription: [")
+    assert "Not authorized" in caplog.messages[1]
+
+
+class _Named:
+    def __init__(self, text: str, failure: bool) -> None:
+        self.text, self.is_failure = text, failure
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+def test_a_failure_finishing_a_transfer_at_start_names_it(
+    make: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers_mqtt import free_port
+
+    _, root, _ = make(load=False)
+    data = os.urandom(100)
+    d = _state_dir(root, "t1", _begin(data))
+    (d / "chunks" / "0").write_bytes(data)
+
+    def boom(*a: Any) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(ModelReceiver, "_assemble", boom)
+    cfg = load_config(write_config(tmp_path, port=free_port()))
+    rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
+    rec.start()
+    rec.stop()
+    assert rec.counts["failed"] == 1 and rec.last_error == "transfer t1: OSError: disk gone"
