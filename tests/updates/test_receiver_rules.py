@@ -446,3 +446,56 @@ def test_a_failure_finishing_a_transfer_at_start_names_it(
     rec.start()
     rec.stop()
     assert rec.counts["failed"] == 1 and rec.last_error == "transfer t1: OSError: disk gone"
+
+
+def test_a_re_push_refreshes_the_transfer_and_finishes_it_when_complete(
+    make: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, root, _ = make(load=False)
+    data = os.urandom(1500)
+    d = _state_dir(root, "t1", _begin(data))
+    (d / "chunks" / "0").write_bytes(data[:1024])
+    (d / "chunks" / "1").write_bytes(data[1024:])  # complete on disk, not finished (cut before)
+    rec, _, _ = make()
+    rec.handle(f"{BASE}/begin", _begin(data))  # the operator re-pushes: finished at once
+    assert (root / "inbox" / "t1.pkg").read_bytes() == data
+    rec.handle(f"{BASE}/begin", _begin(data[:1200], "t2"))
+    rec._transfers["t2"].active_at = time.time() - model_mqtt.TRANSFER_MAX_AGE_S + 5  # nearly expired
+    rec.handle(f"{BASE}/begin", _begin(data[:1200], "t2"))  # re-push: active again
+    rec.handle(f"{BASE}/begin", _begin(data[:1300], "t3"))  # expiry runs here
+    assert rec.counts["failed"] == 0 and sorted(rec._transfers) == ["t2", "t3"]
+    caplog.set_level(logging.WARNING, logger="edge_agent.model_mqtt")
+    rec.handle(f"{BASE}/begin", _begin(data[:1250], "t2"))  # same id, other content
+    assert "model transfer t2 dropped: a new begin with other content replaced it" in caplog.messages
+
+
+def test_refusal_reports_are_spaced_by_exactly_the_interval(
+    make: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec, _, events = make()
+    now = [1000.0]
+    monkeypatch.setattr(model_mqtt, "time", SimpleNamespace(monotonic=lambda: now[0], time=time.time))
+    bad = _begin(b"x" * 10, "b1", chunks=10**9)
+    rec.handle(f"{BASE}/begin", bad)
+    now[0] += model_mqtt.PROGRESS_EVERY_S - 0.001
+    rec.handle(f"{BASE}/begin", bad)
+    now[0] += 0.001  # exactly one interval after the first report
+    rec.handle(f"{BASE}/begin", bad)
+    assert len(events) == 2 and rec.counts["refused"] == 3
+
+
+def test_an_inbox_on_another_filesystem_gets_a_private_copy(tmp_path: Path) -> None:
+    """The inbox may be elsewhere ([model_update] inbox on another mount): the rename becomes a
+    durable copy, which must keep the package private (0600) like the rename does."""
+    from helpers_tmpfs import tmpfs
+
+    with tmpfs(tmp_path / "mnt") as mnt:
+        cfg = load_config(write_config(tmp_path))
+        root = Path(cfg.device.state_dir)
+        rec = ModelReceiver(cfg, root / "transfers", mnt / "inbox", lambda info: None)
+        rec.load()
+        data = os.urandom(1500)
+        _send(rec, data)
+        pkg = mnt / "inbox" / "t1.pkg"
+        assert pkg.read_bytes() == data and _mode(pkg) == 0o600
+        assert rec.counts["failed"] == 0
