@@ -185,6 +185,9 @@ def pack_in_process(
     probe: Optional[list[Path]] = None,
     signature_key: Optional[Path] = None,
     force: bool = False,
+    classifier: Optional[Path] = None,
+    float_source: Optional[Path] = None,
+    labels: Optional[dict[str, list[str]]] = None,
 ) -> Path:
     """A package written in this process (``write_package``, as `model pack` does, without its
     model checks): mutmut credits only in-process calls, and the subprocess pack costs seconds."""
@@ -193,13 +196,20 @@ def pack_in_process(
     from edge_agent.core.model_package import Manifest, manifest_bytes
 
     sources = {"detector.onnx": detector}
+    files = {"detector": describe_file(detector, "detector.onnx")}
+    for role, path in (("classifier", classifier), ("float_source", float_source)):
+        if path is not None:
+            sources[f"{role}.onnx"] = path
+            files[role] = describe_file(path, f"{role}.onnx")
     for p in probe or []:
         sources[f"probe/{p.name}"] = p
     m = Manifest(
         name=name,
         version=version,
+        task="detect+classify" if classifier is not None else "detect",
         created_at="2026-11-30T00:00:00Z",
-        files={"detector": describe_file(detector, "detector.onnx")},
+        files=files,
+        labels=labels or {},
         probe=[describe_file(p, f"probe/{p.name}") for p in probe or []],
         force=force,
     )

@@ -293,3 +293,119 @@ def test_gate_images_prefer_the_packages_probe_images_over_the_samples(
     res = install(other, pack_in_process(tmp_path / "q.pkg", FP32, version="3.0"), origin="test")
     assert res["outcome"] == "refused" and res["gate"]["source"] == "none", res["detail"]
     assert json.dumps(res["gate"]["reasons"]).count("no verdict") == 1
+
+
+# ---- survivors of the first mutation run, each pinned --------------------------------------
+CLS, CLS8 = FP32.parent / "demo-classifier.onnx", FP32.parent / "demo-classifier-int8.onnx"
+
+
+def _names(model: Path) -> list[str]:
+    from edge_agent.adapters.runtime import OnnxModel
+
+    names = OnnxModel(model, warmup=False).info.names
+    return [names[i] for i in sorted(names)]
+
+
+def test_a_cascade_package_gates_the_classifier_on_crops_and_its_files_replace_the_configs(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    base = cfg_of()
+    cfg = base.model_copy(deep=True)
+    from edge_agent.core.config import ClassifierConfig
+
+    cfg.classifier = ClassifierConfig(model=str(CLS), crop_padding=0.2)
+    cfg.detector.float_model = "/config/float.onnx"
+    pkg = pack_in_process(
+        tmp_path / "c.pkg",
+        INT8,
+        version="3.0",
+        classifier=CLS8,
+        float_source=FP32,
+        labels={"detector": _names(INT8), "classifier": _names(CLS8)},
+        probe=sorted(SAMPLES.glob("*.jpg"))[:2],
+    )
+    res = install(cfg, pkg, origin="test")
+    assert res["outcome"] == "switched", res["detail"]
+    checks = {c["name"]: c for c in res["gate"]["classifier"]["checks"]}
+    assert checks["top1_agreement"]["passed"] is True and res["gate"]["classifier"]["images"] > 0
+    vid = _state(cfg).current
+    store = ModelStore(cfg.device.state_dir)
+    d = store.version_dir(vid or "")
+    eff = effective_config(cfg, vid, store)
+    assert eff.detector.model == str(d / "detector.onnx")
+    assert eff.detector.labels == str(d / "detector.labels.json")
+    assert eff.detector.float_model == str(d / "float_source.onnx")  # the package's, not the config's
+    assert eff.classifier is not None and eff.classifier.model == str(d / "classifier.onnx")
+    assert eff.classifier.labels == str(d / "classifier.labels.json") and eff.classifier.crop_padding == 0.2
+    assert cfg.classifier.model == str(CLS) and cfg.detector.float_model == "/config/float.onnx"  # a copy
+    assert effective_config(cfg, None, store) is cfg
+    # a config without a classifier gets one from the package
+    eff2 = effective_config(base, vid, store)
+    assert eff2.classifier is not None and eff2.classifier.model == str(d / "classifier.onnx")
+    # a plain package: no labels, no float source, the config's classifier untouched
+    plain = pack_in_process(tmp_path / "p.pkg", INT8, version="4.0", probe=ONE_PROBE)
+    cfg.model_update.max_conf_delta = 1.0
+    assert install(cfg, plain, origin="test")["outcome"] == "switched"
+    vid2 = _state(cfg).current
+    eff3 = effective_config(cfg, vid2, store)
+    assert eff3.detector.labels is None and eff3.detector.float_model is None
+    assert eff3.classifier is not None and eff3.classifier.model == str(CLS)
+
+
+def test_the_gate_uses_a_snapshot_of_the_frame_ring(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
+    import time
+
+    import cv2
+
+    from edge_agent.adapters.frame_ring import FrameRing
+
+    cfg = cfg_of("[model_update]\nring_frames = 4\nring_interval_s = 1")
+    ring = FrameRing(Path(cfg.device.state_dir) / "models" / "ring", 4, 1.0, 1.0)
+    for i, s in enumerate(sorted(SAMPLES.glob("*.jpg"))[:3]):
+        assert ring.offer(cv2.imread(str(s)), now=time.time() + 2 * i)
+    res = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    assert res["gate"]["source"] == "ring" and res["gate"]["images"] == 3, res["detail"]
+    assert len(ring.files()) == 3  # the ring itself is left as it was
+    assert [p.name for p in model_switch._snapshot([*ring.files(), tmp_path / "gone.jpg"], tmp_path)] == [
+        p.name for p in ring.files()
+    ]
+
+
+def test_describe_shows_a_broken_current_version_and_the_last_event(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    st = _state(cfg)
+    info = describe(cfg)
+    assert info["history"] == [None] and info["last"] == st.last and info["last"]["outcome"] == "switched"
+    store = ModelStore(cfg.device.state_dir)
+    (store.version_dir(st.current or "") / "manifest.json").write_bytes(b"{")
+    info = describe(cfg)
+    assert info["current"]["id"] == st.current and "manifest.json is not JSON" in info["current"]["error"]
+    assert set(info["current"]) == {"id", "error"}
+    demo = cfg_of(device="cam-2")
+    demo.detector.model = ""
+    assert describe(demo)["current"] == {"id": None, "model": "bundled demo detector"}
+
+
+def test_a_refused_rollback_is_recorded_with_its_origin(cfg_of: Callable[..., Any]) -> None:
+    cfg = cfg_of()
+    res = rollback(cfg, "why")
+    assert res["origin"] == "cli" and res["detail"] == "nothing to roll back: the config's model runs"
+    assert _state(cfg).last == res
+
+
+def test_the_samples_count_only_while_the_demo_detector_runs(
+    tmp_path: Path, cfg_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge_agent.app import assets
+
+    cfg = cfg_of()
+    store = ModelStore(cfg.device.state_dir)
+    assert model_switch._runs_demo_detector(cfg, store) is True
+    monkeypatch.setattr(assets, "demo_dir", lambda: None)  # an install without the demo models
+    assert model_switch._runs_demo_detector(cfg, store) is False
+    monkeypatch.undo()
+    cfg.detector.model = str(tmp_path / "missing.onnx")
+    assert model_switch._runs_demo_detector(cfg, store) is False
