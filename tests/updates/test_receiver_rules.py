@@ -499,3 +499,15 @@ def test_an_inbox_on_another_filesystem_gets_a_private_copy(tmp_path: Path) -> N
         pkg = mnt / "inbox" / "t1.pkg"
         assert pkg.read_bytes() == data and _mode(pkg) == 0o600
         assert rec.counts["failed"] == 0
+
+
+def test_the_size_cap_is_max_package_mb_in_decimal_megabytes_to_the_byte(make: Callable[..., Any]) -> None:
+    rec, root, _ = make("[model_update]\nmax_package_mb = 1")
+    rec.handle(f"{BASE}/begin", _begin(b"", "over", chunk=1 << 16, size=1_000_001, chunks=16))
+    assert rec.counts["refused"] == 1 and not (root / "transfers" / "over").exists()
+    rec.handle(f"{BASE}/begin", _begin(b"", "edge", chunk=1 << 16, size=1_000_000, chunks=16))
+    assert rec.counts["refused"] == 1 and (root / "transfers" / "edge").is_dir()
+
+
+def test_the_topic_prefix_loses_only_its_slashes() -> None:
+    assert model_topics("XY/", "d", ["g"]) == ["XY/d/model", "XY/groups/g/model"]
