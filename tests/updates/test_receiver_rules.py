@@ -511,3 +511,14 @@ def test_the_size_cap_is_max_package_mb_in_decimal_megabytes_to_the_byte(make: C
 
 def test_the_topic_prefix_loses_only_its_slashes() -> None:
     assert model_topics("XY/", "d", ["g"]) == ["XY/d/model", "XY/groups/g/model"]
+
+
+def test_transfers_on_disk_hold_two_packages_worth_then_the_oldest_goes(make: Callable[..., Any]) -> None:
+    rec, root, _ = make("[model_update]\nmax_package_mb = 0.01")  # cap 10 000 bytes, storage 20 000
+    assert rec.snapshot()["last_error"] is None and rec.storage_cap == 20_000
+    for tid in ("t1", "t2"):
+        rec.handle(f"{BASE}/begin", _begin(b"", tid, chunk=1 << 12, size=10_000, chunks=3))
+        rec._transfers[tid].active_at -= 10 if tid == "t1" else 5  # t1 is the least recently active
+    assert sorted(p.name for p in (root / "transfers").iterdir()) == ["t1", "t2"]
+    rec.handle(f"{BASE}/begin", _begin(b"", "t3", chunk=1 << 12, size=10_000, chunks=3))
+    assert sorted(p.name for p in (root / "transfers").iterdir()) == ["t2", "t3"]
