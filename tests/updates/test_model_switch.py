@@ -409,3 +409,67 @@ def test_the_samples_count_only_while_the_demo_detector_runs(
     monkeypatch.undo()
     cfg.detector.model = str(tmp_path / "missing.onnx")
     assert model_switch._runs_demo_detector(cfg, store) is False
+
+
+def test_current_paths_are_the_installed_version_else_the_configs_files(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    from edge_agent.app import assets
+    from edge_agent.core.config import ClassifierConfig
+
+    cfg = cfg_of()
+    store = ModelStore(cfg.device.state_dir)
+    assert model_switch.current_paths(cfg, store) == {"detector": FP32}
+    cfg.detector.labels = "/l/det.json"
+    cfg.classifier = ClassifierConfig(model="/m/cls.onnx", labels="/l/cls.json")
+    assert model_switch.current_paths(cfg, store) == {
+        "detector": FP32,
+        "detector_labels": Path("/l/det.json"),
+        "classifier": Path("/m/cls.onnx"),
+        "classifier_labels": Path("/l/cls.json"),
+    }
+    cfg.classifier = ClassifierConfig(model="/m/cls.onnx")
+    cfg.detector.labels = None
+    assert model_switch.current_paths(cfg, store) == {"detector": FP32, "classifier": Path("/m/cls.onnx")}
+    cfg.detector.model = ""
+    want = assets.demo_file(assets.DEMO_DETECTOR, assets.DEMO_DETECTOR_FP32)
+    assert model_switch.current_paths(cfg, store)["detector"] == want  # the bundled demo detector
+    cfg.classifier = None
+    install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    vid = _state(cfg).current or ""
+    assert model_switch.current_paths(cfg, store) == {"detector": store.version_dir(vid) / "detector.onnx"}
+
+
+def test_defaults_and_log_lines_of_install_and_rollback(
+    tmp_path: Path, cfg_of: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    cfg = cfg_of()
+    assert install(cfg, _pkg(tmp_path, "1.0"))["origin"] == "cli"
+    first = _state(cfg).current
+    install(cfg, _pkg(tmp_path, "2.0"))
+    second = _state(cfg).current
+    caplog.set_level(logging.WARNING, logger="edge_agent.model_update")
+    assert rollback(cfg, "too slow")["origin"] == "cli"
+    assert rollback(cfg, "again")["origin"] == "cli"
+    assert caplog.messages == [
+        f"rolled back from {second} to {first}: too slow",
+        f"rolled back from {first} to the config's model: again",
+    ]
+
+
+def test_no_samples_to_fall_back_on_is_no_verdict_not_a_crash(
+    tmp_path: Path, cfg_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge_agent.app import assets
+    from edge_agent.errors import ModelError
+
+    def gone() -> Path:
+        raise ModelError("demo samples not installed")
+
+    monkeypatch.setattr(assets, "demo_samples", gone)
+    cfg = cfg_of()
+    res = install(cfg, _pkg(tmp_path, "2.0", probe=[]), origin="test")
+    assert res["outcome"] == "refused" and res["gate"]["source"] == "bundled-probe", res["detail"]
+    assert res["gate"]["images"] == 0 and "no verdict" in res["detail"]
