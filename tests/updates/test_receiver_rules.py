@@ -522,3 +522,127 @@ def test_transfers_on_disk_hold_two_packages_worth_then_the_oldest_goes(make: Ca
     assert sorted(p.name for p in (root / "transfers").iterdir()) == ["t1", "t2"]
     rec.handle(f"{BASE}/begin", _begin(b"", "t3", chunk=1 << 12, size=10_000, chunks=3))
     assert sorted(p.name for p in (root / "transfers").iterdir()) == ["t2", "t3"]
+
+
+# ---- second round of survivors -----------------------------------------------------------------
+def test_everything_on_disk_is_private_whatever_the_umask(make: Callable[..., Any]) -> None:
+    old = os.umask(0)
+    try:
+        rec, root, _ = make()
+        rec.handle(f"{BASE}/begin", _begin(os.urandom(3000)))
+        rec.handle(f"{BASE}/chunk/t1/0", os.urandom(1024))
+    finally:
+        os.umask(old)
+    t = root / "transfers"
+    assert [_mode(p) for p in (t, root / "inbox", t / "t1", t / "t1" / "chunks")] == [0o700] * 4
+    assert _mode(t / "t1" / "begin.json") == 0o600 and _mode(t / "t1" / "chunks" / "0") == 0o600
+
+
+def test_error_lines_name_the_topic_and_the_reason_and_are_bounded(
+    make: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    rec, _, _ = make()
+    caplog.set_level(logging.ERROR, logger="edge_agent.model_mqtt")
+    rec.handle("elsewhere/x", b"")
+    assert rec.last_error == "message on 'elsewhere/x': not a model-transfer topic"
+    assert (
+        caplog.messages[-1] == "model transfer: refused message on 'elsewhere/x': not a model-transfer topic"
+    )
+    long = "x" * 500
+    rec.handle(long, b"")
+    assert rec.last_error is not None and rec.last_error.startswith(f"message on '{'x' * 120}':")
+    rec._count("refused", "y" * 400)
+    assert rec.last_error == "y" * 300 and caplog.messages[-1] == "model transfer: refused " + "y" * 300
+    rec.handle(f"{BASE}/begin", b"{broken")
+    assert rec.last_error is not None and rec.last_error.startswith(f"message on '{BASE}/begin': ")
+    assert len(rec.last_error) > len(f"message on '{BASE}/begin': ") + 10 and "None" not in rec.last_error
+    rec.handle(f"{BASE}/chunk/bad id/0", b"z")
+    assert rec.last_error is not None and "None" not in rec.last_error and "bad id" in rec.last_error
+
+
+def test_chunk_refusals_say_what_the_begin_expects(
+    make: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec, _, _ = make()
+    rec.handle(f"{BASE}/chunk/t9/0", b"z")
+    assert (
+        rec.last_error
+        == f"message on '{BASE}/chunk/t9/0': chunk 0 of transfer t9 without its begin: not stored"
+    )
+    rec.handle(f"{BASE}/begin", _begin(os.urandom(2500)))
+    rec.handle(f"{BASE}/chunk/t1/5", b"z" * 10)
+    assert rec.last_error is not None and rec.last_error.endswith(
+        "transfer t1: chunk 5 of 10 bytes; the begin says 3 chunks, this one of 452 bytes"
+    )
+    monkeypatch.setattr(model_mqtt, "MAX_CHUNK", 10)
+    rec.handle(
+        f"{BASE}/chunk/t1/2", b"z" * 10
+    )  # exactly the maximum: judged by the begin, not refused as too big
+    assert rec.last_error is not None and "of 10 bytes; the begin says" in rec.last_error
+
+
+def test_the_oldest_transfer_by_activity_goes_first_and_at_most_four_are_kept(
+    make: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    rec, root, _ = make()
+    caplog.set_level(logging.WARNING, logger="edge_agent.model_mqtt")
+    for i, tid in enumerate(("a1", "b2", "c3", "d4")):
+        rec.handle(f"{BASE}/begin", _begin(b"x" * 10, tid))
+        rec._transfers[tid].active_at = time.time() - 100 + (10 if tid == "a1" else i)  # a1: the most recent
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "e5"))
+    assert sorted(rec._transfers) == ["a1", "c3", "d4", "e5"]  # b2, least recently active, went
+    assert sorted(p.name for p in (root / "transfers").iterdir()) == ["a1", "c3", "d4", "e5"]
+    cap = rec.storage_cap
+    assert (
+        f"model transfer b2 dropped: room for a new transfer (4 transfers / {cap} bytes)" in caplog.messages
+    )
+
+
+def test_a_transfer_expires_after_exactly_a_day(
+    make: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rec, _, _ = make()
+    now = [2e9]
+    monkeypatch.setattr(model_mqtt, "time", SimpleNamespace(time=lambda: now[0], monotonic=time.monotonic))
+    caplog.set_level(logging.WARNING, logger="edge_agent.model_mqtt")
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "old"))
+    now[0] += model_mqtt.TRANSFER_MAX_AGE_S
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "new1"))
+    assert "old" in rec._transfers  # exactly a day: kept
+    now[0] += 1
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "new2"))
+    assert "old" not in rec._transfers
+    assert "model transfer old dropped: no chunk for 24 h" in caplog.messages
+
+
+def test_the_done_list_is_read_only_as_a_small_list(make: Callable[..., Any]) -> None:
+    rec, root, _ = make()
+    done = root / "transfers" / "done.json"
+    done.write_text('{"t1": 1}')  # not a list: nothing is done
+    rec.handle(f"{BASE}/chunk/t1/0", b"z")
+    done.write_text(" " * (1 << 16) + '["t1"]')  # over 64 KiB: not ours, not read past the bound
+    rec.handle(f"{BASE}/chunk/t1/0", b"z")
+    assert rec.counts["refused"] == 2
+    done.write_text('["t1"]')
+    rec.handle(f"{BASE}/chunk/t1/0", b"z")
+    assert rec.counts["refused"] == 2
+
+
+def test_progress_is_announced_at_most_once_a_second_with_the_name(
+    make: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec, _, events = make()
+    now = [5000.0]
+    monkeypatch.setattr(model_mqtt, "time", SimpleNamespace(monotonic=lambda: now[0], time=time.time))
+    data = os.urandom(5 * 1024)
+    rec.handle(f"{BASE}/begin", _begin(data, name="yolo-v9"))
+    rec.handle(f"{BASE}/chunk/t1/0", data[:1024])  # the first chunk: always announced
+    rec.handle(f"{BASE}/chunk/t1/1", data[1024:2048])  # same instant: not announced
+    assert [e["received"] for e in events] == [0, 1] and events[0]["name"] == "yolo-v9"
+    now[0] += model_mqtt.PROGRESS_EVERY_S  # exactly one interval later
+    rec.handle(f"{BASE}/chunk/t1/2", data[2048:3072])
+    assert [e["received"] for e in events] == [0, 1, 3]
+    rec.handle(f"{BASE}/chunk/t1/3", data[3072:4096])
+    rec.handle(f"{BASE}/chunk/t1/4", data[4096:])
+    assert events[-1]["complete"] is True and len(events) == 4
+    assert rec.snapshot()["transfers"] == 0  # finished: forgotten
