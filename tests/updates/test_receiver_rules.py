@@ -646,3 +646,27 @@ def test_progress_is_announced_at_most_once_a_second_with_the_name(
     rec.handle(f"{BASE}/chunk/t1/4", data[4096:])
     assert events[-1]["complete"] is True and len(events) == 4
     assert rec.snapshot()["transfers"] == 0  # finished: forgotten
+
+
+def test_a_stuck_file_never_makes_a_drop_fail(
+    make: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    rec, root, _ = make()
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 3000))
+    rec.handle(f"{BASE}/chunk/t1/0", b"x" * 1024)
+    (root / "transfers" / "stray").write_bytes(b"x")
+    real_unlink = os.unlink
+
+    def unlink(path: Any, *a: Any, **kw: Any) -> None:
+        if os.path.basename(str(path)) in ("0", "stray"):
+            raise PermissionError(1, "Operation not permitted", str(path))
+        real_unlink(path, *a, **kw)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.setattr(shutil.os, "unlink", unlink)
+    rec.handle(f"{BASE}/begin", _begin(b"y" * 3000))  # same id, other content: drop t1
+    ModelReceiver._remove(root / "transfers" / "stray")
+    assert rec.counts["failed"] == 0 and rec.counts["refused"] == 0
+    assert (root / "transfers" / "t1" / "begin.json").exists()  # the new begin, written
