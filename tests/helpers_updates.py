@@ -188,6 +188,7 @@ def pack_in_process(
     classifier: Optional[Path] = None,
     float_source: Optional[Path] = None,
     labels: Optional[dict[str, list[str]]] = None,
+    **manifest: Any,
 ) -> Path:
     """A package written in this process (``write_package``, as `model pack` does, without its
     model checks): mutmut credits only in-process calls, and the subprocess pack costs seconds."""
@@ -212,6 +213,7 @@ def pack_in_process(
         labels=labels or {},
         probe=[describe_file(p, f"probe/{p.name}") for p in probe or []],
         force=force,
+        **manifest,
     )
     sig = signing.sign(manifest_bytes(m), signature_key) if signature_key else None
     write_package(out, m, sources, sig)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -473,3 +474,62 @@ def test_no_samples_to_fall_back_on_is_no_verdict_not_a_crash(
     res = install(cfg, _pkg(tmp_path, "2.0", probe=[]), origin="test")
     assert res["outcome"] == "refused" and res["gate"]["source"] == "bundled-probe", res["detail"]
     assert res["gate"]["images"] == 0 and "no verdict" in res["detail"]
+
+
+def test_refusals_name_the_package_and_keep_the_origin(
+    tmp_path: Path, cfg_of: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from edge_agent.adapters import signing
+
+    key, other = tmp_path / "k", tmp_path / "o"
+    pub = signing.generate_key(key)
+    signing.generate_key(other)
+    cfg = cfg_of()
+    for pkg, why in (
+        (pack_in_process(tmp_path / "a.pkg", INT8, min_agent_version="999"), "999"),
+        (pack_in_process(tmp_path / "r.pkg", INT8, min_onnxruntime="99.0"), "99.0"),
+    ):
+        res = install(cfg, pkg, origin="test")
+        assert res["outcome"] == "refused" and res["origin"] == "test", res
+        assert res["detail"].startswith(f"{pkg}: ") and why in res["detail"], res["detail"]
+    keyed = cfg_of(f'[model_update]\ntrusted_keys = ["{pub}"]', device="cam-2")
+    bad = pack_in_process(tmp_path / "b.pkg", INT8, signature_key=other)
+    res = install(keyed, bad, origin="test")
+    assert res["detail"].startswith(f"{bad}: bad signature") and res["origin"] == "test"
+    plain = cfg_of(device="cam-3")
+    res = install(plain, _pkg(tmp_path, "2.0"), origin="mqtt:x", require_signature=True)
+    assert res["detail"].endswith("(set model_update.trusted_keys; docs/threat-model.md)")
+    assert install(plain, _pkg(tmp_path, "2.0"), origin="test")["outcome"] == "switched"
+    same = install(plain, _pkg(tmp_path, "2.0"), origin="again")
+    assert same["version"]["version"] == "2.0" and same["origin"] == "again"
+    # a signed manifest asking for force is honoured, and says so in the log
+    forced = cfg_of(f'[model_update]\ntrusted_keys = ["{pub}"]\nmax_conf_delta = 0.0', device="cam-4")
+    caplog.set_level(logging.WARNING, logger="edge_agent.model_update")
+    res = install(forced, _pkg(tmp_path, "3.0", signature_key=key, force=True), origin="test")
+    vid = _state(forced).current
+    assert res["outcome"] == "switched"
+    assert f"{vid}: its signed manifest asks to switch even if the gate refuses" in caplog.messages
+
+
+def test_the_size_cap_is_in_decimal_megabytes_to_the_byte(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
+    big = tmp_path / "big.jpg"
+    big.write_bytes(os.urandom(1_500_000))  # a package over 1 MB: the cap's unit shows at the byte
+    pkg = _pkg(tmp_path, "2.0", probe=[big])
+    size = pkg.stat().st_size
+    res = install(cfg_of(f"[model_update]\nmax_package_mb = {(size - 1) / 1e6}"), pkg, origin="test")
+    assert res["detail"] == f"{pkg}: {size} bytes > max_package_mb" and res["origin"] == "test"
+
+
+def test_a_store_from_before_anti_rollback_still_refuses_an_older_version(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    store = ModelStore(cfg.device.state_dir)
+    st = store.state()
+    st.highest = None  # the pointer of an agent from before the mark: its current version counts
+    store.save(st)
+    res = install(cfg, _pkg(tmp_path, "1.0"), origin="test")
+    assert res["outcome"] == "refused" and "not newer than 2.0" in res["detail"]
