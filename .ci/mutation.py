@@ -58,7 +58,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-queue": (
         ["edge_agent/core/queue_policy.py", "edge_agent/core/messages.py"],
-        ["tests/outbox/test_queue_policy.py", "tests/outbox/test_messages.py"],
+        [
+            "tests/outbox/test_queue_policy.py",
+            "tests/outbox/test_full_disk_policy.py",
+            "tests/outbox/test_messages.py",
+        ],
     ),
     "core-model": (
         [
