@@ -122,7 +122,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["tests/updates/test_package_file.py"],
     ),
     "model-receiver": (
-        ["edge_agent/adapters/model_mqtt.py", "edge_agent/adapters/model_store.py"],
+        [
+            "edge_agent/adapters/model_mqtt.py",
+            "edge_agent/adapters/model_transfer_disk.py",
+            "edge_agent/adapters/model_store.py",
+        ],
         [
             "tests/updates/test_receiver_rules.py",
             "tests/updates/test_receiver.py",

@@ -20,6 +20,7 @@ from helpers_updates import write_config
 
 from edge_agent.adapters import model_mqtt
 from edge_agent.adapters.model_mqtt import DONE_KEEP, ModelReceiver, model_topics
+from edge_agent.adapters.model_transfer_disk import remove_path
 from edge_agent.app.configfile import load_config
 
 BASE = "edge/cam-1/model"
@@ -667,6 +668,6 @@ def test_a_stuck_file_never_makes_a_drop_fail(
     monkeypatch.setattr(os, "unlink", unlink)
     monkeypatch.setattr(shutil.os, "unlink", unlink)
     rec.handle(f"{BASE}/begin", _begin(b"y" * 3000))  # same id, other content: drop t1
-    ModelReceiver._remove(root / "transfers" / "stray")
+    remove_path(root / "transfers" / "stray")
     assert rec.counts["failed"] == 0 and rec.counts["refused"] == 0
     assert (root / "transfers" / "t1" / "begin.json").exists()  # the new begin, written
