@@ -430,16 +430,18 @@ def test_a_key_with_a_stray_character_is_refused_not_cleaned(tmp_path: Path) -> 
         signing.sign(b"d", utf8)
 
 
-def test_the_temp_name_is_the_package_name_plus_partial(
+def test_a_package_appears_by_one_rename_with_its_mode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    moves: list[tuple[str, str]] = []
+    from edge_agent.adapters import durable
+
+    moves: list[tuple[Path, Path]] = []
     real = os.replace
-    monkeypatch.setattr(
-        package_file.os, "replace", lambda a, b: (moves.append((Path(a).name, Path(b).name)), real(a, b))[1]
-    )
-    _pack(tmp_path)
-    assert moves == [("p.pkg.partial", "p.pkg")]
+    monkeypatch.setattr(durable.os, "replace", lambda a, b: (moves.append((Path(a), Path(b))), real(a, b))[1])
+    pkg = _pack(tmp_path)
+    assert len(moves) == 1 and moves[0][1] == pkg and moves[0][0].parent == tmp_path
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.pkg", "src"]
+    assert stat.S_IMODE(pkg.stat().st_mode) == package_file.PACKAGE_MODE
 
 
 def test_make_dir_goes_on_when_a_directory_appears_meanwhile(
