@@ -138,6 +138,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/model_switch.py", "edge_agent/app/model_gate.py"],
         ["tests/updates/test_model_switch.py"],
     ),
+    # not measured yet (docs/testing.md): the next two may not fit 30 minutes as they stand
     "model-updates": (
         ["edge_agent/app/model_updates.py", "edge_agent/app/model_push.py", "edge_agent/app/model_cmd.py"],
         ["tests/updates/test_receiver.py", "tests/updates/test_agent_updates.py"],
