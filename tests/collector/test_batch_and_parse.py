@@ -156,6 +156,75 @@ def test_explain_tells_crash_windows_device_drops_and_plain_losses_apart() -> No
     assert "before the first" in told[0].reason and not told[0].reported
 
 
+def test_pack_fills_the_budget_exactly_and_counts_raw_bytes() -> None:
+    from edge_agent.core.batch import kind_of
+
+    line = b'["detections",{"a":1}]\n'
+    raw = [("detections", b'{"a":1}')] * 5
+    exact = pack(raw, 3 * len(line))
+    assert (exact.rows, exact.raw_bytes) == (3, 3 * len(line))  # a line that fits exactly is taken
+    assert zlib.decompress(exact.payload) == line * 3
+    assert pack(raw, 3 * len(line) - 1).rows == 2
+    assert pack([], 100) == (zlib.compress(b"", 1), 0, 0)
+    assert kind_of("edge/cam-1/detections") == "detections" and kind_of("status") == "status"
+
+
+def test_unpack_names_the_line_number_and_the_bad_kind_or_body() -> None:
+    good = b'["detections",{}]\n'
+    with pytest.raises(BatchError) as err:
+        unpack(zlib.compress(good * 2 + b'["sensors",5]\n'))
+    assert str(err.value) == "batch line 3: body is int, expected an object"
+    with pytest.raises(BatchError) as err:
+        unpack(zlib.compress(good + b"[7,{}]\n"))
+    assert str(err.value) == "batch line 2: kind '7' is not a message kind"
+    with pytest.raises(BatchError) as err:
+        unpack(zlib.compress(b'["' + b"k" * 60 + b'",{}]'))
+    assert str(err.value) == f"batch line 1: kind '{'k' * 40}' is not a message kind"
+    with pytest.raises(BatchError, match=r"^batch line 1: expected \[kind, body\]$"):
+        unpack(zlib.compress(b'["detections",{},1]'))
+    with pytest.raises(BatchError, match=r"^batch line 1: not JSON \("):
+        unpack(zlib.compress(b"\xff"))
+    with pytest.raises(BatchError, match=r"^batch is not zlib data \("):
+        unpack(b"not zlib")
+
+
+@pytest.mark.parametrize("kind", ["detections\n", "a" * 33, "Detections", "9x", ""])
+def test_a_kind_is_one_short_lowercase_topic_level(kind: str) -> None:
+    with pytest.raises(BatchError, match="is not a message kind"):
+        unpack(zlib.compress(json.dumps([kind, {}]).encode()))
+
+
+def test_kinds_at_the_rules_edges_are_taken() -> None:
+    for kind in ("a", "a" * 32, "x9_.-"):
+        assert unpack(zlib.compress(json.dumps([kind, {}]).encode())) == [(kind, {})]
+
+
+def test_the_line_cap_counts_lines_not_the_final_newline() -> None:
+    from edge_agent.core.batch import MAX_LINES
+
+    line = b'["detections",{}]\n'
+    assert len(unpack(zlib.compress(line * MAX_LINES))) == MAX_LINES
+    with pytest.raises(BatchError) as err:
+        unpack(zlib.compress(line * (MAX_LINES + 1)))
+    assert str(err.value) == f"batch has {MAX_LINES + 1} lines, at most {MAX_LINES} allowed"
+    assert unpack(zlib.compress(line.rstrip(b"\n"))) == [("detections", {})]  # no final newline
+
+
+def test_a_batch_inflating_to_exactly_the_cap_is_read() -> None:
+    line = b'["detections",{}]\n'
+    data = line + b"x" * (MAX_INFLATED - len(line))
+    with pytest.raises(BatchError, match="line 2: not JSON"):  # read whole, not refused as a bomb
+        unpack(zlib.compress(data))
+    with pytest.raises(BatchError, match="inflates to more than"):
+        unpack(zlib.compress(data + b"x"))
+
+
+def test_a_truncated_batch_says_so_and_the_topic_strips_only_slashes() -> None:
+    with pytest.raises(BatchError, match=r"^batch is truncated \(zlib stream not complete\)$"):
+        unpack(zlib.compress(b'["detections",{}]\n')[:-3])
+    assert batch_topic("X/", "cam") == f"X/cam/{BATCH_KIND}"
+
+
 @pytest.mark.parametrize(
     "topic, payload",
     [

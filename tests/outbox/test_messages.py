@@ -123,3 +123,55 @@ def test_ids_topics_status() -> None:
     assert topics("/site/a/", "x").status == "site/a/x/status"
     st = offline_status({"state": "running", "models": ["m"], "queue": {"pending": 3}})
     assert st == {"state": "offline", "models": ["m"], "queue": {"pending": 3}}
+
+
+def test_stamping_keeps_the_builders_id_so_a_redelivery_carries_the_same_one() -> None:
+    body = result_message(INFER, device_id="d", ts=1.0, msg_id="f" * 32)
+    assert stamp(body, seq=1, boot=1) == "f" * 32 and body["id"] == "f" * 32
+    loose: dict[str, object] = {"x": 1}
+    got = stamp(loose, seq=1, boot=1)
+    assert isinstance(got, str) and len(got) == 32 and loose["id"] == got  # a real id, not "None"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "match"),
+    [
+        (lambda r: r["detections"].__setitem__(1, "bus"), r"detections\[1\] is str, expected an object"),
+        (lambda r: r.__setitem__("detections", {"a": 1}), "detections is dict, expected a list"),
+        (lambda r: (r.pop("width"), r.pop("image")), "lacks image, width"),
+        (
+            lambda r: (r["detections"][0].pop("box"), r["detections"][0].pop("label")),
+            r"detections\[0\] lacks label, box",
+        ),
+    ],
+)
+def test_malformed_results_name_the_type_and_every_missing_key(mutate: object, match: str) -> None:
+    result = json.loads(json.dumps(INFER))
+    mutate(result)  # type: ignore[operator]
+    with pytest.raises(QueueError, match=match):
+        result_message(result, device_id="d", ts=0.0)
+
+
+def test_a_prefix_is_stripped_of_slashes_only() -> None:
+    assert topics("XYZ/", "d").detections == "XYZ/d/detections"
+
+
+def test_the_other_builders_carry_what_they_are_given() -> None:
+    from edge_agent.core.messages import counts_message, object_message, object_topics, sensor_message
+
+    s = sensor_message({"t": 21.5}, device_id="d", ts=2, clock_synced=False)
+    assert (s["clock_synced"], s["reading"], s["ts"]) == (False, {"t": 21.5}, 2.0)
+    assert sensor_message({}, device_id="d", ts=2, clock_synced=True)["clock_synced"] is True
+    ev = {"event": "ended", "object_id": 3, "_best_image": b"crop"}
+    bare = object_message(ev, device_id="d", ts=1, captured_at=0.5)
+    assert "frame" not in bare and "snapshot_jpeg_b64" not in bare and "_best_image" not in bare
+    full = object_message(ev, device_id="d", ts=1, captured_at=0.5, frame=9, snapshot_jpeg_b64="AA==")
+    assert (full["frame"], full["snapshot_jpeg_b64"], full["captured_at"]) == (9, "AA==", 0.5)
+    with pytest.raises(QueueError, match=r"unknown event field\(s\) a, b$"):
+        object_message({"event": "x", "b": 1, "a": 2}, device_id="d", ts=1, captured_at=0)
+    c = counts_message(
+        {"from": 1.0, "to": 2.0, "lines": {"l": {}}, "zones": {}}, device_id="d", ts=2, interval_s=60
+    )
+    assert (c["from"], c["to"], c["lines"], c["interval_s"]) == (1.0, 2.0, {"l": {}}, 60.0)
+    assert object_topics("/site/", "cam") == ("site/cam/objects", "site/cam/counts")
+    assert object_topics("X", "cam") == ("X/cam/objects", "X/cam/counts")

@@ -93,3 +93,67 @@ def test_resume_merges_the_marks_and_counts_each_gap_once() -> None:
     assert (r.seq, r.boot, r.lost, r.crashed) == (50, 4, 10, False)
     assert resume(old, crashed, salvaged=True).lost == 0  # a salvage counts its own loss
     assert resume(clean, None, salvaged=False).seq == 50  # no marks file yet (an older queue)
+
+
+def test_a_message_exactly_the_byte_cap_fits_and_a_refusal_is_false() -> None:
+    lim = Limits(max_messages=3, max_bytes=100, max_age_s=60)
+    assert admit(lim, count=0, nbytes=0, new_bytes=100).accept is True
+    assert admit(lim, count=0, nbytes=0, new_bytes=101).accept is False
+
+
+def test_a_slow_token_bucket_allows_one_message_then_waits_for_the_next() -> None:
+    # rate_limit_per_s = 0.5: one publish every 2 s, a burst of one, never unlimited
+    b = TokenBucket(0.5, now=0.0)
+    assert b.available(0.0) == 1
+    b.take(1)
+    assert b.available(0.0) == 0 and b.wait_s() == pytest.approx(2.0)
+    assert b.available(1.0) == 0 and b.wait_s() == pytest.approx(1.0)
+    assert b.available(2.0) == 1
+
+
+def test_a_token_bucket_refills_from_its_last_stamp_and_waits_only_when_short() -> None:
+    b = TokenBucket(10.0, now=1000.0)
+    b.take(10)
+    assert b.available(1000.25) == 2  # 0.25 s x 10/s since the stamp, not since the epoch
+    assert b.wait_s() == 0.0  # 2.5 tokens left: no wait
+    b.take(1)
+    assert b.wait_s() == 0.0  # 1.5 tokens left
+    b.take(1)
+    assert b.wait_s() == pytest.approx(0.05)  # 0.5 tokens: half a token at 10/s
+
+
+def test_reserve_arithmetic_stays_whole_bytes() -> None:
+    from edge_agent.core.queue_policy import commit_slice_bytes, reserve_kept
+
+    assert reserve_kept(1_000_003 + (1 << 20)) == (1_000_003 + (1 << 20)) // 4
+    assert commit_slice_bytes(8_000_001) == 1_000_000
+
+
+def test_resume_counts_a_crash_only_when_a_run_ended_uncleanly_or_lost_rows() -> None:
+    from edge_agent.core.queue_policy import Marks, resume
+
+    # a clean close with numbers reserved above the last commit (rejected or dropped by that run)
+    clean = Marks(seq=60, committed=50, boot=1, rows=5, clean=True)
+    r = resume(clean, clean, salvaged=False)
+    assert (r.crashed, r.skipped, r.committed, r.lost) == (False, 0, 50, 0)
+    # either side unclean is a crash
+    unclean = Marks(seq=60, committed=50, boot=1, rows=5, clean=False)
+    assert resume(unclean, clean, salvaged=False).skipped == 10
+    assert resume(clean, unclean, salvaged=False).skipped == 10
+    # both clean, but one committed row missing from the file: a loss, and the gap above it
+    kept = Marks(seq=60, committed=51, boot=1, rows=5, clean=True)
+    r = resume(clean, kept, salvaged=False)
+    assert (r.lost, r.crashed, r.skipped, r.committed) == (1, True, 9, 51)
+
+
+def test_resume_loses_at_most_the_missing_commits_and_skips_above_either_count() -> None:
+    from edge_agent.core.queue_policy import Marks, resume
+
+    # the WAL is gone: the file holds up to 30, the marks saw 50 committed with 100 rows stored
+    r = resume(Marks(seq=30, committed=30, rows=100), Marks(seq=50, committed=50, rows=100), salvaged=False)
+    assert r.lost == 20
+    # a gap counted by an earlier start, known to only one of the two files, is not counted again
+    db = Marks(seq=74, committed=50, clean=False, skipped_to=66)
+    kept = Marks(seq=74, committed=50, clean=False, skipped_to=0)
+    assert resume(db, kept, salvaged=False).skipped == 8
+    assert resume(kept, db, salvaged=False).skipped == 8
