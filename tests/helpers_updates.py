@@ -174,3 +174,47 @@ class AgentProc:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def pack_in_process(
+    out: Path,
+    detector: Path,
+    *,
+    version: str = "1.0",
+    name: str = "demo",
+    probe: Optional[list[Path]] = None,
+    signature_key: Optional[Path] = None,
+    force: bool = False,
+    classifier: Optional[Path] = None,
+    float_source: Optional[Path] = None,
+    labels: Optional[dict[str, list[str]]] = None,
+    **manifest: Any,
+) -> Path:
+    """A package written in this process (``write_package``, as `model pack` does, without its
+    model checks): mutmut credits only in-process calls, and the subprocess pack costs seconds."""
+    from edge_agent.adapters import signing
+    from edge_agent.adapters.package_file import describe_file, write_package
+    from edge_agent.core.model_package import Manifest, manifest_bytes
+
+    sources = {"detector.onnx": detector}
+    files = {"detector": describe_file(detector, "detector.onnx")}
+    for role, path in (("classifier", classifier), ("float_source", float_source)):
+        if path is not None:
+            sources[f"{role}.onnx"] = path
+            files[role] = describe_file(path, f"{role}.onnx")
+    for p in probe or []:
+        sources[f"probe/{p.name}"] = p
+    m = Manifest(
+        name=name,
+        version=version,
+        task="detect+classify" if classifier is not None else "detect",
+        created_at="2026-11-30T00:00:00Z",
+        files=files,
+        labels=labels or {},
+        probe=[describe_file(p, f"probe/{p.name}") for p in probe or []],
+        force=force,
+        **manifest,
+    )
+    sig = signing.sign(manifest_bytes(m), signature_key) if signature_key else None
+    write_package(out, m, sources, sig)
+    return out
