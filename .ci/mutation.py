@@ -9,7 +9,7 @@ there and prints killed/survived per module. Each area has its own copy, so its 
 survives between runs (a second run only retests what changed) and two areas never share state.
 
 Subprocesses: mutmut runs pytest with the cwd in build/mutation/AREA/mutants and exports the
-mutant's name in MUTANT_UNDER_TEST, so ``python -m edge_agent`` started by a test (helpers_world)
+mutant's name in MUTANT_UNDER_TEST, so ``python -m edge_agent`` started by a test (support.cli)
 imports the mutated copy and runs the mutant. But mutmut picks the tests per function from the hits
 recorded in-process while it collects stats: a function reached *only* through a subprocess is
 "no tests" and is not run at all. The table shows that column separately; it is not counted as

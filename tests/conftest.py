@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_mqtt import Broker, TlsFiles, make_tls, require_mosquitto
+from support.mqtt import Broker, TlsFiles, make_tls, require_mosquitto
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

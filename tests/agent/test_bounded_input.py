@@ -13,8 +13,8 @@ import cv2
 import numpy as np
 import pytest
 import serial
-from helpers_bigpng import write_huge_png
-from helpers_world import wait_until
+from support import wait_until
+from support.bigpng import write_huge_png
 
 from edge_agent.adapters.images import check_pixels, read_image
 from edge_agent.adapters.sensor import MAX_LINE_BYTES, SerialLike, SerialSensor

@@ -11,8 +11,8 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from helpers_camera import FakeDevice, fake_frame_number
-from helpers_world import wait_until
+from support import wait_until
+from support.camera import FakeDevice, fake_frame_number
 
 from edge_agent.adapters.camera import Camera, LatestFrame
 from edge_agent.adapters.camera_sources import gstreamer_available

@@ -9,8 +9,8 @@ from typing import Any
 
 import cv2
 import pytest
-from helpers_models import bright_scene, make_bright_detector
-from helpers_world import offline_config
+from support.models import bright_scene, make_bright_detector
+from support.world import offline_config
 
 from edge_agent.app.agent import Agent
 from edge_agent.core.camera_source import fourcc_text, grant_mismatches

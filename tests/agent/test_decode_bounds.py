@@ -16,7 +16,7 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from helpers_mjpeg import jpeg_number, numbered_jpeg
+from support.mjpeg import jpeg_number, numbered_jpeg
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.camera_sources import CvCaptureSource

@@ -10,8 +10,8 @@ from typing import Callable
 import cv2
 import numpy as np
 import pytest
-from helpers_mjpeg import MjpegServer, jpeg_number, numbered_jpeg
-from helpers_world import wait_until
+from support import wait_until
+from support.mjpeg import MjpegServer, jpeg_number, numbered_jpeg
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.mjpeg_http import MjpegHttpSource, decode_jpeg
@@ -224,8 +224,8 @@ def test_camera_decodes_large_frames_small_for_the_model(server_factory: Callabl
 def test_the_agent_runs_on_an_mjpeg_stream(
     server_factory: Callable[..., MjpegServer], tmp_path: Path
 ) -> None:
-    from helpers_models import make_bright_detector
-    from helpers_world import offline_config
+    from support.models import make_bright_detector
+    from support.world import offline_config
 
     from edge_agent.app.agent import Agent
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from helpers_clip import real_photo, static_clip, walk
-from helpers_models import make_bright_detector
-from helpers_world import offline_config
+from support.clip import real_photo, static_clip, walk
+from support.models import make_bright_detector
+from support.world import offline_config
 
 from edge_agent.app.agent import Agent
 from edge_agent.core.config import parse_config

@@ -13,7 +13,7 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from helpers_clip import real_photo
+from support.clip import real_photo
 
 from edge_agent.app.objects_step import ObjectsStep
 from edge_agent.core.camera_source import Frame

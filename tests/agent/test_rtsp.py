@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_models import make_bright_detector
-from helpers_rtsp import RtspServer, age_ms, require_rtsp_server
-from helpers_world import wait_until
+from support import wait_until
+from support.models import make_bright_detector
+from support.rtsp import RtspServer, age_ms, require_rtsp_server
 
 import edge_agent.inference.pipeline as pipeline
 from edge_agent.adapters.camera import Camera

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers_rtsp import RtspServer, age_ms, require_rtsp_server
+from support.rtsp import RtspServer, age_ms, require_rtsp_server
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.camera_rtsp import probe_tcp_setup

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import serial
-from helpers_world import wait_until
+from support import wait_until
 
 from edge_agent.adapters.sensor import SerialLike, SerialSensor
 from edge_agent.core.config import SensorConfig

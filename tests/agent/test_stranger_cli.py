@@ -15,23 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_mqtt import Broker, require_mosquitto
+from support import cli
+from support.mqtt import Broker, require_mosquitto
 
 from edge_agent import install_hint
 from edge_agent.adapters.statusfile import write_status
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "models" / "samples" / "sample_1.jpg"
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def one_line(r: subprocess.CompletedProcess[str]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from helpers_collector import Postgres, find_pg_bin
+from support.collector import Postgres, find_pg_bin
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers_collector import REPO, CollectorProc, fleet, metrics, sqlite_url, wait_for
-from helpers_fleetrun import count
-from helpers_mqtt import Broker, free_port
+from support import free_port, poll
+from support.collector import REPO, CollectorProc, fleet, metrics, sqlite_url
+from support.fleetrun import count
+from support.mqtt import Broker
 
 from edge_agent.adapters.collector_db import CollectorDb
 
@@ -49,7 +50,7 @@ def test_offline_agent_results_land_once_despite_a_collector_kill(tmp_path: Path
     col = CollectorProc(broker.port, url, tmp_path / "col.log", "col-acc", metrics_port=mport)
     col.start()
     try:
-        assert wait_for(lambda: "subscribing" in col.text(), 30), col.text()
+        assert poll(lambda: "subscribing" in col.text(), 30, every=0.2), col.text()
         broker.stop()  # the agent is offline: every result stays in its outbox
         run = agent("run", "--config", str(conf), "--max-frames", str(FRAMES), "-q")
         assert run.returncode == 0, run.stderr[-2000:]
@@ -58,18 +59,18 @@ def test_offline_agent_results_land_once_despite_a_collector_kill(tmp_path: Path
         assert n >= FRAMES and stats["seq"] == n  # every frame a result, nothing sent yet
         connects = col.text().count("connected to")
         broker.start()
-        assert wait_for(lambda: col.text().count("connected to") > connects, 60)
+        assert poll(lambda: col.text().count("connected to") > connects, 60, every=0.2)
         lock = sqlite3.connect(db_path, isolation_level=None)
         lock.execute("BEGIN EXCLUSIVE")  # the collector's next commit waits: mid-ingest
         drain = agent("queue", "drain", "--config", str(conf), "--timeout", "60")
         assert drain.returncode == 0, drain.stderr[-2000:]  # the broker has them all (PUBACKs)
-        assert wait_for(lambda: metrics(mport)["edge_agent_collector_taken_total"] > 0, 30)
+        assert poll(lambda: metrics(mport)["edge_agent_collector_taken_total"] > 0, 30, every=0.2)
         col.kill9()
         lock.execute("ROLLBACK")
         lock.close()
         assert count(url) == 0  # nothing of that round committed
         col.start()
-        assert wait_for(lambda: count(url) >= n, 60), (count(url), n, col.text()[-2000:])
+        assert poll(lambda: count(url) >= n, 60, every=0.2), (count(url), n, col.text()[-2000:])
     finally:
         col.stop()
     db = CollectorDb(url)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from helpers_collector import REPO, CollectorProc, metrics, sqlite_url, wait_for
-from helpers_fleetrun import count
-from helpers_mqtt import Broker, free_port
+from support import free_port, poll
+from support.collector import REPO, CollectorProc, metrics, sqlite_url
+from support.fleetrun import count
+from support.mqtt import Broker
 
 pytestmark = pytest.mark.slow
 
@@ -72,13 +73,15 @@ def test_acks_only_after_the_commit_and_metrics(tmp_path: Path, broker: Broker) 
     col = CollectorProc(broker.port, url, tmp_path / "col.log", "col-ack", metrics_port=mport)
     col.start()
     try:
-        assert wait_for(lambda: "subscribing" in col.text(), 30), col.text()
+        assert poll(lambda: "subscribing" in col.text(), 30, every=0.2), col.text()
         publish(
             broker.port,
             [("edge/cam-1/detections", result(s)) for s in (1, 2, 3, 2)] + [("edge/cam-1/detections", b"{")],
         )
-        assert wait_for(
-            lambda: count(url) == 3 and metrics(mport)["edge_agent_collector_rejected_total"] == 1, 30
+        assert poll(
+            lambda: count(url) == 3 and metrics(mport)["edge_agent_collector_rejected_total"] == 1,
+            30,
+            every=0.2,
         )
         m = metrics(mport)
         assert m["edge_agent_collector_records_total"] == 3
@@ -86,7 +89,7 @@ def test_acks_only_after_the_commit_and_metrics(tmp_path: Path, broker: Broker) 
         assert m["edge_agent_collector_broker_connected"] == 1
         status = {"device_id": "cam-1", "state": "running", "ts": 1796000000.0, "queue": {"pending": 0}}
         publish(broker.port, [("edge/cam-1/status", json.dumps(status).encode())])
-        assert wait_for(lambda: metrics(mport)["edge_agent_collector_devices_online"] == 1, 30)
+        assert poll(lambda: metrics(mport)["edge_agent_collector_devices_online"] == 1, 30, every=0.2)
 
         # the database cannot commit (another writer holds it): the collector must not ack
         lock = sqlite3.connect(db_path, isolation_level=None)
@@ -100,12 +103,12 @@ def test_acks_only_after_the_commit_and_metrics(tmp_path: Path, broker: Broker) 
                 and m["edge_agent_collector_taken_total"] + m["edge_agent_collector_inbox"] == 13
             )
 
-        assert wait_for(stuck, 10)
+        assert poll(stuck, 10, every=0.2)
         assert metrics(mport)["edge_agent_collector_messages_total"] == 6
         col.kill9()
         lock.execute("ROLLBACK")
         lock.close()
         col.start()  # same client id: the broker sends the un-acked messages again
-        assert wait_for(lambda: count(url) == 10, 30), col.text()[-2000:]
+        assert poll(lambda: count(url) == 10, 30, every=0.2), col.text()[-2000:]
     finally:
         col.stop()

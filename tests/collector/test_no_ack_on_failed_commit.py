@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from helpers_collector import Postgres, sqlite_url, wait_for
+from support import poll
+from support.collector import Postgres, sqlite_url
 
 from edge_agent.adapters.collector_db import CollectorDb
 from edge_agent.adapters.collector_mqtt import Inbound
@@ -107,7 +108,7 @@ def test_a_failed_transaction_is_not_acked_and_is_retried(url: str) -> None:
     try:
         assert w.ready.wait(30) and w.col is not None
         col = w.col
-        assert wait_for(lambda: col.metrics.db_errors >= 2, 30), "the failing commit was not retried"
+        assert poll(lambda: col.metrics.db_errors >= 2, 30, every=0.2), "the failing commit was not retried"
         assert w.acked == [], "acknowledged after a failed transaction"
         assert rows(url) == 0, "the round's insert was not rolled back"
         sql(url, ["DROP TRIGGER boom" if col.db.dialect == "sqlite" else "DROP TRIGGER boom ON devices"])
@@ -126,7 +127,7 @@ def test_a_stop_during_the_retry_leaves_the_round_unacked(url: str) -> None:
     try:
         assert w.ready.wait(30) and w.col is not None
         col = w.col
-        assert wait_for(lambda: col.metrics.db_errors >= 1, 30)
+        assert poll(lambda: col.metrics.db_errors >= 1, 30, every=0.2)
         w.stop.set()
         w.join(30)
         assert not w.is_alive()

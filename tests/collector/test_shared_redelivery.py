@@ -23,8 +23,9 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from helpers_collector import CollectorProc, metrics, sqlite_url, wait_for
-from helpers_mqtt import Broker, free_port
+from support import free_port, poll
+from support.collector import CollectorProc, metrics, sqlite_url
+from support.mqtt import Broker
 
 pytestmark = pytest.mark.slow
 TOPIC = "edge/cam-1/detections"
@@ -79,8 +80,8 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
     try:
         a.start()
         b.start()
-        assert wait_for(lambda: "subscribing" in a.text() and "subscribing" in b.text(), 30)
-        assert wait_for(lambda: db_a.exists() and db_b.exists(), 30)
+        assert poll(lambda: "subscribing" in a.text() and "subscribing" in b.text(), 30, every=0.2)
+        assert poll(lambda: db_a.exists() and db_b.exists(), 30, every=0.2)
         time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
         lock = sqlite3.connect(db_a, isolation_level=None)
         lock.execute("BEGIN EXCLUSIVE")  # A can receive but never commit: it holds its half un-acked
@@ -88,7 +89,7 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
 
         # 1. split between the members: mosquitto 2 goes round-robin over the group
         pub.send(1, 40)
-        assert wait_for(lambda: len(seqs(db_b)) >= 15, 30), b.text()[-2000:]
+        assert poll(lambda: len(seqs(db_b)) >= 15, 30, every=0.2), b.text()[-2000:]
 
         def a_holds() -> bool:
             m = metrics(mport)
@@ -97,7 +98,7 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
                 == 40
             )
 
-        assert wait_for(a_holds, 30), (metrics(mport), len(seqs(db_b)))
+        assert poll(a_holds, 30, every=0.2), (metrics(mport), len(seqs(db_b)))
         held = set(range(1, 41)) - seqs(db_b)
         assert 10 <= len(held) <= 30, held  # A really holds a share of them
 
@@ -124,7 +125,9 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
         during.join(60)
         assert not during.is_alive()
         want = set(range(1, 401))
-        assert wait_for(lambda: seqs(db_a) | seqs(db_b) >= want, 30), sorted(want - seqs(db_a) - seqs(db_b))
+        assert poll(lambda: seqs(db_a) | seqs(db_b) >= want, 30, every=0.2), sorted(
+            want - seqs(db_a) - seqs(db_b)
+        )
         got_a, got_b = seqs(db_a), seqs(db_b)
         assert held | queued_for_a <= got_a, sorted((held | queued_for_a) - got_a)
         assert not (got_a & got_b), sorted(got_a & got_b)

@@ -1,4 +1,4 @@
-"""Models for core tests, built once per session from tests/helpers_models.py."""
+"""Models for core tests, built once per session from tests/support/models.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_models import make_bright_detector, make_color_classifier, make_conv_net
+from support.models import make_bright_detector, make_color_classifier, make_conv_net
 
 
 @pytest.fixture(scope="session")

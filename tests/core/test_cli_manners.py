@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
 
 import pytest
+from support import cli
 
 from edge_agent.app.cli import _all_subparsers, build_parser
 
@@ -17,20 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "models" / "samples"
 
 
-def cli(*args: str, env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
-
-
 def test_global_flags_work_after_the_subcommand() -> None:
     sample = str(next(SAMPLES.glob("*.jpg")))
-    loud = cli("infer", sample, "-v")
-    quiet = cli("infer", sample, "-q")
+    loud = cli("infer", sample, "-v", quiet=False)
+    quiet = cli("infer", sample, "-q", quiet=False)
     assert loud.returncode == quiet.returncode == 0, loud.stderr + quiet.stderr
     assert " INFO " in loud.stderr
     assert " INFO " not in quiet.stderr
@@ -68,12 +57,12 @@ def test_a_closed_pipe_ends_quietly() -> None:
     ],
 )
 def test_out_of_range_values_are_refused_with_the_range(args: list[str], expected: str) -> None:
-    r = cli(*args)
+    r = cli(*args, quiet=False)
     assert r.returncode == 2 and expected in r.stderr, r.stderr
 
 
 def test_a_bad_provider_lists_the_valid_names() -> None:
-    r = cli("infer", "--provider", "cudda")
+    r = cli("infer", "--provider", "cudda", quiet=False)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "unknown provider 'cudda'" in r.stderr
     for name in ("cpu", "cuda", "tensorrt", "xnnpack"):
@@ -111,12 +100,12 @@ def test_queue_and_status_read_the_config_named_by_the_environment(tmp_path: Pat
         f'[health]\nstatus_file = "{tmp_path}/status.json"\n'
     )
     env = {"EDGE_AGENT_CONFIG": str(cfg)}
-    status = cli("status", env=env)
+    status = cli("status", env=env, quiet=False)
     assert status.returncode == 1 and f"{tmp_path}/status.json: no status file" in status.stderr
-    queue = cli("queue", "stats", "--json", env=env)
+    queue = cli("queue", "stats", "--json", env=env, quiet=False)
     assert queue.returncode == 1 and f"{tmp_path}/q.db: no queue file there" in queue.stderr
     missing = {"EDGE_AGENT_CONFIG": str(tmp_path / "absent.toml")}
     for args in (("status",), ("queue", "stats"), ("run",), ("config", "check")):
-        r = cli(*args, env=missing)
+        r = cli(*args, env=missing, quiet=False)
         assert r.returncode == 1 and "absent.toml: config file not found" in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-from helpers_models import bright_scene
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", *args], capture_output=True, text=True, timeout=120
-    )
+from support import cli
+from support.models import bright_scene
 
 
 @pytest.fixture
@@ -30,7 +23,7 @@ def scene_dir(tmp_path: Path) -> Path:
 
 
 def test_json_contract_one_line_per_image(bright_detector: Path, scene_dir: Path) -> None:
-    r = cli("infer", str(scene_dir), "--model", str(bright_detector), "--json", "--conf", "0.6")
+    r = cli("infer", str(scene_dir), "--model", str(bright_detector), "--json", "--conf", "0.6", quiet=False)
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert [Path(x["image"]).name for x in lines] == ["a.png", "b.jpg"]
@@ -62,6 +55,7 @@ def test_cascade_classifies_crops(
         "0.6",
         "--save",
         str(out),
+        quiet=False,
     )
     assert r.returncode == 0, r.stderr
     det = json.loads(r.stdout)["detections"]
@@ -73,7 +67,7 @@ def test_cascade_classifies_crops(
 
 
 def test_table_output(bright_detector: Path, scene_dir: Path) -> None:
-    r = cli("infer", str(scene_dir / "a.png"), "--model", str(bright_detector), "--conf", "0.6")
+    r = cli("infer", str(scene_dir / "a.png"), "--model", str(bright_detector), "--conf", "0.6", quiet=False)
     assert r.returncode == 0
     assert "a.png  256x128" in r.stdout and "bright" in r.stdout
 
@@ -83,7 +77,13 @@ def test_bad_images_are_reported_and_the_rest_processed(bright_detector: Path, s
     (scene_dir / "d_corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     (scene_dir / "e_text.png").write_text("hello")
     r = cli(
-        "infer", str(scene_dir), str(scene_dir / "missing.jpg"), "--model", str(bright_detector), "--json"
+        "infer",
+        str(scene_dir),
+        str(scene_dir / "missing.jpg"),
+        "--model",
+        str(bright_detector),
+        "--json",
+        quiet=False,
     )
     assert r.returncode == 1
     assert len(r.stdout.splitlines()) == 2  # a.png and b.jpg still processed
@@ -103,16 +103,16 @@ def test_bad_models_one_line_no_traceback(tmp_path: Path, scene_dir: Path, color
         (trunc, "truncated"),
         (color_classifier, "is not a detector output"),
     ):
-        r = cli("infer", str(scene_dir), "--model", str(model))
+        r = cli("infer", str(scene_dir), "--model", str(model), quiet=False)
         assert r.returncode == 1
         assert expected in r.stderr and str(model) in r.stderr
         assert "Traceback" not in r.stderr
 
 
 def test_transposed_detector_output_is_decoded_too(tmp_path: Path, scene_dir: Path) -> None:
-    from helpers_models import make_bright_detector
+    from support.models import make_bright_detector
 
     m = make_bright_detector(tmp_path / "t.onnx", transposed=True)
-    r = cli("infer", str(scene_dir / "a.png"), "--model", str(m), "--json", "--conf", "0.6")
+    r = cli("infer", str(scene_dir / "a.png"), "--model", str(m), "--json", "--conf", "0.6", quiet=False)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["detections"]

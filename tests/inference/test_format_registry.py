@@ -11,10 +11,10 @@ import cv2
 import numpy as np
 import onnx
 import pytest
-from helpers_models import bright_scene, make_format_detector
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+from support.models import bright_scene, make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.formats import NAMES, REGISTRY, decode_output, resolve_format

@@ -2,7 +2,7 @@
 
 The reference re-implements each documented recipe from its definition (torchvision's Resize +
 CenterCrop for ImageNet, Ultralytics' classify transforms) with PIL, not with the project's cv2
-code; the classifiers are tests/helpers_models.make_grid_classifier (spatially sensitive, so crop
+code; the classifiers are tests/support.models.make_grid_classifier (spatially sensitive, so crop
 geometry, channel order and normalisation all move the top-1).
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_models import make_color_classifier, make_grid_classifier
 from PIL import Image
+from support.models import make_color_classifier, make_grid_classifier
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.preprocess import ClassifierPreprocess
@@ -207,7 +207,7 @@ def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
     import sys
 
     import cv2
-    from helpers_models import bright_scene, make_format_detector
+    from support.models import bright_scene, make_format_detector
 
     det = make_format_detector(tmp_path / "d.onnx", imgsz_hw=(64, 64))
     clf = make_color_classifier(tmp_path / "c.onnx")

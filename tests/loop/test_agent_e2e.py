@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_models import make_bright_detector
-from helpers_mqtt import Broker, Collector
-from helpers_world import PtySensor, make_world, start_agent, status, wait_until
+from support import wait_until
+from support.models import make_bright_detector
+from support.mqtt import Broker, Collector
+from support.world import PtySensor, make_world, start_agent, status
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +132,7 @@ def test_notify_socket_gets_ready_status_and_watchdog(world: dict[str, Path], tm
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
     sock.settimeout(0.5)
-    from helpers_mqtt import free_port
+    from support import free_port
 
     prom = free_port()
     cfg = write_config(world, loop=True, mqtt=False, prom_port=prom)

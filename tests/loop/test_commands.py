@@ -9,15 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support import cli
 
 from edge_agent.adapters.statusfile import write_status
 from edge_agent.core.config_example import example_config
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def test_status_reads_fresh_file_and_flags_stale_or_missing(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from helpers_mqtt import Broker, TlsFiles, require_mosquitto
+from support.mqtt import Broker, TlsFiles, require_mosquitto
 
 REPO = Path(__file__).resolve().parents[2]
 DETECTOR = REPO / "models" / "demo-detector-int8.onnx"

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_mqtt import Broker, Collector
-from helpers_tmpfs import fill, free, tmpfs
-from helpers_world import agent_config, cli, make_world, start_agent, status, wait_until
+from support import cli, wait_until
+from support.mqtt import Broker, Collector
+from support.tmpfs import fill, free, tmpfs
+from support.world import agent_config, make_world, start_agent, status
 
 pytestmark = pytest.mark.slow
 

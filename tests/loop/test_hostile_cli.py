@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=120
-    )
+from support import cli
 
 
 @pytest.mark.parametrize(

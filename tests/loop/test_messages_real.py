@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_mqtt import Broker, Collector
-from helpers_world import PtySensor, agent_config, cli, make_world, start_agent
+from support import cli
+from support.mqtt import Broker, Collector
+from support.world import PtySensor, agent_config, make_world, start_agent
 
 from edge_agent.app.agent import STATUS_EVERY_S
 

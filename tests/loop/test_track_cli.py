@@ -11,18 +11,13 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from helpers_objects import FPS, GEOMETRY, make_clip
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import cli
+from support.objects import FPS, GEOMETRY, make_clip
 
 from edge_agent.core.mot import parse_detections
 from edge_agent.errors import EdgeAgentError
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def test_infer_track_prints_the_events_and_saves_annotated_frames(tmp_path: Path) -> None:
@@ -45,6 +40,7 @@ def test_infer_track_prints_the_events_and_saves_annotated_frames(tmp_path: Path
         "--json",
         "--conf",
         "0.5",
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in r.stdout.splitlines()]
@@ -82,7 +78,7 @@ def test_track_command_writes_motchallenge_tracks(tmp_path: Path) -> None:
         rows.append(f"{f},-1,{300 - 5 * f},60,40,80,0.8")
     det.write_text("\n".join(rows) + "\n")
     out = tmp_path / "tracks.txt"
-    r = cli("track", "-d", str(det), "-o", str(out))
+    r = cli("track", "-d", str(det), "-o", str(out), timeout=300)
     assert r.returncode == 0, r.stderr
     got = [line.split(",") for line in out.read_text().splitlines()]
     assert len(got) == 40 and {g[1] for g in got} == {"1", "2"}
@@ -105,7 +101,7 @@ def test_track_command_bad_input_is_one_line(tmp_path: Path, content: object, ex
         det.write_bytes(content)
     else:
         det.write_text(str(content))
-    r = cli("track", "-d", str(det), "-o", str(tmp_path / "t.txt"))
+    r = cli("track", "-d", str(det), "-o", str(tmp_path / "t.txt"), timeout=300)
     assert r.returncode != 0
     assert expected in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -138,7 +134,7 @@ def test_parse_detections_only_ever_raises_its_own_error(lines: list[str]) -> No
 def test_config_check_refuses_bad_geometry_in_one_line(tmp_path: Path, geometry: str, expected: str) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[detector]\nmodel = "x.onnx"\n{geometry}\n')
-    r = cli("config", "check", "--config", str(cfg))
+    r = cli("config", "check", "--config", str(cfg), timeout=300)
     assert r.returncode != 0
     err = r.stderr.strip()
     assert expected in err and len(err.splitlines()) == 1 and "Traceback" not in err
@@ -176,7 +172,7 @@ def test_infer_track_reads_a_video_at_its_own_frame_rate(tmp_path: Path) -> None
     writer.release()
     cfg = tmp_path / "c.toml"
     cfg.write_text(GEOMETRY)
-    r = cli("infer", str(video), "--track", "--config", str(cfg), "--json", "--conf", "0.5")
+    r = cli("infer", str(video), "--track", "--config", str(cfg), "--json", "--conf", "0.5", timeout=300)
     assert r.returncode == 0, r.stderr
     events = [json.loads(x) for x in r.stdout.splitlines()]
     assert [e["direction"] for e in events if e.get("event") == "line_crossed"] == [
@@ -197,7 +193,7 @@ def test_infer_track_save_into_the_input_folder_leaves_the_inputs_alone(tmp_path
     for n in range(3):
         cv2.imwrite(str(cam / f"{n}.jpg"), img)
     before = {p.name: p.read_bytes() for p in cam.iterdir()}
-    r = cli("infer", str(cam), "--track", "--save", str(cam))
+    r = cli("infer", str(cam), "--track", "--save", str(cam), timeout=300)
     assert r.returncode == 0, r.stderr
     assert all((cam / n).read_bytes() == b for n, b in before.items())
     assert len(list(cam.glob("*_1.jpg"))) == 3  # the annotated frames went beside them

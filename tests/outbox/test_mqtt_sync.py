@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from helpers_mqtt import Broker, Collector, TlsFiles, require_mosquitto
-from helpers_outbox import big_limits
+from support.mqtt import Broker, Collector, TlsFiles, require_mosquitto
+from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox

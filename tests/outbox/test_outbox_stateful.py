@@ -11,7 +11,7 @@ Invariants, checked after every step:
 - no seq is ever reused, across crashes and restarts;
 - ``pending`` is what the model says is still to be sent.
 
-A crash is in-process (helpers_outbox.crash: the unflushed batch lost, no clean close) so that
+A crash is in-process (support.outbox.crash: the unflushed batch lost, no clean close) so that
 hundreds of sequences run in seconds; real kill -9 runs are in test_loss_visible.py. The full disk
 is a real 16 MB tmpfs filled with a file (root only; otherwise those rules are left out).
 """
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from helpers_outbox import TOPIC, crash
-from helpers_tmpfs import fill, tmpfs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support.outbox import TOPIC, crash
+from support.tmpfs import fill, tmpfs
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.queue_policy import Limits, Policy
@@ -239,7 +239,7 @@ def disk_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Optional[Pat
 # the merged tree ~3 in 4 when run with the other tests of this folder): some random sequences
 # of crashes, reopens and full-disk episodes end with 2-4 messages neither stored nor counted, or
 # with `pending` one off the model. Not yet known whether the outbox or this test's in-process
-# crash emulation (helpers_outbox.crash) is wrong. Until it is fixed the test runs and reports as
+# crash emulation (support.outbox.crash) is wrong. Until it is fixed the test runs and reports as
 # xfail/xpass instead of failing the suite at random (docs/testing.md, "Known bugs").
 @pytest.mark.xfail(
     strict=False,

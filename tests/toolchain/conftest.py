@@ -13,7 +13,7 @@ onnx = pytest.importorskip(
 )
 cv2 = pytest.importorskip("cv2")
 
-from helpers_toolchain import build_toy_detector, write_scenes  # noqa: E402
+from support.toolchain import build_toy_detector, write_scenes  # noqa: E402
 
 
 @pytest.fixture(scope="session")

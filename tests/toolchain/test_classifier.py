@@ -7,7 +7,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from helpers_toolchain import toy_classifier_model, write_colour_folders
+from support.toolchain import toy_classifier_model, write_colour_folders
 
 from edge_agent.app.cli import main
 from edge_agent.tools.graph import postprocess_tail

@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from helpers_toolchain import rename_all_nodes, toy_detector_model
 from onnx import TensorProto, helper
+from support.toolchain import rename_all_nodes, toy_detector_model
 
 from edge_agent.tools.graph import (
     ensure_node_names,

@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from helpers_toolchain import toy_detector_model
 from onnx import TensorProto, helper, numpy_helper
+from support.toolchain import toy_detector_model
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.app.cli import main

@@ -170,7 +170,7 @@ def test_validate_with_yolo_labels_reports_map(
 
 
 def test_opset_below_13_is_upgraded(toy_dir: Path, tmp_path: Path) -> None:
-    from helpers_toolchain import toy_detector_model
+    from support.toolchain import toy_detector_model
 
     old = toy_detector_model(opset=11)
     src = tmp_path / "old.onnx"

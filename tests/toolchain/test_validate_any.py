@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-from helpers_models import bright_scene, make_format_detector
+from support import cli
+from support.models import bright_scene, make_format_detector
 
 from edge_agent.tools.validate import validate_models
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +107,7 @@ def test_nothing_to_compare_is_no_verdict(det: dict[str, Path], tmp_path: Path) 
 
 
 def test_models_of_different_tasks_are_one_line(det: dict[str, Path], tmp_path: Path, scenes: Path) -> None:
-    from helpers_models import make_color_classifier
+    from support.models import make_color_classifier
 
     clf = make_color_classifier(tmp_path / "c.onnx")
     r = cli("validate", str(det["yolov8"]), str(clf), "--images", str(scenes))

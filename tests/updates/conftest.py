@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from helpers_updates import INT8, cli, make_dim_scores, make_zero_score, write_config
+from support import cli
+from support.updates import INT8, make_dim_scores, make_zero_score, write_config
 
 
 @pytest.fixture(scope="session")
@@ -31,18 +32,28 @@ def packages(models_dir: Path) -> dict[str, Path]:
     ):
         pkg = models_dir / f"{name}.pkg"
         r = cli(
-            "model", "pack", str(model), "-o", str(pkg), "--name", "demo", "--version", f"2.0+{name}", *extra
+            "model",
+            "pack",
+            str(model),
+            "-o",
+            str(pkg),
+            "--name",
+            "demo",
+            "--version",
+            f"2.0+{name}",
+            *extra,
+            quiet=False,
         )
         assert r.returncode == 0, r.stderr
         out[name] = pkg
     key = models_dir / "signing.key"
-    r = cli("model", "keygen", str(key))
+    r = cli("model", "keygen", str(key), quiet=False)
     assert r.returncode == 0, r.stderr
     out["key"] = key
     (models_dir / "signing.pub").write_text(r.stdout.split("\n")[2].strip())
     out["pub"] = models_dir / "signing.pub"
     other = models_dir / "other.key"
-    assert cli("model", "keygen", str(other)).returncode == 0
+    assert cli("model", "keygen", str(other), quiet=False).returncode == 0
     out["other_key"] = other
     for name, k in (("signed", key), ("badsig", other)):
         pkg = models_dir / f"{name}.pkg"
@@ -58,6 +69,7 @@ def packages(models_dir: Path) -> dict[str, Path]:
             f"2.1+{name}",
             "--sign",
             str(k),
+            quiet=False,
         )
         assert r.returncode == 0, r.stderr
         out[name] = pkg
@@ -90,6 +102,7 @@ def versioned(packages: dict[str, Path], models_dir: Path) -> dict[str, Path]:
             v,
             "--sign",
             str(packages["key"]),
+            quiet=False,
         )
         assert r.returncode == 0, r.stderr
         out[v] = pkg

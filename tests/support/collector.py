@@ -15,14 +15,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from helpers_mqtt import free_port, wait_port
+from support import free_port
+from support.mqtt import wait_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def find_pg_bin() -> Optional[Path]:
@@ -167,15 +167,6 @@ class CollectorProc:
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-
-def wait_for(pred, timeout: float, every: float = 0.2) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(every)
-    return bool(pred())
 
 
 def fleet(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""Start/stop the real RTSP server (tests/rtsp_server.py) under Debian's python3 with GStreamer.
+"""Start/stop the real RTSP server (tests/support/rtsp_server.py) under Debian's python3 with GStreamer.
 
 Tests skip with the reason when python3-gi / gir1.2-gst-rtsp-server-1.0 / the encoders are missing
 (CI installs them from .ci/packages.d/issue13.txt, so there they run).
@@ -7,7 +7,6 @@ Tests skip with the reason when python3-gi / gir1.2-gst-rtsp-server-1.0 / the en
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Optional
 
 import numpy as np
 import pytest
+
+from support import free_port
 
 SERVER = Path(__file__).resolve().parent / "rtsp_server.py"
 SYSTEM_PYTHON = os.environ.get("EDGE_AGENT_GI_PYTHON", "/usr/bin/python3")
@@ -40,12 +41,6 @@ def require_rtsp_server() -> None:
         )
     if r.stdout.strip():
         pytest.skip(f"GStreamer elements missing: {r.stdout.strip()} (gstreamer1.0-plugins-ugly/-good/-base)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RtspServer:

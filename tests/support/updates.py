@@ -7,17 +7,17 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 from edge_agent.app.configfile import load_config
+from support import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "models"
 FP32 = MODELS / "demo-detector.onnx"
 INT8 = MODELS / "demo-detector-int8.onnx"
@@ -50,12 +50,6 @@ def make_zero_score(src: Path, out: Path) -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, str(out))
     return out
-
-
-def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", *args], capture_output=True, text=True, timeout=timeout
-    )
 
 
 def write_config(
@@ -113,16 +107,6 @@ def make_dim_scores(src: Path, out: Path, factor: float = 0.1) -> Path:
     return out
 
 
-def wait(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 class AgentProc:
     def __init__(self, cfg: Path) -> None:
         self.cfg_path = cfg
@@ -136,7 +120,9 @@ class AgentProc:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "edge_agent", "run", "-c", str(self.cfg_path)], stdout=out, stderr=out
             )
-        wait(lambda: (self.status() or {}).get("frames", 0) > 0, what=f"agent running\n{self.log_text()}")
+        wait_until(
+            lambda: (self.status() or {}).get("frames", 0) > 0, what=f"agent running\n{self.log_text()}"
+        )
         return self
 
     def status(self) -> Optional[dict[str, Any]]:

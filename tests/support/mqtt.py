@@ -22,6 +22,8 @@ from typing import Any, Optional
 
 import paho.mqtt.client as mqtt
 
+from support import free_port, poll
+
 MOSQUITTO = Path(os.environ.get("EDGE_AGENT_MOSQUITTO", "/usr/sbin/mosquitto"))
 MOSQUITTO_PASSWD = Path("/usr/bin/mosquitto_passwd")
 
@@ -32,12 +34,6 @@ def require_mosquitto() -> None:
         import pytest
 
         pytest.skip(f"{MOSQUITTO} not installed (Debian package 'mosquitto'); broker tests need it")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 10.0, up: bool = True) -> None:
@@ -262,12 +258,7 @@ class Collector:
             return [json.loads(p) for t, p, _ in self.messages if t.endswith(suffix)]
 
     def wait_for(self, predicate: Callable[[Collector], bool], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate(self):
-                return True
-            time.sleep(0.05)
-        return predicate(self)
+        return bool(poll(lambda: predicate(self), timeout))
 
     def ids(self, suffix: str = "/detections") -> list[str]:
         return [m["id"] for m in self.on_topic(suffix)]

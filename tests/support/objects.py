@@ -12,7 +12,8 @@ from typing import Any
 
 import cv2
 import numpy as np
-from helpers_clip import REPO, SAMPLES, noisy, paste, real_photo
+
+from support.clip import REPO, SAMPLES, noisy, paste, real_photo
 
 FPS = 10.0
 # the line the crossers cross (x = 0.5, upper 60 %) and the zone the dwellers sit in (bottom band)

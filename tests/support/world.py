@@ -7,14 +7,13 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import cv2
-from helpers_models import bright_scene, make_bright_detector, make_color_classifier
 
 from edge_agent.core.config import Config, parse_config
+from support.models import bright_scene, make_bright_detector, make_color_classifier
 
 
 def make_world(root: Path, scenes: int = 4) -> dict[str, Path]:
@@ -85,12 +84,6 @@ def start_agent(cfg: Path, *args: str, env: Optional[dict[str, str]] = None) -> 
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **(env or {})},
-    )
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -166,12 +159,3 @@ def status(w: dict[str, Path]) -> dict[str, Any]:
         return json.loads((w["state"] / "status.json").read_text())  # type: ignore[no-any-return]
     except (OSError, ValueError):
         return {}
-
-
-def wait_until(pred: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")

@@ -1,6 +1,6 @@
 """One fleet outage run, shared by tests/collector/test_collector_e2e.py (5 x 200) and
 tests/bench/bench_fleet_collect.py (200 x 500): devices (the real outbox and sync, in
-``procs`` child processes of tests/fleet_sim.py) make results while mosquitto is down; the broker
+``procs`` child processes of tests/support/fleet_sim.py) make results while mosquitto is down; the broker
 comes back; ``edge-agent collect`` (one, or two on a shared subscription) stores them; the first
 collector is kill -9'd once mid-ingest and restarted. Returns the figures; the caller asserts."""
 
@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers_collector import REPO, CollectorProc, wait_for
-from helpers_mqtt import Broker, require_mosquitto
-
 from edge_agent.adapters.collector_db import CollectorDb
+from support import wait_until
+from support.collector import REPO, CollectorProc
+from support.mqtt import Broker, require_mosquitto
 
 
 def count(url: str) -> int:
@@ -60,7 +60,12 @@ def outage_run(
         for c in cols:
             c.start()
         # the sessions exist at the broker before the outage (its persistence keeps them)
-        assert wait_for(lambda: all("subscribing" in c.text() for c in cols), 60), cols[0].text()
+        wait_until(
+            lambda: all("subscribing" in c.text() for c in cols),
+            60,
+            lambda: f"subscribing\n{cols[0].text()}",
+            0.2,
+        )
         broker.stop()
         t_make = time.monotonic()
         per_proc = -(-devices // procs)
@@ -70,7 +75,7 @@ def outage_run(
                 subprocess.Popen(
                     [
                         sys.executable,
-                        str(REPO / "tests" / "fleet_sim.py"),
+                        str(REPO / "tests" / "support" / "fleet_sim.py"),
                         "--port",
                         str(broker.port),
                         "--dir",
@@ -106,24 +111,29 @@ def outage_run(
         if group:
             # mosquitto 2.0.11 drops messages for a shared subscription restored from persistence
             # until a member reconnects (docs/collector.md): the devices go once the group is back
-            assert wait_for(lambda: all(c.text().count("connected to") > b for c, b in zip(cols, before)), 60)
+            reconnected = lambda: all(c.text().count("connected to") > b for c, b in zip(cols, before))  # noqa: E731
+            wait_until(reconnected, 60, "every collector reconnected", 0.2)
             for s in sims:
                 assert s.stdin is not None
                 s.stdin.write("go\n")
                 s.stdin.flush()
-        assert wait_for(lambda: count(url) >= kill_at, timeout, every=poll), cols[0].text()[-2000:]
+        wait_until(
+            lambda: count(url) >= kill_at, timeout, lambda: f"{kill_at} rows\n{cols[0].text()[-2000:]}", poll
+        )
         at_kill = count(url)
         cols[0].kill9()
         time.sleep(0.5)
         cols[0].start()
-        assert wait_for(lambda: count(url) >= n, timeout, every=max(poll, 0.2)), (
-            count(url),
-            cols[0].text()[-3000:],
+        wait_until(
+            lambda: count(url) >= n,
+            timeout,
+            lambda: f"{n} rows, got {count(url)}\n{cols[0].text()[-3000:]}",
+            max(poll, 0.2),
         )
         took = time.monotonic() - t0
         for s in sims:
             assert s.wait(timeout) == 0
-        assert wait_for(lambda: offline(url) == devices, 60), "the devices' goodbyes did not arrive"
+        wait_until(lambda: offline(url) == devices, 60, "the devices' goodbyes", 0.2)
     finally:
         for s in sims:
             if s.poll() is None:

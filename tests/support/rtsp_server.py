@@ -1,11 +1,11 @@
 """A real RTSP server for the camera tests: GStreamer's gst-rtsp-server, run by Debian's python3.
 
-    /usr/bin/python3 tests/rtsp_server.py --port 8554 --fps 25 --codec h264|mjpeg [--protocols udp|tcp]
+    /usr/bin/python3 tests/support/rtsp_server.py --port 8554 --fps 25 --codec h264|mjpeg [--protocols udp|tcp]
 
 Serves ``rtsp://127.0.0.1:PORT/cam``. Every frame carries the wall-clock time (ms, mod 2**32)
 it was made at as 32 black/white blocks (8 x 4 grid, MSB first, row-major), big enough to survive
 H.264/JPEG compression, so a client can measure the true age of the frame it infers on
-(:func:`helpers_rtsp.stamp_of`). Prints ``READY`` once listening. Needs python3-gi,
+(:func:`support.rtsp.stamp_of`). Prints ``READY`` once listening. Needs python3-gi,
 gir1.2-gst-rtsp-server-1.0, gstreamer1.0-plugins-ugly (x264enc) and -good (rtpjpegpay, jpegenc).
 """
 

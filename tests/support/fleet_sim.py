@@ -1,6 +1,6 @@
 """Simulated devices for the collector tests and the fleet benchmark: the REAL outbox and sync.
 
-    python tests/fleet_sim.py --port P --dir D --first 0 --devices 50 --per-device 500 [--batch-threshold N]
+    python tests/support/fleet_sim.py --port P --dir D --first 0 --devices 50 --per-device 500 [--batch-threshold N]
 
 Each device gets its own outbox file; every result is put (and committed) before the sync
 starts -- with the broker down that is "results made during an outage". Then every device's
@@ -17,16 +17,15 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from helpers_outbox import big_limits
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout
 
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.config import MqttConfig
 from edge_agent.core.messages import result_message
 from edge_agent.core.status import build_status
+from support.outbox import big_limits
 
 
 def result(dev: str, i: int) -> dict[str, object]:
