@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 AREAS: dict[str, tuple[list[str], list[str]]] = {
     "core-motion": (
         ["edge_agent/core/motion.py"],
-        ["tests/agent/test_motion.py", "tests/agent/test_motion_rules.py"],
+        ["tests/core/test_motion.py", "tests/core/test_motion_rules.py"],
     ),
     "core-parsers": (
         [
@@ -43,22 +43,22 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "edge_agent/core/status.py",
         ],
         [
-            "tests/agent/test_sensor_parse.py",
-            "tests/agent/test_events.py",
-            "tests/agent/test_backoff.py",
-            "tests/agent/test_status_view.py",
-            "tests/agent/test_status_snapshot.py",
-            "tests/agent/test_parse_rules.py",
-            "tests/agent/test_sensor_properties.py",
+            "tests/core/test_sensor_parse.py",
+            "tests/core/test_events.py",
+            "tests/core/test_backoff.py",
+            "tests/app/test_status_view.py",
+            "tests/core/test_status_snapshot.py",
+            "tests/core/test_parse_rules.py",
+            "tests/core/test_sensor_properties.py",
         ],
     ),
     "core-image": (
         ["edge_agent/core/image_header.py", "edge_agent/core/mjpeg.py"],
-        ["tests/agent/test_mjpeg.py", "tests/agent/test_bounded_input.py"],
+        ["tests/adapters/test_mjpeg.py", "tests/adapters/test_bounded_input.py"],
     ),
     "core-queue": (
         ["edge_agent/core/queue_policy.py", "edge_agent/core/messages.py"],
-        ["tests/outbox/test_queue_policy.py", "tests/outbox/test_messages.py"],
+        ["tests/core/test_queue_policy.py", "tests/core/test_messages.py"],
     ),
     "core-model": (
         [
@@ -74,14 +74,14 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/test_preprocess.py",
             "tests/core/test_classify.py",
             "tests/core/test_onnx_wire.py",
-            "tests/core/test_provider_fallback.py",
-            "tests/core/test_board_providers.py",
-            "tests/core/test_jetson_plan.py",
+            "tests/adapters/test_provider_fallback.py",
+            "tests/adapters/test_board_providers.py",
+            "tests/adapters/test_jetson_plan.py",
         ],
     ),
     "core-config": (
         ["edge_agent/core/config.py"],
-        ["tests/agent/test_motion.py", "tests/agent/test_camera.py", "tests/loop/test_commands.py"],
+        ["tests/core/test_motion.py", "tests/adapters/test_camera.py", "tests/cli/test_commands.py"],
     ),
     "core-package": (["edge_agent/core/model_package.py"], ["tests/updates/test_packages.py"]),
     # inference/formats.py is being rewritten into a registry: its own area, its own tests
@@ -94,7 +94,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "inference-pipeline": (
         ["edge_agent/inference/pipeline.py", "edge_agent/inference/task.py"],
         [
-            "tests/inference/test_layers.py",
+            "tests/test_layers.py",
             "tests/inference/test_formats.py",
             "tests/inference/test_presets.py",
         ],
@@ -103,8 +103,8 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/agent.py"],
         # in-process agent tests only: the subprocess ones (test_agent_e2e...) give "no tests"
         [
-            "tests/agent/test_motion.py",
-            "tests/agent/test_decode_and_grant.py",
+            "tests/core/test_motion.py",
+            "tests/adapters/test_decode_and_grant.py",
             "tests/loop/test_watchdog.py",
             "tests/loop/test_ready_and_stop.py",
             "tests/inference/test_guard.py",
