@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from support import cli
 
 from edge_agent.adapters.images import check_pixels
 from edge_agent.adapters.mjpeg_http import decode_jpeg
@@ -338,15 +339,14 @@ def test_numeric_settings_are_refused_in_one_line_or_within_their_bounds(
 def test_config_check_refuses_topic_prefixes_brokers_drop_in_one_line(
     tmp_path: Any, prefix: str, why: str
 ) -> None:
-    import subprocess
-    import sys
 
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[detector]\nmodel = "d.onnx"\n[mqtt]\ntopic_prefix = "{prefix}"\n', encoding="utf-8")
-    r = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "config", "check", str(cfg)],
-        capture_output=True,
-        text=True,
+    r = cli(
+        "config",
+        "check",
+        str(cfg),
+        quiet=False,
         timeout=60,
     )
     assert r.returncode != 0

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 import paho.mqtt.client as mqtt  # noqa: E402
-from support import poll  # noqa: E402
+from support import poll, wait_until  # noqa: E402
 from support.collector import CollectorProc, sqlite_url  # noqa: E402
 from support.mqtt import Broker  # noqa: E402
 
@@ -75,12 +75,22 @@ def main() -> int:
         try:
             for c in cols:
                 c.start()
-            assert poll(lambda: all("subscribing" in c.text() for c in cols), 30, every=0.2)
+            wait_until(
+                lambda: all("subscribing" in c.text() for c in cols),
+                30,
+                'all("subscribing" in c.text() for c in cols)',
+                every=0.2,
+            )
             if a.broker_restart:
                 broker.stop()
                 time.sleep(1)
                 broker.start()
-                assert poll(lambda: all(c.text().count("subscribing") >= 2 for c in cols), 60, every=0.2)
+                wait_until(
+                    lambda: all(c.text().count("subscribing") >= 2 for c in cols),
+                    60,
+                    'all(c.text().count("subscribing") >= 2 for c in cols)',
+                    every=0.2,
+                )
             time.sleep(1)
             pubs = [
                 threading.Thread(target=publisher, args=(broker.port, k, a.per)) for k in range(a.publishers)

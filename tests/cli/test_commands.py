@@ -42,13 +42,7 @@ def test_status_reads_fresh_file_and_flags_stale_or_missing(tmp_path: Path) -> N
 def test_config_example_piped_into_config_check_passes() -> None:
     example = cli("config", "example")
     assert example.returncode == 0 and example.stdout == example_config()
-    r = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", "config", "check", "-"],
-        input=example.stdout,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = cli("config", "check", "-", input=example.stdout)
     assert r.returncode == 0 and "<stdin>: OK (device edge-0" in r.stdout, r.stderr
     assert "detector.model" in r.stderr and "file not found" in r.stderr  # a warning, not an error
 

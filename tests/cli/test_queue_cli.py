@@ -107,18 +107,22 @@ def test_drain_killed_mid_way_and_rerun_loses_nothing(tmp_path: Path, broker: Br
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert collector.wait_for(lambda c: len(c.ids()) >= 2500, 30)
+        collector.wait_until(lambda c: len(c.ids()) >= 2500, 30, "len(c.ids()) >= 2500")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     pending_after_kill = read_stats(tmp_path / "q.db")["pending"]
     assert 0 < pending_after_kill < 10_000
     # the broker noticed the dead client and published its last will, retained
-    assert collector.wait_for(lambda c: any(s["state"] == "offline" for s in c.on_topic("/status")), 10)
+    collector.wait_until(
+        lambda c: any(s["state"] == "offline" for s in c.on_topic("/status")),
+        10,
+        'any(s["state"] == "offline" for s in c.on_topic("/status"))',
+    )
     res = cli("queue", "drain", "--config", str(cfg), "--timeout", "60", quiet=False)
     assert res.returncode == 0, res.stderr
     assert "queue empty" in res.stderr
-    assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 30)
+    collector.wait_until(lambda c: set(c.ids()) >= set(ids), 30, "set(c.ids()) >= set(ids)")
     copies: dict[str, list[bytes]] = defaultdict(list)
     for topic, payload, _ in collector.messages:
         if topic.endswith("/detections"):
@@ -164,7 +168,11 @@ def test_one_kill_9_then_queue_drain_counts_one_crash_and_the_gap_is_the_window(
         ob.put(TOPIC, {"n": "after"})
     res = cli("queue", "drain", "--config", str(cfg), "--timeout", "60", quiet=False)
     assert res.returncode == 0, res.stderr
-    assert collector.wait_for(lambda c: any(json.loads(p).get("n") == "after" for _, p, _ in c.messages), 10)
+    collector.wait_until(
+        lambda c: any(json.loads(p).get("n") == "after" for _, p, _ in c.messages),
+        10,
+        'any(json.loads(p).get("n") == "after" for _, p, _ in c.messages)',
+    )
     seqs = sorted({json.loads(p)["seq"] for t, p, _ in collector.messages if t.endswith("/detections")})
     collector.close()
     stats = json.loads(cli("queue", "stats", "--config", str(cfg), "--json", quiet=False).stdout)

@@ -89,14 +89,8 @@ def test_doctor_reads_the_credential_next_to_the_config_and_fails_a_refused_pass
             ("right", 0, "ok", "connected as cam"),
         ]:
             (etc / "mqtt-password").write_text(password + "\n")
-            r = subprocess.run(
-                [sys.executable, "-m", "edge_agent", "-q", "doctor", "--json", "--config", str(cfg)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env=env,
-                cwd=tmp_path,  # not etc/: the file is found beside the config, not in the cwd
-            )
+            # cwd not etc/: the file is found beside the config, not in the cwd
+            r = cli("doctor", "--json", "--config", str(cfg), env=env, cwd=tmp_path)
             checks = {c["check"]: c for c in json.loads(r.stdout)}
             assert checks["broker"]["status"] == status and words in checks["broker"]["detail"], checks[
                 "broker"

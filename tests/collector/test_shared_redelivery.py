@@ -23,7 +23,7 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from support import free_port, poll
+from support import free_port, wait_until
 from support.collector import CollectorProc, metrics, sqlite_url
 from support.mqtt import Broker
 
@@ -80,8 +80,13 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
     try:
         a.start()
         b.start()
-        assert poll(lambda: "subscribing" in a.text() and "subscribing" in b.text(), 30, every=0.2)
-        assert poll(lambda: db_a.exists() and db_b.exists(), 30, every=0.2)
+        wait_until(
+            lambda: "subscribing" in a.text() and "subscribing" in b.text(),
+            30,
+            '"subscribing" in a.text() and "subscribing" in b.text()',
+            every=0.2,
+        )
+        wait_until(lambda: db_a.exists() and db_b.exists(), 30, "db_a.exists() and db_b.exists()", every=0.2)
         time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
         lock = sqlite3.connect(db_a, isolation_level=None)
         lock.execute("BEGIN EXCLUSIVE")  # A can receive but never commit: it holds its half un-acked
@@ -89,7 +94,12 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
 
         # 1. split between the members: mosquitto 2 goes round-robin over the group
         pub.send(1, 40)
-        assert poll(lambda: len(seqs(db_b)) >= 15, 30, every=0.2), b.text()[-2000:]
+        wait_until(
+            lambda: len(seqs(db_b)) >= 15,
+            30,
+            lambda: "len(seqs(db_b)) >= 15" + "; " + str(b.text()[-2000:]),
+            every=0.2,
+        )
 
         def a_holds() -> bool:
             m = metrics(mport)
@@ -98,7 +108,7 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
                 == 40
             )
 
-        assert poll(a_holds, 30, every=0.2), (metrics(mport), len(seqs(db_b)))
+        wait_until(a_holds, 30, lambda: "a_holds" + "; " + str((metrics(mport), len(seqs(db_b)))), every=0.2)
         held = set(range(1, 41)) - seqs(db_b)
         assert 10 <= len(held) <= 30, held  # A really holds a share of them
 
@@ -125,8 +135,11 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
         during.join(60)
         assert not during.is_alive()
         want = set(range(1, 401))
-        assert poll(lambda: seqs(db_a) | seqs(db_b) >= want, 30, every=0.2), sorted(
-            want - seqs(db_a) - seqs(db_b)
+        wait_until(
+            lambda: seqs(db_a) | seqs(db_b) >= want,
+            30,
+            lambda: "seqs(db_a) | seqs(db_b) >= want" + "; " + str(sorted(want - seqs(db_a) - seqs(db_b))),
+            every=0.2,
         )
         got_a, got_b = seqs(db_a), seqs(db_b)
         assert held | queued_for_a <= got_a, sorted((held | queued_for_a) - got_a)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from support import cli
 from support.models import make_color_classifier, make_grid_classifier
 
 from edge_agent.adapters.runtime import OnnxModel
@@ -203,8 +204,6 @@ def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
     """--classifier-preprocess reaches the classifier (BGR order turns a red crop 'blue') and
     --classifier-labels names the classes (a plain one-name-per-line file, like ImageNet's)."""
     import json
-    import subprocess
-    import sys
 
     import cv2
     from support.models import bright_scene, make_format_detector
@@ -217,11 +216,18 @@ def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
     labels.write_text("rouge\nvert\nbleu\n")
 
     def run(*extra: str) -> list[str]:
-        r = subprocess.run(
-            [sys.executable, "-m", "edge_agent", "-q", "infer", str(img), "--model", str(det), "--conf", "0.5",
-             "--classifier", str(clf), "--json", *extra],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        r = cli(
+            "infer",
+            str(img),
+            "--model",
+            str(det),
+            "--conf",
+            "0.5",
+            "--classifier",
+            str(clf),
+            "--json",
+            *extra,
+        )
         assert r.returncode == 0, r.stderr
         return [d["classification"]["label"] for d in json.loads(r.stdout)["detections"]]
 
@@ -235,13 +241,11 @@ def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
 def test_inspect_shows_the_recipe_and_flags_a_guess(tmp_path: Path) -> None:
     import json
     import subprocess
-    import sys
 
     zoo = make_grid_classifier(tmp_path / "zoo.onnx", classes=1000)
 
     def inspect(*extra: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "edge_agent", "-q", "inspect", str(zoo), *extra]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return cli("inspect", str(zoo), *extra)
 
     r = inspect()
     assert r.returncode == 0

@@ -58,7 +58,9 @@ def test_a_batch_is_deleted_only_after_its_puback_and_every_row_arrives(
             broker.proc.send_signal(signal.SIGCONT)
         assert sync.drain(20)
         sync.stop()
-    assert collector.wait_for(lambda c: sum(len(b) for b in batches(c)) >= 50, 10)
+    collector.wait_until(
+        lambda c: sum(len(b) for b in batches(c)) >= 50, 10, "sum(len(b) for b in batches(c)) >= 50"
+    )
     got = [body for b in batches(collector) for _, body in b]
     assert {g["id"] for g in got} == set(ids)
     assert all(len(b) <= 20 for b in batches(collector))
@@ -78,6 +80,6 @@ def test_below_the_threshold_results_go_one_by_one(tmp_path: Path, broker: Broke
             assert sync.drain(20)
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: set(c.ids()) == set(ids), 10)
+    collector.wait_until(lambda c: set(c.ids()) == set(ids), 10, "set(c.ids()) == set(ids)")
     assert not batches(collector)
     collector.close()

@@ -60,7 +60,7 @@ def test_rows_stay_on_disk_until_the_puback(tmp_path: Path, broker: Broker) -> N
             assert again.drain(20)
         finally:
             again.stop()
-    assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 10)
+    collector.wait_until(lambda c: set(c.ids()) >= set(ids), 10, "set(c.ids()) >= set(ids)")
     collector.close()
 
 
@@ -104,7 +104,7 @@ def test_a_failing_sync_thread_is_restarted_counted_and_shown(
             stats = sync.stats()
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 10)
+    collector.wait_until(lambda c: set(c.ids()) >= set(ids), 10, "set(c.ids()) >= set(ids)")
     collector.close()
     assert stats["thread_restarts"] == 1
     assert any("sync thread failed: RuntimeError: injected" in r.message for r in caplog.records)
@@ -117,10 +117,10 @@ def test_status_is_the_snapshot_given_and_the_will_says_offline(tmp_path: Path, 
         sync.start()
         try:
             wait_until(lambda: sync.state == "connected", 10, "the sync connected")
-            assert collector.wait_for(lambda c: bool(c.messages), 5)
+            collector.wait_until(lambda c: bool(c.messages), 5, "bool(c.messages)")
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: len(c.messages) >= 2, 5)
+    collector.wait_until(lambda c: len(c.messages) >= 2, 5, "len(c.messages) >= 2")
     bodies = [json.loads(p) for _, p, _ in collector.messages]
     collector.close()
     assert bodies[0] == {"state": "running", "n": 1}

@@ -112,7 +112,7 @@ def test_a_restarted_sync_thread_releases_the_rows_it_had_in_flight(tmp_path: Pa
         finally:
             sync.stop()
     assert restarts == 1
-    assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 10)
+    collector.wait_until(lambda c: set(c.ids()) >= set(ids), 10, "set(c.ids()) >= set(ids)")
     collector.close()
 
 

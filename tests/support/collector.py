@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from support import free_port
+from support import cli, free_port
 from support.mqtt import wait_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,14 +171,7 @@ class CollectorProc:
 
 def fleet(*args: str) -> subprocess.CompletedProcess[str]:
     """``edge-agent fleet ...`` as a child process."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "fleet", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return cli("fleet", *args, quiet=False, env={"PYTHONPATH": str(REPO)})
 
 
 def metrics(port: int) -> dict[str, float]:

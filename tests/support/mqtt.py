@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import paho.mqtt.client as mqtt
 
-from support import free_port, poll
+from support import free_port, poll, wait_until
 
 MOSQUITTO = Path(os.environ.get("EDGE_AGENT_MOSQUITTO", "/usr/sbin/mosquitto"))
 MOSQUITTO_PASSWD = Path("/usr/bin/mosquitto_passwd")
@@ -258,7 +258,14 @@ class Collector:
             return [json.loads(p) for t, p, _ in self.messages if t.endswith(suffix)]
 
     def wait_for(self, predicate: Callable[[Collector], bool], timeout: float) -> bool:
+        """Whether ``predicate`` held within ``timeout`` s: for a message that may not arrive."""
         return bool(poll(lambda: predicate(self), timeout))
+
+    def wait_until(
+        self, predicate: Callable[[Collector], object], timeout: float, what: Union[str, Callable[[], str]]
+    ) -> None:
+        """Fail naming ``what`` unless ``predicate`` holds within ``timeout`` s."""
+        wait_until(lambda: predicate(self), timeout, what)
 
     def ids(self, suffix: str = "/detections") -> list[str]:
         return [m["id"] for m in self.on_topic(suffix)]

@@ -23,12 +23,13 @@ def cli(
     env: Optional[Mapping[str, str]] = None,
     stdin: Union[int, IO[bytes], None] = subprocess.DEVNULL,
     cwd: Optional[Path] = None,
+    input: Optional[str] = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m edge_agent [-q] ARGS``: captured text output, never raises on a non-zero exit.
 
     ``quiet`` passes ``-q`` (warnings and errors only) so stderr holds just what a user must read;
     ``env`` is added to this process's environment; stdin is /dev/null unless a test feeds it, so a
-    command never waits on the terminal the tests were started from.
+    command never waits on the terminal the tests were started from; ``input`` is text piped to it.
     """
     return subprocess.run(
         [sys.executable, "-m", "edge_agent", *(["-q"] if quiet else []), *args],
@@ -36,6 +37,7 @@ def cli(
         text=True,
         timeout=timeout,
         env={**os.environ, **env} if env else None,
-        stdin=stdin,
+        stdin=None if input is not None else stdin,
+        input=input,
         cwd=cwd,
     )

@@ -121,7 +121,8 @@ class AgentProc:
                 [sys.executable, "-m", "edge_agent", "run", "-c", str(self.cfg_path)], stdout=out, stderr=out
             )
         wait_until(
-            lambda: (self.status() or {}).get("frames", 0) > 0, what=f"agent running\n{self.log_text()}"
+            lambda: (self.status() or {}).get("frames", 0) > 0,
+            what=lambda: f"agent running\n{self.log_text()}",
         )
         return self
 

@@ -58,7 +58,7 @@ def test_a_billion_chunk_begin_neither_kills_the_receiver_nor_crash_loops_the_ag
     later start crashed on the persisted begin. Also with trusted_keys set."""
     a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
     agents.append(a.start())
-    wait_until(lambda: receiver(a).get("alive"), what=f"receiver alive\n{a.log_text()}")
+    wait_until(lambda: receiver(a).get("alive"), what=lambda: f"receiver alive\n{a.log_text()}")
     a.stop()
     # while the device is off, the broker queues the begin for its persistent session ...
     boom = {"transfer_id": "boom", "size": 10, "sha256": "a" * 64, "chunks": 10**9, "chunk_size": 10}
@@ -73,7 +73,7 @@ def test_a_billion_chunk_begin_neither_kills_the_receiver_nor_crash_loops_the_ag
         r = receiver(a)
         return r if r.get("refused", 0) >= 1 and r.get("discarded_at_start", 0) >= 1 else {}
 
-    snap = wait_until(counted, what=f"the refused begin counted\n{a.log_text()}")
+    snap = wait_until(counted, what=lambda: f"the refused begin counted\n{a.log_text()}")
     assert snap["alive"] is True and snap["failed"] == 0
     assert not poison.exists()
     assert a.proc is not None

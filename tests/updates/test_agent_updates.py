@@ -49,7 +49,9 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
     col = Collector(broker.port, "edge/cam-1/status", client_id="status-watch")
     try:
         tid = push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk_size=64 * 1024)
-        wait_until(lambda: a.detector_sha() == INT8_SHA, what=f"switch to the INT8 model\n{a.log_text()}")
+        wait_until(
+            lambda: a.detector_sha() == INT8_SHA, what=lambda: f"switch to the INT8 model\n{a.log_text()}"
+        )
 
         def reported() -> bool:
             for body in col.on_topic("/status"):
@@ -121,7 +123,9 @@ def test_bad_signature_over_mqtt_is_refused(
         quiet=False,
     )
     assert r.returncode == 0 and "cam-1: switched:" in r.stdout, r.stdout + a.log_text()
-    wait_until(lambda: a.detector_sha() == INT8_SHA, what=f"the signed package switched\n{a.log_text()}")
+    wait_until(
+        lambda: a.detector_sha() == INT8_SHA, what=lambda: f"the signed package switched\n{a.log_text()}"
+    )
 
 
 def test_kill9_mid_transfer_resumes_and_completes(
@@ -141,7 +145,9 @@ def test_kill9_mid_transfer_resumes_and_completes(
     push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10, total))
     assert len(list(chunks.iterdir())) == 10  # persisted across the kill, nothing more yet
     a.start()
-    wait_until(lambda: a.detector_sha() == INT8_SHA, what=f"resumed transfer switched\n{a.log_text()}")
+    wait_until(
+        lambda: a.detector_sha() == INT8_SHA, what=lambda: f"resumed transfer switched\n{a.log_text()}"
+    )
     assert a.last()["origin"] == f"mqtt:{tid}"
     assert not (a.state / "models" / "transfers" / tid).exists()
 
@@ -221,7 +227,7 @@ def test_kill9_mid_gate_keeps_the_old_model_and_the_update_completes_after_resta
     assert state.get("current") is None  # cut before the switch
     a.start()
     assert a.last().get("outcome") in (None, "switched")
-    wait_until(lambda: a.detector_sha() == INT8_SHA, what=f"the retried update\n{a.log_text()}")
+    wait_until(lambda: a.detector_sha() == INT8_SHA, what=lambda: f"the retried update\n{a.log_text()}")
     assert json.loads((inbox / "drop.result.json").read_text())["outcome"] == "switched"
 
 
@@ -269,7 +275,9 @@ def test_detection_rate_collapse_rolls_back_a_forced_model(
     r = cli("model", "install", str(packages["dim"]), "-c", str(a.cfg_path), "--force", quiet=False)
     assert r.returncode == 0 and "(forced)" in r.stdout, r.stdout + r.stderr
     assert "--force given by cli" in a.log_text()
-    wait_until(lambda: a.last().get("outcome") == "rolled_back", what=f"automatic rollback\n{a.log_text()}")
+    wait_until(
+        lambda: a.last().get("outcome") == "rolled_back", what=lambda: f"automatic rollback\n{a.log_text()}"
+    )
     assert "detection rate collapsed" in a.last()["detail"]
     wait_until(lambda: a.detector_sha() == FP32_SHA, what="the FP32 model back")
 
