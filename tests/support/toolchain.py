@@ -1,4 +1,4 @@
-"""Builders shared by the toolchain tests: a small YOLO-like detector graph and synthetic scenes.
+"""Builders shared by the tools tests (tests/tools): a small YOLO-like detector graph and synthetic scenes.
 
 The detector is real arithmetic (fixed, seeded weights), shaped like an Ultralytics export:
 Conv stem -> head Conv -> Reshape [1, 4+nc, N] -> Split(boxes, classes) -> boxes: Sigmoid * imgsz

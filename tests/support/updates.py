@@ -1,5 +1,5 @@
-"""Model-update test helpers: the zero-score INT8 maker, the CLI runner, a config writer, an agent
-subprocess (`edge-agent run`) to start, kill -9 and read."""
+"""Model-update test helpers: the zero-score INT8 maker, a config writer, an agent subprocess
+(`edge-agent run`) to start, kill -9 and read; the CLI runner is `support.cli`."""
 
 from __future__ import annotations
 
