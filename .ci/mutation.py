@@ -58,7 +58,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-queue": (
         ["edge_agent/core/queue_policy.py", "edge_agent/core/messages.py"],
-        ["tests/core/test_queue_policy.py", "tests/core/test_messages.py"],
+        [
+            "tests/core/test_queue_policy.py",
+            "tests/core/test_full_disk_policy.py",
+            "tests/core/test_messages.py",
+        ],
     ),
     "core-model": (
         [
@@ -94,7 +98,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "inference-pipeline": (
         ["edge_agent/inference/pipeline.py", "edge_agent/inference/task.py"],
         [
-            "tests/test_layers.py",
+            "tests/inference/test_layers.py",
             "tests/inference/test_formats.py",
             "tests/inference/test_presets.py",
         ],

@@ -33,9 +33,22 @@ if bad:
 PY
 venv=$(mktemp -d "${TMPDIR:-/tmp}/edge-agent-py38.XXXXXX")
 trap 'rm -rf "$venv"' EXIT
+# ...and an old SQLite: Debian bullseye's libsqlite3 3.34.1 (Raspberry Pi OS Bullseye has the same;
+# Ubuntu 18.04 on a Jetson Nano has 3.22), from the Debian archive, pinned by hash. Python's sqlite3
+# loads it through LD_LIBRARY_PATH; the driver checks the version. 3.34 has no RETURNING (3.35):
+# the outbox's ack used it until this stage ran there and every ack failed.
+sqlite_deb=libsqlite3-0_3.34.1-3_$(dpkg --print-architecture).deb
+sqlite_sha=a0b8d3acf4a0483048637637d269be93af48d5c16f6f139f53edd13384ad4686  # amd64
+if ! curl -fsS -m 120 -o "$venv/$sqlite_deb" "http://deb.debian.org/debian/pool/main/s/sqlite3/$sqlite_deb" \
+    || ! echo "$sqlite_sha  $venv/$sqlite_deb" | sha256sum -c --quiet; then
+    echo "oldest-stack: cannot fetch Debian bullseye's $sqlite_deb (hash-pinned) from deb.debian.org" >&2
+    exit 1
+fi
+dpkg-deb -x "$venv/$sqlite_deb" "$venv/sqlite"
+old_sqlite=$(dirname "$(find "$venv/sqlite" -name 'libsqlite3.so.0' | head -n 1)")
 "$py38" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$venv/bin/pip" install -q "onnxruntime==$ort" -r .ci/floors.txt
 # the floors stay put: pip must not upgrade any of them to satisfy the package
 "$venv/bin/pip" install -q . -c .ci/floors.txt -c <(echo "onnxruntime==$ort")
-"$venv/bin/python" .ci/oldest_stack.py --ort "$ort" "$@"
+LD_LIBRARY_PATH=$old_sqlite "$venv/bin/python" .ci/oldest_stack.py --ort "$ort" --sqlite 3.34.1 "$@"

@@ -55,7 +55,9 @@ def must(step: str, *args: str) -> str:
     return r.stdout
 
 
-def versions(expected_ort: str) -> None:
+def versions(expected_ort: str, expected_sqlite: str) -> None:
+    import sqlite3
+
     import numpy
     import onnxruntime
 
@@ -69,8 +71,11 @@ def versions(expected_ort: str) -> None:
         fail("runtime install", "the onnx package is installed (the runtime must not need it)")
     except ImportError:
         pass
+    if expected_sqlite and sqlite3.sqlite_version != expected_sqlite:
+        fail("sqlite", f"expected SQLite {expected_sqlite}, loaded {sqlite3.sqlite_version}")
     print(
-        f"ok   Python {sys.version.split()[0]}, onnxruntime {onnxruntime.__version__}, numpy {numpy.__version__}"
+        f"ok   Python {sys.version.split()[0]}, onnxruntime {onnxruntime.__version__}, numpy {numpy.__version__}, "
+        f"SQLite {sqlite3.sqlite_version}"
     )
 
 
@@ -167,12 +172,13 @@ def refusal(shared: Path, ort: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ort", required=True, help="the onnxruntime version the venv must have")
+    ap.add_argument("--sqlite", default="", help="the SQLite version Python must load (LD_LIBRARY_PATH)")
     ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
     ap.add_argument("--int8", type=Path, help="a `quantize --target-ort` output to run here")
     ap.add_argument("--reference", type=Path, help="infer --json of its FP32 source, made on today's stack")
     ap.add_argument("--images", type=Path, help="the images --reference was made on (default: SHARED/images)")
     a = ap.parse_args()
-    versions(a.ort)
+    versions(a.ort, a.sqlite)
     with tempfile.TemporaryDirectory(prefix="edge-agent-oldest-") as tmp:
         root = Path(tmp)
         must(

@@ -6,12 +6,15 @@
 #   --venv DIR       the venv holding edge-agent (default /opt/edge-agent/venv)
 #   --root DIR       install into DIR instead of / (tests; implies --no-systemctl)
 #   --no-systemctl   do not run daemon-reload / enable (no systemd running, e.g. a container)
+#   --systemd-version N   the target's systemd version (default: `systemctl --version`)
 #
 # Does, in order: the edge-agent system user (sysusers.d; groups video, dialout), the class
 # drivers loaded at boot (modules-load.d), /etc/edge-agent/ with config.toml (the commented
 # example, only if none exists) and an empty mqtt-password credential file (root, 0600), the
 # model folder /var/lib/edge-agent/models, and the unit with ExecStart pointing at the venv;
 # then daemon-reload and enable (the service is started by you, after editing the config).
+# On systemd older than 247 (Ubuntu 18.04 = 237 on JetPack 4, 20.04 = 245 on JetPack 5) also a
+# drop-in for what the unit needs from newer versions (see systemd/README.md, "Older systemd").
 # Idempotent: an existing config or password file is never overwritten.
 set -euo pipefail
 
@@ -20,6 +23,7 @@ venv=/opt/edge-agent/venv
 root=""
 systemctl_too=1
 user=edge-agent
+sd_version=""
 
 say() { printf 'install-service: %s\n' "$*"; }
 die() { printf 'install-service: error: %s\n' "$*" >&2; exit 1; }
@@ -29,6 +33,7 @@ while [ $# -gt 0 ]; do
         --venv) venv=$2; shift 2 ;;
         --root) root=$(cd "$2" && pwd); systemctl_too=0; shift 2 ;;
         --no-systemctl) systemctl_too=0; shift ;;
+        --systemd-version) sd_version=$2; shift 2 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
@@ -81,6 +86,38 @@ chown -R "$owner:$group" "$root/var/lib/edge-agent"
 install -D -m 0644 "$here/edge-agent.service" "$root/etc/systemd/system/edge-agent.service"
 [ "$venv" = /opt/edge-agent/venv ] \
     || sed -i "s#/opt/edge-agent/venv#$venv#g" "$root/etc/systemd/system/edge-agent.service"
+
+# 6. older systemd: the unit is written for 247+. Directives an older systemd does not know are
+# ignored with a warning (weaker hardening, listed in systemd/README.md); two would break the service:
+#  - SystemCallFilter=@system-service (group since 239): before it, the allow-list holds only
+#    @default and the agent cannot even load its libraries -> keep the unit's deny-list only;
+#  - LoadCredential= (since 247): no $CREDENTIALS_DIRECTORY -> the agent reads the password file
+#    where it is, which the service's group must then be able to read.
+[ -n "$sd_version" ] || sd_version=$(systemctl --version 2>/dev/null | awk 'NR == 1 { print $2 }')
+case $sd_version in
+    '' | *[!0-9]*) say "systemd version unknown: no drop-in for older systemd written" ; sd_version=999 ;;
+esac
+dropin_dir=$root/etc/systemd/system/edge-agent.service.d
+if [ "$sd_version" -lt 247 ]; then
+    install -d -m 0755 "$dropin_dir"
+    {
+        echo "# written by install-service.sh for systemd $sd_version (edge-agent.service is written for 247+)"
+        echo "[Service]"
+        if [ "$sd_version" -lt 239 ]; then
+            echo "# no @system-service before systemd 239: keep the deny-list only"
+            echo "SystemCallFilter="
+            grep '^SystemCallFilter=~' "$here/edge-agent.service"
+        fi
+        echo "# no LoadCredential= before systemd 247: read the password file in place (0640 root:$user)"
+        echo "Environment=CREDENTIALS_DIRECTORY=/etc/edge-agent"
+    } >"$dropin_dir/10-older-systemd.conf"
+    chgrp "$group" "$root/etc/edge-agent/mqtt-password"
+    chmod 0640 "$root/etc/edge-agent/mqtt-password"
+    say "systemd $sd_version (< 247): wrote $dropin_dir/10-older-systemd.conf"
+else
+    rm -f "$dropin_dir/10-older-systemd.conf"
+fi
+
 if [ $systemctl_too = 1 ]; then
     systemctl daemon-reload
     systemctl enable edge-agent.service

@@ -197,6 +197,28 @@ class CollectorDb:
             raise
         return inserted
 
+    def retire(self, device: str, purge: bool = False) -> Optional[tuple[int, int]]:
+        """Remove ``device`` from the fleet: its ``devices`` row, and with ``purge`` its stored
+        messages and events too, in one transaction. None if the database does not know it, else
+        (messages, events) it has: deleted with ``purge``, kept without. A device that publishes
+        again comes back (its next message or status makes a new row)."""
+        self._begin()
+        try:
+            known = self._x("DELETE FROM devices WHERE device = ?", (device,)).rowcount > 0
+            counts = []
+            for table in ("messages", "events"):
+                if purge:
+                    counts.append(int(self._x(f"DELETE FROM {table} WHERE device = ?", (device,)).rowcount))
+                else:
+                    row = self._x(f"SELECT COUNT(*) FROM {table} WHERE device = ?", (device,)).fetchone()
+                    counts.append(int(row[0]))
+            known = known or any(counts)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return (counts[0], counts[1]) if known else None
+
     def _ts_sql(self, sql: str) -> str:
         if self.dialect == "sqlite":
             return sql.format(t="?", j="?")

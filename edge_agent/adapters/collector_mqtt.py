@@ -8,7 +8,10 @@ message only when told to (paho 2.x ``manual_ack``), i.e. after the database com
 - Receive Maximum: how many un-acked messages the broker may push before waiting for our acks
   (flow control; also bounds the in-memory inbox);
 - every connection has a number: an ack for a message received on an earlier connection is not
-  sent (packet ids restart; the broker sends that message again and the insert is idempotent).
+  sent (packet ids restart; the broker sends that message again and the insert is idempotent);
+- ``leave=True`` (``collect --leave``): the same session, but UNSUBSCRIBE instead of SUBSCRIBE, so
+  the group stops dealing this member a share while what is queued for it still arrives; then
+  ``stop(end_session=True)`` ends the session (DISCONNECT with Session Expiry Interval 0).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import queue
 import ssl
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
@@ -51,8 +55,12 @@ class Subscriber:
         username: Optional[str] = None,
         password: Optional[str] = None,
         tls: Optional[ssl.SSLContext] = None,
+        leave: bool = False,
     ) -> None:
         self.host, self.port, self.filters = host, port, list(filters)
+        self.leave = leave
+        self.unsubscribed = threading.Event()  # leave: the broker confirmed the UNSUBSCRIBE
+        self.unsubscribed_at = 0.0
         self.keepalive_s = keepalive_s
         self.inbox: queue.Queue[Inbound] = queue.Queue()
         self.connected = threading.Event()
@@ -71,6 +79,7 @@ class Subscriber:
         c.on_connect = self._on_connect
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
+        c.on_unsubscribe = self._on_unsubscribe
         self.props = Properties(PacketTypes.CONNECT)
         self.props.SessionExpiryInterval = session_expiry_s
         self.props.ReceiveMaximum = receive_maximum
@@ -83,8 +92,13 @@ class Subscriber:
         )
         self.client.loop_start()
 
-    def stop(self) -> None:
-        self.client.disconnect()
+    def stop(self, end_session: bool = False) -> None:
+        """Disconnect; ``end_session``: the broker drops the session (and this member of its group)."""
+        props = None
+        if end_session:
+            props = Properties(PacketTypes.DISCONNECT)
+            props.SessionExpiryInterval = 0
+        self.client.disconnect(properties=props)
         self.client.loop_stop()
 
     def ack(self, msgs: Sequence[Inbound]) -> int:
@@ -108,14 +122,22 @@ class Subscriber:
             self.connects += 1
         self.last_error = None
         log.info(
-            "collector: connected to %s:%d (session present: %s), subscribing to %s",
+            "collector: connected to %s:%d (session present: %s), %s %s",
             self.host,
             self.port,
             bool(flags.session_present),
+            "leaving the group: unsubscribing from" if self.leave else "subscribing to",
             ", ".join(self.filters),
         )
-        client.subscribe([(f, 1) for f in self.filters])
+        if self.leave:  # what the session queued still comes; nothing new is dealt to us
+            client.unsubscribe(self.filters)
+        else:
+            client.subscribe([(f, 1) for f in self.filters])
         self.connected.set()
+
+    def _on_unsubscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+        self.unsubscribed_at = time.monotonic()
+        self.unsubscribed.set()
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         self.connected.clear()

@@ -68,3 +68,16 @@ def move_durable(src: Path, dst: Path, mode: int = FILE_MODE) -> None:
         copy_durable(src, dst, mode)
         return
     fsync_dir(dst.parent)
+
+
+def commit_durable(written: Path, dst: Path) -> None:
+    """A complete file that a library wrote by path (onnx.save, onnxruntime's quantizer: neither
+    takes a file object) replaces ``dst`` durably: its data fsync'd, the rename, the directory
+    fsync'd. ``written`` must sit beside ``dst`` (one filesystem: the rename is atomic)."""
+    fd = os.open(str(written), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(written, dst)
+    fsync_dir(dst.parent)

@@ -8,6 +8,8 @@ broker queues what arrives while the device is off, and writes every chunk to it
 (:func:`~edge_agent.adapters.durable.write_durable`) *inside* ``on_message``: paho sends the PUBACK after the callback returns, so a
 chunk acknowledged is a chunk on disk, and one lost to a kill -9 is redelivered.
 
+The transfers on disk (directories, ``done.json``, assembly) are adapters.model_transfer_disk.
+
 Everything here is untrusted (anyone who can publish on the broker): a begin is validated before
 any number in it sizes anything (:func:`~edge_agent.core.model_package.parse_begin`), a chunk is
 stored only for a begun transfer and only at its exact length, the transfers on disk are capped in
@@ -20,19 +22,26 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import logging
-import shutil
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import paho.mqtt.client as mqtt
 
-from edge_agent.adapters.durable import durable_file, move_durable, write_durable
+from edge_agent.adapters.durable import move_durable, write_durable
+from edge_agent.adapters.model_transfer_disk import (
+    FILE_MODE,
+    Refused,
+    Transfer,
+    assemble_chunks,
+    load_transfer,
+    mark_done,
+    read_done,
+    remove_path,
+)
 from edge_agent.adapters.mqtt_connect import read_password, tls_context
 from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
 from edge_agent.core.config import Config
@@ -50,23 +59,11 @@ PROGRESS_EVERY_S = 1.0
 DONE_KEEP = 50
 MAX_TRANSFERS = 4  # transfers kept on disk at once; the least recently active is dropped first
 TRANSFER_MAX_AGE_S = 24 * 3600.0  # a transfer silent this long is abandoned and deleted
-FILE_MODE = 0o600
 
 
 def model_topics(prefix: str, device_id: str, groups: list[str]) -> list[str]:
     p = prefix.strip("/")
     return [f"{p}/{device_id}/model"] + [f"{p}/groups/{g}/model" for g in groups]
-
-
-class Refused(ValueError):
-    """A message that breaks the protocol's rules: counted as refused, acknowledged, dropped."""
-
-
-@dataclass
-class _Transfer:
-    begin: TransferBegin
-    have: set[int] = field(default_factory=set)
-    active_at: float = 0.0  # wall clock of the last begin or chunk (survives a restart via mtimes)
 
 
 class ModelReceiver:
@@ -90,7 +87,7 @@ class ModelReceiver:
         self.completed: list[str] = []
         self.counts = {"messages": 0, "refused": 0, "failed": 0, "discarded_at_start": 0, "restarts": 0}
         self.last_error: Optional[str] = None
-        self._transfers: dict[str, _Transfer] = {}
+        self._transfers: dict[str, Transfer] = {}
         self._lock = threading.RLock()
         self._last_progress = 0.0
         self._last_refusal = 0.0
@@ -114,26 +111,11 @@ class ModelReceiver:
                 except Exception as exc:  # noqa: BLE001 - a damaged file must not stop the agent
                     self.counts["discarded_at_start"] += 1
                     log.error("model transfer state %s discarded: %s", p, exc)
-                    self._remove(p)
+                    remove_path(p)
             self._expire(time.time())
 
     def _load_one(self, p: Path) -> None:
-        if not p.is_dir() or p.is_symlink():
-            raise Refused("not a transfer directory")
-        check_transfer_id(p.name)
-        begin = parse_begin((p / "begin.json").read_bytes()[: 1 << 16], self.cap)
-        if begin.transfer_id != p.name:
-            raise Refused(f"begin.json names transfer {begin.transfer_id!r}")
-        t = _Transfer(begin, active_at=(p / "begin.json").stat().st_mtime)
-        chunks = p / "chunks"
-        for c in chunks.iterdir() if chunks.is_dir() else []:
-            ok = c.name.isdigit() and len(c.name) <= 9 and int(c.name) < begin.chunks
-            if ok and c.stat().st_size == begin.chunk_len(int(c.name)):
-                t.have.add(int(c.name))
-                t.active_at = max(t.active_at, c.stat().st_mtime)
-            else:  # a temp file from a kill -9, or a chunk that cannot belong here
-                c.unlink()
-        self._transfers[p.name] = t
+        self._transfers[p.name] = load_transfer(p, self.cap)
 
     def start(self) -> None:
         self.load()
@@ -278,7 +260,7 @@ class ModelReceiver:
             self._make_room(begin.size)
             make_dir(d / "chunks", PRIVATE_DIR_MODE)
             write_durable(d / "begin.json", begin.model_dump_json().encode(), FILE_MODE)
-            self._transfers[tid] = _Transfer(begin, active_at=now)
+            self._transfers[tid] = Transfer(begin, active_at=now)
             log.info("model transfer %s: %d bytes in %d chunks", tid, begin.size, begin.chunks)
         self._maybe_finish(tid)
 
@@ -301,15 +283,7 @@ class ModelReceiver:
     def _drop(self, tid: str, why: str) -> None:
         log.warning("model transfer %s dropped: %s", tid, why)
         self._transfers.pop(tid, None)
-        self._remove(self.dir / tid)
-
-    @staticmethod
-    def _remove(p: Path) -> None:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                p.unlink()
+        remove_path(self.dir / tid)
 
     def _chunk(self, tid: str, idx: int, data: bytes) -> None:
         with self._lock:
@@ -332,15 +306,10 @@ class ModelReceiver:
 
     # ---- completion -------------------------------------------------------------------------
     def _done(self) -> list[str]:
-        try:
-            data = json.loads((self.dir / "done.json").read_bytes()[: 1 << 16])
-        except (OSError, ValueError):
-            return []
-        return [str(x) for x in data] if isinstance(data, list) else []
+        return read_done(self.dir)
 
     def _mark_done(self, tid: str) -> None:
-        done = [*self._done(), tid][-DONE_KEEP:]
-        write_durable(self.dir / "done.json", json.dumps(done).encode(), FILE_MODE)
+        mark_done(self.dir, tid, DONE_KEEP)
 
     def _maybe_finish(self, tid: str) -> None:
         with self._lock:
@@ -366,22 +335,15 @@ class ModelReceiver:
                 self._assemble(tid, self.dir / tid, t.begin)
             finally:
                 self._transfers.pop(tid, None)
-                self._remove(self.dir / tid)
+                remove_path(self.dir / tid)
 
     def _assemble(self, tid: str, d: Path, begin: TransferBegin) -> None:
-        pkg = d / "package.pkg"
-        h = hashlib.sha256()
-        with durable_file(pkg, FILE_MODE) as out:
-            for i in range(begin.chunks):
-                block = (d / "chunks" / str(i)).read_bytes()
-                h.update(block)
-                out.write(block)
-        size = pkg.stat().st_size
-        if h.hexdigest() != begin.sha256 or size != begin.size:
+        pkg, digest, size = assemble_chunks(d, begin)
+        if digest != begin.sha256 or size != begin.size:
             self._mark_done(tid)
             self._refused(
                 tid,
-                f"assembled package has sha256 {h.hexdigest()[:16]}... / {size} bytes, "
+                f"assembled package has sha256 {digest[:16]}... / {size} bytes, "
                 f"begin said {begin.sha256[:16]}... / {begin.size} bytes",
             )
             return

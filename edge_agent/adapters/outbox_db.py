@@ -25,6 +25,11 @@ from edge_agent.errors import QueueError
 
 log = logging.getLogger("edge_agent.outbox")
 
+# The agent's SQL stays within SQLite 3.22 (Ubuntu 18.04, the Jetson Nano's JetPack 4.6): no
+# UPSERT, window functions or RETURNING there; RETURNING (3.35) only where this is checked
+# (tests/outbox/test_old_sqlite.py runs the outbox on SQLite 3.34.1, Pi OS Bullseye's)
+HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages(
     id INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL, topic TEXT NOT NULL,
@@ -49,6 +54,11 @@ STATS_COUNTERS = (
     "seq_skipped",
 )
 _COLUMNS = "msg_id, topic, payload, size, created, attempts"
+# WAL autocheckpoint, in pages. WAL_PAGES: every connection at open, and the sync connection
+# while the queue is capped (full disk) -- what the reserve covers. SYNC_WAL_PAGES: the sync
+# connection otherwise (outbox_space.Space.tune_sync_wal says why that is safe).
+WAL_PAGES = 64
+SYNC_WAL_PAGES = 1024
 
 
 def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
@@ -72,7 +82,7 @@ def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
         conn.execute(f"PRAGMA synchronous={synchronous}")
         # a small WAL: on a full disk the reserve must cover the WAL plus what a checkpoint adds to
         # the main file; 64 pages (256 KiB) keeps both well under the 1 MiB default reserve
-        conn.execute("PRAGMA wal_autocheckpoint=64").fetchall()
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}").fetchall()
         # Debian builds SQLite with SECURE_DELETE on: every freed page is zeroed, so deleting 100
         # results with snapshots wrote ~1 MB to the WAL and acks failed on a full disk. FAST zeroes
         # only within pages already being written.

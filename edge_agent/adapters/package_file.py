@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from edge_agent.adapters.durable import FILE_MODE, fsync_dir, write_durable
+from edge_agent.adapters.durable import FILE_MODE, durable_file, fsync_dir, write_durable
 from edge_agent.core.model_package import (
     MANIFEST,
     SIGNATURE,
@@ -33,6 +33,7 @@ MAX_PROBE_IMAGES = 32
 MAX_MEMBERS = 64 + MAX_PROBE_IMAGES
 FREE_RESERVE = 16 << 20  # extraction leaves this much free space: the queue and status file need it
 DIR_MODE = 0o750
+PACKAGE_MODE = 0o644  # `model pack` output: a file to hand around, nothing secret in it (signed, not sealed)
 PRIVATE_DIR_MODE = 0o700  # inbox and transfers: whatever lands there can become the running model
 
 
@@ -76,26 +77,23 @@ def write_package(
     sources: dict[str, Path],
     signature: Optional[bytes] = None,
 ) -> None:
-    """``sources`` maps each manifest path to the file to store; written to a temp name, then renamed."""
-    tmp = out.with_name(out.name + ".partial")
-    try:
-        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-            for name, data in ((MANIFEST, manifest_bytes(manifest)), (SIGNATURE, signature)):
-                if data is None:
-                    continue
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-                tar.addfile(info, io.BytesIO(data))
-            for name, src in sources.items():
-                info = tar.gettarinfo(str(src), arcname=name)
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                with open(src, "rb") as f:
-                    tar.addfile(info, f)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk or a bad source leaves no half package behind
-        raise
-    os.replace(tmp, out)
+    """``sources`` maps each manifest path to the file to store; through the durable-write helper,
+    so a full disk or a bad source leaves no half package behind and a power cut no empty one."""
+    with durable_file(out, PACKAGE_MODE) as f, tarfile.open(
+        fileobj=f, mode="w", format=tarfile.PAX_FORMAT
+    ) as tar:
+        for name, data in ((MANIFEST, manifest_bytes(manifest)), (SIGNATURE, signature)):
+            if data is None:
+                continue
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        for name, src in sources.items():
+            info = tar.gettarinfo(str(src), arcname=name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            with open(src, "rb") as s:
+                tar.addfile(info, s)
 
 
 def describe_file(path: Path, arcname: str) -> PackageFile:

@@ -1,19 +1,17 @@
 """The onnxruntime adapter: load a model file on the planned providers and describe it.
 
-Everything onnxruntime-specific lives here: session options, provider fallback, metadata,
-and turning ORT's own exception zoo into one clear :class:`ModelError` naming the file.
+Everything onnxruntime-specific lives here: session options, provider fallback, and turning
+ORT's own exception zoo into one clear :class:`ModelError` naming the file. What a model says
+about itself (tensors, names, labels, the summary ``inspect`` prints) is adapters.model_info.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import importlib
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -21,6 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent.adapters.board import BoardInfo, detect_board
+from edge_agent.adapters.model_info import (  # re-exported: callers and tests import them from here
+    ModelInfo,
+    TensorInfo,
+    parse_imgsz,
+    parse_names,
+    read_labels_file,
+)
 from edge_agent.adapters.tensorrt import EngineBuild, engine_dir
 from edge_agent.core.onnx_wire import GraphSummary, WireError, summarize
 from edge_agent.core.ort_compat import load_refusal
@@ -29,16 +34,6 @@ from edge_agent.core.tensorrt import QUANTIZED_KINDS, choose_tensorrt_source, je
 from edge_agent.errors import ModelError, ProviderError
 
 log = logging.getLogger(__name__)
-
-_ORT_DTYPES: dict[str, npt.DTypeLike] = {
-    "tensor(float)": np.float32,
-    "tensor(float16)": np.float16,
-    "tensor(double)": np.float64,
-    "tensor(uint8)": np.uint8,
-    "tensor(int8)": np.int8,
-    "tensor(int32)": np.int32,
-    "tensor(int64)": np.int64,
-}
 
 
 def _ort_errors() -> tuple[type[BaseException], ...]:
@@ -57,115 +52,6 @@ def _ort_errors() -> tuple[type[BaseException], ...]:
         "EngineError",
     )
     return (RuntimeError, *(getattr(st, n) for n in names if hasattr(st, n)))
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    name: str
-    shape: tuple[Union[int, str, None], ...]
-    type: str
-
-    @property
-    def dtype(self) -> npt.DTypeLike:
-        return _ORT_DTYPES.get(self.type, np.float32)
-
-    def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "shape": list(self.shape), "type": self.type}
-
-
-def parse_names(raw: Optional[str]) -> dict[int, str]:
-    """Ultralytics writes ``names`` as a Python dict literal; also accept JSON dicts and lists."""
-    if not raw:
-        return {}
-    try:
-        val = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        try:
-            val = json.loads(raw)
-        except ValueError:
-            return {}
-    if isinstance(val, dict):
-        return {int(k): str(v) for k, v in val.items()}
-    if isinstance(val, (list, tuple)):
-        return {i: str(v) for i, v in enumerate(val)}
-    return {}
-
-
-def read_labels_file(path: Union[str, Path]) -> dict[int, str]:
-    """One label per line (blank lines skipped), or a JSON list/dict."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ModelError(f"{p}: cannot read labels file: {exc.strerror or exc}") from None
-    stripped = text.strip()
-    if stripped.startswith(("{", "[")):
-        names = parse_names(stripped)
-        if not names:
-            raise ModelError(f"{p}: labels file looks like JSON but is not a list or dict of names")
-        return names
-    return {i: line.strip() for i, line in enumerate(ln for ln in text.splitlines() if ln.strip())}
-
-
-@dataclass
-class ModelInfo:
-    path: str
-    sha256: str
-    size_bytes: int
-    inputs: list[TensorInfo]
-    outputs: list[TensorInfo]
-    metadata: dict[str, str]
-    names: dict[int, str]
-    task: Optional[str]
-    imgsz: Optional[tuple[int, int]]
-    stride: Optional[int]
-    graph: GraphSummary
-    providers: list[str] = field(default_factory=list)
-    provider_reason: str = ""
-    load_ms: float = 0.0
-
-    @property
-    def quant_kind(self) -> str:
-        return self.graph.quant_kind
-
-    @property
-    def model_id(self) -> str:
-        return f"{Path(self.path).name}@{self.sha256[:12]}"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "path": self.path,
-            "sha256": self.sha256,
-            "size_bytes": self.size_bytes,
-            "inputs": [t.to_json() for t in self.inputs],
-            "outputs": [t.to_json() for t in self.outputs],
-            "task": self.task,
-            "imgsz": list(self.imgsz) if self.imgsz else None,
-            "stride": self.stride,
-            "names": {str(k): v for k, v in self.names.items()},
-            "quantization": self.quant_kind,
-            "opsets": self.graph.opsets,
-            "producer": self.graph.producer,
-            "op_counts": dict(self.graph.op_counts.most_common()),
-            "metadata": {k: v for k, v in self.metadata.items() if k != "names"},
-            "providers": self.providers,
-            "provider_reason": self.provider_reason,
-            "load_ms": round(self.load_ms, 1),
-        }
-
-
-def _imgsz(raw: Optional[str]) -> Optional[tuple[int, int]]:
-    if not raw:
-        return None
-    try:
-        val = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        return None
-    if isinstance(val, int):
-        return (val, val)
-    if isinstance(val, (list, tuple)) and len(val) == 2 and all(isinstance(v, int) for v in val):
-        return (int(val[0]), int(val[1]))
-    return None
 
 
 class OnnxModel:
@@ -233,7 +119,7 @@ class OnnxModel:
             metadata=meta,
             names=names,
             task=meta.get("task"),
-            imgsz=_imgsz(meta.get("imgsz")),
+            imgsz=parse_imgsz(meta.get("imgsz")),
             stride=int(stride_raw) if stride_raw.isdigit() else None,
             graph=graph,
             providers=used,

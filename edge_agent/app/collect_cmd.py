@@ -4,6 +4,10 @@ in a database (SQLite or PostgreSQL), acknowledging each message only after its 
 Settings come from ``[collector]`` in ``--config FILE`` (optional); flags given override them.
 PostgreSQL needs the ``[collector]`` extra (psycopg 3). docs/collector.md: deployment, guarantee,
 scaling.
+
+``--leave`` retires this collector from its shared-subscription group for good: it connects with
+its client id and session, unsubscribes (the group stops dealing it a share), stores what the
+broker had queued for it, and once nothing has come for ``--quiet-s`` seconds ends its session.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import argparse
 import logging
 import signal
 import ssl
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Optional
@@ -33,7 +38,31 @@ def register(sub: Any) -> None:
     p.add_argument("--client-id", help="fixed MQTT client id: the broker keeps its session while we are down")
     p.add_argument("--group", help="shared subscription group ($share/GROUP/...) to split the load")
     p.add_argument("--metrics-port", type=int, help="Prometheus text on 127.0.0.1:PORT/metrics")
+    p.add_argument(
+        "--example-config",
+        action="store_true",
+        help="print a commented collector.toml with every key, its default and what it does, and exit",
+    )
+    p.add_argument(
+        "--leave",
+        action="store_true",
+        help="retire this collector (its --client-id) from its --group: store what is queued for it, "
+        "then end its session on the broker",
+    )
+    p.add_argument(
+        "--quiet-s",
+        type=_quiet,
+        default=5.0,
+        metavar="S",
+        help="with --leave: the session counts as drained after S seconds without a message (default 5)",
+    )
     p.set_defaults(func=run)
+
+
+def _quiet(text: str) -> float:
+    from edge_agent.app.argtypes import _ranged
+
+    return float(_ranged(float, 0.5, 3600.0, "a number of seconds from 0.5 to 3600")(text))
 
 
 def settings(args: argparse.Namespace) -> Any:
@@ -57,12 +86,23 @@ def run(args: argparse.Namespace) -> int:
     from edge_agent.app.collector import Collector, mqtt_settings
     from edge_agent.core.collector_config import broker_address
 
+    if getattr(args, "example_config", False):
+        from edge_agent.core.config_example import collector_example
+
+        sys.stdout.write(collector_example())
+        return 0
     cfg = settings(args)
+    leave = bool(getattr(args, "leave", False))
+    if leave and not cfg.group:
+        raise ConfigError(
+            "--leave needs the collector's group (--group or group = in [collector]): a collector "
+            "without one is the only subscriber, and ending its session would lose every later message"
+        )
     mcfg = mqtt_settings(cfg)
     tls: Optional[ssl.SSLContext] = tls_context(mcfg)
     if tls is None and broker_address(cfg.broker)[2]:
         tls = ssl.create_default_context()
-    collector = Collector(cfg, read_password(mcfg), tls)
+    collector = Collector(cfg, read_password(mcfg), tls, args.quiet_s if leave else None)
     stop = threading.Event()
 
     def _stop(signum: int, frame: Any) -> None:
@@ -92,4 +132,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop()
+    if leave:
+        m = collector.metrics
+        if not collector.left:
+            raise ConfigError(
+                f"collector {cfg.client_id}: stopped before it left group {cfg.group!r}: its session "
+                "stays, and the broker keeps queueing its share (run --leave again)"
+            )
+        sys.stdout.write(
+            f"collector {cfg.client_id} left group {cfg.group!r}: {m.messages} queued messages stored "
+            f"({m.records} records, {m.duplicates} duplicates); its session on the broker is ended\n"
+        )
     return 0

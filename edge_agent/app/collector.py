@@ -70,8 +70,14 @@ class Metrics:
 
 
 class Collector:
-    def __init__(self, cfg: CollectorConfig, password: Optional[str], tls: Any) -> None:
+    def __init__(
+        self, cfg: CollectorConfig, password: Optional[str], tls: Any, leave_quiet_s: Optional[float] = None
+    ) -> None:
+        """``leave_quiet_s``: leave the group (``collect --leave``): store what the broker queued
+        for this client id, and once nothing has come for that long, end the session."""
         self.cfg = cfg
+        self.leave_quiet_s = leave_quiet_s
+        self.left = False
         host, port, _ = broker_address(cfg.broker)
         self.db = CollectorDb(cfg.db)
         self.metrics = Metrics()
@@ -86,6 +92,7 @@ class Collector:
             username=cfg.username,
             password=password,
             tls=tls,
+            leave=leave_quiet_s is not None,
         )
         self._online_at = 0.0
 
@@ -96,14 +103,19 @@ class Collector:
             raise DbError(f"{self.db.dialect}: cannot apply the collector schema: {exc}") from None
         log.info("collector: database %s at schema version %d", self.db.dialect, version)
         self.sub.start()
+        last = time.monotonic()
         try:
             while not stop.is_set():
                 batch = self._take(0.2)
                 if batch:
                     self._round(batch, stop)
+                    last = time.monotonic()
+                elif self._done_leaving(last):
+                    self.left = True
+                    break
                 self._refresh_online()
         finally:
-            self.sub.stop()
+            self.sub.stop(end_session=self.left)
             self.db.close()
             m = self.metrics
             log.info(
@@ -113,6 +125,17 @@ class Collector:
                 m.duplicates,
                 m.rejected,
             )
+
+    def _done_leaving(self, last: float) -> bool:
+        """Leaving: the UNSUBSCRIBE is confirmed and nothing came for ``leave_quiet_s`` (every
+        round before was committed and acked): what the session held is stored."""
+        quiet = self.leave_quiet_s
+        return (
+            quiet is not None
+            and self.sub.unsubscribed.is_set()
+            and self.sub.inbox.empty()
+            and time.monotonic() - max(last, self.sub.unsubscribed_at) >= quiet
+        )
 
     def _take(self, wait_s: float) -> list[Inbound]:
         try:

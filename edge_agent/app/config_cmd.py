@@ -35,6 +35,7 @@ def example(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     from edge_agent.app.configfile import config_path, load_config
     from edge_agent.core.config import parse_config, require_detector
+    from edge_agent.core.config_scene import tracker_low_warning
     from edge_agent.core.model_package import update_warnings
 
     if args.file == "-":  # `edge-agent config example | edge-agent config check -`
@@ -56,6 +57,9 @@ def check(args: argparse.Namespace) -> int:
         if model and not Path(model).is_file():
             warnings.append(f"{path}: {name} = {model!r}: file not found (yet)")
     warnings += [f"{path}: {w}" for w in update_warnings(cfg)]
+    low = tracker_low_warning(cfg.output.mode, cfg.detector.conf_threshold, cfg.tracker.low, cfg.tracker.high)
+    if low is not None:
+        warnings.append(f"{path}: {low}")
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
     sys.stdout.write(

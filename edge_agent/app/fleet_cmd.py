@@ -2,6 +2,7 @@
 
 ``status``: one line per device (state, last seen, model version, backlog, messages, gaps).
 ``gaps DEVICE``: every seq range never received and why (the device's own loss reports).
+``retire DEVICE [--purge]``: a device taken out of service leaves the fleet views.
 """
 
 from __future__ import annotations
@@ -25,13 +26,24 @@ def register(sub: Any) -> None:
     st = fsub.add_parser("status", help="every device: state, last seen, model, backlog, gaps")
     gp = fsub.add_parser("gaps", help="seq ranges of DEVICE never received, and why")
     gp.add_argument("device", help="the device id, as in `fleet status`")
-    for q in (st, gp):
+    rt = fsub.add_parser(
+        "retire",
+        help="remove DEVICE from the fleet views (it comes back if it publishes again)",
+        description="Remove DEVICE's row (state, last seen, loss counters) so that `fleet status`, "
+        "`fleet gaps` and the online count no longer show it. Its stored results stay in the messages "
+        "table unless --purge deletes them (and its events) too. A device that publishes again "
+        "reappears with its next message.",
+    )
+    rt.add_argument("device", help="the device id, as in `fleet status`")
+    rt.add_argument("--purge", action="store_true", help="also delete its stored messages and events")
+    for q in (st, gp, rt):
         q.add_argument(
             "--db", metavar="URL", help=f"collector database (default: ${DB_ENV}, else {DEFAULT_DB})"
         )
         q.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=run_status)
     gp.set_defaults(func=run_gaps)
+    rt.set_defaults(func=run_retire)
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -89,11 +101,17 @@ def run_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_gaps(args: argparse.Namespace) -> int:
-    from edge_agent.core.fleet import DEVICE_RE, explain
+def _check_device(device: str) -> None:
+    from edge_agent.core.fleet import DEVICE_RE
 
-    if not DEVICE_RE.match(args.device):
-        raise ConfigError(f"device {args.device[:80]!r}: expected 1-64 of A-Za-z0-9_.-")
+    if not DEVICE_RE.match(device):
+        raise ConfigError(f"device {device[:80]!r}: expected 1-64 of A-Za-z0-9_.-")
+
+
+def run_gaps(args: argparse.Namespace) -> int:
+    from edge_agent.core.fleet import explain
+
+    _check_device(args.device)
     db = _open(args)
     try:
         counters = db.counters(args.device)
@@ -111,4 +129,27 @@ def run_gaps(args: argparse.Namespace) -> int:
     for g in gaps:
         n = g.last - g.first + 1
         _out(f"{args.device}: seq {g.first}..{g.last} ({n} missing): {g.reason}")
+    return 0
+
+
+def run_retire(args: argparse.Namespace) -> int:
+    _check_device(args.device)
+    db = _open(args)
+    try:
+        found = db.retire(args.device, args.purge)
+    finally:
+        db.close()
+    if found is None:
+        raise ConfigError(f"device {args.device!r}: not in the collector's database (nothing retired)")
+    messages, events = found
+    if args.json:
+        _out(
+            json.dumps({"device": args.device, "purged": args.purge, "messages": messages, "events": events})
+        )
+    elif args.purge:
+        _out(f"{args.device}: retired; {messages} messages and {events} events deleted")
+    else:
+        _out(
+            f"{args.device}: retired; its {messages} messages and {events} events kept (--purge deletes them)"
+        )
     return 0

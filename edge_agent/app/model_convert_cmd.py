@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edge_agent.adapters.durable import durable_file
 from edge_agent.app.argtypes import non_negative_int
 from edge_agent.errors import EdgeAgentError, ModelError
+
+MODEL_MODE = 0o644  # a model file to copy to the devices: nothing secret in it
 
 
 def register_under(msub: Any) -> None:
@@ -51,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if dst.resolve() == src.resolve():
         raise EdgeAgentError(f"{dst}: refusing to overwrite the input; choose another -o")
     dst.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(out, str(dst))
+    with durable_file(dst, MODEL_MODE) as f:  # complete or absent: a failed save leaves no half model
+        f.write(out.SerializeToString())  # what onnx.save writes (it wants a named file)
     after = summarize(dst.read_bytes())
     oldest = oldest_runtime(after.ir_version, after.opsets)
     sys.stdout.write(

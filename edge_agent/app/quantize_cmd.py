@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from edge_agent.adapters.durable import move_durable
 from edge_agent.app.argtypes import non_negative_int
 from edge_agent.app.infer_cmd import add_model_args
 from edge_agent.app.validate_cmd import add_threshold_args, thresholds_from
@@ -141,7 +142,7 @@ def _validate(args: argparse.Namespace, src: Path, out: Path, result: Any, refer
     if report.passed:
         return 0
     bad = failed_name(out)
-    out.replace(bad)
+    move_durable(out, bad)  # the good name must not survive a power cut on a failed model
     failed = ", ".join(c.name for c in report.checks if not c.passed)
     sys.stderr.write(
         f"edge-agent quantize: error: the INT8 model fails validation ({failed}); kept as {bad} for "

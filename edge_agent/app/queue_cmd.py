@@ -7,11 +7,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
+import io
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional
@@ -21,6 +19,8 @@ from edge_agent.app.configfile import add_config_arg
 
 if TYPE_CHECKING:
     from edge_agent.core.config import Config
+
+EXPORT_MODE = 0o600  # every payload of the queue is in it
 
 
 def register(subparsers: Any) -> None:
@@ -101,26 +101,22 @@ def _dump(path: Path, limit: Optional[int], output: Optional[str]) -> int:
 
 
 def _write_whole(target: Path, write: Callable[[IO[str]], int]) -> int:
-    """``write`` into a temporary file beside ``target``, fsync, rename: the output is complete or
-    absent, never half-written (a damaged queue or a full disk stops it half-way). Mode 0600: the
-    export holds every payload."""
+    """``write`` through the durable-write helper: the output is complete or absent, never
+    half-written (a damaged queue or a full disk stops it half-way). Mode 0600: the export holds
+    every payload."""
+    from edge_agent.adapters.durable import durable_file
     from edge_agent.errors import QueueError
 
+    if not target.parent.is_dir():
+        raise QueueError(f"-o {target}: cannot write there: no such directory {target.parent}")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=str(target.parent))
-    except OSError as exc:
-        raise QueueError(f"-o {target}: cannot write there: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with durable_file(target, EXPORT_MODE) as raw:
+            out = io.TextIOWrapper(raw, encoding="utf-8")
             n = write(out)
             out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
+            out.detach()  # the helper fsyncs and closes the binary file
     except OSError as exc:
         raise QueueError(f"-o {target}: cannot write the export: {exc.strerror}; nothing written") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
     return n
 
 

@@ -25,30 +25,82 @@ else:  # pragma: no cover - Python < 3.11
 class CollectorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    broker: str = "mqtt://127.0.0.1:1883"
-    db: str = "sqlite:////var/lib/edge-collector/fleet.db"
-    prefix: str = "edge"
-    # fixed: the broker keeps this id's session (and its queued messages) while the collector is down
-    client_id: str = Field(
-        default="edge-collector", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$"
+    broker: str = Field(
+        default="mqtt://127.0.0.1:1883",
+        description="the broker the devices publish to: mqtt://HOST[:PORT] (1883), or mqtts://HOST[:PORT] "
+        "(8883) for TLS with tls_ca/tls_cert/tls_key",
     )
-    # shared subscription group ($share/<group>/...): several collectors split the load; "" = none
-    group: str = Field(default="", max_length=64, pattern=r"^[A-Za-z0-9_.-]*$")
-    # how long the broker keeps the session (and queues for it) while this collector is away
-    session_expiry_s: int = Field(default=7 * 86400, ge=60, le=2**32 - 1)
-    # un-acknowledged messages the broker may have in flight to us (MQTT 5 Receive Maximum)
-    receive_maximum: int = Field(default=1000, ge=1, le=65535)
-    # MQTT messages per database transaction (each acknowledged after that commit)
-    batch_max: int = Field(default=500, ge=1, le=100_000)
-    keepalive_s: int = Field(default=30, gt=0, le=65535)
-    username: Optional[str] = None
-    password_file: Optional[str] = None
-    password_env: str = "EDGE_COLLECTOR_MQTT_PASSWORD"
-    tls_ca: Optional[str] = None
-    tls_cert: Optional[str] = None
-    tls_key: Optional[str] = None
-    # Prometheus text on 127.0.0.1:<port>/metrics; 0 = off
-    metrics_port: int = Field(default=0, ge=0, lt=65536)
+    db: str = Field(
+        default="sqlite:////var/lib/edge-collector/fleet.db",
+        description="the database: sqlite:///PATH (three slashes and a relative path, four for an "
+        "absolute one) or postgresql://user@host/dbname (needs the [collector] extra)",
+    )
+    prefix: str = Field(default="edge", description="the devices' [mqtt] topic_prefix")
+    client_id: str = Field(
+        default="edge-collector",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="fixed MQTT client id: the broker keeps this id's session (and queues its messages) "
+        "while the collector is down; distinct for every collector of a group",
+    )
+    group: str = Field(
+        default="",
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]*$",
+        description="shared subscription group ($share/<group>/...): collectors of one group split the "
+        'messages; "" = none (one collector, a plain persistent session)',
+    )
+    session_expiry_s: int = Field(
+        default=7 * 86400,
+        ge=60,
+        le=2**32 - 1,
+        description="how long the broker keeps the session, and queues for it, while this collector is away",
+    )
+    receive_maximum: int = Field(
+        default=1000,
+        ge=1,
+        le=65535,
+        description="un-acknowledged messages the broker may have in flight to us (MQTT 5 Receive Maximum)",
+    )
+    batch_max: int = Field(
+        default=500,
+        ge=1,
+        le=100_000,
+        description="MQTT messages per database transaction (each acknowledged only after that commit)",
+    )
+    keepalive_s: int = Field(default=30, gt=0, le=65535, description="MQTT keepalive, seconds")
+    username: Optional[str] = Field(
+        default=None, description="MQTT user name; none = anonymous", examples=["collector"]
+    )
+    password_file: Optional[str] = Field(
+        default=None,
+        description="file holding the MQTT password (a relative path resolves under systemd's "
+        "$CREDENTIALS_DIRECTORY when set); never the password itself in this file",
+        examples=["mqtt-password"],
+    )
+    password_env: str = Field(
+        default="EDGE_COLLECTOR_MQTT_PASSWORD",
+        description="environment variable holding the MQTT password when password_file is not set",
+    )
+    tls_ca: Optional[str] = Field(
+        default=None,
+        description="CA certificate file (PEM) for mqtts://",
+        examples=["/etc/edge-collector/ca.pem"],
+    )
+    tls_cert: Optional[str] = Field(
+        default=None,
+        description="client certificate file (PEM) for mutual TLS",
+        examples=["/etc/edge-collector/collector.pem"],
+    )
+    tls_key: Optional[str] = Field(
+        default=None,
+        description="the client certificate's private key file (PEM)",
+        examples=["/etc/edge-collector/collector.key"],
+    )
+    metrics_port: int = Field(
+        default=0, ge=0, lt=65536, description="Prometheus text on 127.0.0.1:PORT/metrics; 0 = off"
+    )
 
     @field_validator("broker")
     @classmethod

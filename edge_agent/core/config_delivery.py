@@ -10,8 +10,11 @@ from typing import List, Literal, Optional
 from pydantic import Field, field_validator
 
 from edge_agent.core.config_sections import Section
-from edge_agent.core.mqtt_names import topic_prefix_problem
+from edge_agent.core.mqtt_names import topic_level_problem, topic_prefix_problem
 from edge_agent.core.thresholds import Thresholds
+
+MAX_GROUPS = 32  # one subscription each
+MAX_GROUP_BYTES = 128
 
 _GATE = Thresholds()  # the update gate's limits default to `edge-agent validate`'s
 
@@ -189,6 +192,7 @@ class ModelUpdateConfig(Section):
     )
     groups: List[str] = Field(
         default_factory=list,
+        max_length=MAX_GROUPS,
         description='groups whose pushed packages this device takes too, e.g. ["shop-floor"]',
     )
     ring_frames: int = Field(
@@ -238,3 +242,17 @@ class ModelUpdateConfig(Section):
     keep_versions: int = Field(
         default=3, ge=2, description="model versions kept on disk, the running one included"
     )
+
+    @field_validator("groups")
+    @classmethod
+    def _valid_groups(cls, value: List[str]) -> List[str]:
+        """Each group is one topic level of ``<prefix>/groups/<group>/model/#``: a ``/`` or a
+        wildcard would subscribe to other groups' (or every device's) packages, a control
+        character makes the broker drop the receiver."""
+        for group in value:
+            problem = topic_level_problem(group)
+            if problem is None and len(group.encode("utf-8")) > MAX_GROUP_BYTES:
+                problem = f"is {len(group.encode('utf-8'))} bytes long, at most {MAX_GROUP_BYTES} allowed"
+            if problem is not None:
+                raise ValueError(f"group {group!r} is not a usable MQTT topic level: {problem}")
+        return value

@@ -18,6 +18,7 @@ from typing import Any, List, Optional, Tuple, Type
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from edge_agent.core.collector_config import CollectorConfig
 from edge_agent.core.config import Config
 
 WIDTH = 100
@@ -72,6 +73,22 @@ def example_config(full: bool = False) -> str:
             body = [f"# {line}" for line in body]
         parts.append("\n".join(_comment(field.description or "") + body) + "\n")
     return "\n".join(parts)
+
+
+COLLECTOR_HEADER = """\
+# edge-agent collector configuration (TOML), generated from the schema by
+# `edge-agent collect --example-config`: every key with its default and what it does; unknown keys
+# are errors. "# key = value" is a key unset by default, shown with an example value. Any flag of
+# `edge-agent collect` given overrides the file (docs/collector.md).
+"""
+
+
+def collector_example(full: bool = False) -> str:
+    """The commented ``collector.toml`` (one ``[collector]`` table), made like :func:`example_config`."""
+    body = ["[collector]"]
+    for key, f in CollectorConfig.model_fields.items():
+        body += _key_lines(f"collector.{key}", key, f, full)
+    return COLLECTOR_HEADER + "\n" + "\n".join(body) + "\n"
 
 
 def _section_model(annotation: Any) -> Tuple[Type[BaseModel], str]:

@@ -5,7 +5,7 @@ As in core/config_sections.py: each key's default and explanation live once, in 
 
 from __future__ import annotations
 
-from typing import List, Literal, Tuple
+from typing import List, Literal, Optional, Tuple
 
 from pydantic import Field, field_validator, model_validator
 
@@ -190,3 +190,24 @@ class LineConfig(Section):
         if problem is not None:
             raise ValueError(f"the line {problem}")
         return points
+
+
+def tracker_low_warning(mode: str, conf_threshold: float, low: float, high: float) -> Optional[str]:
+    """What ``config check`` says when ``[tracker] low`` cannot act: the tracker only sees the
+    detector's output, and the detector keeps scores above ``conf_threshold`` only.
+
+    Not fixed by handing the tracker more: detections below the threshold would also reach the
+    classifier (a crop each), the update trial's detection rate, the annotations and the NMS, so
+    the operator lowers the threshold knowingly (docs/objects.md)."""
+    if mode != "objects" or conf_threshold < low or conf_threshold == 0:
+        return None
+    lost = (
+        "has no effect (the second association gets nothing)"
+        if conf_threshold >= high
+        else f"acts from {conf_threshold:g} only"
+    )
+    return (
+        f"tracker.low = {low:g} {lost}: the tracker only sees detections scoring above "
+        f"detector.conf_threshold = {conf_threshold:g}; set conf_threshold below {low:g} to keep "
+        "occluded objects tracked (docs/objects.md)"
+    )

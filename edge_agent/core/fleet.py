@@ -19,8 +19,8 @@ from typing import Any, NamedTuple, Optional
 
 from edge_agent.core.batch import BATCH_KIND, KIND_RE, BatchError, unpack
 
-DEVICE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-MSG_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+DEVICE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" also matches before a final newline
+MSG_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
 MAX_SEQ = 2**62
 MAX_BOOT = 2**31
 MAX_PAYLOAD = 16 * 1024 * 1024

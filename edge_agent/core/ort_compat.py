@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Optional
 
 
@@ -129,9 +130,12 @@ def load_refusal(path: str, ir_version: int, opsets: Mapping[str, int], installe
     if not too_new:
         return None
     target = limits.name
-    stem = path[:-5] if path.endswith(".onnx") else path
+    # the output goes to the folder the command runs in, not beside the input: the model's own
+    # folder (/usr/share/edge-agent, a read-only image, another user's) is often not writable
+    name = PurePath(path).name
+    stem = name[:-5] if name.endswith(".onnx") else name
     return (
         f"{path}: this onnxruntime {installed} cannot load the model ({', '.join(too_new)}); "
         f"convert it on a PC with `edge-agent model convert {path} --target-ort {target} "
-        f"-o {stem}-ort{target}.onnx`"
+        f"-o ./{stem}-ort{target}.onnx` (into the current folder), then use the converted file"
     )

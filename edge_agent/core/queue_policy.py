@@ -167,27 +167,73 @@ def resume(db: Marks, kept: Optional[Marks], salvaged: bool) -> Resume:
 
 # ---- the full-disk policy (the adapter, outbox_space, only carries it out) ---------------------
 FULL_DISK_ATTEMPTS = 16  # commit tries per slice on SQLITE_FULL before its rows are dropped
+ACK_ATTEMPTS = 3  # deletes of acknowledged rows tried per ack on SQLITE_FULL before they wait
+OPEN_FULL_BYTES = 64 * 1024  # an open that fails with at most this much free met a full disk
+
+FullDiskEvent = Literal["open", "opened", "write", "commit", "drop", "ack"]
 
 
 @dataclass(frozen=True)
 class FullDiskStep:
-    """What to do after a commit met SQLITE_FULL: ``hold`` the batch and refuse new results
-    (reject_new), ``drop_oldest`` ``n`` stored rows and try again, or ``drop_batch``: nothing is
-    left to drop, the batch itself is dropped (counted)."""
+    """What the outbox does on a full disk, after first giving back the reserve down to ``keep``
+    bytes (``None``: the reserve is left as it is). Whenever the reserve is given back the file is
+    also capped at its size, so new rows only reuse pages freed by deletes.
 
-    action: Literal["hold", "drop_oldest", "drop_batch"]
+    - ``retry``: try the same write again (a write retried in slices of :func:`commit_slice_bytes`);
+    - ``raise``: not a full disk after all: the error stands;
+    - ``cap``: nothing to retry, only give back the reserve and cap the file;
+    - ``hold``: keep the batch in memory and refuse new results until a commit works (``reject_new``);
+    - ``drop_oldest``: delete the ``n`` oldest stored rows (counted as dropped), then retry;
+    - ``drop_batch``: nothing is left to drop: the ``n`` new rows are dropped (counted);
+    - ``defer``: acknowledged rows stay undeleted (out of claims and figures) until the next ack.
+    """
+
+    action: Literal["retry", "raise", "cap", "hold", "drop_oldest", "drop_batch", "defer"]
     n: int = 0
+    keep: Optional[int] = None
 
 
 def full_disk_step(
-    policy: Policy, attempt: int, batch_rows: int, dropped_last: Optional[int]
+    policy: Policy,
+    event: FullDiskEvent,
+    *,
+    reserve_bytes: int = 0,
+    attempt: int = 0,
+    batch_rows: int = 0,
+    dropped_last: Optional[int] = None,
+    free_bytes: int = 0,
 ) -> FullDiskStep:
-    """The decision after the ``attempt``-th (0-based) SQLITE_FULL of one commit slice.
+    """The whole full-disk policy, one decision per event, under both queue policies.
 
-    ``drop_oldest`` doubles what it drops per attempt (at least 8 rows, at least the batch) so a
-    disk filled by something else is won back in a few steps, not one row per commit; a drop that
-    freed nothing, or running out of attempts, means the new rows cannot be stored.
+    - ``open``: opening the file failed (SQLITE_FULL, or an I/O error when the 32 KiB ``-shm``
+      cannot be created) with ``free_bytes`` left: release the whole reserve and retry, unless there
+      is more than :data:`OPEN_FULL_BYTES` free (then it is some other error).
+    - ``opened``: the file opened but less than twice the reserve is free: give back the quarter
+      kept for opening (not needed again until close tops it up) and cap the file.
+    - ``write``: a commit met SQLITE_FULL: keep a quarter of the reserve (the room the next start
+      needs to open the file), cap the file, retry in slices.
+    - ``commit``: the ``attempt``-th (0-based) retry of a slice of ``batch_rows`` rows failed too:
+      ``reject_new`` holds the batch; ``drop_oldest`` doubles what it drops per attempt (at least 8
+      rows, at least the batch) so a disk filled by something else is won back in a few steps, not
+      one row per commit; a drop that freed nothing (``dropped_last == 0``) or running out of
+      attempts (:data:`FULL_DISK_ATTEMPTS`) drops the batch.
+    - ``drop``: deleting the oldest rows met SQLITE_FULL itself: the batch is dropped.
+    - ``ack``: the ``attempt``-th SQLITE_FULL deleting acknowledged rows: retry after a checkpoint,
+      then with the whole reserve released, then leave them for the next ack (a restart before it
+      only redelivers them).
     """
+    if event == "open":
+        return FullDiskStep("retry", keep=0) if free_bytes <= OPEN_FULL_BYTES else FullDiskStep("raise")
+    if event == "opened":
+        return FullDiskStep("cap", keep=0)
+    if event == "write":
+        return FullDiskStep("retry", keep=reserve_kept(reserve_bytes))
+    if event == "ack":
+        if attempt == 0:
+            return FullDiskStep("retry")
+        return FullDiskStep("retry", keep=0) if attempt < ACK_ATTEMPTS - 1 else FullDiskStep("defer")
+    if event == "drop":
+        return FullDiskStep("drop_batch", batch_rows)
     if policy == "reject_new":
         return FullDiskStep("hold")
     if dropped_last == 0 or attempt >= FULL_DISK_ATTEMPTS:

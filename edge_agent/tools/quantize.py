@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent import __version__
+from edge_agent.adapters.durable import commit_durable
 from edge_agent.errors import EdgeAgentError, QuantizeError
 from edge_agent.tools import require_onnx
 from edge_agent.tools.convert import convert_model
@@ -323,7 +324,7 @@ def quantize_model(
             if note:
                 settings["source_note"] = note
             _write_metadata(onnx, src, part, settings)
-        os.replace(part, dst)
+        commit_durable(part, dst)  # durable: a power cut after "done" must not leave an empty model
     except BaseException as exc:
         part.unlink(missing_ok=True)
         if not isinstance(exc, Exception) or (

@@ -243,6 +243,31 @@ def test_device_id_is_one_ascii_topic_level(device: str) -> None:
     assert not d.startswith("$")
 
 
+@FAST
+@given(groups=st.lists(st.text(max_size=40), max_size=4))
+def test_model_update_groups_are_single_topic_levels(groups: list[str]) -> None:
+    """A group is one level of <prefix>/groups/<group>/model/#: '/', '+' and '#' would subscribe
+    to other groups' packages; NUL and control characters make the broker drop the receiver."""
+    listed = ", ".join(toml_string(g) for g in groups)
+    try:
+        cfg = parse_config(f"[model_update]\ngroups = [{listed}]\n")
+    except ConfigError as exc:
+        _one_line_config_error(exc)
+        assert "model_update.groups" in str(exc) and "not a usable MQTT topic level" in str(exc)
+        assert any(repr(g) in str(exc) for g in groups)  # the bad value, named
+        return
+    for g in cfg.model_update.groups:
+        assert g and utf8_text_problem(g) is None and not g.startswith("$")
+        assert not any(c in g for c in "/+#")
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in g)
+
+
+@pytest.mark.parametrize("bad", ["a/b", "+", "#", "x\x00y", "tab\there", "$SYS"])
+def test_each_bad_group_form_is_refused(bad: str) -> None:
+    with pytest.raises(ConfigError, match=r"model_update\.groups = .*not a usable MQTT topic level"):
+        parse_config(f'[model_update]\ngroups = ["ok", {toml_string(bad)}]\n')
+
+
 def _numeric_fields() -> list[tuple[str, str, list[Any]]]:
     out = []
     for section, info in Config.model_fields.items():

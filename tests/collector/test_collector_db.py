@@ -4,44 +4,12 @@ status ordering, the gap view, and the fleet commands reading it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.collector import Postgres, fleet, sqlite_url
+from support.collector import NOW, fleet, rec, sqlite_url, status
 
 from edge_agent.adapters.collector_db import CollectorDb, DbError, Rejected
-from edge_agent.core.fleet import parse
-
-NOW = 1796000000.0
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "fleet.db")
-        return
-    pg: Postgres = request.getfixturevalue("postgres")
-    db = CollectorDb(pg.url)
-    db.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-    db.close()
-    yield pg.url
-
-
-def rec(dev: str, seq: int, boot: int = 1) -> list:  # type: ignore[type-arg]
-    body = {"id": f"{dev}-{seq}", "seq": seq, "boot": boot, "device_id": dev, "ts": NOW + seq}
-    return parse("edge", f"edge/{dev}/detections", json.dumps(body).encode(), NOW).records
-
-
-def status(dev: str, state: str, ts: float = NOW, **queue: int):  # type: ignore[no-untyped-def]
-    body = {
-        "device_id": dev,
-        "state": state,
-        "ts": ts,
-        "queue": {"pending": 3, **queue},
-        "models": {"detector": {"id": "m1"}},
-    }
-    return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), NOW).status
 
 
 def test_migrations_are_applied_once_and_a_newer_schema_is_refused(url: str) -> None:

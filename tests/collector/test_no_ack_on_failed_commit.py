@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Optional
 
 import pytest
 from support import wait_until
-from support.collector import Postgres, sqlite_url
 
 from edge_agent.adapters.collector_db import CollectorDb
 from edge_agent.adapters.collector_mqtt import Inbound
@@ -34,18 +31,6 @@ TRIGGER = {
         "CREATE TRIGGER boom BEFORE INSERT OR UPDATE ON devices FOR EACH ROW EXECUTE FUNCTION boom()",
     ],
 }
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "fleet.db")
-        return
-    pg: Postgres = request.getfixturevalue("postgres")
-    db = CollectorDb(pg.url)
-    db.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-    db.close()
-    yield pg.url
 
 
 def inbound(seq: int) -> Inbound:

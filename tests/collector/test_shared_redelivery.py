@@ -15,57 +15,17 @@ in A's persistent session). Both files are the real collector's; nothing here is
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
-import paho.mqtt.client as mqtt
 import pytest
 from support import free_port, wait_until
-from support.collector import CollectorProc, metrics, sqlite_url
+from support.collector import CollectorProc, Publisher, metrics, seqs, sqlite_url
 from support.mqtt import Broker
 
 pytestmark = pytest.mark.slow
-TOPIC = "edge/cam-1/detections"
-
-
-def result(seq: int) -> bytes:
-    return json.dumps(
-        {"id": f"r{seq}", "seq": seq, "boot": 1, "device_id": "cam-1", "ts": 1796000000.0}
-    ).encode()
-
-
-def seqs(db: Path) -> set[int]:
-    if not db.exists():
-        return set()
-    c = sqlite3.connect(db, timeout=60)
-    try:
-        return {int(r[0]) for r in c.execute("SELECT seq FROM messages")}
-    except sqlite3.OperationalError:  # schema not there yet
-        return set()
-    finally:
-        c.close()
-
-
-class Publisher:
-    """One QoS 1 publisher; ``send`` waits for every PUBACK (the broker owns them after it)."""
-
-    def __init__(self, port: int) -> None:
-        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-pub", protocol=mqtt.MQTTv5)
-        self.c.connect("127.0.0.1", port)
-        self.c.loop_start()
-
-    def send(self, first: int, last: int, pause: float = 0.0) -> None:
-        for s in range(first, last + 1):
-            self.c.publish(TOPIC, result(s), qos=1).wait_for_publish(10)
-            if pause:
-                time.sleep(pause)
-
-    def close(self) -> None:
-        self.c.disconnect()
-        self.c.loop_stop()
 
 
 def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, broker: Broker) -> None:

@@ -154,3 +154,18 @@ def test_explain_tells_crash_windows_device_drops_and_plain_losses_apart() -> No
     assert "crash window" in told[1].reason and told[1].reported
     assert "dropped 5" in told[2].reason and told[2].reported
     assert "before the first" in told[0].reason and not told[0].reported
+
+
+@pytest.mark.parametrize(
+    "topic, payload",
+    [
+        ("edge/cam-1\n/detections", body(device_id="cam-1\n")),
+        ("edge/cam-1/detections\n", body()),
+        ("edge/cam-1/detections", body(id="r1\n")),
+    ],
+)
+def test_a_final_newline_is_not_part_of_a_valid_id(topic: str, payload: bytes) -> None:
+    """``$`` matches before a final newline: ``cam-1\\n`` passed as a device id (and was stored)."""
+    with pytest.raises(IngestError) as err:
+        parse("edge", topic, payload, NOW)
+    assert "\n" not in str(err.value)

@@ -76,7 +76,11 @@ def test_refusal_is_one_line_with_the_fix() -> None:
     line = load_refusal("/m/yolo.onnx", 9, {"ai.onnx": 20}, "1.11.1")
     assert line is not None and "\n" not in line
     assert "IR 9 > 8" in line and "onnxruntime 1.11.1" in line
-    assert "edge-agent model convert /m/yolo.onnx --target-ort 1.11 -o /m/yolo-ort1.11.onnx" in line
+    # the output goes to the current folder: the model's own (here /m) may be read-only
+    assert "edge-agent model convert /m/yolo.onnx --target-ort 1.11 -o ./yolo-ort1.11.onnx`" in line
+    assert "-o /m/" not in line
+    ro = load_refusal("/usr/share/edge-agent/models/det.model", 9, {"ai.onnx": 20}, "1.11.1")
+    assert ro is not None and "-o ./det.model-ort1.11.onnx`" in ro
     assert load_refusal("/m/yolo.onnx", 8, {"ai.onnx": 16, "ai.onnx.ml": 3}, "1.11.1") is None
 
 

@@ -73,27 +73,6 @@ def test_token_bucket() -> None:
     assert b.available(100.0) == 10  # burst capped at one second's worth
 
 
-def test_full_disk_step_holds_under_reject_new_and_doubles_drops_under_drop_oldest() -> None:
-    from edge_agent.core.queue_policy import FULL_DISK_ATTEMPTS, FullDiskStep, full_disk_step
-
-    assert full_disk_step("reject_new", 0, 5, None) == FullDiskStep("hold")
-    assert full_disk_step("reject_new", 3, 5, 0) == FullDiskStep("hold")
-    assert [full_disk_step("drop_oldest", a, 5, None).n for a in range(4)] == [8, 16, 32, 64]
-    assert [full_disk_step("drop_oldest", a, 20, 7).n for a in range(3)] == [20, 40, 80]
-    assert full_disk_step("drop_oldest", 2, 20, 0) == FullDiskStep("drop_batch", 20)  # nothing freed
-    assert full_disk_step("drop_oldest", FULL_DISK_ATTEMPTS, 20, 9) == FullDiskStep("drop_batch", 20)
-    assert full_disk_step("drop_oldest", FULL_DISK_ATTEMPTS - 1, 20, 9).action == "drop_oldest"
-
-
-def test_reserve_arithmetic() -> None:
-    from edge_agent.core.queue_policy import commit_slice_bytes, may_leave_full, reserve_kept
-
-    assert reserve_kept(1 << 20) == 256 * 1024
-    assert commit_slice_bytes(1 << 20) == 128 * 1024 and commit_slice_bytes(0) == 64 * 1024
-    assert commit_slice_bytes(8 << 20) == 1 << 20
-    assert may_leave_full(3 << 20, 1 << 20) and not may_leave_full((3 << 20) - 1, 1 << 20)
-
-
 def test_resume_merges_the_marks_and_counts_each_gap_once() -> None:
     from edge_agent.core.queue_policy import Marks, resume
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -246,16 +248,17 @@ def test_a_convex_and_a_concave_polygon_are_fine() -> None:
 def test_a_detector_gone_wild_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """300 overlapping boxes a frame, every frame somewhere else: the crowd goes to the greedy
     matcher, never to the O(n^3) solver, and the lost tracks are capped (memory, cost)."""
+    from edge_agent.core import assignment as amod
     from edge_agent.core import tracker as tmod
 
     sizes: list[int] = []
-    real = tmod.optimal_match
+    real = amod.optimal_match
 
     def spy(sim: np.ndarray, gate: float) -> list[tuple[int, int]]:
         sizes.append(min(sim.shape))
         return real(sim, gate)
 
-    monkeypatch.setattr(tmod, "optimal_match", spy)
+    monkeypatch.setattr(amod, "optimal_match", spy)  # what assign() calls per group
     monkeypatch.setattr(tmod, "MAX_LOST", 100)
     rng = np.random.default_rng(3)
     tr = Tracker()
@@ -266,7 +269,7 @@ def test_a_detector_gone_wild_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     for _ in range(12):
         xy = rng.uniform(0, 200, (300, 2))
         tr.update(np.concatenate([xy, xy + 60], 1), rng.uniform(0.5, 1, 300))
-    assert sizes and max(sizes) <= tmod.MAX_OPTIMAL
+    assert sizes and max(sizes) <= amod.MAX_OPTIMAL
     assert sum(t.lost for t in tr.tracks) <= 100
 
 
@@ -324,3 +327,43 @@ def test_the_documented_objects_config_parses_as_documented() -> None:
     cfg = parse_config(block, "docs/objects.md")
     assert cfg.output.mode == "objects" and cfg.tracker == TrackerConfig()  # the comments say "the defaults"
     assert [z.name for z in cfg.zones] == ["bay"] and cfg.lines[0].in_side == "left"
+
+
+# ---- [tracker] low against [detector] conf_threshold (docs/objects.md) ------------------------
+@pytest.mark.parametrize(
+    ("mode", "conf", "low", "high", "says"),
+    [
+        ("objects", 0.25, 0.1, 0.3, "tracker.low = 0.1 acts from 0.25 only"),
+        ("objects", 0.3, 0.1, 0.3, "tracker.low = 0.1 has no effect"),
+        ("objects", 0.1, 0.1, 0.3, "tracker.low = 0.1 acts from 0.1 only"),  # the detector keeps > 0.1
+        ("objects", 0.05, 0.1, 0.3, None),
+        ("objects", 0.0, 0.0, 0.3, None),
+        ("event", 0.25, 0.1, 0.3, None),  # no tracker outside objects mode
+    ],
+)
+def test_config_check_says_when_tracker_low_is_cut_by_the_detector(
+    mode: str, conf: float, low: float, high: float, says: str | None
+) -> None:
+    from edge_agent.core.config_scene import tracker_low_warning
+
+    line = tracker_low_warning(mode, conf, low, high)
+    if says is None:
+        assert line is None
+    else:
+        assert line is not None and line.startswith(says) and f"conf_threshold = {conf:g}" in line
+
+
+def test_config_check_prints_the_tracker_low_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edge_agent.app.cli import main
+
+    cfg = tmp_path / "agent.toml"
+    det = '[detector]\nmodel = "/nowhere/det.onnx"\n'  # a missing model is a warning of its own
+    cfg.write_text('[output]\nmode = "objects"\n' + det)
+    assert main(["config", "check", str(cfg)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {cfg}: tracker.low = 0.1 acts from 0.25 only" in err, err
+    cfg.write_text('[output]\nmode = "objects"\n' + det + "conf_threshold = 0.05\n")
+    assert main(["config", "check", str(cfg)]) == 0
+    assert "tracker.low" not in capsys.readouterr().err

@@ -51,7 +51,7 @@ def test_a_failed_transaction_falls_back_to_ack_then_claim(
     def fails(*args: object) -> None:
         raise sqlite3.OperationalError("disk I/O error (injected)")
 
-    monkeypatch.setattr(ob, "_ack_claim_txn", fails)
+    monkeypatch.setattr(ob.claims, "_ack_claim_txn", fails)
     n, nxt = ob.ack_and_claim([m.rowid for m in first], 5)
     assert n == 10 and [m.rowid for m in nxt] == list(range(11, 16))
     stats = ob.stats()

@@ -111,7 +111,7 @@ def test_a_damaged_header_does_not_bring_acknowledged_rows_back(tmp_path: Path) 
         ob.flush()
         acked = ob.claim(1500)
         ob.ack([m.rowid for m in acked])
-        ob._checkpoint()  # the freed pages are in the main file, not only in the WAL
+        ob.db.checkpoint()  # the freed pages are in the main file, not only in the WAL
     with open(path, "r+b") as f:
         f.write(os.urandom(100))
     with Outbox(path, big_limits()) as ob:
@@ -129,7 +129,7 @@ def test_without_the_pointer_map_freed_pages_would_come_back(tmp_path: Path) -> 
             ob.put(TOPIC, {"n": i, "pad": "x" * 100})
         ob.flush()
         ob.ack([m.rowid for m in ob.claim(1500)])
-        ob._checkpoint()
+        ob.db.checkpoint()
     import edge_agent.adapters.outbox_pages as pages
 
     real = pages._ptrmap_free
@@ -252,16 +252,16 @@ def test_marks_are_written_before_the_commit(tmp_path: Path, monkeypatch: pytest
     try:
         ob.put(TOPIC, {"n": 0})  # the first put commits at once (nothing reserved yet)
         ob.put(TOPIC, {"n": 1})  # inside the reservation: batched
-        real = ob._marks.write
+        real = ob.ledger.marks.write
 
         def broken(m: Marks) -> None:
             raise OSError(5, "Input/output error")
 
-        monkeypatch.setattr(ob._marks, "write", broken)
+        monkeypatch.setattr(ob.ledger.marks, "write", broken)
         with pytest.raises(Exception, match="marks"):
             ob.flush()
         assert [m["n"] for m in _committed(path)] == [0]
-        monkeypatch.setattr(ob._marks, "write", real)
+        monkeypatch.setattr(ob.ledger.marks, "write", real)
         assert ob.flush() == 1
         kept = read_marks(path)
         assert kept is not None and kept.committed == 2 and kept.seq >= 2 and kept.rows == 2

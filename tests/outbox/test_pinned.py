@@ -27,7 +27,7 @@ from support.tmpfs import fill, tmpfs
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_pages import scan, scan_file
-from edge_agent.adapters.outbox_space import SLICE_BYTES, _slices
+from edge_agent.adapters.outbox_space import SLICE_BYTES, slice_batch
 from edge_agent.core.config import QueueConfig
 from edge_agent.errors import QueueError
 
@@ -117,7 +117,7 @@ def test_salvage_with_the_header_intact_never_brings_back_acked_rows(tmp_path: P
             ob.put(TOPIC, {"n": i, "pad": "x" * 100})
         ob.flush()
         ob.ack([m.rowid for m in ob.claim(1500)])
-        ob._checkpoint()
+        ob.db.checkpoint()
     with open(path, "r+b") as f:  # the newest pages torn: the file fails its check
         f.truncate(path.stat().st_size - 3 * 4096)
     assert all(n >= 1500 for n in _ns(scan_file(path)))
@@ -196,15 +196,15 @@ def test_drops_and_expiry_are_counted_in_their_own_transaction(tmp_path: Path) -
 
 def test_commits_are_sliced_so_the_wal_fits_the_released_reserve(tmp_path: Path) -> None:
     batch = [(str(i), "t", b"x" * 40_000, 0.0, i) for i in range(30)]  # 1.2 MB in one batch
-    parts = _slices(batch, SLICE_BYTES)
+    parts = slice_batch(batch, SLICE_BYTES)
     assert [b for p in parts for b in p] == batch
     assert all(sum(len(b[2]) for b in p) <= SLICE_BYTES for p in parts)
     assert len(parts) == 5  # 6 rows of 40 kB per 256 KiB slice
-    assert _slices([("a", "t", b"y" * (SLICE_BYTES * 2), 0.0, 1)], SLICE_BYTES)[0][0][0] == "a"
+    assert slice_batch([("a", "t", b"y" * (SLICE_BYTES * 2), 0.0, 1)], SLICE_BYTES)[0][0][0] == "a"
     with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
         seen: list[int] = []
-        real = ob._commit
-        ob._commit = lambda part: seen.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
+        real = ob.writer.commit
+        ob.writer.commit = lambda part: seen.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
         for i in range(30):
             ob.put(TOPIC, {"n": i, "pad": "p" * 40_000})
         ob.flush()
@@ -256,31 +256,51 @@ class _FailingReads(_FailingDeletes):
 
 
 def test_sqlite_errors_leave_the_outbox_only_as_queue_errors(tmp_path: Path) -> None:
-    """The sync side (mqtt_sync) never sees sqlite3: claim, ack and stats translate it, once."""
-    import ast
-
-    import edge_agent.adapters.mqtt_sync as sync_mod
-
-    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+    """The boundary (outbox._db_errors): every public call that touches SQLite turns its error into
+    one QueueError naming the file, and a batch whose commit failed is kept, not lost."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
         ob.put(TOPIC, {"n": 1})
         ob.flush()
         real = ob._r
         ob._r = _FailingReads(real)  # type: ignore[assignment]
         try:
-            for call in (lambda: ob.claim(5), lambda: ob.ack([1]), ob.stats):
-                with pytest.raises(QueueError, match="malformed"):
+            calls = (lambda: ob.claim(5), lambda: ob.ack([1]), lambda: ob.ack_and_claim([1], 5), ob.stats)
+            for call in calls:
+                with pytest.raises(QueueError, match=f"^{path}: cannot .*malformed"):
                     call()
         finally:
             ob._r = real
+        ob.put(TOPIC, {"n": 2})
         real_w = ob._w
         ob._w = _FailingReads(real_w)  # type: ignore[assignment]
         try:
-            for call in (ob.purge, ob.expire, ob.vacuum):
-                with pytest.raises(QueueError, match="malformed"):
+            for call in (ob.purge, ob.expire, ob.vacuum, ob.flush):
+                with pytest.raises(QueueError, match=f"^{path}: cannot .*malformed"):
                     call()
         finally:
             ob._w = real_w
-    tree = ast.parse(Path(sync_mod.__file__).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert "sqlite3" not in imported
+        assert ob.stats()["unflushed"] == 1  # the failed flush kept its batch
+        assert ob.flush() == 1
+
+
+def test_no_code_outside_the_outbox_handles_sqlite3() -> None:
+    """mqtt_sync, the app and the CLI see QueueError only: none of them imports sqlite3 (the
+    collector's own database, adapters/collector_db, is another adapter)."""
+    import ast
+
+    import edge_agent
+
+    root = Path(edge_agent.__file__).parent
+    offenders = []
+    for py in sorted(root.rglob("*.py")):
+        rel = py.relative_to(root).as_posix()
+        if rel.startswith("adapters/outbox") or rel == "adapters/collector_db.py":
+            continue
+        tree = ast.parse(py.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        if "sqlite3" in names:
+            offenders.append(rel)
+    assert offenders == []
+    assert (root / "adapters" / "mqtt_sync.py").exists()  # the file the rule was made for

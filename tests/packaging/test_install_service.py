@@ -83,3 +83,61 @@ def test_install_service_lays_out_user_config_credentials_and_unit(tmp_path: Pat
 def test_install_service_refuses_a_venv_without_edge_agent(tmp_path: Path) -> None:
     r = install(tmp_path, tmp_path / "no-venv")
     assert r.returncode == 1 and "install the package first" in r.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("systemd-sysusers") is None, reason="needs systemd-sysusers (Debian: systemd)"
+)
+@pytest.mark.parametrize("version", [237, 245, 247, 252])
+def test_older_systemd_gets_a_drop_in_that_keeps_the_service_working(tmp_path: Path, version: int) -> None:
+    """Ubuntu 18.04 (JetPack 4, the Jetson Nano) has systemd 237, 20.04 (JetPack 5) 245: no
+    @system-service group before 239 (the allow-list would hold only @default: the agent could not
+    load its libraries) and no LoadCredential= before 247 (the password would not arrive)."""
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    venv = fake_venv(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = ["bash", str(SCRIPT), "--venv", str(venv), "--root", str(root), "--systemd-version", str(version)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    dropin = root / "etc/systemd/system/edge-agent.service.d/10-older-systemd.conf"
+    pw = root / "etc/edge-agent/mqtt-password"
+    if version >= 247:
+        assert not dropin.exists()
+        assert stat.S_IMODE(pw.stat().st_mode) == 0o600
+        return
+    lines = [x for x in dropin.read_text().splitlines() if x and not x.startswith("#")]
+    deny = next(
+        x
+        for x in (REPO / "systemd/edge-agent.service").read_text().splitlines()
+        if x.startswith("SystemCallFilter=~")
+    )
+    expected = ["[Service]"]
+    if version < 239:
+        expected += ["SystemCallFilter=", deny]  # reset the allow-list, keep the deny-list
+    expected += ["Environment=CREDENTIALS_DIRECTORY=/etc/edge-agent"]
+    assert lines == expected
+    # the service's group reads the password file in place (no credential copy before 247)
+    assert stat.S_IMODE(pw.stat().st_mode) == 0o640
+    if os.geteuid() == 0:
+        gid = int(
+            next(
+                x for x in (root / "etc/group").read_text().splitlines() if x.startswith("edge-agent:")
+            ).split(":")[2]
+        )
+        assert pw.stat().st_gid == gid
+    # a later run on a newer systemd removes it again
+    r = subprocess.run([*args[:-1], "252"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0 and not dropin.exists(), r.stderr
+
+
+def test_the_password_file_resolves_under_the_drop_ins_credentials_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge_agent.adapters.mqtt_connect import read_password
+    from edge_agent.core.config import MqttConfig
+
+    (tmp_path / "mqtt-password").write_text("s3cret\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    cfg = MqttConfig(host="localhost", username="dev", password_file="mqtt-password")
+    assert read_password(cfg) == "s3cret"

@@ -8,19 +8,46 @@ $PATH and /usr/lib/postgresql/*/bin (Debian's ``postgresql`` package puts initdb
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pwd
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 from typing import Optional
 
+import paho.mqtt.client as mqtt
+
+from edge_agent.core.fleet import DeviceStatus, Record, parse
 from support import cli, free_port
 from support.mqtt import wait_port
+
+NOW = 1796000000.0
+
+
+def rec(dev: str, seq: int, boot: int = 1) -> list[Record]:
+    """The parsed records of one result message of ``dev`` (device time ``NOW + seq``)."""
+    body = {"id": f"{dev}-{seq}", "seq": seq, "boot": boot, "device_id": dev, "ts": NOW + seq}
+    return parse("edge", f"edge/{dev}/detections", json.dumps(body).encode(), NOW).records
+
+
+def status(dev: str, state: str, ts: float = NOW, **queue: int) -> Optional[DeviceStatus]:
+    """The parsed status snapshot of ``dev`` (queue figures ``**queue`` over pending = 3)."""
+    body = {
+        "device_id": dev,
+        "state": state,
+        "ts": ts,
+        "queue": {"pending": 3, **queue},
+        "models": {"detector": {"id": "m1"}},
+    }
+    return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), NOW).status
+
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -182,3 +209,45 @@ def metrics(port: int) -> dict[str, float]:
         for ln in text.splitlines()
         if ln and not ln.startswith("#")
     }
+
+
+CAM_TOPIC = "edge/cam-1/detections"
+
+
+def result(seq: int) -> bytes:
+    """A minimal result of cam-1 (boot 1) as published."""
+    return json.dumps(
+        {"id": f"r{seq}", "seq": seq, "boot": 1, "device_id": "cam-1", "ts": 1796000000.0}
+    ).encode()
+
+
+def seqs(db: Path) -> set[int]:
+    """The seqs a collector's SQLite file holds (none before its schema exists)."""
+    if not db.exists():
+        return set()
+    c = sqlite3.connect(db, timeout=60)
+    try:
+        return {int(r[0]) for r in c.execute("SELECT seq FROM messages")}
+    except sqlite3.OperationalError:  # schema not there yet
+        return set()
+    finally:
+        c.close()
+
+
+class Publisher:
+    """One QoS 1 publisher; ``send`` waits for every PUBACK (the broker owns them after it)."""
+
+    def __init__(self, port: int) -> None:
+        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-pub", protocol=mqtt.MQTTv5)
+        self.c.connect("127.0.0.1", port)
+        self.c.loop_start()
+
+    def send(self, first: int, last: int, pause: float = 0.0) -> None:
+        for s in range(first, last + 1):
+            self.c.publish(CAM_TOPIC, result(s), qos=1).wait_for_publish(10)
+            if pause:
+                time.sleep(pause)
+
+    def close(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()

@@ -148,3 +148,25 @@ def test_inspect_names_ir_opset_and_the_oldest_runtime(tmp_path: Path, capsys: A
     assert main(["inspect", str(src), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert (info["ir_version"], info["min_onnxruntime"], info["loads_here"]) == (9, "1.17", True)
+
+
+def test_cli_writes_the_converted_model_through_the_durable_helper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Complete or absent, then the directory fsync'd (adapters/durable.py), mode 0644 whatever the umask."""
+    import stat
+
+    from edge_agent.adapters import durable
+
+    synced: list[Path] = []
+    monkeypatch.setattr(durable, "fsync_dir", lambda p: synced.append(Path(p)))
+    src = tmp_path / "toy20.onnx"
+    onnx.save(toy_detector_model(opset=20), str(src))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "toy-ort1.11.onnx"
+    args = ["model", "convert", str(src), "--target-ort", "1.11", "-o", str(out), "--no-validate"]
+    assert main(args) == 0, capsys.readouterr().err
+    assert synced == [out_dir] and [p.name for p in out_dir.iterdir()] == [out.name]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+    assert onnx.load(str(out)).opset_import[0].version == 16

@@ -252,3 +252,22 @@ def test_the_shared_dynamic_model_dequantizes_to_the_shared_fp32_exactly(shared_
     a = ort.InferenceSession(m.SerializeToString()).run(None, {"images": x})[0]
     b = ort.InferenceSession(str(shared_dir / "models/yolov8n-coco-fp32.onnx")).run(None, {"images": x})[0]
     np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_the_quantized_model_is_committed_through_the_durable_helper(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Data fsync'd, renamed, directory fsync'd (adapters/durable.py): a power cut after "done"
+    leaves the model, not an empty file under its name."""
+    from edge_agent.adapters import durable
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(durable, "fsync_dir", lambda p: synced.append(f"dir {Path(p).name}"))
+    monkeypatch.setattr(durable.os, "fsync", lambda fd: (synced.append("file"), real_fsync(fd))[1])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    quantize_model(
+        toy_dir / "toy-fp32.onnx", out_dir / "x.onnx", image_files(toy_dir / "calib")[:2], progress=False
+    )
+    assert synced == ["file", "dir out"] and [p.name for p in out_dir.iterdir()] == ["x.onnx"]

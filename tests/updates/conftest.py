@@ -21,6 +21,25 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+def pack(model: Path, out: Path, version: str, *extra: str) -> Path:
+    """One real `edge-agent model pack` of the demo package name (every fixture package is made here)."""
+    r = cli(
+        "model",
+        "pack",
+        str(model),
+        "-o",
+        str(out),
+        "--name",
+        "demo",
+        "--version",
+        version,
+        *extra,
+        quiet=False,
+    )
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 @pytest.fixture(scope="session")
 def packages(models_dir: Path) -> dict[str, Path]:
     """good (the demo INT8), zero (zero-score INT8), dim (scores x 0.1), signed, badsig, keys."""
@@ -30,22 +49,7 @@ def packages(models_dir: Path) -> dict[str, Path]:
         ("zero", models_dir / "zero-score-int8.onnx", ["--skip-guard"]),
         ("dim", models_dir / "dim-int8.onnx", []),
     ):
-        pkg = models_dir / f"{name}.pkg"
-        r = cli(
-            "model",
-            "pack",
-            str(model),
-            "-o",
-            str(pkg),
-            "--name",
-            "demo",
-            "--version",
-            f"2.0+{name}",
-            *extra,
-            quiet=False,
-        )
-        assert r.returncode == 0, r.stderr
-        out[name] = pkg
+        out[name] = pack(model, models_dir / f"{name}.pkg", f"2.0+{name}", *extra)
     key = models_dir / "signing.key"
     r = cli("model", "keygen", str(key), quiet=False)
     assert r.returncode == 0, r.stderr
@@ -56,23 +60,7 @@ def packages(models_dir: Path) -> dict[str, Path]:
     assert cli("model", "keygen", str(other), quiet=False).returncode == 0
     out["other_key"] = other
     for name, k in (("signed", key), ("badsig", other)):
-        pkg = models_dir / f"{name}.pkg"
-        r = cli(
-            "model",
-            "pack",
-            str(INT8),
-            "-o",
-            str(pkg),
-            "--name",
-            "demo",
-            "--version",
-            f"2.1+{name}",
-            "--sign",
-            str(k),
-            quiet=False,
-        )
-        assert r.returncode == 0, r.stderr
-        out[name] = pkg
+        out[name] = pack(INT8, models_dir / f"{name}.pkg", f"2.1+{name}", "--sign", str(k))
     return out
 
 
@@ -87,23 +75,7 @@ def make_config(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def versioned(packages: dict[str, Path], models_dir: Path) -> dict[str, Path]:
     """The demo INT8 signed by the trusted key as versions 1.0, 2.0 and 3.0 (anti-rollback)."""
-    out = {}
-    for v in ("1.0", "2.0", "3.0"):
-        pkg = models_dir / f"v{v}.pkg"
-        r = cli(
-            "model",
-            "pack",
-            str(INT8),
-            "-o",
-            str(pkg),
-            "--name",
-            "demo",
-            "--version",
-            v,
-            "--sign",
-            str(packages["key"]),
-            quiet=False,
-        )
-        assert r.returncode == 0, r.stderr
-        out[v] = pkg
-    return out
+    return {
+        v: pack(INT8, models_dir / f"v{v}.pkg", v, "--sign", str(packages["key"]))
+        for v in ("1.0", "2.0", "3.0")
+    }

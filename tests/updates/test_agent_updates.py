@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
@@ -64,6 +65,14 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
         wait_until(reported, what="the status topic reporting the new version and hash")
         progress = [(b.get("model_update") or {}).get("transfer") or {} for b in col.on_topic("/status")]
         assert any(t.get("transfer_id") == tid for t in progress)  # the transfer was reported too
+        # every body (transfer progress, trial, the last event with its gate) matches the shipped
+        # schema, which refuses unknown fields at every level
+        jsonschema = pytest.importorskip("jsonschema", reason="dev extra: pip install -e '.[dev]'")
+        status_schema = json.loads(
+            resources.files("edge_agent").joinpath("schemas", "status.json").read_text(encoding="utf-8")
+        )
+        for body in [*col.on_topic("/status"), *filter(None, [a.status()])]:
+            jsonschema.Draft202012Validator(status_schema).validate(body)
         assert a.last()["origin"] == f"mqtt:{tid}" and a.last()["gate"]["passed"] is True
         r = cli("model", "status", "-c", str(a.cfg_path), quiet=False)
         assert "demo 2.1+signed" in r.stdout and INT8_SHA in r.stdout
