@@ -9,7 +9,7 @@ there and prints killed/survived per module. Each area has its own copy, so its 
 survives between runs (a second run only retests what changed) and two areas never share state.
 
 Subprocesses: mutmut runs pytest with the cwd in build/mutation/AREA/mutants and exports the
-mutant's name in MUTANT_UNDER_TEST, so ``python -m edge_agent`` started by a test (helpers_world)
+mutant's name in MUTANT_UNDER_TEST, so ``python -m edge_agent`` started by a test (support.world)
 imports the mutated copy and runs the mutant. But mutmut picks the tests per function from the hits
 recorded in-process while it collects stats: a function reached *only* through a subprocess is
 "no tests" and is not run at all. The table shows that column separately; it is not counted as
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 AREAS: dict[str, tuple[list[str], list[str]]] = {
     "core-motion": (
         ["edge_agent/core/motion.py"],
-        ["tests/agent/test_motion.py", "tests/agent/test_motion_rules.py"],
+        ["tests/core/test_motion.py", "tests/core/test_motion_rules.py"],
     ),
     "core-parsers": (
         [
@@ -43,39 +43,39 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "edge_agent/core/status.py",
         ],
         [
-            "tests/agent/test_sensor_parse.py",
-            "tests/agent/test_events.py",
-            "tests/agent/test_backoff.py",
-            "tests/agent/test_status_view.py",
-            "tests/agent/test_status_snapshot.py",
-            "tests/agent/test_parse_rules.py",
-            "tests/agent/test_sensor_properties.py",
+            "tests/core/test_sensor_parse.py",
+            "tests/core/test_events.py",
+            "tests/core/test_backoff.py",
+            "tests/app/test_status_view.py",
+            "tests/core/test_status_snapshot.py",
+            "tests/core/test_parse_rules.py",
+            "tests/core/test_sensor_properties.py",
         ],
     ),
     "core-image": (
         ["edge_agent/core/image_header.py", "edge_agent/core/mjpeg.py"],
         # pure tests only: test_mjpeg.py's servers and test_decode_bounds.py add minutes, no kills
         [
-            "tests/agent/test_image_header.py",
-            "tests/agent/test_mjpeg_parser.py",
-            "tests/agent/test_bounded_properties.py",
-            "tests/agent/test_bounded_input.py::test_header_dimensions_match_the_decoded_image",
-            "tests/agent/test_mjpeg.py::test_boundary_from_content_type",
-            "tests/agent/test_mjpeg.py::test_parser_splits_parts_fed_one_byte_at_a_time",
-            "tests/agent/test_mjpeg.py::test_parser_accepts_a_boundary_quoted_with_its_dashes",
-            "tests/agent/test_mjpeg.py::test_parser_marks_a_part_cut_short_by_the_next_boundary",
-            "tests/agent/test_mjpeg.py::test_parser_refuses_endless_garbage",
-            "tests/agent/test_mjpeg.py::test_jpeg_size_reads_the_sof_marker",
-            "tests/agent/test_mjpeg.py::test_reduced_scale_only_when_the_letterbox_is_at_most_half",
+            "tests/core/test_image_header.py",
+            "tests/core/test_mjpeg_parser.py",
+            "tests/adapters/test_bounded_properties.py",
+            "tests/adapters/test_bounded_input.py::test_header_dimensions_match_the_decoded_image",
+            "tests/adapters/test_mjpeg.py::test_boundary_from_content_type",
+            "tests/adapters/test_mjpeg.py::test_parser_splits_parts_fed_one_byte_at_a_time",
+            "tests/adapters/test_mjpeg.py::test_parser_accepts_a_boundary_quoted_with_its_dashes",
+            "tests/adapters/test_mjpeg.py::test_parser_marks_a_part_cut_short_by_the_next_boundary",
+            "tests/adapters/test_mjpeg.py::test_parser_refuses_endless_garbage",
+            "tests/adapters/test_mjpeg.py::test_jpeg_size_reads_the_sof_marker",
+            "tests/adapters/test_mjpeg.py::test_reduced_scale_only_when_the_letterbox_is_at_most_half",
         ],
     ),
     "core-queue": (
         ["edge_agent/core/queue_policy.py", "edge_agent/core/messages.py"],
         [
-            "tests/outbox/test_queue_policy.py",
-            "tests/outbox/test_full_disk_policy.py",
-            "tests/outbox/test_messages.py",
-            "tests/outbox/test_message_schemas.py",
+            "tests/core/test_queue_policy.py",
+            "tests/core/test_full_disk_policy.py",
+            "tests/core/test_messages.py",
+            "tests/core/test_message_schemas.py",
         ],
     ),
     "core-model": (
@@ -92,14 +92,14 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/test_preprocess.py",
             "tests/core/test_classify.py",
             "tests/core/test_onnx_wire.py",
-            "tests/core/test_provider_fallback.py",
-            "tests/core/test_board_providers.py",
-            "tests/core/test_jetson_plan.py",
+            "tests/adapters/test_provider_fallback.py",
+            "tests/adapters/test_board_providers.py",
+            "tests/adapters/test_jetson_plan.py",
         ],
     ),
     # the sections' pydantic validators carry two decorators, which mutmut 3 does not mutate: their
     # rules live in mqtt_names.py / zones.py (mutated here and in core-zones) or are pinned by
-    # tests/agent/test_bounded_properties.py and tests/core/test_config_rules.py without a score
+    # tests/adapters/test_bounded_properties.py and tests/core/test_config_rules.py without a score
     "core-config": (
         [
             "edge_agent/core/config.py",
@@ -110,7 +110,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ],
         [
             "tests/core/test_config_rules.py",
-            "tests/agent/test_bounded_properties.py",
+            "tests/adapters/test_bounded_properties.py",
             "tests/core/test_config_example.py",
             "tests/core/test_tracking.py",  # config_scene.tracker_low_warning
         ],
@@ -126,14 +126,14 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "core-state": (["edge_agent/core/model_state.py"], ["tests/updates/test_store_state.py"]),
-    "core-batch": (["edge_agent/core/batch.py"], ["tests/collector/test_batch_and_parse.py"]),
+    "core-batch": (["edge_agent/core/batch.py"], ["tests/core/test_batch_and_parse.py"]),
     "core-objects": (
         ["edge_agent/core/zones.py", "edge_agent/core/objects.py"],
         [
             "tests/core/test_zone_geometry.py",
             "tests/core/test_object_events.py",
             "tests/core/test_tracking.py",
-            "tests/agent/test_objects_step.py",
+            "tests/app/test_objects_step.py",
         ],
     ),
     "core-tracker": (["edge_agent/core/tracker.py"], ["tests/core/test_tracking.py"]),
@@ -169,8 +169,8 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/agent.py"],
         # in-process agent tests only: the subprocess ones (test_agent_e2e...) give "no tests"
         [
-            "tests/agent/test_motion.py",
-            "tests/agent/test_decode_and_grant.py",
+            "tests/core/test_motion.py",
+            "tests/adapters/test_decode_and_grant.py",
             "tests/loop/test_watchdog.py",
             "tests/loop/test_ready_and_stop.py",
             "tests/inference/test_guard.py",

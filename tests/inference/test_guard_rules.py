@@ -10,7 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from helpers_models import make_format_detector
+from support.models import make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.inference.guard import FIX, MAX_SCORE_STEP, Problem, check_detector, describe, probe_image

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers_models import bright_scene, make_color_classifier, make_format_detector
+from support.models import bright_scene, make_color_classifier, make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.camera_source import Frame

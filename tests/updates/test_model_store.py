@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_updates import pack_in_process
+from support.updates import pack_in_process
 
 from edge_agent.adapters import model_store as model_store_mod
 from edge_agent.adapters.model_store import ModelStore

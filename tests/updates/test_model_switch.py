@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from helpers_updates import FP32, INT8, SAMPLES, make_dim_scores, pack_in_process, write_config
+from support.updates import FP32, INT8, SAMPLES, make_dim_scores, pack_in_process, write_config
 
 from edge_agent.adapters.model_store import ModelStore
 from edge_agent.app import model_gate, model_switch

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
-from helpers_updates import write_config
+from support.updates import write_config
 
 from edge_agent.adapters import model_mqtt
 from edge_agent.adapters.model_mqtt import DONE_KEEP, ModelReceiver, model_topics
@@ -238,7 +238,7 @@ def test_state_that_cannot_be_a_transfer_is_discarded_with_its_reason(
 
 
 def test_a_transfer_complete_on_disk_is_finished_at_start(make: Callable[..., Any], tmp_path: Path) -> None:
-    from helpers_mqtt import free_port
+    from support import free_port
 
     _, root, _ = make(load=False)
     data = os.urandom(1500)
@@ -303,7 +303,7 @@ def test_refusal_events_carry_the_transfer_and_reason(make: Callable[..., Any]) 
 def test_ensure_alive_restarts_a_dead_thread_counts_it_and_not_after_stop(
     make: Callable[..., Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from helpers_mqtt import free_port
+    from support import free_port
 
     _, root, _ = make(load=False)
     cfg = load_config(write_config(tmp_path, port=free_port()))  # nothing listens: paho keeps retrying
@@ -338,8 +338,8 @@ def test_a_persistent_authenticated_session_gets_what_was_sent_while_off(
     """clean_session=False with a fixed client id: the broker queues the QoS 1 transfer for a
     device that is off, and hands it over at the next connect (with its username and password)."""
     import paho.mqtt.client as mqtt
-    from helpers_mqtt import Broker, require_mosquitto
-    from helpers_updates import wait
+    from support import wait_until
+    from support.mqtt import Broker, require_mosquitto
 
     require_mosquitto()
     monkeypatch.setenv("EDGE_TEST_PW", "s3cret")
@@ -357,7 +357,7 @@ def test_a_persistent_authenticated_session_gets_what_was_sent_while_off(
         rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
         rec.start()
         try:
-            wait(rec.subscribed.is_set, timeout=15, what="SUBACK")
+            wait_until(rec.subscribed.is_set, timeout=15, what="SUBACK")
             assert (rec._client._reconnect_min_delay, rec._client._reconnect_max_delay) == (1, 3)
         finally:
             rec.stop()
@@ -376,7 +376,9 @@ def test_a_persistent_authenticated_session_gets_what_was_sent_while_off(
         again = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
         again.start()
         try:
-            wait((root / "inbox" / "t1.pkg").exists, timeout=15, what="the queued transfer in the inbox")
+            wait_until(
+                (root / "inbox" / "t1.pkg").exists, timeout=15, what="the queued transfer in the inbox"
+            )
             assert (root / "inbox" / "t1.pkg").read_bytes() == data
         finally:
             again.stop()
@@ -385,7 +387,7 @@ def test_a_persistent_authenticated_session_gets_what_was_sent_while_off(
 def test_the_receiver_speaks_tls_when_configured(
     make: Callable[..., Any], tmp_path: Path, tls_broker: Any, tls_files: Any
 ) -> None:
-    from helpers_updates import wait
+    from support import wait_until
 
     _, root, _ = make(load=False)
     cfg = load_config(write_config(tmp_path, port=tls_broker.tls_port))
@@ -399,7 +401,7 @@ def test_the_receiver_speaks_tls_when_configured(
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
     rec.start()
     try:
-        wait(rec.subscribed.is_set, timeout=15, what="SUBACK over TLS")
+        wait_until(rec.subscribed.is_set, timeout=15, what="SUBACK over TLS")
     finally:
         rec.stop()
 
@@ -431,7 +433,7 @@ class _Named:
 def test_a_failure_finishing_a_transfer_at_start_names_it(
     make: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from helpers_mqtt import free_port
+    from support import free_port
 
     _, root, _ = make(load=False)
     data = os.urandom(100)
@@ -488,7 +490,7 @@ def test_refusal_reports_are_spaced_by_exactly_the_interval(
 def test_an_inbox_on_another_filesystem_gets_a_private_copy(tmp_path: Path) -> None:
     """The inbox may be elsewhere ([model_update] inbox on another mount): the rename becomes a
     durable copy, which must keep the package private (0600) like the rename does."""
-    from helpers_tmpfs import tmpfs
+    from support.tmpfs import tmpfs
 
     with tmpfs(tmp_path / "mnt") as mnt:
         cfg = load_config(write_config(tmp_path))
