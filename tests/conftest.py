@@ -1,12 +1,14 @@
-"""Fixtures shared by every test area (each area has its own folder and conftest)."""
+"""Fixtures shared by more than one folder (a folder's own fixtures live in its conftest.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
-from helpers_mqtt import Broker, TlsFiles, make_tls, require_mosquitto
+from support.models import make_bright_detector, make_color_classifier, make_conv_net
+from support.mqtt import Broker, TlsFiles, make_tls, require_mosquitto
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -47,3 +49,55 @@ def tls_broker(tmp_path: Path, tls_files: TlsFiles) -> Iterator[Broker]:
         yield b
     finally:
         b.stop()
+
+
+# test-built models for core, adapters, inference and cli tests, built once per session
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def bright_detector(model_dir: Path) -> Path:
+    return make_bright_detector(model_dir / "bright.onnx")
+
+
+@pytest.fixture(scope="session")
+def color_classifier(model_dir: Path) -> Path:
+    return make_color_classifier(model_dir / "color.onnx")
+
+
+class _Reader:
+    """Calibration data for the quantization-kind fixtures."""
+
+    def __init__(self, n: int = 4) -> None:
+        rng = np.random.default_rng(1)
+        self.data = iter([{"images": rng.uniform(0, 1, (1, 3, 32, 32)).astype(np.float32)} for _ in range(n)])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self.data, None)
+
+
+@pytest.fixture(scope="session")
+def quant_models(model_dir: Path) -> dict[str, Path]:
+    """One model of each kind users bring: FP32, FP16, QDQ, QOperator and dynamic INT8."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
+
+    fp32 = make_conv_net(model_dir / "conv-fp32.onnx")
+    out = {"fp32": fp32, "fp16": make_conv_net(model_dir / "conv-fp16.onnx", fp16=True)}
+    out["dynamic_int8"] = model_dir / "conv-dyn.onnx"
+    quantize_dynamic(
+        str(fp32), str(out["dynamic_int8"]), weight_type=QuantType.QUInt8, op_types_to_quantize=["Conv"]
+    )
+    for kind, fmt in (("qdq_int8", QuantFormat.QDQ), ("qoperator_int8", QuantFormat.QOperator)):
+        out[kind] = model_dir / f"conv-{kind}.onnx"
+        quantize_static(str(fp32), str(out[kind]), _Reader(), quant_format=fmt, per_channel=False)  # type: ignore[arg-type]
+    # what a Jetson Nano's onnxruntime 1.11 loads (test_provider_fallback's fake says 1.11): the
+    # quantizer stamps ai.onnx.ml 5 and more into every model it writes
+    import onnx
+
+    from edge_agent.tools.convert import convert_model
+
+    for path in out.values():
+        onnx.save(convert_model(onnx.load(str(path)), "1.11"), str(path))
+    return out

@@ -4,7 +4,7 @@ edge_agent/adapters/durable.py, so a power cut leaves the old file or the new, n
 The scan below fails on a new ``os.replace``/``os.rename``/``Path.replace``/``os.fsync`` outside the
 helper and the few places that say why they differ; the tests after it spy on the helper's
 directory fsync, the step a hand-made copy forgets, for each command that writes a user's file
-(quantize: tests/toolchain/test_quantize_inputs.py)."""
+(quantize: tests/tools/test_quantize_inputs.py)."""
 
 from __future__ import annotations
 

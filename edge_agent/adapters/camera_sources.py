@@ -6,7 +6,7 @@ BGR image, or None for "no frame" (the end for a finite source, a failed read fo
 raises :class:`ImageError` for one bad item that should be skipped, and CameraError/OSError when
 the source is gone (the camera then reconnects). Here: :class:`CvCaptureSource` (cv2.VideoCapture)
 and :class:`FolderSourceFactory`; the HTTP MJPEG reader is in ``mjpeg_http``; the tests' fake live
-camera (unplug, fail, stall, freeze) is ``tests/helpers_camera.py``.
+camera (unplug, fail, stall, freeze) is ``tests/support/camera.py``.
 """
 
 from __future__ import annotations

@@ -93,6 +93,8 @@ class ModelReceiver:
         self._last_refusal = 0.0
         self._client: Any = None
         self._stopping = False
+        # set once the broker granted every subscription (SUBACK): from then on a push reaches us
+        self.subscribed = threading.Event()
 
     # ---- life cycle ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -147,6 +149,7 @@ class ModelReceiver:
         c.reconnect_delay_set(int(m.reconnect_min_s), int(m.reconnect_max_s))
         c.on_connect = self._on_connect
         c.on_message = self._on_message
+        c.on_subscribe = self._on_subscribe
         c.connect_async(m.host, m.port, m.keepalive_s)
         c.loop_start()
         self._client = c
@@ -177,7 +180,14 @@ class ModelReceiver:
         if reason.is_failure:
             log.warning("model receiver: broker refused: %s", reason)
             return
+        self.subscribed.clear()
         client.subscribe([(f"{b}/#", 1) for b in self.bases])
+
+    def _on_subscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+        if all(not r.is_failure for r in reasons):
+            self.subscribed.set()
+        else:
+            log.warning("model receiver: broker refused a subscription: %s", reasons)
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
         self.handle(msg.topic, msg.payload)

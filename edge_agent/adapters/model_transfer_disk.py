@@ -44,7 +44,9 @@ def load_transfer(p: Path, cap: int) -> Transfer:
     t = Transfer(begin, active_at=(p / "begin.json").stat().st_mtime)
     chunks = p / "chunks"
     for c in chunks.iterdir() if chunks.is_dir() else []:
-        ok = c.name.isdigit() and len(c.name) <= 9 and int(c.name) < begin.chunks
+        # only the names the receiver writes: "7", never "07" (assembling opens chunks/<index>)
+        ok = c.name.isdigit() and len(c.name) <= 9 and c.name == str(int(c.name))
+        ok = ok and int(c.name) < begin.chunks
         if ok and c.stat().st_size == begin.chunk_len(int(c.name)):
             t.have.add(int(c.name))
             t.active_at = max(t.active_at, c.stat().st_mtime)

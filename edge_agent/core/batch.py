@@ -95,7 +95,7 @@ def _line(i: int, line: bytes) -> tuple[str, dict[str, Any]]:
     if not (isinstance(item, list) and len(item) == 2):
         raise BatchError(f"batch line {i + 1}: expected [kind, body]")
     kind, body = item
-    if not isinstance(kind, str) or not KIND_RE.match(kind) or kind == BATCH_KIND:
+    if not isinstance(kind, str) or not KIND_RE.fullmatch(kind) or kind == BATCH_KIND:
         raise BatchError(f"batch line {i + 1}: kind {str(kind)[:40]!r} is not a message kind")
     if not isinstance(body, dict):
         raise BatchError(f"batch line {i + 1}: body is {type(body).__name__}, expected an object")

@@ -119,7 +119,8 @@ class MultipartParser:
         if raw.isascii() and raw.isdigit():
             length = int(raw) if len(raw) <= 12 else self._max + 1
         if length is not None and length > self._max:
-            raise MultipartError(f"part Content-Length {length} exceeds {self._max} bytes")
+            shown = raw if len(raw) <= 20 else raw[:20] + "..."  # what the camera sent, bounded
+            raise MultipartError(f"part Content-Length {shown} exceeds {self._max} bytes")
         if length is not None:
             # a boundary inside the declared length means the sender gave up on this part
             i, _ = self._find_delim()

@@ -193,7 +193,7 @@ class TransferBegin(BaseModel):
 
 
 def check_transfer_id(tid: str) -> str:
-    if not _TID.match(tid):
+    if not _TID.fullmatch(tid):  # fullmatch: "$" alone lets a trailing newline through
         raise ValueError(f"transfer id {tid[:70]!r}: expected 1 to 64 of [A-Za-z0-9_-]")
     return tid
 
@@ -229,7 +229,7 @@ def parse_begin(payload: bytes, max_size: int) -> TransferBegin:
     if chunks != -(-size // chunk_size):
         raise ValueError(f"begin: {chunks} chunks of {chunk_size} bytes do not make {size} bytes")
     sha = raw.get("sha256")
-    if not isinstance(sha, str) or not _SHA.match(sha):
+    if not isinstance(sha, str) or not _SHA.fullmatch(sha):
         raise ValueError("begin field sha256: expected 64 lowercase hex digits")
     name = raw.get("name")
     if name is not None and (not isinstance(name, str) or len(name) > 200):

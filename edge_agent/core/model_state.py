@@ -161,7 +161,7 @@ def _show(value: Any) -> str:
 def _vid(value: Any, source: str, name: str, optional: bool = False) -> Optional[str]:
     if value is None and optional:
         return None
-    if not isinstance(value, str) or not _VID.match(value) or set(value) == {"."}:
+    if not isinstance(value, str) or not _VID.fullmatch(value) or set(value) == {"."}:
         raise ModelError(
             f"{source}: {name}: expected a version id (letters, digits, _.+-){' or null' if optional else ''}, "
             f"got {_show(value)}"

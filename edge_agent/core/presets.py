@@ -138,11 +138,7 @@ def _from_json(text: str, base: ClassifierPreprocess, where: str) -> ClassifierP
         if k not in _JSON_KEYS:  # metadata written by other tools carries extras (size, interpolation)
             log.debug("%s: preprocess key %r ignored", where, k)
             continue
-        if k == "crop" and isinstance(v, bool):
-            pp = replace(pp, center_crop=v)
-            continue
-        if k == "resize" and v == "shorter_side":
-            v = "shorter"
+        # true/false (crop) and "shorter_side" (resize) read as their text forms do
         val = ":".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
         pp = apply_key(pp, k, val, where)
     return pp

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import free_port
 
 pytestmark = pytest.mark.arm_smoke
 
@@ -214,12 +214,6 @@ def test_sqlite_wal_outbox_prerequisites(tmp_path: Path) -> None:
         con.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_host_mosquitto_serves_the_emulated_paho_client(tmp_path: Path) -> None:
     """Host x86 binaries spawned from the emulated python run natively (no binfmt needed)."""
     # Debian puts it in /usr/sbin, which is not on a non-root PATH
@@ -228,7 +222,7 @@ def test_host_mosquitto_serves_the_emulated_paho_client(tmp_path: Path) -> None:
         pytest.skip("mosquitto not installed (apt-get install mosquitto)")
     import paho.mqtt.client as mqtt
 
-    port = _free_port()
+    port = free_port()
     conf = tmp_path / "m.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n", encoding="ascii")
     broker = subprocess.Popen([mosquitto, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

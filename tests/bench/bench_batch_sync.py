@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from fleet_sim import result  # noqa: E402
-from helpers_mqtt import Broker, Collector  # noqa: E402
+from support.fleet_sim import result  # noqa: E402
+from support.mqtt import Broker, Collector  # noqa: E402
 
 from edge_agent.adapters.mqtt_sync import MqttSync  # noqa: E402
 from edge_agent.adapters.outbox import Outbox  # noqa: E402

@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD python tests/bench/bench_fleet_collect.py [--devices 200] [--per-device 500]
         [--procs 4] [--db sqlite|postgresql|both] [--batch 0]
 
-The devices (the real outbox and MqttSync, ``--procs`` processes of tests/fleet_sim.py) make
+The devices (the real outbox and MqttSync, ``--procs`` processes of tests/support/fleet_sim.py) make
 their results while mosquitto is down; the broker comes back; two ``edge-agent collect`` share the
 load on ``$share/fleet/...``; the first is kill -9'd after a quarter of the results is stored and
 restarted. Prints: results made, rows stored, distinct (device, boot, seq), distinct ids,
@@ -21,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers_collector import Postgres, sqlite_url  # noqa: E402
-from helpers_fleetrun import outage_run  # noqa: E402
+from support.collector import Postgres, sqlite_url  # noqa: E402
+from support.fleetrun import outage_run  # noqa: E402
 
 
 def one(db: str, a: argparse.Namespace) -> bool:

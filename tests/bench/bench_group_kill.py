@@ -27,8 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 import paho.mqtt.client as mqtt  # noqa: E402
-from helpers_collector import CollectorProc, sqlite_url, wait_for  # noqa: E402
-from helpers_mqtt import Broker  # noqa: E402
+from support import poll, wait_until  # noqa: E402
+from support.collector import CollectorProc, sqlite_url  # noqa: E402
+from support.mqtt import Broker  # noqa: E402
 
 
 def keys(db: Path) -> set[tuple[str, int]]:
@@ -74,12 +75,22 @@ def main() -> int:
         try:
             for c in cols:
                 c.start()
-            assert wait_for(lambda: all("subscribing" in c.text() for c in cols), 30)
+            wait_until(
+                lambda: all("subscribing" in c.text() for c in cols),
+                30,
+                'all("subscribing" in c.text() for c in cols)',
+                every=0.2,
+            )
             if a.broker_restart:
                 broker.stop()
                 time.sleep(1)
                 broker.start()
-                assert wait_for(lambda: all(c.text().count("subscribing") >= 2 for c in cols), 60)
+                wait_until(
+                    lambda: all(c.text().count("subscribing") >= 2 for c in cols),
+                    60,
+                    'all(c.text().count("subscribing") >= 2 for c in cols)',
+                    every=0.2,
+                )
             time.sleep(1)
             pubs = [
                 threading.Thread(target=publisher, args=(broker.port, k, a.per)) for k in range(a.publishers)
@@ -96,7 +107,7 @@ def main() -> int:
                 p.join()
             published = time.monotonic() - t0
             n = a.publishers * a.per
-            wait_for(lambda: len(keys(dbs[0]) | keys(dbs[1])) >= n, 120)
+            poll(lambda: len(keys(dbs[0]) | keys(dbs[1])) >= n, 120, every=0.2)
             ka, kb = keys(dbs[0]), keys(dbs[1])
         finally:
             for c in cols:

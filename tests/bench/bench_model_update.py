@@ -28,7 +28,7 @@ SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO / "tests"))
 
 import cv2  # noqa: E402
-from helpers_mqtt import Broker  # noqa: E402
+from support.mqtt import Broker  # noqa: E402
 
 from edge_agent.app.configfile import load_config  # noqa: E402
 from edge_agent.app.model_push import push_package  # noqa: E402

@@ -34,7 +34,7 @@ SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers_clip import noisy, paste  # noqa: E402
+from support.clip import noisy, paste  # noqa: E402
 
 from edge_agent.adapters.runtime import OnnxModel  # noqa: E402
 from edge_agent.app.agent import Agent  # noqa: E402

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_objects import FPS, config, make_clip, run_agent
+from support.objects import FPS, config, make_clip, run_agent
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers_mqtt import Broker  # noqa: E402
+from support.mqtt import Broker  # noqa: E402
 
 from edge_agent.adapters.mqtt_sync import MqttSync  # noqa: E402
 from edge_agent.adapters.outbox import Outbox  # noqa: E402

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared producer
-from helpers_outbox import PRODUCER
+from support.outbox import PRODUCER
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.queue_policy import Limits

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_collector import Postgres, find_pg_bin, sqlite_url
+from support.collector import Postgres, find_pg_bin, sqlite_url
 
 from edge_agent.adapters.collector_db import CollectorDb
 

@@ -10,25 +10,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers_collector import REPO, CollectorProc, fleet, metrics, sqlite_url, wait_for
-from helpers_fleetrun import count
-from helpers_mqtt import Broker, free_port
+from support import cli, free_port, wait_until
+from support.collector import REPO, CollectorProc, fleet, metrics, sqlite_url
+from support.fleetrun import count
+from support.mqtt import Broker
 
 from edge_agent.adapters.collector_db import CollectorDb
 
 pytestmark = pytest.mark.slow
 FRAMES = 120
-
-
-def agent(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", *args], capture_output=True, text=True, timeout=300, cwd=REPO
-    )
 
 
 def test_offline_agent_results_land_once_despite_a_collector_kill(tmp_path: Path, broker: Broker) -> None:
@@ -49,27 +42,49 @@ def test_offline_agent_results_land_once_despite_a_collector_kill(tmp_path: Path
     col = CollectorProc(broker.port, url, tmp_path / "col.log", "col-acc", metrics_port=mport)
     col.start()
     try:
-        assert wait_for(lambda: "subscribing" in col.text(), 30), col.text()
+        wait_until(
+            lambda: "subscribing" in col.text(),
+            30,
+            lambda: '"subscribing" in col.text()' + "; " + str(col.text()),
+            every=0.2,
+        )
         broker.stop()  # the agent is offline: every result stays in its outbox
-        run = agent("run", "--config", str(conf), "--max-frames", str(FRAMES), "-q")
+        run = cli("run", "--config", str(conf), "--max-frames", str(FRAMES), "-q", quiet=False, timeout=300)
         assert run.returncode == 0, run.stderr[-2000:]
-        stats = json.loads(agent("queue", "stats", "--config", str(conf), "--json").stdout)
+        stats = json.loads(
+            cli("queue", "stats", "--config", str(conf), "--json", quiet=False, timeout=300).stdout
+        )
         n = stats["pending"]
         assert n >= FRAMES and stats["seq"] == n  # every frame a result, nothing sent yet
         connects = col.text().count("connected to")
         broker.start()
-        assert wait_for(lambda: col.text().count("connected to") > connects, 60)
+        wait_until(
+            lambda: col.text().count("connected to") > connects,
+            60,
+            'col.text().count("connected to") > connects',
+            every=0.2,
+        )
         lock = sqlite3.connect(db_path, isolation_level=None)
         lock.execute("BEGIN EXCLUSIVE")  # the collector's next commit waits: mid-ingest
-        drain = agent("queue", "drain", "--config", str(conf), "--timeout", "60")
+        drain = cli("queue", "drain", "--config", str(conf), "--timeout", "60", quiet=False, timeout=300)
         assert drain.returncode == 0, drain.stderr[-2000:]  # the broker has them all (PUBACKs)
-        assert wait_for(lambda: metrics(mport)["edge_agent_collector_taken_total"] > 0, 30)
+        wait_until(
+            lambda: metrics(mport)["edge_agent_collector_taken_total"] > 0,
+            30,
+            'metrics(mport)["edge_agent_collector_taken_total"] > 0',
+            every=0.2,
+        )
         col.kill9()
         lock.execute("ROLLBACK")
         lock.close()
         assert count(url) == 0  # nothing of that round committed
         col.start()
-        assert wait_for(lambda: count(url) >= n, 60), (count(url), n, col.text()[-2000:])
+        wait_until(
+            lambda: count(url) >= n,
+            60,
+            lambda: "count(url) >= n" + "; " + str((count(url), n, col.text()[-2000:])),
+            every=0.2,
+        )
     finally:
         col.stop()
     db = CollectorDb(url)

@@ -5,27 +5,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from helpers_collector import REPO, CollectorProc, metrics, sqlite_url, wait_for
-from helpers_fleetrun import count
-from helpers_mqtt import Broker, free_port
+from support import cli, free_port, wait_until
+from support.collector import CollectorProc, metrics, sqlite_url
+from support.fleetrun import count
+from support.mqtt import Broker
 
 pytestmark = pytest.mark.slow
-
-
-def collect(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "collect", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
 
 
 @pytest.mark.parametrize(
@@ -44,7 +33,7 @@ def test_bad_settings_are_one_line_and_exit_1(tmp_path: Path, args: list[str], t
     if toml is not None:
         (tmp_path / "c.toml").write_text(toml)
         args = [*args, "--config", str(tmp_path / "c.toml")]
-    out = collect(*args)
+    out = cli("collect", *args, quiet=False, timeout=60)
     assert out.returncode == 1, out.stderr
     assert why in out.stderr and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
@@ -72,13 +61,21 @@ def test_acks_only_after_the_commit_and_metrics(tmp_path: Path, broker: Broker) 
     col = CollectorProc(broker.port, url, tmp_path / "col.log", "col-ack", metrics_port=mport)
     col.start()
     try:
-        assert wait_for(lambda: "subscribing" in col.text(), 30), col.text()
+        wait_until(
+            lambda: "subscribing" in col.text(),
+            30,
+            lambda: '"subscribing" in col.text()' + "; " + str(col.text()),
+            every=0.2,
+        )
         publish(
             broker.port,
             [("edge/cam-1/detections", result(s)) for s in (1, 2, 3, 2)] + [("edge/cam-1/detections", b"{")],
         )
-        assert wait_for(
-            lambda: count(url) == 3 and metrics(mport)["edge_agent_collector_rejected_total"] == 1, 30
+        wait_until(
+            lambda: count(url) == 3 and metrics(mport)["edge_agent_collector_rejected_total"] == 1,
+            30,
+            'count(url) == 3 and metrics(mport)["edge_agent_collector_rejected_total"] == 1',
+            every=0.2,
         )
         m = metrics(mport)
         assert m["edge_agent_collector_records_total"] == 3
@@ -86,7 +83,12 @@ def test_acks_only_after_the_commit_and_metrics(tmp_path: Path, broker: Broker) 
         assert m["edge_agent_collector_broker_connected"] == 1
         status = {"device_id": "cam-1", "state": "running", "ts": 1796000000.0, "queue": {"pending": 0}}
         publish(broker.port, [("edge/cam-1/status", json.dumps(status).encode())])
-        assert wait_for(lambda: metrics(mport)["edge_agent_collector_devices_online"] == 1, 30)
+        wait_until(
+            lambda: metrics(mport)["edge_agent_collector_devices_online"] == 1,
+            30,
+            'metrics(mport)["edge_agent_collector_devices_online"] == 1',
+            every=0.2,
+        )
 
         # the database cannot commit (another writer holds it): the collector must not ack
         lock = sqlite3.connect(db_path, isolation_level=None)
@@ -100,12 +102,17 @@ def test_acks_only_after_the_commit_and_metrics(tmp_path: Path, broker: Broker) 
                 and m["edge_agent_collector_taken_total"] + m["edge_agent_collector_inbox"] == 13
             )
 
-        assert wait_for(stuck, 10)
+        wait_until(stuck, 10, "stuck", every=0.2)
         assert metrics(mport)["edge_agent_collector_messages_total"] == 6
         col.kill9()
         lock.execute("ROLLBACK")
         lock.close()
         col.start()  # same client id: the broker sends the un-acked messages again
-        assert wait_for(lambda: count(url) == 10, 30), col.text()[-2000:]
+        wait_until(
+            lambda: count(url) == 10,
+            30,
+            lambda: "count(url) == 10" + "; " + str(col.text()[-2000:]),
+            every=0.2,
+        )
     finally:
         col.stop()

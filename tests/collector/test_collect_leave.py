@@ -5,28 +5,16 @@ later message goes to the members still running and nothing waits for the retire
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from helpers_collector import REPO, CollectorProc, Publisher, seqs, sqlite_url, wait_for
-from helpers_mqtt import Broker
+from support import cli, wait_until
+from support.collector import REPO, CollectorProc, Publisher, seqs, sqlite_url
+from support.mqtt import Broker
 
 pytestmark = pytest.mark.slow
-
-
-def collect(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "collect", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        timeout=timeout,
-    )
 
 
 def session_present(port: int, client_id: str) -> bool:
@@ -38,7 +26,7 @@ def session_present(port: int, client_id: str) -> bool:
     c.connect("127.0.0.1", port, clean_start=False)
     c.loop_start()
     try:
-        assert wait_for(lambda: bool(got), 10)
+        wait_until(lambda: bool(got), 10, "bool(got)", every=0.2)
     finally:
         c.disconnect()
         c.loop_stop()
@@ -53,20 +41,26 @@ def test_leave_stores_the_queued_share_and_ends_the_session(tmp_path: Path, brok
     try:
         a.start()
         b.start()
-        assert wait_for(lambda: "subscribing" in a.text() and "subscribing" in b.text(), 30)
-        assert wait_for(lambda: db_a.exists() and db_b.exists(), 30)
+        wait_until(
+            lambda: "subscribing" in a.text() and "subscribing" in b.text(),
+            30,
+            '"subscribing" in a.text() and "subscribing" in b.text()',
+            every=0.2,
+        )
+        wait_until(lambda: db_a.exists() and db_b.exists(), 30, "db_a.exists() and db_b.exists()", every=0.2)
         time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
         assert a.stop() == 0  # stopped cleanly: still a member, its share now queues in its session
         pub = Publisher(broker.port)
         pub.send(1, 100)
-        assert wait_for(lambda: len(seqs(db_b)) >= 30, 30)
+        wait_until(lambda: len(seqs(db_b)) >= 30, 30, "len(seqs(db_b)) >= 30", every=0.2)
         time.sleep(1.0)
         queued = set(range(1, 101)) - seqs(db_b)
         assert 20 <= len(queued) <= 80, len(queued)  # a's share waits for it in its session
 
-        out = collect(
-            "--broker", f"mqtt://127.0.0.1:{broker.port}", "--db", sqlite_url(db_a),
+        out = cli(
+            "collect", "--broker", f"mqtt://127.0.0.1:{broker.port}", "--db", sqlite_url(db_a),
             "--client-id", "col-a", "--group", "g", "--leave", "--quiet-s", "1",
+            quiet=False, env={"PYTHONPATH": str(REPO)}, timeout=90,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr[-2000:]
         assert f"collector col-a left group 'g': {len(queued)} queued messages stored" in out.stdout
@@ -74,7 +68,12 @@ def test_leave_stores_the_queued_share_and_ends_the_session(tmp_path: Path, brok
         assert not session_present(broker.port, "col-a")  # and its session is gone
 
         pub.send(101, 200)  # every later message goes to the member still running
-        assert wait_for(lambda: seqs(db_b) >= set(range(101, 201)), 30), b.text()[-2000:]
+        wait_until(
+            lambda: seqs(db_b) >= set(range(101, 201)),
+            30,
+            lambda: "seqs(db_b) >= set(range(101, 201))" + "; " + str(b.text()[-2000:]),
+            every=0.2,
+        )
         got_a, got_b = seqs(db_a), seqs(db_b)
         assert got_a | got_b == set(range(1, 201)) and not (got_a & got_b)
     finally:
@@ -85,9 +84,27 @@ def test_leave_stores_the_queued_share_and_ends_the_session(tmp_path: Path, brok
 
 
 def test_leave_without_a_group_is_refused_in_one_line(tmp_path: Path) -> None:
-    out = collect("--db", sqlite_url(tmp_path / "x.db"), "--leave", timeout=60)
+    out = cli(
+        "collect",
+        "--db",
+        sqlite_url(tmp_path / "x.db"),
+        "--leave",
+        timeout=60,
+        quiet=False,
+        env={"PYTHONPATH": str(REPO)},
+    )
     assert out.returncode == 1
     assert "--leave needs the collector's group" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
-    bad = collect("--group", "g", "--leave", "--quiet-s", "0", timeout=60)
+    bad = cli(
+        "collect",
+        "--group",
+        "g",
+        "--leave",
+        "--quiet-s",
+        "0",
+        timeout=60,
+        quiet=False,
+        env={"PYTHONPATH": str(REPO)},
+    )
     assert bad.returncode == 2 and "from 0.5 to 3600" in bad.stderr

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers_collector import NOW, fleet, rec, sqlite_url, status
+from support.collector import NOW, fleet, rec, sqlite_url, status
 
 from edge_agent.adapters.collector_db import CollectorDb, DbError, Rejected
 

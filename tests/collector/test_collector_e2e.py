@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers_collector import Postgres, fleet, sqlite_url
-from helpers_fleetrun import outage_run
+from support.collector import Postgres, fleet, sqlite_url
+from support.fleetrun import outage_run
 
 from edge_agent.adapters.collector_db import CollectorDb
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from helpers_collector import NOW, fleet, rec, status
+from support.collector import NOW, fleet, rec, status
 
 from edge_agent.adapters.collector_db import CollectorDb
 from edge_agent.core.fleet import parse

@@ -13,7 +13,7 @@ import threading
 from typing import Optional
 
 import pytest
-from helpers_collector import wait_for
+from support import wait_until
 
 from edge_agent.adapters.collector_db import CollectorDb
 from edge_agent.adapters.collector_mqtt import Inbound
@@ -93,7 +93,12 @@ def test_a_failed_transaction_is_not_acked_and_is_retried(url: str) -> None:
     try:
         assert w.ready.wait(30) and w.col is not None
         col = w.col
-        assert wait_for(lambda: col.metrics.db_errors >= 2, 30), "the failing commit was not retried"
+        wait_until(
+            lambda: col.metrics.db_errors >= 2,
+            30,
+            lambda: "col.metrics.db_errors >= 2" + "; " + "the failing commit was not retried",
+            every=0.2,
+        )
         assert w.acked == [], "acknowledged after a failed transaction"
         assert rows(url) == 0, "the round's insert was not rolled back"
         sql(url, ["DROP TRIGGER boom" if col.db.dialect == "sqlite" else "DROP TRIGGER boom ON devices"])
@@ -112,7 +117,7 @@ def test_a_stop_during_the_retry_leaves_the_round_unacked(url: str) -> None:
     try:
         assert w.ready.wait(30) and w.col is not None
         col = w.col
-        assert wait_for(lambda: col.metrics.db_errors >= 1, 30)
+        wait_until(lambda: col.metrics.db_errors >= 1, 30, "col.metrics.db_errors >= 1", every=0.2)
         w.stop.set()
         w.join(30)
         assert not w.is_alive()

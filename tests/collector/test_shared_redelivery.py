@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers_collector import CollectorProc, Publisher, metrics, seqs, sqlite_url, wait_for
-from helpers_mqtt import Broker, free_port
+from support import free_port, wait_until
+from support.collector import CollectorProc, Publisher, metrics, seqs, sqlite_url
+from support.mqtt import Broker
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +40,13 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
     try:
         a.start()
         b.start()
-        assert wait_for(lambda: "subscribing" in a.text() and "subscribing" in b.text(), 30)
-        assert wait_for(lambda: db_a.exists() and db_b.exists(), 30)
+        wait_until(
+            lambda: "subscribing" in a.text() and "subscribing" in b.text(),
+            30,
+            '"subscribing" in a.text() and "subscribing" in b.text()',
+            every=0.2,
+        )
+        wait_until(lambda: db_a.exists() and db_b.exists(), 30, "db_a.exists() and db_b.exists()", every=0.2)
         time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
         lock = sqlite3.connect(db_a, isolation_level=None)
         lock.execute("BEGIN EXCLUSIVE")  # A can receive but never commit: it holds its half un-acked
@@ -48,7 +54,12 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
 
         # 1. split between the members: mosquitto 2 goes round-robin over the group
         pub.send(1, 40)
-        assert wait_for(lambda: len(seqs(db_b)) >= 15, 30), b.text()[-2000:]
+        wait_until(
+            lambda: len(seqs(db_b)) >= 15,
+            30,
+            lambda: "len(seqs(db_b)) >= 15" + "; " + str(b.text()[-2000:]),
+            every=0.2,
+        )
 
         def a_holds() -> bool:
             m = metrics(mport)
@@ -57,7 +68,7 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
                 == 40
             )
 
-        assert wait_for(a_holds, 30), (metrics(mport), len(seqs(db_b)))
+        wait_until(a_holds, 30, lambda: "a_holds" + "; " + str((metrics(mport), len(seqs(db_b)))), every=0.2)
         held = set(range(1, 41)) - seqs(db_b)
         assert 10 <= len(held) <= 30, held  # A really holds a share of them
 
@@ -84,7 +95,12 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
         during.join(60)
         assert not during.is_alive()
         want = set(range(1, 401))
-        assert wait_for(lambda: seqs(db_a) | seqs(db_b) >= want, 30), sorted(want - seqs(db_a) - seqs(db_b))
+        wait_until(
+            lambda: seqs(db_a) | seqs(db_b) >= want,
+            30,
+            lambda: "seqs(db_a) | seqs(db_b) >= want" + "; " + str(sorted(want - seqs(db_a) - seqs(db_b))),
+            every=0.2,
+        )
         got_a, got_b = seqs(db_a), seqs(db_b)
         assert held | queued_for_a <= got_a, sorted((held | queued_for_a) - got_a)
         assert not (got_a & got_b), sorted(got_a & got_b)

@@ -1,11 +1,11 @@
-"""Detectors in every output format (tests/helpers_models.py), built once per session."""
+"""Detectors in every output format (tests/support/models.py), built once per session."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from helpers_models import make_format_detector
+from support.models import make_format_detector
 
 FORMATS = ("yolov8", "yolov8t", "yolov5", "end2end")
 

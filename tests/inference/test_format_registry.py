@@ -4,17 +4,17 @@ and the NMS-free formats' best-first order under ``max_det``."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import onnx
 import pytest
-from helpers_models import bright_scene, make_format_detector
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+from support import cli
+from support.models import bright_scene, make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.formats import NAMES, REGISTRY, decode_output, resolve_format
@@ -209,9 +209,9 @@ def test_infer_output_format_flag(tmp_path: Path, format_models: dict[str, Path]
     cv2.imwrite(str(img), bright_scene(64, 192, [(64, 16, 32)]))
 
     def infer(fmt: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "edge_agent", "-q", "infer", str(img), "--model",
-               str(format_models["yolov8t"]), "--output-format", fmt, "--json"]  # fmt: skip
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return cli(
+            "infer", str(img), "--model", str(format_models["yolov8t"]), "--output-format", fmt, "--json"
+        )
 
     assert infer("yolov8").returncode == 0
     bad = infer("bogus")

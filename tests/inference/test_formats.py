@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_models import bright_scene, make_color_classifier, make_format_detector
+from support.models import bright_scene, make_color_classifier, make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.formats import anchor_count, resolve_format
@@ -133,7 +133,7 @@ def test_the_real_yolov8n_in_every_format_gives_identical_detections(
     """The shared YOLOv8n re-exported (in the graph) as transposed, YOLOv5-style and end2end with ONNX
     NonMaxSuppression: the same boxes, classes and scores as the original on the photos and crops."""
     import cv2
-    from helpers_models import wrap_yolov8
+    from support.models import wrap_yolov8
 
     from edge_agent.core.yolo import box_iou
 

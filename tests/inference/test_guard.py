@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_models import make_format_detector
+from support import cli
+from support.models import make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.onnx_wire import output_dequant_scales
 from edge_agent.inference.guard import check_detector, describe
 from edge_agent.inference.pipeline import Detector
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture(scope="module")

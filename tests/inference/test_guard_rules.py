@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
-from helpers_models import make_format_detector
+from support.models import make_format_detector
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.inference.guard import FIX, MAX_SCORE_STEP, Problem, check_detector, describe, probe_image
@@ -84,3 +85,26 @@ def test_the_probe_image_is_deterministic_textured_and_has_filled_shapes() -> No
     # 8 filled shapes (rectangles 20..160 px, circles r 10..60) cover ~1/6 of the frame
     assert 30_000 < _uniform_pixels(img) < 120_000
     assert probe_image(240, 320).shape == (240, 320, 3)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_probe_image_holds_both_round_and_rectangular_filled_shapes(seed: int) -> None:
+    """Detectors key on different shapes; a probe that lost its circles (or its rectangles) is
+    a weaker check, whatever its pixel count."""
+    img = probe_image(seed=seed)
+    c = img[1:-1, 1:-1]
+    flat = (
+        (c == img[:-2, 1:-1]).all(-1)
+        & (c == img[2:, 1:-1]).all(-1)
+        & (c == img[1:-1, :-2]).all(-1)
+        & (c == img[1:-1, 2:]).all(-1)
+    )
+    _, _, stats, _ = cv2.connectedComponentsWithStats(flat.astype(np.uint8), connectivity=4)
+    round_, square = 0, 0
+    for _x, _y, w, h, area in stats[1:]:
+        if area < 150:
+            continue
+        fill = area / (w * h)
+        round_ += int(0.68 < fill < 0.82 and abs(w - h) <= 2)  # a disc fills pi/4 of its box
+        square += int(fill > 0.99)
+    assert round_ >= 3 and square >= 3, (round_, square)

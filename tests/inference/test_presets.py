@@ -2,7 +2,7 @@
 
 The reference re-implements each documented recipe from its definition (torchvision's Resize +
 CenterCrop for ImageNet, Ultralytics' classify transforms) with PIL, not with the project's cv2
-code; the classifiers are tests/helpers_models.make_grid_classifier (spatially sensitive, so crop
+code; the classifiers are tests/support.models.make_grid_classifier (spatially sensitive, so crop
 geometry, channel order and normalisation all move the top-1).
 """
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_models import make_color_classifier, make_grid_classifier
 from PIL import Image
+from support import cli
+from support.models import make_color_classifier, make_grid_classifier
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.preprocess import ClassifierPreprocess
@@ -203,11 +204,9 @@ def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
     """--classifier-preprocess reaches the classifier (BGR order turns a red crop 'blue') and
     --classifier-labels names the classes (a plain one-name-per-line file, like ImageNet's)."""
     import json
-    import subprocess
-    import sys
 
     import cv2
-    from helpers_models import bright_scene, make_format_detector
+    from support.models import bright_scene, make_format_detector
 
     det = make_format_detector(tmp_path / "d.onnx", imgsz_hw=(64, 64))
     clf = make_color_classifier(tmp_path / "c.onnx")
@@ -217,11 +216,18 @@ def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
     labels.write_text("rouge\nvert\nbleu\n")
 
     def run(*extra: str) -> list[str]:
-        r = subprocess.run(
-            [sys.executable, "-m", "edge_agent", "-q", "infer", str(img), "--model", str(det), "--conf", "0.5",
-             "--classifier", str(clf), "--json", *extra],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        r = cli(
+            "infer",
+            str(img),
+            "--model",
+            str(det),
+            "--conf",
+            "0.5",
+            "--classifier",
+            str(clf),
+            "--json",
+            *extra,
+        )
         assert r.returncode == 0, r.stderr
         return [d["classification"]["label"] for d in json.loads(r.stdout)["detections"]]
 
@@ -235,13 +241,11 @@ def test_infer_flags_choose_the_recipe_and_the_labels(tmp_path: Path) -> None:
 def test_inspect_shows_the_recipe_and_flags_a_guess(tmp_path: Path) -> None:
     import json
     import subprocess
-    import sys
 
     zoo = make_grid_classifier(tmp_path / "zoo.onnx", classes=1000)
 
     def inspect(*extra: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "edge_agent", "-q", "inspect", str(zoo), *extra]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return cli("inspect", str(zoo), *extra)
 
     r = inspect()
     assert r.returncode == 0

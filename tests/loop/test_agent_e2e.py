@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_models import make_bright_detector
-from helpers_mqtt import Broker, Collector
-from helpers_world import PtySensor, make_world, start_agent, status, wait_until
+from support import cli, wait_until
+from support.models import make_bright_detector
+from support.mqtt import Broker, Collector
+from support.world import PtySensor, make_world, start_agent, status
 
 pytestmark = pytest.mark.slow
 
@@ -76,12 +75,7 @@ status_file = "{w["state"]}/status.json"
 
 
 def queue_stats(cfg: Path) -> dict[str, Any]:
-    r = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "queue", "stats", "--config", str(cfg), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = cli("queue", "stats", "--config", str(cfg), "--json", quiet=False, timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
@@ -100,7 +94,9 @@ def test_results_with_detections_and_sensor_readings_reach_the_broker(
         col = Collector(broker.port, "edge/#", client_id="e2e-collector")
         proc = start_agent(cfg)
         assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
-        assert col.wait_for(lambda c: len(c.on_topic("/detections")) >= 4, 20)
+        col.wait_until(
+            lambda c: len(c.on_topic("/detections")) >= 4, 20, 'len(c.on_topic("/detections")) >= 4'
+        )
         msgs = sorted(col.on_topic("/detections"), key=lambda m: m["image"])
         readings = col.on_topic("/sensors")
         col.close()
@@ -131,7 +127,7 @@ def test_notify_socket_gets_ready_status_and_watchdog(world: dict[str, Path], tm
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
     sock.settimeout(0.5)
-    from helpers_mqtt import free_port
+    from support import free_port
 
     prom = free_port()
     cfg = write_config(world, loop=True, mqtt=False, prom_port=prom)
@@ -199,12 +195,7 @@ def test_sighup_swaps_the_model_and_keeps_the_old_one_on_failure(world: dict[str
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    r = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "queue", "export", "--config", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = cli("queue", "export", "--config", str(cfg), quiet=False, timeout=60)
     shas = {
         json.loads(line)["payload"]["models"]["detector"]["sha256"][:12] for line in r.stdout.splitlines()
     }
@@ -262,12 +253,7 @@ def test_invalid_configs_give_one_clear_error(world: dict[str, Path], snippet: s
         base += f'[detector]\nmodel = "{world["det"]}"\n'
 
     cfg.write_text(snippet + "\n" + base if "[device" in snippet else base + snippet)
-    r = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg), "--max-frames", "1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = cli("run", "--config", str(cfg), "--max-frames", "1", timeout=60)
     assert r.returncode == 1
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in r.stderr

@@ -23,9 +23,10 @@ from typing import Any, Optional
 import cv2
 import numpy as np
 import pytest
-from helpers_models import make_bright_detector
-from helpers_mqtt import Broker, Collector
-from helpers_world import PtySensor, make_world, wait_until
+from support import wait_until
+from support.models import make_bright_detector
+from support.mqtt import Broker, Collector
+from support.world import PtySensor, make_world
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox

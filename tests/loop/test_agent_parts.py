@@ -16,7 +16,8 @@ from typing import Any, Optional
 
 import numpy as np
 import pytest
-from helpers_world import PtySensor, wait_until
+from support import wait_until
+from support.world import PtySensor
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.app import health

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Optional
 
-from helpers_mqtt import Broker, TlsFiles, require_mosquitto
+from support import cli
+from support.mqtt import Broker, TlsFiles, require_mosquitto
 
 REPO = Path(__file__).resolve().parents[2]
 DETECTOR = REPO / "models" / "demo-detector-int8.onnx"
@@ -18,13 +16,7 @@ SAMPLES = REPO / "models" / "samples"
 
 
 def doctor(*args: str, env: Optional[dict[str, str]] = None) -> tuple[int, dict[str, dict[str, str]], str]:
-    r = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", "doctor", "--json", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
+    r = cli("doctor", "--json", *args, env=env)
     assert "Traceback" not in r.stderr, r.stderr
     return r.returncode, {c["check"]: c for c in json.loads(r.stdout)}, r.stderr
 

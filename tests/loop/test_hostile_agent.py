@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_mqtt import Broker, Collector
-from helpers_tmpfs import fill, free, tmpfs
-from helpers_world import agent_config, cli, make_world, start_agent, status, wait_until
+from support import cli, wait_until
+from support.mqtt import Broker, Collector
+from support.tmpfs import fill, free, tmpfs
+from support.world import agent_config, make_world, start_agent, status
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +115,9 @@ def test_full_disk_acceptance_run_exits_0_and_drain_delivers_everything(
             r = cli("queue", "drain", "--config", str(cfg), "--timeout", "120", timeout=300)
             assert r.returncode == 0, r.stderr
             drain_log = r.stderr
-            assert col.wait_for(lambda c: len(c.messages) >= pending["pending"], 30)
+            col.wait_until(
+                lambda c: len(c.messages) >= pending["pending"], 30, 'len(c.messages) >= pending["pending"]'
+            )
             got = {json.loads(p)["seq"] for _, p, _ in col.messages}
         finally:
             col.close()

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_mqtt import Broker, Collector
-from helpers_world import PtySensor, agent_config, cli, make_world, start_agent
+from support import cli
+from support.mqtt import Broker, Collector
+from support.world import PtySensor, agent_config, make_world, start_agent
 
 from edge_agent.app.agent import STATUS_EVERY_S
 
@@ -37,18 +38,28 @@ def test_real_messages_match_the_schemas_and_status_has_one_shape(tmp_path: Path
         )
         proc = start_agent(cfg)
         try:
-            assert col.wait_for(
-                lambda c: len(c.on_topic("/status")) >= 4 and len(c.on_topic("/sensors")) >= 3, 60
+            col.wait_until(
+                lambda c: len(c.on_topic("/status")) >= 4 and len(c.on_topic("/sensors")) >= 3,
+                60,
+                'len(c.on_topic("/status")) >= 4 and len(c.on_topic("/sensors")) >= 3',
             )
             snap_file = json.loads((w["state"] / "status.json").read_text())
             cli_snap = json.loads(cli("status", "--file", str(w["state"] / "status.json"), "--json").stdout)
             n_before = len(col.on_topic("/status"))
-            assert col.wait_for(lambda c: len(c.on_topic("/status")) >= n_before + 3, 30)
+            col.wait_until(
+                lambda c: len(c.on_topic("/status")) >= n_before + 3,
+                30,
+                'len(c.on_topic("/status")) >= n_before + 3',
+            )
             window = col.on_topic("/status")[n_before:]
         finally:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
-        assert col.wait_for(lambda c: c.on_topic("/status")[-1]["state"] == "offline", 10)
+        col.wait_until(
+            lambda c: c.on_topic("/status")[-1]["state"] == "offline",
+            10,
+            'c.on_topic("/status")[-1]["state"] == "offline"',
+        )
         results, statuses, readings = (
             col.on_topic("/detections"),
             col.on_topic("/status"),

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_clip import REPO
-from helpers_objects import config, make_clip, run_agent
+from support.clip import REPO
+from support.objects import config, make_clip, run_agent
 
 
 def test_five_crossings_two_dwells_exactly_once_each_through_run(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_models import make_bright_detector
-from helpers_world import PtySensor, make_world, offline_config, wait_until
+from support import wait_until
+from support.models import make_bright_detector
+from support.world import PtySensor, make_world, offline_config
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.app.agent import Agent

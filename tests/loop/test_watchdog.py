@@ -10,7 +10,7 @@ from pathlib import Path
 
 import cv2
 import pytest
-from helpers_models import bright_scene, make_bright_detector
+from support.models import bright_scene, make_bright_detector
 
 from edge_agent.adapters.board import BoardInfo
 from edge_agent.adapters.runtime import OnnxModel

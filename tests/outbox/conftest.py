@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_mqtt import Broker, Collector
-from helpers_outbox import big_limits
+from support.mqtt import Broker, Collector
+from support.outbox import big_limits
 
 from edge_agent.adapters.outbox import Outbox
 

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers_outbox import TOPIC, big_limits
+from support.outbox import TOPIC, big_limits
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_read import iter_messages, read_stats

@@ -7,8 +7,9 @@ import signal
 import time
 from pathlib import Path
 
-from helpers_mqtt import Broker, Collector
-from helpers_outbox import big_limits
+from support import wait_until
+from support.mqtt import Broker, Collector
+from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox
@@ -21,15 +22,6 @@ DEVICE = "dev-1"
 
 def cfg(port: int, **kw: object) -> MqttConfig:
     return MqttConfig(port=port, reconnect_min_s=0.2, reconnect_max_s=0.5, **kw)  # type: ignore[arg-type]
-
-
-def wait(pred: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return bool(pred())  # type: ignore[operator]
 
 
 def fill(ob: Outbox, n: int, kind: str = "detections") -> list[str]:
@@ -51,12 +43,14 @@ def test_a_batch_is_deleted_only_after_its_puback_and_every_row_arrives(
     with Outbox(path, big_limits(), flush_interval_s=0.05) as ob:
         sync = MqttSync(cfg(broker.port, batch_threshold=1, batch_max_messages=20), DEVICE, ob)
         sync.start()
-        assert wait(lambda: sync.state == "connected")
+        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
         assert broker.proc is not None
         broker.proc.send_signal(signal.SIGSTOP)
         try:
             ids = fill(ob, 45) + fill(ob, 5, "sensors")
-            assert wait(lambda: sync.published >= 20)  # a batch written, no PUBACK possible
+            wait_until(
+                lambda: sync.published >= 20, 10, "20 published"
+            )  # a batch written, no PUBACK possible
             time.sleep(0.3)
             assert sync.acked == 0
             assert read_stats(path)["pending"] == 50  # every row still on disk
@@ -64,7 +58,9 @@ def test_a_batch_is_deleted_only_after_its_puback_and_every_row_arrives(
             broker.proc.send_signal(signal.SIGCONT)
         assert sync.drain(20)
         sync.stop()
-    assert collector.wait_for(lambda c: sum(len(b) for b in batches(c)) >= 50, 10)
+    collector.wait_until(
+        lambda c: sum(len(b) for b in batches(c)) >= 50, 10, "sum(len(b) for b in batches(c)) >= 50"
+    )
     got = [body for b in batches(collector) for _, body in b]
     assert {g["id"] for g in got} == set(ids)
     assert all(len(b) <= 20 for b in batches(collector))
@@ -84,6 +80,6 @@ def test_below_the_threshold_results_go_one_by_one(tmp_path: Path, broker: Broke
             assert sync.drain(20)
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: set(c.ids()) == set(ids), 10)
+    collector.wait_until(lambda c: set(c.ids()) == set(ids), 10, "set(c.ids()) == set(ids)")
     assert not batches(collector)
     collector.close()

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers_mqtt import Broker, Collector, require_mosquitto
-from helpers_outbox import big_limits
+from support.mqtt import Broker, Collector, require_mosquitto
+from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox
@@ -67,7 +67,7 @@ def test_fifty_devices_drain_after_an_outage_with_nothing_lost(tmp_path: Path) -
             t.join(150)
         took = time.monotonic() - t0
         assert all(done), [s.last_error for s, ok in zip(syncs, done) if not ok][:3]
-        assert collector.wait_for(lambda c: set(c.ids()) >= ids, 60)
+        collector.wait_until(lambda c: set(c.ids()) >= ids, 60, "set(c.ids()) >= ids")
         time.sleep(1.5)  # $SYS is refreshed every second
         sysmax = Collector(broker.port, "$SYS/broker/clients/maximum", client_id="fleet-sys-2")
         sysmax.wait_for(lambda c: bool(c.messages), 5)

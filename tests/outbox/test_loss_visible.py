@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers_outbox import PRODUCER, TOPIC, big_limits
+from support.outbox import PRODUCER, TOPIC, big_limits
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_marks import SLOT, MarksFile, marks_path, read_marks

@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from helpers_mqtt import Broker, Collector, TlsFiles, require_mosquitto
-from helpers_outbox import big_limits
+from support.mqtt import Broker, Collector, TlsFiles, require_mosquitto
+from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox
@@ -79,7 +79,7 @@ def test_backlog_of_10000_while_broker_down_then_up(tmp_path: Path) -> None:
             collector = Collector(broker.port)
             assert sync.drain(60), sync.last_error
             assert sync.state == "connected" and sync.last_sync is not None
-            assert collector.wait_for(lambda c: len(c.ids()) >= 10_000, 30)
+            collector.wait_until(lambda c: len(c.ids()) >= 10_000, 30, "len(c.ids()) >= 10_000")
             time.sleep(0.2)  # not a synchronisation: a window in which a duplicate would still arrive
             got = collector.ids()
             assert len(got) == 10_000 and set(got) == set(ids)
@@ -90,7 +90,11 @@ def test_backlog_of_10000_while_broker_down_then_up(tmp_path: Path) -> None:
             assert len(status) >= 1  # the snapshot status_fn gives, as it is
         finally:
             sync.stop()
-        assert collector.wait_for(lambda c: c.on_topic("/status")[-1]["state"] == "offline", 5)
+        collector.wait_until(
+            lambda c: c.on_topic("/status")[-1]["state"] == "offline",
+            5,
+            'c.on_topic("/status")[-1]["state"] == "offline"',
+        )
         collector.close()
         broker.stop()
 
@@ -113,7 +117,7 @@ def test_broker_restarted_during_drain_loses_nothing(tmp_path: Path) -> None:
                 restarts_at.append(ob.stats()["pending"])
                 broker.restart()
             assert sync.drain(60), sync.last_error
-            assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 30)
+            collector.wait_until(lambda c: set(c.ids()) >= set(ids), 30, "set(c.ids()) >= set(ids)")
         finally:
             sync.stop()
             collector.close()
@@ -137,7 +141,7 @@ def test_cap_reached_while_offline_sends_only_the_newest(tmp_path: Path, broker:
             assert sync.drain(30)
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: len(c.ids()) >= 1000, 10)
+    collector.wait_until(lambda c: len(c.ids()) >= 1000, 10, "len(c.ids()) >= 1000")
     assert collector.ids() == ids[500:]
     collector.close()
 
@@ -158,7 +162,7 @@ def test_tls_with_client_certificate(tmp_path: Path, tls_broker: Broker, tls_fil
             assert sync.drain(20), sync.last_error
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: len(c.ids()) >= 200, 10)
+    collector.wait_until(lambda c: len(c.ids()) >= 200, 10, "len(c.ids()) >= 200")
     assert collector.ids() == ids
     collector.close()
 
@@ -294,7 +298,7 @@ def test_put_never_waits_for_a_stalled_broker(tmp_path: Path, broker: Broker) ->
             assert sync.drain(30)
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: len(c.ids()) >= 3500, 20)
+    collector.wait_until(lambda c: len(c.ids()) >= 3500, 20, "len(c.ids()) >= 3500")
     assert collector.ids() == first + later
     collector.close()
 
@@ -309,6 +313,6 @@ def test_newest_first_with_a_small_window(tmp_path: Path, broker: Broker) -> Non
             assert sync.drain(20)
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: len(c.ids()) >= 60, 10)
+    collector.wait_until(lambda c: len(c.ids()) >= 60, 10, "len(c.ids()) >= 60")
     assert collector.ids() == ids[::-1]
     collector.close()

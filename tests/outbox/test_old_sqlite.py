@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_outbox import TOPIC, big_limits
+from support.outbox import TOPIC, big_limits
 
 from edge_agent.adapters import outbox_db
 from edge_agent.adapters.outbox import Outbox

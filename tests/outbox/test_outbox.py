@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers_outbox import TOPIC, big_limits
+from support.outbox import TOPIC, big_limits
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_read import iter_messages, read_stats
@@ -270,12 +270,19 @@ def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     assert read_stats(path)["pending"] == 1
 
 
-def test_old_rows_expire(tmp_path: Path) -> None:
-    with Outbox(tmp_path / "q.db", big_limits(max_age_s=0.3), flush_interval_s=60) as ob:
-        for i in range(25):
-            ob.put(TOPIC, {"n": i})
-        ob.flush()
-        time.sleep(0.4)
+def test_old_rows_expire(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 25 old rows are stamped 2 minutes ago (the put's clock moved back), not waited for."""
+    import types
+
+    from edge_agent.adapters import outbox as outbox_mod
+
+    with Outbox(tmp_path / "q.db", big_limits(max_age_s=60), flush_interval_s=60) as ob:
+        past = types.SimpleNamespace(time=lambda: time.time() - 120, monotonic=time.monotonic)
+        with monkeypatch.context() as m:
+            m.setattr(outbox_mod, "time", past)
+            for i in range(25):
+                ob.put(TOPIC, {"n": i})
+            ob.flush()
         ob.put(TOPIC, {"n": 99})
         ob.flush()
         assert ob.expire() == 25

@@ -11,7 +11,7 @@ Invariants, checked after every step:
 - no seq is ever reused, across crashes and restarts;
 - ``pending`` is what the model says is still to be sent.
 
-A crash is in-process (helpers_outbox.crash: the unflushed batch lost, no clean close) so that
+A crash is in-process (support.outbox.crash: the unflushed batch lost, no clean close) so that
 hundreds of sequences run in seconds; real kill -9 runs are in test_loss_visible.py. The
 background flusher is replaced by its step (``StepOutbox``) so that every sequence replays and
 shrinks; the threaded flusher is exercised by the kill -9 and sync tests. The full disk
@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from helpers_outbox import TOPIC, crash
-from helpers_tmpfs import fill, tmpfs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support.outbox import TOPIC, crash
+from support.tmpfs import fill, tmpfs
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.queue_policy import Limits, Policy

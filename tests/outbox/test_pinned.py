@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_outbox import TOPIC, big_limits, crash
-from helpers_tmpfs import fill, tmpfs
 from pydantic import ValidationError
+from support.outbox import TOPIC, big_limits, crash
+from support.tmpfs import fill, tmpfs
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_pages import scan, scan_file

@@ -12,8 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers_outbox import TOPIC, big_limits
-from helpers_tmpfs import tmpfs
+from support import cli
+from support.outbox import TOPIC, big_limits
+from support.tmpfs import tmpfs
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_read import iter_messages, read_stats
@@ -25,12 +26,6 @@ N = 2000
 def make_queue(path: Path) -> list[str]:
     with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
         return [ob.put(TOPIC, {"m": f"row-{i:05d}", "pad": "z" * 150}) for i in range(N)]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def config(tmp_path: Path, queue: Path) -> Path:

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_outbox import TOPIC, big_limits
-from helpers_tmpfs import fill, free, tmpfs
+from support.outbox import TOPIC, big_limits
+from support.tmpfs import fill, free, tmpfs
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_claims import IDLE_WAL_BYTES, Message

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers_mqtt import Broker, Collector
-from helpers_outbox import big_limits
+from support import wait_until
+from support.mqtt import Broker, Collector
+from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox
@@ -30,15 +31,6 @@ def fill(ob: Outbox, n: int) -> list[str]:
     return ids
 
 
-def wait(pred: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return bool(pred())  # type: ignore[operator]
-
-
 def test_rows_stay_on_disk_until_the_puback(tmp_path: Path, broker: Broker) -> None:
     """A paused broker (SIGSTOP) reads nothing and acks nothing: every published row must still be
     in the file; after the connection is lost they are sent again."""
@@ -47,12 +39,14 @@ def test_rows_stay_on_disk_until_the_puback(tmp_path: Path, broker: Broker) -> N
     with Outbox(path, big_limits(), flush_interval_s=0.05) as ob:
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
         sync.start()
-        assert wait(lambda: sync.state == "connected")
+        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
         assert broker.proc is not None
         broker.proc.send_signal(signal.SIGSTOP)
         try:
             ids = fill(ob, 50)
-            assert wait(lambda: sync.published == 50)  # written to the socket, not acknowledged
+            wait_until(
+                lambda: sync.published == 50, 10, "50 published"
+            )  # written to the socket, not acknowledged
             time.sleep(0.3)  # not a synchronisation: nothing may be acked while the broker is stopped
             assert sync.acked == 0
             assert read_stats(path)["pending"] == 50  # on disk, by another reader
@@ -66,7 +60,7 @@ def test_rows_stay_on_disk_until_the_puback(tmp_path: Path, broker: Broker) -> N
             assert again.drain(20)
         finally:
             again.stop()
-    assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 10)
+    collector.wait_until(lambda c: set(c.ids()) >= set(ids), 10, "set(c.ids()) >= set(ids)")
     collector.close()
 
 
@@ -110,7 +104,7 @@ def test_a_failing_sync_thread_is_restarted_counted_and_shown(
             stats = sync.stats()
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 10)
+    collector.wait_until(lambda c: set(c.ids()) >= set(ids), 10, "set(c.ids()) >= set(ids)")
     collector.close()
     assert stats["thread_restarts"] == 1
     assert any("sync thread failed: RuntimeError: injected" in r.message for r in caplog.records)
@@ -122,11 +116,11 @@ def test_status_is_the_snapshot_given_and_the_will_says_offline(tmp_path: Path, 
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob, status_fn=lambda: {"state": "running", "n": 1})
         sync.start()
         try:
-            assert wait(lambda: sync.state == "connected")
-            assert collector.wait_for(lambda c: bool(c.messages), 5)
+            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            collector.wait_until(lambda c: bool(c.messages), 5, "bool(c.messages)")
         finally:
             sync.stop()
-    assert collector.wait_for(lambda c: len(c.messages) >= 2, 5)
+    collector.wait_until(lambda c: len(c.messages) >= 2, 5, "len(c.messages) >= 2")
     bodies = [json.loads(p) for _, p, _ in collector.messages]
     collector.close()
     assert bodies[0] == {"state": "running", "n": 1}

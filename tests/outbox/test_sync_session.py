@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers_mqtt import Broker, Collector
-from helpers_outbox import big_limits
+from support import wait_until
+from support.mqtt import Broker, Collector
+from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_session import SyncSession
 from edge_agent.adapters.mqtt_sync import MqttSync, next_failures
@@ -29,15 +30,6 @@ def fill(ob: Outbox, n: int) -> list[str]:
     return ids
 
 
-def wait(pred: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return bool(pred())
-
-
 def test_pubacks_received_as_the_session_ends_are_applied_not_resent(tmp_path: Path, broker: Broker) -> None:
     """The session ends with every PUBACK received but not yet applied: the rows must be deleted
     (today's risk: released, so the next session sends them again as duplicates)."""
@@ -48,13 +40,17 @@ def test_pubacks_received_as_the_session_ends_are_applied_not_resent(tmp_path: P
 
         def pump_then_end(client: Any, session: SyncSession) -> None:
             seen["sent"] = sync._send(client, session, 20)
-            assert wait(lambda: len(session.acks) >= seen["sent"])  # acked by the broker, not applied
+            wait_until(
+                lambda: len(session.acks) >= seen["sent"], 10, "every sent row acked"
+            )  # acked by the broker, not applied
             seen["unapplied"] = len(session.unacked())
             sync._stop.set()  # the session ends here, as at a stop or a drop
 
         sync._pump = pump_then_end  # type: ignore[method-assign]
         sync.start()
-        assert wait(lambda: sync._thread is not None and not sync._thread.is_alive())
+        wait_until(
+            lambda: sync._thread is not None and not sync._thread.is_alive(), 10, "the sync thread ended"
+        )
         sync.stop()
         assert seen == {"sent": 20, "unapplied": 20}
         assert sync.acked == 20
@@ -116,7 +112,7 @@ def test_a_restarted_sync_thread_releases_the_rows_it_had_in_flight(tmp_path: Pa
         finally:
             sync.stop()
     assert restarts == 1
-    assert collector.wait_for(lambda c: set(c.ids()) >= set(ids), 10)
+    collector.wait_until(lambda c: set(c.ids()) >= set(ids), 10, "set(c.ids()) >= set(ids)")
     collector.close()
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from helpers_updates import INT8, cli, make_dim_scores, make_zero_score, write_config
+from support import cli
+from support.updates import INT8, make_dim_scores, make_zero_score, write_config
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +23,19 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def pack(model: Path, out: Path, version: str, *extra: str) -> Path:
     """One real `edge-agent model pack` of the demo package name (every fixture package is made here)."""
-    r = cli("model", "pack", str(model), "-o", str(out), "--name", "demo", "--version", version, *extra)
+    r = cli(
+        "model",
+        "pack",
+        str(model),
+        "-o",
+        str(out),
+        "--name",
+        "demo",
+        "--version",
+        version,
+        *extra,
+        quiet=False,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -38,13 +51,13 @@ def packages(models_dir: Path) -> dict[str, Path]:
     ):
         out[name] = pack(model, models_dir / f"{name}.pkg", f"2.0+{name}", *extra)
     key = models_dir / "signing.key"
-    r = cli("model", "keygen", str(key))
+    r = cli("model", "keygen", str(key), quiet=False)
     assert r.returncode == 0, r.stderr
     out["key"] = key
     (models_dir / "signing.pub").write_text(r.stdout.split("\n")[2].strip())
     out["pub"] = models_dir / "signing.pub"
     other = models_dir / "other.key"
-    assert cli("model", "keygen", str(other)).returncode == 0
+    assert cli("model", "keygen", str(other), quiet=False).returncode == 0
     out["other_key"] = other
     for name, k in (("signed", key), ("badsig", other)):
         out[name] = pack(INT8, models_dir / f"{name}.pkg", f"2.1+{name}", "--sign", str(k))

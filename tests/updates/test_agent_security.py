@@ -10,8 +10,9 @@ from typing import Any, Callable, Optional
 
 import paho.mqtt.client as mqtt
 import pytest
-from helpers_mqtt import Broker
-from helpers_updates import FP32, INT8, AgentProc, cli, wait
+from support import cli, wait_until
+from support.mqtt import Broker
+from support.updates import FP32, INT8, AgentProc
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +58,7 @@ def test_a_billion_chunk_begin_neither_kills_the_receiver_nor_crash_loops_the_ag
     later start crashed on the persisted begin. Also with trusted_keys set."""
     a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
     agents.append(a.start())
-    wait(lambda: receiver(a).get("alive"), what=f"receiver alive\n{a.log_text()}")
+    wait_until(lambda: receiver(a).get("alive"), what=lambda: f"receiver alive\n{a.log_text()}")
     a.stop()
     # while the device is off, the broker queues the begin for its persistent session ...
     boom = {"transfer_id": "boom", "size": 10, "sha256": "a" * 64, "chunks": 10**9, "chunk_size": 10}
@@ -72,7 +73,7 @@ def test_a_billion_chunk_begin_neither_kills_the_receiver_nor_crash_loops_the_ag
         r = receiver(a)
         return r if r.get("refused", 0) >= 1 and r.get("discarded_at_start", 0) >= 1 else {}
 
-    snap = wait(counted, what=f"the refused begin counted\n{a.log_text()}")
+    snap = wait_until(counted, what=lambda: f"the refused begin counted\n{a.log_text()}")
     assert snap["alive"] is True and snap["failed"] == 0
     assert not poison.exists()
     assert a.proc is not None
@@ -89,14 +90,35 @@ def test_the_default_config_takes_no_package_from_mqtt(
 ) -> None:
     a = AgentProc(make_config(port=broker.port))
     agents.append(a.start())
-    wait(lambda: "trusted_keys" in str(receiver(a).get("off")), what="the receiver reported off")
+    wait_until(lambda: "trusted_keys" in str(receiver(a).get("off")), what="the receiver reported off")
     assert [ln for ln in a.log_text().splitlines() if "trusted_keys is empty" in ln] != []
-    r = cli("model", "push", str(packages["good"]), "-c", str(a.cfg_path), "--device", "cam-1", "--wait", "3")
+    r = cli(
+        "model",
+        "push",
+        str(packages["good"]),
+        "-c",
+        str(a.cfg_path),
+        "--device",
+        "cam-1",
+        "--wait",
+        "3",
+        quiet=False,
+    )
     assert r.returncode == 1 and "cam-1: no answer" in r.stdout, r.stdout + r.stderr
     assert not (a.state / "models" / "transfers").exists()
     assert list((a.state / "models" / "inbox").iterdir()) == []
     assert a.detector_sha() is not None and a.detector_sha() == hashlib_sha(FP32)
-    r = cli("model", "push", str(packages["good"]), "-c", str(a.cfg_path), "--device", "cam-1", "--force")
+    r = cli(
+        "model",
+        "push",
+        str(packages["good"]),
+        "-c",
+        str(a.cfg_path),
+        "--device",
+        "cam-1",
+        "--force",
+        quiet=False,
+    )
     assert r.returncode != 0 and "never take 'force' from the network" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -117,9 +139,9 @@ def test_a_signed_older_version_over_mqtt_is_refused(
     a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
     agents.append(a.start())
     push = ("-c", str(a.cfg_path), "--device", "cam-1", "--wait", "60")
-    r = cli("model", "push", str(versioned["2.0"]), *push)
+    r = cli("model", "push", str(versioned["2.0"]), *push, quiet=False)
     assert r.returncode == 0 and "cam-1: switched:" in r.stdout, r.stdout + a.log_text()
-    r = cli("model", "push", str(versioned["1.0"]), *push)
+    r = cli("model", "push", str(versioned["1.0"]), *push, quiet=False)
     assert r.returncode == 1 and "cam-1: refused:" in r.stdout and "not newer than 2.0" in r.stdout, r.stdout
     state = json.loads((a.state / "models" / "active.json").read_text())
     assert state["current"].startswith("demo-2.0-")
@@ -135,8 +157,8 @@ def test_a_second_run_on_the_same_state_dir_leaves_the_trial_alone(
 
     a = AgentProc(make_config())
     agents.append(a.start())
-    assert cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path)).returncode == 0
-    wait(lambda: a.detector_sha() == hashlib_sha(INT8), what="switch")
+    assert cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path), quiet=False).returncode == 0
+    wait_until(lambda: a.detector_sha() == hashlib_sha(INT8), what="switch")
     before = json.loads((a.state / "models" / "active.json").read_text())
     assert before["trial"]["running"] is True
     r = subprocess.run(

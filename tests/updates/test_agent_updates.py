@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from helpers_mqtt import Broker, Collector
-from helpers_updates import FP32, INT8, AgentProc, cli, wait
+from support import cli, wait_until
+from support.mqtt import Broker, Collector
+from support.updates import FP32, INT8, AgentProc
 
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.app.configfile import load_config
@@ -49,7 +50,9 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
     col = Collector(broker.port, "edge/cam-1/status", client_id="status-watch")
     try:
         tid = push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk_size=64 * 1024)
-        wait(lambda: a.detector_sha() == INT8_SHA, what=f"switch to the INT8 model\n{a.log_text()}")
+        wait_until(
+            lambda: a.detector_sha() == INT8_SHA, what=lambda: f"switch to the INT8 model\n{a.log_text()}"
+        )
 
         def reported() -> bool:
             for body in col.on_topic("/status"):
@@ -59,7 +62,7 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
                     return True
             return False
 
-        wait(reported, what="the status topic reporting the new version and hash")
+        wait_until(reported, what="the status topic reporting the new version and hash")
         progress = [(b.get("model_update") or {}).get("transfer") or {} for b in col.on_topic("/status")]
         assert any(t.get("transfer_id") == tid for t in progress)  # the transfer was reported too
         # every body (transfer progress, trial, the last event with its gate) matches the shipped
@@ -71,7 +74,7 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
         for body in [*col.on_topic("/status"), *filter(None, [a.status()])]:
             jsonschema.Draft202012Validator(status_schema).validate(body)
         assert a.last()["origin"] == f"mqtt:{tid}" and a.last()["gate"]["passed"] is True
-        r = cli("model", "status", "-c", str(a.cfg_path))
+        r = cli("model", "status", "-c", str(a.cfg_path), quiet=False)
         assert "demo 2.1+signed" in r.stdout and INT8_SHA in r.stdout
     finally:
         col.close()
@@ -82,17 +85,17 @@ def test_zero_score_install_to_the_running_agent_is_refused(
 ) -> None:
     a = AgentProc(make_config())
     agents.append(a.start())
-    r = cli("model", "install", str(packages["zero"]), "-c", str(a.cfg_path))
+    r = cli("model", "install", str(packages["zero"]), "-c", str(a.cfg_path), quiet=False)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "running agent" in r.stderr
     assert "broken-model guard" in r.stdout and "candidate max score 0.0" in r.stdout
     frames = a.status()["frames"]  # type: ignore[index]
-    wait(lambda: (a.status() or {}).get("frames", 0) > frames + 3, what="the loop still running")
+    wait_until(lambda: (a.status() or {}).get("frames", 0) > frames + 3, what="the loop still running")
     assert a.detector_sha() == FP32_SHA
     # a good INT8 through the same path is accepted
-    r = cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path))
+    r = cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path), quiet=False)
     assert r.returncode == 0 and r.stdout.startswith("switched"), r.stdout + r.stderr
-    wait(lambda: a.detector_sha() == INT8_SHA, what="switch")
+    wait_until(lambda: a.detector_sha() == INT8_SHA, what="switch")
 
 
 def test_bad_signature_over_mqtt_is_refused(
@@ -102,16 +105,36 @@ def test_bad_signature_over_mqtt_is_refused(
     a = AgentProc(make_config(port=broker.port, extra=f'[model_update]\ntrusted_keys = ["{pub}"]'))
     agents.append(a.start())
     r = cli(
-        "model", "push", str(packages["badsig"]), "-c", str(a.cfg_path), "--device", "cam-1", "--wait", "60"
+        "model",
+        "push",
+        str(packages["badsig"]),
+        "-c",
+        str(a.cfg_path),
+        "--device",
+        "cam-1",
+        "--wait",
+        "60",
+        quiet=False,
     )
     assert r.returncode == 1 and "cam-1: refused:" in r.stdout and "bad signature" in r.stdout, r.stdout
     assert "bad signature" in a.last()["detail"]
     assert a.detector_sha() == FP32_SHA
     r = cli(
-        "model", "push", str(packages["signed"]), "-c", str(a.cfg_path), "--device", "cam-1", "--wait", "60"
+        "model",
+        "push",
+        str(packages["signed"]),
+        "-c",
+        str(a.cfg_path),
+        "--device",
+        "cam-1",
+        "--wait",
+        "60",
+        quiet=False,
     )
     assert r.returncode == 0 and "cam-1: switched:" in r.stdout, r.stdout + a.log_text()
-    wait(lambda: a.detector_sha() == INT8_SHA, what=f"the signed package switched\n{a.log_text()}")
+    wait_until(
+        lambda: a.detector_sha() == INT8_SHA, what=lambda: f"the signed package switched\n{a.log_text()}"
+    )
 
 
 def test_kill9_mid_transfer_resumes_and_completes(
@@ -124,14 +147,16 @@ def test_kill9_mid_transfer_resumes_and_completes(
     tid = "resume-test"
     push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10))
     chunks = a.state / "models" / "transfers" / tid / "chunks"
-    wait(lambda: chunks.is_dir() and len(list(chunks.iterdir())) >= 10, what="10 chunks on disk")
+    wait_until(lambda: chunks.is_dir() and len(list(chunks.iterdir())) >= 10, what="10 chunks on disk")
     a.kill9()
     assert a.detector_sha() is None
     # the rest arrives while the device is down: the broker keeps it for the persistent session
     push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10, total))
     assert len(list(chunks.iterdir())) == 10  # persisted across the kill, nothing more yet
     a.start()
-    wait(lambda: a.detector_sha() == INT8_SHA, what=f"resumed transfer switched\n{a.log_text()}")
+    wait_until(
+        lambda: a.detector_sha() == INT8_SHA, what=lambda: f"resumed transfer switched\n{a.log_text()}"
+    )
     assert a.last()["origin"] == f"mqtt:{tid}"
     assert not (a.state / "models" / "transfers" / tid).exists()
 
@@ -139,14 +164,32 @@ def test_kill9_mid_transfer_resumes_and_completes(
 def test_kill9_during_cli_install_always_leaves_a_working_model(
     packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
-    """kill -9 the installer at spread-out moments (reading, staging, gate, switch): every time,
-    the next start loads a complete, hash-verified model."""
+    """kill -9 the installer at each phase it reaches (started, extracting, staged/gate, switched),
+    each phase seen on disk rather than guessed from a delay (a slow machine moves delays around):
+    every time, the next start loads a complete, hash-verified model."""
     from edge_agent.app.model_updates import ModelUpdates, release_run_lock
 
     cfg_path = make_config()
     cfg = load_config(cfg_path)
+    models = Path(cfg.device.state_dir) / "models"
+
+    def entries(d: Path) -> bool:
+        return d.is_dir() and any(d.iterdir())
+
+    def switched() -> bool:
+        try:
+            return json.loads((models / "active.json").read_text()).get("current") is not None
+        except (OSError, ValueError):
+            return False
+
+    phases: dict[str, Callable[[], bool]] = {
+        "started": lambda: True,
+        "extracting": lambda: entries(models / "staging"),
+        "staged": lambda: entries(models / "versions"),
+        "switched": switched,
+    }
     seen = set()
-    for delay in (0.05, 0.3, 0.6, 0.9, 1.2, 1.5, 1.8, 2.5, 6.0):
+    for phase, reached in phases.items():
         p = subprocess.Popen(
             [
                 sys.executable,
@@ -161,17 +204,20 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(delay)
+        done = lambda r=reached, q=p: r() or q.poll() is not None  # noqa: E731
+        wait_until(done, timeout=120, what=f"the install to reach {phase}")
         p.send_signal(signal.SIGKILL)
         p.wait(10)
         updates = ModelUpdates(cfg, lambda: None)
-        models = updates.build_models(cfg)  # verifies the active version's hashes
-        sha = models.detector.model.info.sha256
+        built = updates.build_models(cfg)  # verifies the active version's hashes
+        sha = built.detector.model.info.sha256
         assert sha in (FP32_SHA, INT8_SHA)
+        if phase in ("started", "switched"):  # the two ends: the old model, then the new one
+            assert sha == (FP32_SHA if phase == "started" else INT8_SHA), phase
         seen.add(sha)
         staging = updates.store.staging
         assert not staging.exists() or list(staging.iterdir()) == []  # debris of a cut extraction removed
-        cli("model", "rollback", "-c", str(cfg_path))  # next round starts from the config model
+        cli("model", "rollback", "-c", str(cfg_path), quiet=False)  # next round starts from the config model
     assert seen == {FP32_SHA, INT8_SHA}  # kills landed both before and after the switch
     release_run_lock(cfg)  # this process played the agent above; now a real one starts
     r = subprocess.run(
@@ -188,7 +234,7 @@ def test_kill9_mid_gate_keeps_the_old_model_and_the_update_completes_after_resta
 ) -> None:
     import shutil
 
-    from helpers_updates import SAMPLES
+    from support.updates import SAMPLES
 
     a = AgentProc(make_config(extra="[model_update]\nring_frames = 60\nring_interval_s = 3600"))
     ring = a.state / "models" / "ring"
@@ -201,7 +247,7 @@ def test_kill9_mid_gate_keeps_the_old_model_and_the_update_completes_after_resta
     inbox = a.state / "models" / "inbox"
     shutil.copyfile(packages["good"], inbox / ".drop.partial")
     os.replace(inbox / ".drop.partial", inbox / "drop.pkg")
-    wait((inbox / "drop.request.json").exists, what="the gate starting")  # written just before it
+    wait_until((inbox / "drop.request.json").exists, what="the gate starting")  # written just before it
     a.kill9()
     state = (
         json.loads((a.state / "models" / "active.json").read_text())
@@ -211,7 +257,7 @@ def test_kill9_mid_gate_keeps_the_old_model_and_the_update_completes_after_resta
     assert state.get("current") is None  # cut before the switch
     a.start()
     assert a.last().get("outcome") in (None, "switched")
-    wait(lambda: a.detector_sha() == INT8_SHA, what=f"the retried update\n{a.log_text()}")
+    wait_until(lambda: a.detector_sha() == INT8_SHA, what=lambda: f"the retried update\n{a.log_text()}")
     assert json.loads((inbox / "drop.result.json").read_text())["outcome"] == "switched"
 
 
@@ -240,14 +286,14 @@ def test_rollback_of_the_running_agent(
     a = AgentProc(make_config(extra="[model_update]\nring_frames = 3\nring_interval_s = 0.1"))
     agents.append(a.start())
     ring = a.state / "models" / "ring"
-    wait(lambda: ring.is_dir() and len(list(ring.glob("*.jpg"))) == 3, what="the loop filling its ring")
-    r = cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path))
+    wait_until(lambda: ring.is_dir() and len(list(ring.glob("*.jpg"))) == 3, what="the loop filling its ring")
+    r = cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path), quiet=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert a.last()["gate"]["source"] == "ring" and a.last()["gate"]["images"] == 3
-    wait(lambda: a.detector_sha() == INT8_SHA, what="switch")
-    r = cli("model", "rollback", "-c", str(a.cfg_path))
+    wait_until(lambda: a.detector_sha() == INT8_SHA, what="switch")
+    r = cli("model", "rollback", "-c", str(a.cfg_path), quiet=False)
     assert r.returncode == 0 and "reloading" in r.stdout
-    wait(lambda: a.detector_sha() == FP32_SHA, what="rollback to the FP32 model")
+    wait_until(lambda: a.detector_sha() == FP32_SHA, what="rollback to the FP32 model")
 
 
 def test_detection_rate_collapse_rolls_back_a_forced_model(
@@ -255,13 +301,15 @@ def test_detection_rate_collapse_rolls_back_a_forced_model(
 ) -> None:
     a = AgentProc(make_config(extra="[model_update]\ntrial_min_frames = 10\ncollapse_ratio = 0.2"))
     agents.append(a.start())
-    wait(lambda: (a.status() or {}).get("frames", 0) >= 15, what="a baseline detection rate")
-    r = cli("model", "install", str(packages["dim"]), "-c", str(a.cfg_path), "--force")
+    wait_until(lambda: (a.status() or {}).get("frames", 0) >= 15, what="a baseline detection rate")
+    r = cli("model", "install", str(packages["dim"]), "-c", str(a.cfg_path), "--force", quiet=False)
     assert r.returncode == 0 and "(forced)" in r.stdout, r.stdout + r.stderr
     assert "--force given by cli" in a.log_text()
-    wait(lambda: a.last().get("outcome") == "rolled_back", what=f"automatic rollback\n{a.log_text()}")
+    wait_until(
+        lambda: a.last().get("outcome") == "rolled_back", what=lambda: f"automatic rollback\n{a.log_text()}"
+    )
     assert "detection rate collapsed" in a.last()["detail"]
-    wait(lambda: a.detector_sha() == FP32_SHA, what="the FP32 model back")
+    wait_until(lambda: a.detector_sha() == FP32_SHA, what="the FP32 model back")
 
 
 def test_unclean_end_during_the_trial_rolls_back_at_the_next_start(
@@ -269,8 +317,8 @@ def test_unclean_end_during_the_trial_rolls_back_at_the_next_start(
 ) -> None:
     a = AgentProc(make_config())
     agents.append(a.start())
-    assert cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path)).returncode == 0
-    wait(lambda: a.detector_sha() == INT8_SHA, what="switch")
+    assert cli("model", "install", str(packages["good"]), "-c", str(a.cfg_path), quiet=False).returncode == 0
+    wait_until(lambda: a.detector_sha() == INT8_SHA, what="switch")
     a.kill9()  # what systemd's watchdog kill (SIGABRT) or a power cut looks like
     a.start()
     assert a.detector_sha() == FP32_SHA
@@ -284,7 +332,7 @@ def test_a_damaged_model_is_rolled_back_at_start(
     """An SD card eating half the file (does not load) or flipping one weight bit (loads fine,
     computes garbage: only the hash check at start catches it)."""
     cfg_path = make_config()
-    assert cli("model", "install", str(packages["good"]), "-c", str(cfg_path)).returncode == 0
+    assert cli("model", "install", str(packages["good"]), "-c", str(cfg_path), quiet=False).returncode == 0
     cfg = load_config(cfg_path)
     state = json.loads((Path(cfg.device.state_dir) / "models" / "active.json").read_text())
     det = Path(cfg.device.state_dir) / "models" / "versions" / state["current"] / "detector.onnx"
@@ -323,15 +371,14 @@ def test_one_package_on_a_group_topic_reaches_ten_devices(
         rec.start()
         receivers.append((rec, root / "inbox"))
     try:
-        wait(lambda: all(r._client.is_connected() for r, _ in receivers), what="10 receivers connected")
-        time.sleep(0.3)  # SUBACKs
+        wait_until(lambda: all(r.subscribed.is_set() for r, _ in receivers), what="10 receivers subscribed")
         sha = hashlib.sha256(packages["good"].read_bytes()).hexdigest()
         tid = push_package(
             load_config(make_config(port=broker.port)), packages["good"], [], "fleet-a", 32 * 1024
         )
         for _, inbox in receivers:
             pkg = inbox / f"{tid}.pkg"
-            wait(pkg.exists, what=f"{pkg}")
+            wait_until(pkg.exists, what=f"{pkg}")
             assert hashlib.sha256(pkg.read_bytes()).hexdigest() == sha
     finally:
         for r, _ in receivers:
@@ -349,10 +396,9 @@ def test_transfer_over_the_size_cap_is_refused(
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: events.append(info or {}))
     rec.start()
     try:
-        wait(rec._client.is_connected, what="connected")
-        time.sleep(0.3)
+        wait_until(rec.subscribed.is_set, what="subscribed (SUBACK)")
         push_package(cfg, packages["good"], ["cam-1"], None)
-        wait(lambda: any("refused" in e for e in events), what="refusal")
+        wait_until(lambda: any("refused" in e for e in events), what="refusal")
         assert "max_package_mb" in next(e["refused"] for e in events if "refused" in e)
         assert list((root / "inbox").glob("*.pkg")) == []
     finally:
@@ -376,8 +422,7 @@ def test_assembled_package_with_the_wrong_sha256_is_refused(
     pub.connect("127.0.0.1", broker.port)
     pub.loop_start()
     try:
-        wait(rec._client.is_connected, what="connected")
-        time.sleep(0.3)
+        wait_until(rec.subscribed.is_set, what="subscribed (SUBACK)")
         begin = {
             "transfer_id": "badsha",
             "size": len(data),
@@ -387,7 +432,7 @@ def test_assembled_package_with_the_wrong_sha256_is_refused(
         }
         pub.publish("edge/cam-1/model/begin", json.dumps(begin), qos=1).wait_for_publish(5)
         pub.publish("edge/cam-1/model/chunk/badsha/0", data, qos=1).wait_for_publish(5)
-        wait(lambda: any("refused" in e for e in events), what="refusal")
+        wait_until(lambda: any("refused" in e for e in events), what="refusal")
         assert "sha256" in next(e["refused"] for e in events if "refused" in e)
         assert list((root / "inbox").glob("*.pkg")) == []
     finally:
@@ -421,12 +466,11 @@ def test_a_transfer_survives_a_broker_that_lost_its_sessions(
     rec = model_mqtt.ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
     rec.start()
     try:
-        wait(rec._client.is_connected, what="connected")
-        time.sleep(0.3)
+        wait_until(rec.subscribed.is_set, what="subscribed (SUBACK)")
         chunk, tid = 32 * 1024, "lost-session"
         push_package(cfg, packages["good"], ["cam-1"], None, chunk, transfer_id=tid, only=range(5))
         chunks = root / "transfers" / tid / "chunks"
-        wait(lambda: len(list(chunks.iterdir())) == 5, what="5 chunks on disk")
+        wait_until(lambda: len(list(chunks.iterdir())) == 5, what="5 chunks on disk")
         broker.stop()
         (broker.workdir / "mosquitto.db").unlink(missing_ok=True)
         broker.start()
@@ -442,9 +486,10 @@ def test_a_transfer_survives_a_broker_that_lost_its_sessions(
             "32",
             "--transfer-id",
             tid,
+            quiet=False,
         )
         assert r.returncode == 0, r.stderr
-        wait((root / "inbox" / f"{tid}.pkg").exists, what="the completed package in the inbox")
+        wait_until((root / "inbox" / f"{tid}.pkg").exists, what="the completed package in the inbox")
         total = -(-packages["good"].stat().st_size // chunk)
         assert sorted(int(n) for n in written if n.isdigit()) == list(range(total))  # 0-4 written once
         data = (root / "inbox" / f"{tid}.pkg").read_bytes()

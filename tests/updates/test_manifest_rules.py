@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers_updates import INT8, cli
+from support import cli
+from support.updates import INT8
 
 from edge_agent.core.model_package import parse_manifest, parse_version
 from edge_agent.errors import ModelError
@@ -49,7 +50,7 @@ def test_versions_are_pep440_and_ordered_by_it() -> None:
 
 
 def test_pack_refuses_a_version_it_cannot_order(tmp_path: Path) -> None:
-    r = cli("model", "pack", str(INT8), "-o", str(tmp_path / "x.pkg"), "--version", "latest")
+    r = cli("model", "pack", str(INT8), "-o", str(tmp_path / "x.pkg"), "--version", "latest", quiet=False)
     assert r.returncode != 0 and "PEP 440" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.pkg").exists()

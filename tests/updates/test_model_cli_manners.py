@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from helpers_updates import INT8, cli
+from support import cli
+from support.updates import INT8
 
 from edge_agent.app.configfile import load_config
 
 
 def test_pack_into_a_missing_folder_is_one_line(tmp_path: Path) -> None:
-    r = cli("model", "pack", str(INT8), "-o", "/missing/dir/x.pkg")
+    r = cli("model", "pack", str(INT8), "-o", "/missing/dir/x.pkg", quiet=False)
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "/missing/dir" in r.stderr
 
@@ -36,7 +37,7 @@ def test_pack_into_a_missing_folder_is_one_line(tmp_path: Path) -> None:
 )
 def test_push_argument_mistakes_are_one_line(packages: dict[str, Path], args: list[str], says: str) -> None:
     # no config needed: the arguments are checked before the config is read or a broker is reached
-    r = cli("model", "push", str(packages["good"]), "-c", "/nonexistent.toml", *args)
+    r = cli("model", "push", str(packages["good"]), "-c", "/nonexistent.toml", *args, quiet=False)
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
 
@@ -54,7 +55,7 @@ def test_install_as_another_user_than_the_state_owner_refuses_with_the_command_t
     except KeyError:
         name = "65534"
     for args in (("install", str(packages["good"])), ("rollback",)):
-        r = cli("model", *args, "-c", str(cfg_path))
+        r = cli("model", *args, "-c", str(cfg_path), quiet=False)
         assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
         assert f"sudo -u {name} edge-agent model {args[0]}" in r.stderr, r.stderr
@@ -63,8 +64,10 @@ def test_install_as_another_user_than_the_state_owner_refuses_with_the_command_t
 
 def test_pack_refuses_a_detector_the_guard_flags(models_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "zero.pkg"
-    r = cli("model", "pack", str(models_dir / "zero-score-int8.onnx"), "-o", str(out))
+    r = cli("model", "pack", str(models_dir / "zero-score-int8.onnx"), "-o", str(out), quiet=False)
     assert r.returncode != 0 and "cannot produce detection scores" in r.stderr and "not packed" in r.stderr
     assert len([ln for ln in r.stderr.splitlines() if " INFO " not in ln]) == 1 and not out.exists()
-    r = cli("model", "pack", str(models_dir / "zero-score-int8.onnx"), "-o", str(out), "--skip-guard")
+    r = cli(
+        "model", "pack", str(models_dir / "zero-score-int8.onnx"), "-o", str(out), "--skip-guard", quiet=False
+    )
     assert r.returncode == 0 and out.exists() and "warning:" in r.stderr

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from helpers_updates import FP32, cli
+from support import cli
+from support.updates import FP32
 
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.app.configfile import load_config
@@ -50,14 +51,14 @@ def test_good_int8_switches_and_rollback_returns(
     packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
     cfg_path = make_config()
-    r = cli("model", "install", str(packages["good"]), "-c", str(cfg_path))
+    r = cli("model", "install", str(packages["good"]), "-c", str(cfg_path), quiet=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("switched: gate on 6 bundled-probe images")
     cfg = load_config(cfg_path)
     info = describe(cfg)
     assert info["current"]["version"] == "2.0+good"
     assert info["trial"]["running"] is False  # picked up (and put on trial) at the next start
-    r = cli("model", "rollback", "-c", str(cfg_path))
+    r = cli("model", "rollback", "-c", str(cfg_path), quiet=False)
     assert r.returncode == 0 and "rolled_back" in r.stdout
     assert describe(cfg)["current"]["id"] is None
     assert rollback(cfg, "again")["outcome"] == "refused"  # nothing left to roll back
@@ -67,7 +68,7 @@ def test_zero_score_int8_is_refused_with_the_numbers(
     packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
     cfg_path = make_config()
-    r = cli("model", "install", str(packages["zero"]), "-c", str(cfg_path))
+    r = cli("model", "install", str(packages["zero"]), "-c", str(cfg_path), quiet=False)
     assert r.returncode == 1
     assert "refused" in r.stdout and "broken-model guard" in r.stdout
     assert "recall_of_reference    0.0" in r.stdout and "candidate max score 0.0" in r.stdout
@@ -152,7 +153,7 @@ def test_pointer_is_json_and_names_a_complete_version(
 
 
 def test_detector_and_classifier_package_gates_both(make_config: Callable[..., Path], tmp_path: Path) -> None:
-    from helpers_updates import MODELS
+    from support.updates import MODELS
 
     pkg = tmp_path / "cascade.pkg"
     r = cli(
@@ -165,6 +166,7 @@ def test_detector_and_classifier_package_gates_both(make_config: Callable[..., P
         str(pkg),
         "--version",
         "3",
+        quiet=False,
     )
     assert r.returncode == 0, r.stderr
     cfg_path = make_config()
@@ -205,19 +207,32 @@ def test_inbox_drop_is_installed_and_answered(
 
 
 def test_float_source_and_min_agent_version(make_config: Callable[..., Path], tmp_path: Path) -> None:
-    from helpers_updates import INT8
+    from support.updates import INT8
 
     from edge_agent.app.model_switch import effective_config, store_for
 
     pkg = tmp_path / "trt.pkg"
-    r = cli("model", "pack", str(INT8), "--float-source", str(FP32), "-o", str(pkg), "--version", "4")
+    r = cli(
+        "model", "pack", str(INT8), "--float-source", str(FP32), "-o", str(pkg), "--version", "4", quiet=False
+    )
     assert r.returncode == 0, r.stderr
     cfg = load_config(make_config())
     assert install(cfg, pkg, origin="test")["outcome"] == "switched"
     eff = effective_config(cfg, describe(cfg)["current"]["id"], store_for(cfg))
     assert eff.detector.float_model is not None and eff.detector.float_model.endswith("float_source.onnx")
     future = tmp_path / "future.pkg"
-    r = cli("model", "pack", str(INT8), "-o", str(future), "--version", "5", "--min-agent-version", "99.0")
+    r = cli(
+        "model",
+        "pack",
+        str(INT8),
+        "-o",
+        str(future),
+        "--version",
+        "5",
+        "--min-agent-version",
+        "99.0",
+        quiet=False,
+    )
     assert r.returncode == 0, r.stderr
     res = install(cfg, future, origin="test")
     assert res["outcome"] == "refused" and "needs edge-agent >= 99.0" in res["detail"]
@@ -270,19 +285,19 @@ def test_a_package_this_onnxruntime_cannot_load_is_refused_before_the_gate(
     make_config: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import onnx
-    from helpers_toolchain import toy_detector_model
-    from helpers_updates import INT8
+    from support.toolchain import toy_detector_model
+    from support.updates import INT8
 
     from edge_agent.app import model_switch
 
     nano = tmp_path / "nano.pkg"
-    assert cli("model", "pack", str(INT8), "-o", str(nano), "--version", "6").returncode == 0
+    assert cli("model", "pack", str(INT8), "-o", str(nano), "--version", "6", quiet=False).returncode == 0
     with PackageReader(nano) as r:
         assert r.manifest.min_onnxruntime == "1.11"  # the bundled demo INT8 loads on a Jetson Nano
     new = tmp_path / "opset20.onnx"
     onnx.save(toy_detector_model(opset=20), str(new))
     pkg = tmp_path / "new.pkg"
-    r = cli("model", "pack", str(new), "-o", str(pkg), "--version", "7")
+    r = cli("model", "pack", str(new), "-o", str(pkg), "--version", "7", quiet=False)
     assert r.returncode == 0, r.stderr
     with PackageReader(pkg) as rd:
         assert rd.manifest.min_onnxruntime == "1.17"  # IR 9, opset 20

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
-from helpers_updates import write_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.updates import write_config
 
 from edge_agent.adapters import durable, model_mqtt
 from edge_agent.adapters.model_mqtt import MAX_TRANSFERS, ModelReceiver
@@ -258,15 +258,14 @@ def _check_random_messages(tmp: Path, messages: list[tuple[str, bytes]]) -> None
     assert (root / "models" / "active.json").exists() == active_before  # the running model untouched
 
 
-def test_the_receiver_thread_is_supervised(
-    packages: dict[str, Path], make_config: Callable[..., Path]
-) -> None:
+def test_the_receiver_thread_is_supervised(make_config: Callable[..., Path], tmp_path: Path) -> None:
     """Whatever ends paho's thread, the update worker starts it again and counts it."""
-    from helpers_mqtt import free_port
+    from support import free_port
 
+    from edge_agent.adapters import signing
     from edge_agent.app.model_updates import ModelUpdates, release_run_lock
 
-    pub = packages["pub"].read_text().strip()
+    pub = signing.generate_key(tmp_path / "signing.key")  # a key, not a package: no `model pack` run
     cfg = load_config(make_config(port=free_port(), extra=f'[model_update]\ntrusted_keys = ["{pub}"]'))
     updates = ModelUpdates(cfg, lambda: None)
     updates.start()

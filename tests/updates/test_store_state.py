@@ -197,3 +197,112 @@ def test_no_write_then_rename_outside_the_durable_helper() -> None:
         if rel not in allowed and ("os.replace(" in text or "os.rename(" in text):
             offenders.append(rel)
     assert offenders == [], f"write through edge_agent/adapters/durable.py: {offenders}"
+
+
+@pytest.mark.parametrize("vid", [f"{VID}\n", ".", "...", "a" * 201, "a b", ""])
+def test_a_version_id_that_is_not_one_safe_path_part_is_refused(vid: str) -> None:
+    with pytest.raises(
+        ModelError, match=r"current: expected a version id \(letters, digits, _\.\+-\) or null"
+    ):
+        StoreState.from_json({"current": vid}, "active.json")
+
+
+def test_required_fields_do_not_offer_null_and_optional_ones_do() -> None:
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json({"trial": {"since": 1.0}}, "a.json")
+    assert str(err.value) == "a.json: trial.vid: expected a version id (letters, digits, _.+-), got None"
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json({"trial": {"vid": VID}}, "a.json")
+    assert str(err.value) == "a.json: trial.since: expected a number, got None"
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json({"updated_at": True}, "a.json")
+    assert str(err.value) == "a.json: updated_at: expected a number or null, got True"
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json({"trial": {"vid": VID, "since": 1, "forced": 1}}, "a.json")
+    assert str(err.value) == "a.json: trial.forced: expected true or false, got 1"
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json({"highest": {"version": ""}}, "a.json")
+    assert str(err.value) == "a.json: highest.version: expected a version string, got ''"
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json({"history": {"a": 1}}, "a.json")
+    assert str(err.value) == "a.json: history: expected a list of version ids, got {'a': 1}"
+
+
+def test_a_long_bad_value_is_shown_shortened() -> None:
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json({"last": "x" * 500}, "a.json")
+    assert str(err.value) == f"a.json: last: expected an object or null, got '{'x' * 59}"
+
+
+def test_a_trial_ends_exactly_at_its_time_and_its_frame_count() -> None:
+    w = TrialWatch(Trial(vid=VID, since=0.0), started=100.0)
+    assert w.observe(1, 109.9, trial_s=10, min_frames=2, collapse_ratio=0.3) is None  # 1 frame, 9.9 s
+    v = w.observe(3, 110.0, trial_s=10, min_frames=2, collapse_ratio=0.3)  # 2 frames, 10 s: both met
+    assert v is not None and v.passed and v.reason == "2 frames in 10s, 2.00 detections/frame"
+    assert w.observe(1, 200.0, trial_s=10, min_frames=2, collapse_ratio=0.3) is None  # one verdict
+    assert (w.frames, w.detections) == (2, 4)  # nothing counted after the verdict
+
+
+def test_a_collapse_verdict_names_the_ratio() -> None:
+    w = TrialWatch(Trial(vid=VID, since=0.0, baseline_rate=2.0), started=0.0)
+    v = w.observe(0, 0.0, trial_s=600, min_frames=1, collapse_ratio=0.25)
+    assert v is not None and not v.passed
+    assert v.reason == (
+        "detection rate collapsed: 0.00/frame over 1 frames, the previous model had 2.00/frame "
+        "(collapse_ratio 0.25)"
+    )
+
+
+def test_the_state_json_names_every_field_and_leaves_out_an_unknown_highest() -> None:
+    s = StoreState(current=VID, history=["demo-1.0-89abcdef"], updated_at=5.0)
+    assert s.to_json() == {
+        "current": VID,
+        "history": ["demo-1.0-89abcdef"],
+        "trial": None,
+        "last": None,
+        "updated_at": 5.0,
+    }
+    t = Trial(vid=VID, since=1.0, running=True, baseline_rate=0.5, forced=True)
+    assert t.to_json() == {"vid": VID, "since": 1.0, "running": True, "baseline_rate": 0.5, "forced": True}
+    assert Highest("2.0", None).to_json() == {"version": "2.0", "vid": None}
+    ev = event(Outcome.SWITCHED, "ok", "mqtt", 1.0, {"name": "demo"}, {"recall": 1.0}, 2)
+    assert (ev["version"], ev["gate"], ev["signed_by_key"]) == ({"name": "demo"}, {"recall": 1.0}, 2)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "a.json: expected a JSON object, got list"),
+        ({"current": 5}, "a.json: current: expected a version id (letters, digits, _.+-) or null, got 5"),
+        ({"trial": "yes"}, "a.json: trial: expected an object or null, got 'yes'"),
+        (
+            {"trial": {"vid": VID, "since": 1, "running": "no"}},
+            "a.json: trial.running: expected true or false, got 'no'",
+        ),
+        (
+            {"trial": {"vid": VID, "since": 1, "baseline_rate": True}},
+            "a.json: trial.baseline_rate: expected a number or null, got True",
+        ),
+        ({"highest": 3}, "a.json: highest: expected an object or null, got 3"),
+        (
+            {"highest": {"version": "2", "vid": "a/b"}},
+            "a.json: highest.vid: expected a version id (letters, digits, _.+-) or null, got 'a/b'",
+        ),
+    ],
+)
+def test_each_damaged_field_has_its_exact_line(data: Any, message: str) -> None:
+    with pytest.raises(ModelError) as err:
+        StoreState.from_json(data, "a.json")
+    assert str(err.value) == message
+
+
+def test_missing_optional_trial_and_highest_fields_take_their_defaults() -> None:
+    s = StoreState.from_json({"trial": {"vid": VID, "since": 1}, "highest": {"version": "2"}}, "a.json")
+    assert s.trial == Trial(vid=VID, since=1.0, running=False, baseline_rate=None, forced=False)
+    assert s.highest == Highest(version="2", vid=None)
+
+
+def test_a_collapse_verdict_is_a_failed_verdict() -> None:
+    w = TrialWatch(Trial(vid=VID, since=0.0, baseline_rate=2.0), started=0.0)
+    v = w.observe(0, 0.0, trial_s=600, min_frames=1, collapse_ratio=0.25)
+    assert v is not None and v.passed is False

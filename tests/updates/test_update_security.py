@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from helpers_updates import INT8, SAMPLES, cli
+from support import cli
+from support.updates import INT8, SAMPLES
 
 from edge_agent.adapters import durable, package_file, signing
 from edge_agent.adapters.model_store import ModelStore
@@ -45,12 +46,12 @@ def test_config_check_and_doctor_warn_when_updates_have_no_key(
     from edge_agent.app.doctor_cmd import checks
 
     bare = make_config(port=1883)
-    r = cli("config", "check", str(bare))
+    r = cli("config", "check", str(bare), quiet=False)
     assert r.returncode == 0 and "no trusted_keys" in r.stderr and "MQTT delivery stays off" in r.stderr
     got = {c["check"]: c for c in checks(load_config(bare), "/", probe=False)}
     assert got["model updates"]["status"] == "warn" and "no trusted_keys" in got["model updates"]["detail"]
     keyed = make_config(port=1883, extra=_keys(_pub(packages)), device="cam-2")
-    r = cli("config", "check", str(keyed))
+    r = cli("config", "check", str(keyed), quiet=False)
     assert r.returncode == 0 and "trusted_keys" not in r.stderr, r.stderr
     got = {c["check"]: c for c in checks(load_config(keyed), "/", probe=False)}
     assert got["model updates"]["status"] == "ok"
@@ -98,17 +99,17 @@ def test_a_signed_older_version_is_refused_unless_downgrade_is_asked_locally(
     assert install(cfg, versioned["2.0"], origin="test")["outcome"] == "switched"
     old = install(cfg, versioned["1.0"], origin="test")
     assert old["outcome"] == "refused" and "not newer than 2.0" in old["detail"], old["detail"]
-    r = cli("model", "install", str(versioned["1.0"]), "-c", str(cfg_path))
+    r = cli("model", "install", str(versioned["1.0"]), "-c", str(cfg_path), quiet=False)
     assert r.returncode == 1 and "anti-rollback" in r.stdout
-    r = cli("model", "install", str(versioned["1.0"]), "-c", str(cfg_path), "--allow-downgrade")
+    r = cli("model", "install", str(versioned["1.0"]), "-c", str(cfg_path), "--allow-downgrade", quiet=False)
     assert r.returncode == 0 and r.stdout.startswith("switched"), r.stdout + r.stderr
     assert _state(cfg)["highest"]["version"] == "2.0"  # the downgrade did not lower the mark
     # the mark survives rollbacks and restarts (each CLI run is a new process reading active.json)
-    assert cli("model", "rollback", "-c", str(cfg_path)).returncode == 0
+    assert cli("model", "rollback", "-c", str(cfg_path), quiet=False).returncode == 0
     assert describe(cfg)["current"]["version"] == "2.0"
-    assert cli("model", "rollback", "-c", str(cfg_path)).returncode == 0
+    assert cli("model", "rollback", "-c", str(cfg_path), quiet=False).returncode == 0
     assert describe(cfg)["current"]["id"] is None
-    r = cli("model", "install", str(versioned["1.0"]), "-c", str(cfg_path))
+    r = cli("model", "install", str(versioned["1.0"]), "-c", str(cfg_path), quiet=False)
     assert r.returncode == 1 and "not newer than 2.0" in r.stdout
     # the very package that set the mark may come back after a rollback; a newer one always
     assert install(cfg, versioned["2.0"], origin="test")["outcome"] == "switched"
@@ -222,7 +223,9 @@ def test_a_tampered_probe_image_is_refused(make_config: Callable[..., Path], tmp
     probe.mkdir()
     shutil.copyfile(sorted(SAMPLES.glob("*.jpg"))[0], probe / "a.jpg")
     good = tmp_path / "probe.pkg"
-    assert cli("model", "pack", str(INT8), "-o", str(good), "--probe", str(probe)).returncode == 0
+    assert (
+        cli("model", "pack", str(INT8), "-o", str(good), "--probe", str(probe), quiet=False).returncode == 0
+    )
     bad = tmp_path / "bad-probe.pkg"
     with tarfile.open(good) as tin, tarfile.open(bad, "w", format=tarfile.PAX_FORMAT) as tout:
         for m in tin.getmembers():
@@ -238,7 +241,7 @@ def test_the_size_cap_holds_on_the_local_path(
     packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
     cfg_path = make_config(extra="[model_update]\nmax_package_mb = 0.1")
-    r = cli("model", "install", str(packages["good"]), "-c", str(cfg_path))
+    r = cli("model", "install", str(packages["good"]), "-c", str(cfg_path), quiet=False)
     assert r.returncode == 1 and "max_package_mb" in r.stdout, r.stdout + r.stderr
 
 
@@ -356,8 +359,8 @@ def test_force_in_a_signed_manifest_is_honoured_and_in_an_unsigned_one_ignored(
     zero = models_dir / "zero-score-int8.onnx"
     signed, unsigned = tmp_path / "zf-signed.pkg", tmp_path / "zf.pkg"
     base = ("model", "pack", str(zero), "--force", "--version", "5.0", "--skip-guard")
-    assert cli(*base, "-o", str(signed), "--sign", str(packages["key"])).returncode == 0
-    r = cli(*base, "-o", str(unsigned))
+    assert cli(*base, "-o", str(signed), "--sign", str(packages["key"]), quiet=False).returncode == 0
+    r = cli(*base, "-o", str(unsigned), quiet=False)
     assert r.returncode == 0 and "devices ignore force in an unsigned manifest" in r.stderr
     res = install(load_config(make_config()), unsigned, origin="test")
     assert res["outcome"] == "refused" and "broken-model guard" in res["detail"]
@@ -373,7 +376,7 @@ def test_the_bundled_samples_give_no_verdict_for_a_model_that_is_not_the_demo(
     detector other than the demo one (here: the demo FP32 with one metadata entry added, so its
     hash differs) gets no bundled-sample gate: no ring, no probe -> refused, saying so."""
     import onnx
-    from helpers_updates import FP32
+    from support.updates import FP32
 
     model = onnx.load(str(FP32))
     entry = model.metadata_props.add()
@@ -391,6 +394,6 @@ def test_the_bundled_samples_give_no_verdict_for_a_model_that_is_not_the_demo(
     for f in sorted(SAMPLES.glob("*.jpg"))[:4]:
         shutil.copyfile(f, probe / f.name)
     pkg = tmp_path / "with-probe.pkg"
-    assert cli("model", "pack", str(INT8), "-o", str(pkg), "--probe", str(probe)).returncode == 0
+    assert cli("model", "pack", str(INT8), "-o", str(pkg), "--probe", str(probe), quiet=False).returncode == 0
     res = install(load_config(cfg_path), pkg, origin="test")
     assert res["gate"]["source"] == "probe" and res["outcome"] == "switched", res["detail"]

@@ -1,0 +1,162 @@
+"""SerialSensor over real serial devices: a pty pair (like a USB-serial adapter) and pyserial loop://."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import serial
+from support import wait_until
+
+from edge_agent.adapters.sensor import SerialLike, SerialSensor
+from edge_agent.core.config import SensorConfig
+from edge_agent.core.sensor_parse import Reading
+
+
+class Pty:
+    """A pty pair whose slave is reachable through a stable symlink (like /dev/serial/by-id/...)."""
+
+    def __init__(self, link: Path) -> None:
+        self.link = link
+        self.master, slave = os.openpty()
+        self.closed = False
+        path = os.ttyname(slave)
+        os.close(slave)  # the sensor opens the slave by name, as it would a real port
+        link.unlink(missing_ok=True)
+        link.symlink_to(path)
+
+    def write(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def close(self) -> None:
+        if not self.closed:  # never close an fd number twice: it may belong to someone else by now
+            self.closed = True
+            os.close(self.master)
+
+    def unplug(self) -> None:
+        self.close()
+        self.link.unlink()
+
+
+@pytest.fixture
+def pty(tmp_path: Path) -> Any:
+    p = Pty(tmp_path / "ttyUSB-sensor")
+    yield p
+    p.close()
+
+
+def start(cfg: SensorConfig, **kw: Any) -> SerialSensor:
+    s = SerialSensor(cfg, read_timeout_s=0.05, reconnect_min_s=0.05, reconnect_max_s=0.2, **kw)
+    s.start()
+    wait_until(lambda: s.state == "reading", what="port open")
+    return s
+
+
+def test_kv_over_pty_latest_garbage_and_trigger(pty: Pty) -> None:
+    triggered: list[Reading] = []
+    published: list[Reading] = []
+    s = start(
+        SensorConfig(port=str(pty.link), protocol="kv", trigger="pir >= 1"),
+        on_trigger=triggered.append,
+        on_reading=published.append,
+    )
+    try:
+        pty.write("temp=21.5 hum=40\r\n")
+        pty.write("\x00\xffgarbage from a reset\n")
+        pty.write("pir=0\n")
+        pty.write("pir=1,temp=22\n")
+        pty.write("pir=1\n")  # still high: no second trigger
+        wait_until(lambda: s.readings == 4, what="4 readings")
+        assert s.latest() == {"temp": 22, "hum": 40, "pir": 1}
+        assert s.garbage == 1 and s.lines == 5
+        assert s.triggers == 1 and triggered == [{"pir": 1, "temp": 22}]
+        assert published[0] == {"temp": 21.5, "hum": 40}
+        assert s.wait_trigger(0) is True  # the Event the loop waits on
+        assert s.wait_trigger(0.01) is False  # re-armed
+    finally:
+        s.stop()
+    assert s.state == "stopped"
+
+
+@pytest.mark.parametrize(
+    ("cfg_kw", "lines", "expected"),
+    [
+        ({"protocol": "jsonl"}, ['{"temp": 30.5, "door": "open"}'], {"temp": 30.5, "door": "open"}),
+        ({"protocol": "csv", "csv_fields": ["temp", "hum"]}, ["19.25,55"], {"temp": 19.25, "hum": 55}),
+        ({"protocol": "regex", "regex": r"T:(?P<temp>[\d.]+)"}, ["OK T:18.5"], {"temp": 18.5}),
+    ],
+)
+def test_each_protocol_over_pty(
+    pty: Pty, cfg_kw: dict[str, Any], lines: list[str], expected: Reading
+) -> None:
+    s = start(SensorConfig(port=str(pty.link), **cfg_kw))
+    try:
+        for line in lines:
+            pty.write(line + "\n")
+        wait_until(lambda: s.readings == len(lines), what="readings")
+        assert s.latest() == expected
+    finally:
+        s.stop()
+
+
+def test_unplug_then_replug_reconnects(pty: Pty, tmp_path: Path) -> None:
+    s = start(SensorConfig(port=str(pty.link), protocol="kv"))
+    try:
+        pty.write("temp=20\n")
+        wait_until(lambda: s.readings == 1, what="first reading")
+        pty.unplug()
+        wait_until(lambda: s.state == "reconnecting", what="reconnecting after unplug")
+        wait_until(lambda: s.open_failures >= 2, what="failed reopen attempts while unplugged")
+        assert s.reconnects == 1
+        assert s.last_error is not None and str(pty.link) in s.last_error
+        pty2 = Pty(pty.link)  # plugged back in (new pty, same by-id style name)
+        try:
+            wait_until(lambda: s.state == "reading", what="reopened")
+            pty2.write("temp=25\n")
+            wait_until(lambda: s.readings == 2, what="reading after replug")
+            assert s.latest() == {"temp": 25}
+            assert s.reconnects == 1
+        finally:
+            pty2.close()
+    finally:
+        s.stop()
+
+
+def test_loop_url_through_the_real_factory() -> None:
+    ports: list[SerialLike] = []
+    lock = threading.Lock()
+
+    def factory(url: str, baud: int, timeout: float) -> SerialLike:
+        ser = serial.serial_for_url(url, baud, timeout=timeout)
+        with lock:
+            ports.append(ser)
+        return ser  # type: ignore[no-any-return]
+
+    s = start(SensorConfig(port="loop://", protocol="jsonl", trigger="temp > 30.5"), serial_factory=factory)
+    try:
+        port = ports[0]
+        port.write(b'{"temp": 30.5}\n{"temp": 31}\nnot json\n')  # type: ignore[attr-defined]
+        assert s.wait_trigger(5.0)
+        wait_until(lambda: s.garbage == 1, what="garbage counted")
+        assert s.latest() == {"temp": 31}
+        assert s.stats()["triggers"] == 1 and s.stats()["readings"] == 2
+    finally:
+        s.stop()
+
+
+def test_callback_exception_is_counted_not_fatal() -> None:
+    def boom(reading: Reading) -> None:
+        raise RuntimeError("publisher down")
+
+    s = SerialSensor(SensorConfig(port="loop://", protocol="kv"), on_reading=boom)
+    assert s.feed_line(b"a=1\n") == {"a": 1}
+    assert s.callback_errors == 1 and s.latest() == {"a": 1}
+
+
+def test_bad_config_fails_at_construction() -> None:
+    # the schema itself refuses it now, so neither `config check` nor the reader thread sees it
+    with pytest.raises(ValueError, match=r"sensor\.trigger"):
+        SerialSensor(SensorConfig(port="loop://", trigger="pir ~ 1"))

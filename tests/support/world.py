@@ -1,0 +1,161 @@
+"""A small agent world for end-to-end tests: test-built models, a folder camera, a config file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+import cv2
+
+from edge_agent.core.config import Config, parse_config
+from support.models import bright_scene, make_bright_detector, make_color_classifier
+
+
+def make_world(root: Path, scenes: int = 4) -> dict[str, Path]:
+    """Models, a folder of ``scenes`` images (0, 1, 2 ... red squares), and a state dir."""
+    imgs = root / "camera"
+    imgs.mkdir(parents=True, exist_ok=True)
+    for n in range(scenes):
+        squares = [(32 + 64 * i, 64, 32) for i in range(n % 4)]
+        cv2.imwrite(str(imgs / f"{n:03d}.png"), bright_scene(128, 256, squares, color=(0, 0, 255)))
+    return {
+        "root": root,
+        "camera": imgs,
+        "det": make_bright_detector(root / "det.onnx"),
+        "cls": make_color_classifier(root / "cls.onnx"),
+        "state": root / "state",
+    }
+
+
+def agent_config(
+    w: dict[str, Path],
+    *,
+    port: Optional[int] = None,
+    loop: bool = True,
+    mode: str = "every_frame",
+    queue_path: Optional[Path] = None,
+    extra: str = "",
+    interval: float = 0.0,
+    queue_extra: str = "",
+    output_extra: str = "",
+) -> Path:
+    cfg = w["root"] / "config.toml"
+    mqtt = (
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {port}\nreconnect_min_s = 0.2\nreconnect_max_s = 1.0\nstatus_interval_s = 1.0\n'
+        if port
+        else "[mqtt]\nenabled = false\n"
+    )
+    cfg.write_text(
+        f"""[device]
+id = "cam-1"
+state_dir = "{w["state"]}"
+[camera]
+source = "{w["camera"]}"
+loop = {str(loop).lower()}
+interval_s = {interval}
+[detector]
+model = "{w["det"]}"
+conf_threshold = 0.6
+{mqtt}
+[queue]
+path = "{queue_path or (w["state"] / "outbox.db")}"
+flush_interval_s = 0.2
+{queue_extra}
+[output]
+mode = "{mode}"
+{output_extra}
+[health]
+status_file = "{w["state"]}/status.json"
+{extra}
+"""
+    )
+    return cfg
+
+
+def start_agent(cfg: Path, *args: str, env: Optional[dict[str, str]] = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "edge_agent", "run", "--config", str(cfg), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+class PtySensor:
+    """A serial sensor on a pty: a thread writes ``temp=.. hum=..`` lines like a microcontroller
+    would; with ``garbage_every`` N, every Nth line is garbage (counted and skipped by the agent)."""
+
+    def __init__(self, link: Path, garbage_every: int = 0) -> None:
+        self.master, slave = os.openpty()
+        self.link = link
+        self.garbage_every = garbage_every
+        link.symlink_to(os.ttyname(slave))
+        os.close(slave)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self.stop.wait(0.1):
+            garbage = self.garbage_every and i % self.garbage_every == 0
+            line = b"%% garbage \xff line\n" if garbage else b"temp=21.5 hum=40\n"
+            try:
+                os.write(self.master, line)
+            except OSError:
+                return
+            i += 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        os.close(self.master)
+
+
+def offline_config(
+    state: Path,
+    source: object,
+    model: Path,
+    *,
+    camera: str = "",
+    detector: str = "",
+    mode: str = "every_frame",
+    extra: str = "",
+) -> Config:
+    """An in-process agent config with no broker: ``state`` holds the queue and status file;
+    ``camera``/``detector`` are extra lines for those sections, ``extra`` whole sections."""
+    return parse_config(
+        f"""
+[device]
+state_dir = "{state}"
+[camera]
+source = "{source}"
+{camera}
+[detector]
+model = "{model}"
+{detector}
+[mqtt]
+enabled = false
+[queue]
+path = "{state}/q.db"
+[output]
+mode = "{mode}"
+[health]
+status_file = "{state}/status.json"
+{extra}
+"""
+    )
+
+
+def status(w: dict[str, Path]) -> dict[str, Any]:
+    """The agent's status file, or {} while it is not (completely) written yet."""
+    try:
+        return json.loads((w["state"] / "status.json").read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return {}
