@@ -23,7 +23,7 @@ from typing import Any, Optional
 import cv2
 import numpy as np
 import pytest
-from support import wait_until
+from support import free_port, wait_until
 from support.models import make_bright_detector
 from support.mqtt import Broker, Collector
 from support.world import PtySensor, make_world
@@ -557,12 +557,6 @@ def test_reload_without_a_config_file_rebuilds_from_the_running_config(
 # ---- the optional parts: Prometheus, MQTT ----------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_prometheus_serves_the_live_figures(tmp_path: Path, world: dict[str, Path]) -> None:
     port = free_port()
     cfg = make_cfg(tmp_path, world, extra=f"prometheus_port = {port}")
@@ -675,7 +669,9 @@ def test_with_a_broker_every_result_is_delivered_before_run_returns(
         assert agent.run() == 0
         # drained before run() returned: nothing left queued
         assert queued(cfg) == []
-        assert col.wait_for(lambda c: len(c.on_topic("/detections")) == 4, 30)
+        col.wait_until(
+            lambda c: len(c.on_topic("/detections")) == 4, 30, 'len(c.on_topic("/detections")) == 4'
+        )
         assert sorted(m["image"] for m in col.on_topic("/detections")) == [f"{i:03d}.png" for i in range(4)]
         statuses = col.on_topic("/status")
         assert statuses and statuses[0]["device_id"] == "cam-9"
