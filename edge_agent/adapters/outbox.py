@@ -33,7 +33,7 @@ from edge_agent.adapters.outbox_marks import Ledger
 from edge_agent.adapters.outbox_open import open_queue
 from edge_agent.adapters.outbox_reserve import Reserve
 from edge_agent.adapters.outbox_space import SLICE_BYTES, Space, slice_batch
-from edge_agent.adapters.outbox_state import QueueState, StateAlias, batch_bytes
+from edge_agent.adapters.outbox_state import QueueState, batch_bytes
 from edge_agent.adapters.outbox_writer import Writer
 from edge_agent.core.config import QueueConfig
 from edge_agent.core.messages import encode, stamp
@@ -121,21 +121,6 @@ class Outbox:
     @property
     def boot(self) -> int:
         return self._state.boot
-
-    # the names tests/helpers_outbox.crash and the stateful test reach into (a crash in-process)
-    _lock = StateAlias("_state", "lock")
-    _cond = StateAlias("_state", "cond")
-    _batch = StateAlias("_state", "batch")
-    _batch_bytes = StateAlias("_state", "batch_bytes")
-    _closed = StateAlias("_state", "closed")
-    _acked_undeleted = StateAlias("_state", "acked_undeleted")
-    _seq_at_open = StateAlias("_state", "seq_at_open")
-    _seq_committed = StateAlias("_state", "seq_committed")
-    _w = StateAlias("db", "w")
-    _r = StateAlias("db", "r")
-    _wlock = StateAlias("db", "wlock")
-    _rlock = StateAlias("db", "rlock")
-    _marks = StateAlias("ledger", "marks")
 
     # ---- producer side -------------------------------------------------------------------
     def put(self, topic: str, payload: Dict[str, Any]) -> str:

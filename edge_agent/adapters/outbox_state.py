@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from edge_agent.errors import QueueError
 
@@ -84,22 +84,6 @@ class QueueState:
         if now - self._last_warn.get(key, -1e9) >= period:
             self._last_warn[key] = now
             log.log(level, "%s", msg)
-
-
-class StateAlias:
-    """An attribute of the outbox that reads (and writes) one of a part's: the few names the
-    in-process crash of tests/helpers_outbox and the stateful test reach into."""
-
-    def __init__(self, part: str, name: str) -> None:
-        self._part, self._name = part, name
-
-    def __get__(self, owner: object, kind: object = None) -> Any:
-        if owner is None:
-            return self
-        return getattr(getattr(owner, self._part), self._name)
-
-    def __set__(self, owner: object, value: object) -> None:
-        setattr(getattr(owner, self._part), self._name, value)
 
 
 class Connections:

@@ -60,7 +60,7 @@ def one_kill(path: Path, interval: float, rate: float, rng: random.Random) -> tu
     issued = int(out.split()[-1])
     with Outbox(path, Limits(10**7, 10**10, 1e9)) as ob:
         skipped_before = ob.stats()["seq_skipped"]
-        committed = ob._seq_committed
+        committed = ob._state.seq_committed
         ob.put("edge/d/detections", {"probe": True})  # the first seq of the next start
     del skipped_before
     with Outbox(path, Limits(10**7, 10**10, 1e9)) as ob:

@@ -122,7 +122,7 @@ def test_writer_is_wal_with_full_sync(tmp_path: Path) -> None:
     import sqlite3
 
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
-        assert ob._w.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert ob.db.w.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
         ob.put(TOPIC, {"n": 1})
         ob.flush()
         other = sqlite3.connect(str(tmp_path / "q.db"))

@@ -53,9 +53,10 @@ class StepOutbox(Outbox):
     depended on timing, and hypothesis could neither replay nor shrink a failure)."""
 
     def _run_flusher(self) -> None:
-        with self._lock:
-            while not self._closed:
-                self._cond.wait()
+        state = self._state
+        with state.lock:
+            while not state.closed:
+                state.cond.wait()
 
 
 class OutboxMachine(RuleBasedStateMachine):
@@ -92,7 +93,7 @@ class OutboxMachine(RuleBasedStateMachine):
         self.rejected_base, self.raised = self.ob.counters["rejected"], 0
         if before is not None and self.ob.counters["crashes"] > before:
             gap = self.ob.counters["seq_skipped"] - self.skipped_total
-            window = set(range(self.ob._seq_at_open - gap + 1, self.ob._seq_at_open + 1))
+            window = set(range(self.ob._state.seq_at_open - gap + 1, self.ob._state.seq_at_open + 1))
             # a gap counted twice would reach down to numbers that were stored or delivered
             seen = {self.accepted[i] for i in set(self._stored()) | self.acked}
             assert not (window & seen), "a crash window counted over messages that were kept"
@@ -104,10 +105,10 @@ class OutboxMachine(RuleBasedStateMachine):
 
     def _stored(self) -> dict[str, int]:
         assert self.ob is not None
-        with self.ob._rlock:
-            rows = self.ob._r.execute("SELECT id, payload FROM messages").fetchall()
-        with self.ob._lock:
-            batch = [b[2] for b in self.ob._batch]
+        with self.ob.db.rlock:
+            rows = self.ob.db.r.execute("SELECT id, payload FROM messages").fetchall()
+        with self.ob._state.lock:
+            batch = [b[2] for b in self.ob._state.batch]
         out = {json.loads(p)["id"]: int(r) for r, p in rows}
         out.update({json.loads(p)["id"]: -1 for p in batch})
         return out
@@ -129,8 +130,8 @@ class OutboxMachine(RuleBasedStateMachine):
             assert payload["seq"] > self.top_seq, "a seq was handed out twice"
             self.top_seq = payload["seq"]
             self.accepted[msg_id] = payload["seq"]
-            with self.ob._lock:
-                due = len(self.ob._batch) >= self.ob.flush_batch
+            with self.ob._state.lock:
+                due = len(self.ob._state.batch) >= self.ob.flush_batch
             if due:  # where the background flusher would wake
                 self.flush()
 
@@ -178,8 +179,8 @@ class OutboxMachine(RuleBasedStateMachine):
     @rule()
     def crash_and_reopen(self) -> None:
         assert self.ob is not None
-        with self.ob._lock:
-            undeleted = set(self.ob._acked_undeleted)
+        with self.ob._state.lock:
+            undeleted = set(self.ob._state.acked_undeleted)
         ids = self._stored()
         self.redeliverable |= {i for i, r in ids.items() if r in undeleted}
         crash(self.ob)
@@ -188,8 +189,8 @@ class OutboxMachine(RuleBasedStateMachine):
     @rule()
     def close_and_reopen(self) -> None:
         assert self.ob is not None
-        with self.ob._lock:
-            undeleted = set(self.ob._acked_undeleted)
+        with self.ob._state.lock:
+            undeleted = set(self.ob._state.acked_undeleted)
         ids = self._stored()
         self.ob.close()
         # a close on a disk still full may not get to delete them either: documented redelivery

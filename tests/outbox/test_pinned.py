@@ -50,7 +50,7 @@ def _wal_after_kill(tmp_path: Path, commits: int) -> tuple[bytes, bytes]:
         from edge_agent.adapters.outbox import Outbox
         from edge_agent.core.queue_policy import Limits
         ob = Outbox({str(path)!r}, Limits(10**6, 10**9, 1e9), flush_interval_s=60, flush_batch=10**6)
-        ob._w.execute("PRAGMA wal_autocheckpoint=0")
+        ob.db.w.execute("PRAGMA wal_autocheckpoint=0")
         ob.flush()
         for c in range({commits}):
             for i in range(20):
@@ -166,11 +166,11 @@ def test_a_claim_never_resends_an_acked_row_whose_delete_failed(tmp_path: Path) 
             ob.put(TOPIC, {"n": i})
         ob.flush()
         first = ob.claim(4)
-        real = ob._r
-        ob._r = _FailingDeletes(real)  # type: ignore[assignment]
+        real = ob.db.r
+        ob.db.r = _FailingDeletes(real)  # type: ignore[assignment]
         with pytest.raises(QueueError, match="cannot delete acknowledged"):
             ob.ack([m.rowid for m in first])
-        ob._r = real
+        ob.db.r = real
         ob.release()  # a reconnect: everything in flight goes back ...
         again = ob.claim(100)
         assert {m.rowid for m in again}.isdisjoint(m.rowid for m in first)  # ... but not the acked
@@ -262,24 +262,24 @@ def test_sqlite_errors_leave_the_outbox_only_as_queue_errors(tmp_path: Path) -> 
     with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
         ob.put(TOPIC, {"n": 1})
         ob.flush()
-        real = ob._r
-        ob._r = _FailingReads(real)  # type: ignore[assignment]
+        real = ob.db.r
+        ob.db.r = _FailingReads(real)  # type: ignore[assignment]
         try:
             calls = (lambda: ob.claim(5), lambda: ob.ack([1]), lambda: ob.ack_and_claim([1], 5), ob.stats)
             for call in calls:
                 with pytest.raises(QueueError, match=f"^{path}: cannot .*malformed"):
                     call()
         finally:
-            ob._r = real
+            ob.db.r = real
         ob.put(TOPIC, {"n": 2})
-        real_w = ob._w
-        ob._w = _FailingReads(real_w)  # type: ignore[assignment]
+        real_w = ob.db.w
+        ob.db.w = _FailingReads(real_w)  # type: ignore[assignment]
         try:
             for call in (ob.purge, ob.expire, ob.vacuum, ob.flush):
                 with pytest.raises(QueueError, match=f"^{path}: cannot .*malformed"):
                     call()
         finally:
-            ob._w = real_w
+            ob.db.w = real_w
         assert ob.stats()["unflushed"] == 1  # the failed flush kept its batch
         assert ob.flush() == 1
 

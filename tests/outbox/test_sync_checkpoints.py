@@ -28,7 +28,7 @@ FRAME = 4096 + 24  # a WAL frame: page + header
 
 def _autocheckpoint(ob: Outbox) -> tuple[int, int]:
     """(writer, sync) connection's wal_autocheckpoint."""
-    return tuple(int(c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) for c in (ob._w, ob._r))  # type: ignore[return-value]
+    return tuple(int(c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) for c in (ob.db.w, ob.db.r))  # type: ignore[return-value]
 
 
 def _wal(path: Path) -> int:
@@ -128,7 +128,7 @@ def test_a_batched_drain_of_a_queue_reopened_on_a_brim_full_disk(disk: Path) -> 
         assert 0 < ob.claims.ack_rows_per_txn() < 500
         _drain(ob, path)
         ob.ack([])  # what the maintenance pass does: retry deletes a full disk refused
-        assert ob.stats()["pending"] == 0 and not ob._acked_undeleted
+        assert ob.stats()["pending"] == 0 and not ob._state.acked_undeleted
     with Outbox(path, big_limits()) as ob:
         assert ob.stats()["pending"] == 0  # the deletes are durable: nothing comes back
 

@@ -22,15 +22,15 @@ def crash(ob: object) -> None:
     from edge_agent.adapters.outbox import Outbox
 
     assert isinstance(ob, Outbox)
-    with ob._lock:
-        ob._batch, ob._batch_bytes = [], 0
-        ob._closed = True
-        ob._cond.notify_all()
+    with ob._state.lock:
+        ob._state.batch, ob._state.batch_bytes = [], 0
+        ob._state.closed = True
+        ob._state.cond.notify_all()
     ob._flusher.join(10)
-    with ob._wlock, ob._rlock:
-        ob._r.close()
-        ob._w.close()
-    ob._marks.close()
+    with ob.db.wlock, ob.db.rlock:
+        ob.db.r.close()
+        ob.db.w.close()
+    ob.ledger.marks.close()
     ob._lockfile.close()
 
 
