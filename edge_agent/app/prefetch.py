@@ -21,7 +21,6 @@ from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.system import lower_thread_priority
 from edge_agent.app.modelset import ModelSet
 from edge_agent.core.camera_source import Frame
-from edge_agent.errors import EdgeAgentError
 from edge_agent.inference.pipeline import Prepared
 
 EMA = 0.2
@@ -76,9 +75,9 @@ class Prefetch:
             t0 = time.monotonic()
             try:
                 prepared: Optional[Prepared] = ms.detector.prepare(frame.image)
-            except EdgeAgentError:
-                # handed over unprepared: the loop prepares it again and counts the error
-                # (Agent._infer); raised here it would end this thread and stall the loop
+            except Exception:  # noqa: BLE001 -- any error, not only ours: raised here it would end this thread
+                # and stall the loop (still pinging the watchdog, so never restarted); handed over
+                # unprepared, the loop prepares it again and meets the error itself (Agent._infer)
                 prepared = None
             item = (frame, prepared, ms)
             dt = time.monotonic() - t0

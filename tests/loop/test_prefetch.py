@@ -42,10 +42,11 @@ class FakeDetector:
         self.cost = cost
         self.prepared: list[int] = []
         self.fail: set[int] = set()
+        self.error: Exception = ModelError("cannot prepare: test")
 
     def prepare(self, image: Any) -> tuple[str, int]:
         if int(image[0, 0, 0]) in self.fail:
-            raise ModelError("cannot prepare: test")
+            raise self.error
         if self.clock is not None:
             self.clock.now += self.cost
             self.cost *= 2
@@ -198,9 +199,13 @@ def test_a_live_read_waits_until_one_preparation_before_the_loop_is_free(
     assert len(p.waits) == 2  # type: ignore[attr-defined]
 
 
-def test_a_frame_that_cannot_be_prepared_is_handed_over_unprepared() -> None:
+@pytest.mark.parametrize("error", [ModelError("ours"), ValueError("numpy's"), MemoryError()])
+def test_a_frame_that_cannot_be_prepared_is_handed_over_unprepared(error: Exception) -> None:
+    """Any error, not only the project's: a dead prefetch thread would stall the loop while it
+    still pings the watchdog (never restarted)."""
     ms = FakeModels("a")
     ms.detector.fail = {1}
+    ms.detector.error = error
     p = Prefetch(FakeCamera(3), lambda: ms)  # type: ignore[arg-type,return-value]
     try:
         items = take(p, 3)
