@@ -11,7 +11,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 from support import cli, wait_until
-from support.collector import REPO, CollectorProc, Publisher, seqs, sqlite_url
+from support.collector import REPO, CollectorProc, Publisher, seqs, sqlite_url, start_group
 from support.mqtt import Broker
 
 pytestmark = pytest.mark.slow
@@ -39,16 +39,7 @@ def test_leave_stores_the_queued_share_and_ends_the_session(tmp_path: Path, brok
     b = CollectorProc(broker.port, sqlite_url(db_b), tmp_path / "b.log", "col-b", group="g")
     pub = None
     try:
-        a.start()
-        b.start()
-        wait_until(
-            lambda: "subscribing" in a.text() and "subscribing" in b.text(),
-            30,
-            '"subscribing" in a.text() and "subscribing" in b.text()',
-            every=0.2,
-        )
-        wait_until(lambda: db_a.exists() and db_b.exists(), 30, "db_a.exists() and db_b.exists()", every=0.2)
-        time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
+        start_group(a, b, db_a, db_b)
         assert a.stop() == 0  # stopped cleanly: still a member, its share now queues in its session
         pub = Publisher(broker.port)
         pub.send(1, 100)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from support import free_port, wait_until
-from support.collector import CollectorProc, Publisher, metrics, seqs, sqlite_url
+from support.collector import CollectorProc, Publisher, metrics, seqs, sqlite_url, start_group
 from support.mqtt import Broker
 
 pytestmark = pytest.mark.slow
@@ -38,16 +38,7 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
     pub = None
     lock = None
     try:
-        a.start()
-        b.start()
-        wait_until(
-            lambda: "subscribing" in a.text() and "subscribing" in b.text(),
-            30,
-            '"subscribing" in a.text() and "subscribing" in b.text()',
-            every=0.2,
-        )
-        wait_until(lambda: db_a.exists() and db_b.exists(), 30, "db_a.exists() and db_b.exists()", every=0.2)
-        time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
+        start_group(a, b, db_a, db_b)
         lock = sqlite3.connect(db_a, isolation_level=None)
         lock.execute("BEGIN EXCLUSIVE")  # A can receive but never commit: it holds its half un-acked
         pub = Publisher(broker.port)

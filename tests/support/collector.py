@@ -25,7 +25,7 @@ from typing import Optional
 import paho.mqtt.client as mqtt
 
 from edge_agent.core.fleet import DeviceStatus, Record, parse
-from support import cli, free_port
+from support import cli, free_port, wait_until
 from support.mqtt import wait_port
 
 NOW = 1796000000.0
@@ -194,6 +194,21 @@ class CollectorProc:
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def start_group(a: CollectorProc, b: CollectorProc, db_a: Path, db_b: Path) -> None:
+    """Start two members of one shared-subscription group and wait until both subscribed and made
+    their SQLite files."""
+    a.start()
+    b.start()
+    wait_until(
+        lambda: "subscribing" in a.text() and "subscribing" in b.text(),
+        30,
+        '"subscribing" in a.text() and "subscribing" in b.text()',
+        every=0.2,
+    )
+    wait_until(lambda: db_a.exists() and db_b.exists(), 30, "db_a.exists() and db_b.exists()", every=0.2)
+    time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
 
 
 def fleet(*args: str) -> subprocess.CompletedProcess[str]:
