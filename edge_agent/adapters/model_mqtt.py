@@ -226,7 +226,7 @@ class ModelReceiver:
                 return
             if topic.startswith(f"{b}/chunk/"):
                 parts = topic[len(b) + 7 :].split("/")
-                if len(parts) != 2 or not parts[1].isdigit() or len(parts[1]) > 9:
+                if len(parts) != 2 or not (parts[1].isascii() and parts[1].isdigit()) or len(parts[1]) > 9:
                     raise Refused("expected .../chunk/<transfer id>/<index>")
                 if len(payload) > MAX_CHUNK:
                     raise Refused(f"chunk of {len(payload)} bytes > {MAX_CHUNK}")

@@ -45,7 +45,7 @@ def load_transfer(p: Path, cap: int) -> Transfer:
     chunks = p / "chunks"
     for c in chunks.iterdir() if chunks.is_dir() else []:
         # only the names the receiver writes: "7", never "07" (assembling opens chunks/<index>)
-        ok = c.name.isdigit() and len(c.name) <= 9 and c.name == str(int(c.name))
+        ok = c.name.isascii() and c.name.isdigit() and len(c.name) <= 9 and c.name == str(int(c.name))
         ok = ok and int(c.name) < begin.chunks
         if ok and c.stat().st_size == begin.chunk_len(int(c.name)):
             t.have.add(int(c.name))

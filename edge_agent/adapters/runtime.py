@@ -120,7 +120,7 @@ class OnnxModel:
             names=names,
             task=meta.get("task"),
             imgsz=parse_imgsz(meta.get("imgsz")),
-            stride=int(stride_raw) if stride_raw.isdigit() else None,
+            stride=int(stride_raw) if stride_raw.isascii() and stride_raw.isdigit() else None,
             graph=graph,
             providers=used,
             provider_reason=plan.reason,

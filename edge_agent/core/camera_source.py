@@ -44,7 +44,7 @@ def classify_source(source: Union[int, str], *, is_dir: bool = False) -> SourceK
     if isinstance(source, int):
         return SourceKind.DEVICE_INDEX
     text = source.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return SourceKind.DEVICE_INDEX
     if "!" in text:
         return SourceKind.GSTREAMER

@@ -102,7 +102,7 @@ class Detector:
         for lab in labels:
             if lab in by_name:
                 ids.append(by_name[lab])
-            elif lab.isdigit() and int(lab) in self.names:
+            elif lab.isascii() and lab.isdigit() and int(lab) in self.names:
                 ids.append(int(lab))
             else:
                 known = ", ".join(list(by_name)[:20])

@@ -156,11 +156,13 @@ def test_chunk_topics_are_parsed_strictly(make: Callable[..., Any]) -> None:
         f"{BASE}/chunk/t1/0/x",
         f"{BASE}/chunk/t1/-1",
         f"{BASE}/chunk/t1/1234567890",
+        f"{BASE}/chunk/t1/\u00b9",  # a superscript one: str.isdigit() says yes, int() fails
+        f"{BASE}/chunk/t1/\u0663",  # an Arabic-Indic three: int() would take it as 3
     ):
         rec.handle(topic, data[:1024])
         assert rec.last_error is not None and "expected .../chunk/<transfer id>/<index>" in rec.last_error
     rec.handle(f"{BASE}/chunk/..%2f/0", data[:1024])
-    assert rec.counts["refused"] == 5
+    assert rec.counts["refused"] == 7
     rec.handle(f"{BASE}/chunk/t1/000000001", data[1024:])  # nine digits: index 1
     rec.handle(f"{BASE}/chunk/t1/0", data[:1024])
     assert (root / "inbox" / "t1.pkg").read_bytes() == data
