@@ -5,7 +5,6 @@ and each test names the rule it pins (gate thresholds, anti-rollback, history, c
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -14,11 +13,10 @@ import pytest
 from support.updates import FP32, INT8, SAMPLES, make_dim_scores, pack_in_process, write_config
 
 from edge_agent.adapters.model_store import ModelStore
-from edge_agent.app import model_gate, model_switch
+from edge_agent.app import model_switch
 from edge_agent.app.configfile import load_config
 from edge_agent.app.model_switch import describe, downgrade_reason, effective_config, install, rollback
 from edge_agent.core.model_state import Highest, StoreState
-from edge_agent.core.thresholds import Thresholds
 
 if not INT8.is_file():  # pragma: no cover - the demo models are part of the repository
     pytest.skip(f"{INT8} missing", allow_module_level=True)
@@ -232,53 +230,6 @@ def test_signatures_and_force_in_the_manifest(tmp_path: Path, cfg_of: Callable[.
     assert res["outcome"] == "refused", res["detail"]
     res = install(nokeys, _pkg(tmp_path, "2.3"), origin="mqtt:x", require_signature=True)
     assert res["outcome"] == "refused" and "must be signed" in res["detail"]
-
-
-def test_the_gate_refuses_without_images_and_names_the_way_out(tmp_path: Path) -> None:
-    res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, [], "none", Thresholds())
-    assert res.passed is False and res.images == 0 and res.source == "none"
-    assert len(res.reasons) == 1 and res.reasons[0].startswith("no verdict: no gate images")
-    assert res.summary().startswith("gate on 0 none images (") and "REFUSED: no verdict" in res.summary()
-    js = res.to_json()
-    assert js["passed"] is False and js["images"] == 0 and js["reasons"] == res.reasons
-    assert js["detector"] == {} and js["classifier"] is None and js["candidate_max_score"] is None
-
-
-def test_the_gate_passes_the_int8_on_the_samples_with_its_numbers(tmp_path: Path) -> None:
-    files = sorted(SAMPLES.glob("*.jpg"))
-    res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, files, "probe", Thresholds())
-    assert res.passed is True and res.reasons == [] and res.images == len(files) == 6
-    assert res.candidate_max_score is not None and 0.25 < res.candidate_max_score <= 1.0
-    assert res.seconds > 0 and res.summary().endswith(": passed")
-    js = res.to_json()
-    assert js["seconds"] == round(res.seconds, 3) and js["source"] == "probe"
-    names = {c["name"]: c for c in js["detector"]["checks"]}
-    assert set(names) >= {"recall_of_reference", "mean_iou", "mean_abs_conf_delta"}
-    strict = model_gate.run_gate(
-        {"detector": FP32}, {"detector": INT8}, files, "probe", Thresholds(max_conf_delta=0.0)
-    )
-    assert strict.passed is False and len(strict.reasons) == 1
-    assert (
-        strict.reasons[0].startswith("detector mean_abs_conf_delta 0.")
-        and "(needs <= 0)" in strict.reasons[0]
-    )
-
-
-def test_failed_checks_print_nan_as_na() -> None:
-    class C:
-        def __init__(self, name: str, value: float, passed: bool) -> None:
-            self.name, self.value, self.passed, self.op, self.limit = name, value, passed, ">=", 0.5
-
-    class R:
-        kind = "detector"
-
-        def __init__(self) -> None:
-            self.checks = [C("a", math.nan, False), C("b", 0.25, False), C("c", 0.9, True)]
-
-    assert model_gate._failed_checks(R()) == [
-        "detector a n/a (needs >= 0.5)",
-        "detector b 0.2500 (needs >= 0.5)",
-    ]
 
 
 def test_gate_images_prefer_the_packages_probe_images_over_the_samples(
