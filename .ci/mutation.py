@@ -280,13 +280,14 @@ def configure(dst: Path, modules: list[str], tests: list[str]) -> None:
 
 
 def score(dst: Path) -> int:
-    out = subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "mutmut", "results", "--all", "true"],
         cwd=dst,
         capture_output=True,
         text=True,
         check=False,
-    ).stdout
+    )
+    out = proc.stdout
     per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     survivors: list[str] = []
     for line in out.splitlines():
@@ -295,6 +296,11 @@ def score(dst: Path) -> int:
             per[m.group(1)][m.group(3)] += 1
             if m.group(3) in ("survived", "no tests"):
                 survivors.append(f"{line.strip()}")
+    if not per:
+        # an empty table hides why: say what mutmut answered (no run yet, another python, an error)
+        print(f"\nno mutant results from `mutmut results` in {dst} (exit {proc.returncode}):")
+        print((proc.stderr or proc.stdout or "(no output)").strip()[-2000:])
+        return 1
     print(
         f"\n{'module':42} {'killed':>7} {'timeout':>7} {'survived':>8} {'no tests':>8} {'other':>6} {'score':>6}"
     )
