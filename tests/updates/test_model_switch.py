@@ -484,3 +484,65 @@ def test_a_store_from_before_anti_rollback_still_refuses_an_older_version(
     store.save(st)
     res = install(cfg, _pkg(tmp_path, "1.0"), origin="test")
     assert res["outcome"] == "refused" and "not newer than 2.0" in res["detail"]
+
+
+# ---- survivors of the re-run after the split (model-switch area) ------------------------------
+def test_a_cascade_package_without_classifier_labels_leaves_the_labels_unset(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    pkg = pack_in_process(tmp_path / "c.pkg", INT8, version="3.0", classifier=CLS8, probe=ONE_PROBE)
+    assert install(cfg, pkg, origin="test")["outcome"] == "switched"
+    store = ModelStore(cfg.device.state_dir)
+    vid = _state(cfg).current or ""
+    eff = effective_config(cfg, vid, store)
+    # the classifier's own names then come from its ONNX metadata, not from a labels file
+    assert eff.classifier is not None and eff.classifier.model == str(
+        store.version_dir(vid) / "classifier.onnx"
+    )
+    assert eff.classifier.labels is None and eff.detector.labels is None
+
+
+def test_the_bundled_samples_are_the_jpeg_and_png_files_of_the_samples_folder(
+    tmp_path: Path, cfg_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge_agent.app import assets
+
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    for name in ("b.PNG", "a.jpg", "c.JPG", "notes.txt", "d.png"):
+        (samples / name).write_bytes(b"x")
+    monkeypatch.setattr(assets, "demo_samples", lambda: samples)
+    from edge_agent.adapters.package_file import PackageReader
+
+    cfg = cfg_of()
+    store = ModelStore(cfg.device.state_dir)
+    with PackageReader(_pkg(tmp_path, "2.0", probe=[])) as reader:  # no probe images of its own
+        vid = store.stage(reader)
+    files, source = model_switch.gate_images(cfg, store, vid)
+    assert source == "bundled-probe"
+    assert [p.name for p in files] == ["a.jpg", "b.PNG", "c.JPG", "d.png"]
+
+
+def test_a_ring_frame_rotated_out_while_copying_drops_only_that_frame(tmp_path: Path) -> None:
+    frames = []
+    for name in ("1.jpg", "2.jpg", "3.jpg"):
+        (tmp_path / name).write_bytes(name.encode())
+        frames.append(tmp_path / name)
+    dest = tmp_path / "snap"
+    dest.mkdir()
+    got = model_switch._snapshot([frames[0], tmp_path / "gone.jpg", frames[1], frames[2]], dest)
+    assert got == [dest / "1.jpg", dest / "2.jpg", dest / "3.jpg"]
+    assert [p.read_bytes() for p in got] == [b"1.jpg", b"2.jpg", b"3.jpg"]
+
+
+def test_a_rollback_event_names_the_version_it_left_and_describe_has_its_four_keys(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    assert set(describe(cfg)) == {"current", "history", "trial", "last"}  # `model status --json`
+    install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    vid = _state(cfg).current
+    assert set(describe(cfg)) == {"current", "history", "trial", "last"}
+    back = rollback(cfg, "slow")
+    assert back["version"] == {"name": vid} and _state(cfg).last == back
