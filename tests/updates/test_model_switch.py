@@ -546,3 +546,31 @@ def test_a_rollback_event_names_the_version_it_left_and_describe_has_its_four_ke
     assert set(describe(cfg)) == {"current", "history", "trial", "last"}
     back = rollback(cfg, "slow")
     assert back["version"] == {"name": vid} and _state(cfg).last == back
+
+
+def test_without_the_int8_demo_the_running_model_is_the_fp32_demo(
+    tmp_path: Path, cfg_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from edge_agent.app import assets
+
+    only_fp32 = tmp_path / "demo"
+    only_fp32.mkdir()
+    shutil.copy(FP32, only_fp32 / assets.DEMO_DETECTOR_FP32)
+    monkeypatch.setattr(assets, "_CANDIDATES", [only_fp32])
+    cfg = cfg_of()
+    cfg.detector.model = ""
+    got = model_switch.current_paths(cfg, ModelStore(cfg.device.state_dir))
+    assert got == {"detector": only_fp32 / assets.DEMO_DETECTOR_FP32}
+
+
+def test_the_anti_rollback_refusal_names_both_ways_back() -> None:
+    from edge_agent.core.model_package import Manifest
+
+    m = Manifest(name="demo", version="1.0", task="detect", created_at="2026-11-30T00:00:00Z", files={})
+    why = downgrade_reason(None, StoreState(highest=Highest(version="2.0", vid="demo-2.0-1")), m)  # type: ignore[arg-type]
+    assert why == (
+        "version 1.0 is not newer than 2.0, the highest installed (anti-rollback); to go back on purpose "
+        "run `edge-agent model rollback` or `edge-agent model install --allow-downgrade PACKAGE` on the device"
+    )
