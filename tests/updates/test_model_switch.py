@@ -574,3 +574,29 @@ def test_the_anti_rollback_refusal_names_both_ways_back() -> None:
         "version 1.0 is not newer than 2.0, the highest installed (anti-rollback); to go back on purpose "
         "run `edge-agent model rollback` or `edge-agent model install --allow-downgrade PACKAGE` on the device"
     )
+
+
+@pytest.mark.parametrize(
+    ("inodes", "why"),
+    [
+        (8, "{pkg}: cannot extract it: [Errno 28] No space left on device"),
+        (10, "the gate could not run: [Errno 28] No space left on device"),
+    ],
+)
+def test_a_disk_that_fills_during_an_install_is_a_refusal_with_the_true_reason(
+    tmp_path: Path, cfg_of: Callable[..., Any], inodes: int, why: str
+) -> None:
+    from support.tmpfs import tmpfs
+
+    pkg = _pkg(tmp_path, "2.0")
+    cfg = cfg_of()
+    # room in bytes (the up-front free-space check passes) but too few inodes: the filesystem is
+    # full while extracting (8) or when the gate makes its snapshot folder (10), as when another
+    # writer takes the space meanwhile
+    with tmpfs(Path(cfg.device.state_dir), size=f"32m,nr_inodes={inodes}"):
+        res = install(cfg, pkg, origin="mqtt:x")
+        assert res["outcome"] == "refused" and res["origin"] == "mqtt:x", res
+        assert why.format(pkg=pkg) in res["detail"], res["detail"]
+        store = ModelStore(cfg.device.state_dir)
+        assert store.state().last == res and store.state().current is None  # recorded; nothing switched
+        assert list(store.versions.iterdir()) == [] and list(store.staging.iterdir()) == []  # nothing left
