@@ -600,3 +600,48 @@ def test_a_disk_that_fills_during_an_install_is_a_refusal_with_the_true_reason(
         store = ModelStore(cfg.device.state_dir)
         assert store.state().last == res and store.state().current is None  # recorded; nothing switched
         assert list(store.versions.iterdir()) == [] and list(store.staging.iterdir()) == []  # nothing left
+
+
+def test_the_gate_gets_the_configured_runtime_and_a_hidden_ring_snapshot_on_the_state_disk(
+    tmp_path: Path, cfg_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    import cv2
+
+    from edge_agent.adapters.frame_ring import FrameRing
+    from edge_agent.app import model_gate
+    from edge_agent.core.config import ClassifierConfig
+
+    calls: list[dict[str, Any]] = []
+    real = model_gate.run_gate
+
+    def recorded(cur: Any, cand: Any, files: list[Path], source: str, th: Any, *rest: Any) -> Any:
+        calls.append({"files": list(files), "source": source, "rest": rest})
+        return real(cur, cand, files, source, th, *rest)
+
+    monkeypatch.setattr(model_gate, "run_gate", recorded)
+    cfg = cfg_of("[model_update]\nring_frames = 4\nring_interval_s = 1")
+    cfg.detector.provider, cfg.detector.threads = "cpu", 1
+    store = ModelStore(cfg.device.state_dir)
+    ring = FrameRing(store.root / "ring", 4, 1.0, 1.0)
+    for i, s in enumerate(ONE_PROBE * 2):
+        assert ring.offer(cv2.imread(str(s)), now=time.time() + 2 * i)
+    assert install(cfg, _pkg(tmp_path, "2.0"), origin="test")["outcome"] == "switched"
+    (call,) = calls
+    assert call["source"] == "ring" and call["rest"] == ("cpu", 1, 0.1)  # no classifier: the default padding
+    snap = {f.parent for f in call["files"]}
+    (d,) = snap  # a copy in one folder, hidden, beside the store (never /tmp: often RAM on a Pi)
+    assert d.parent == store.root and d.name.startswith(".gate-") and not d.exists()
+    assert sorted(f.name for f in call["files"]) == sorted(f.name for f in ring.files())
+    # a package's probe images are read where they are; the classifier's crop padding is the config's
+    for f in ring.files():
+        f.unlink()
+    cfg.classifier = ClassifierConfig(model=str(CLS), crop_padding=0.3)
+    calls.clear()
+    res = install(cfg, _pkg(tmp_path, "3.0", classifier=CLS8), origin="test")
+    (call,) = calls
+    vid = _state(cfg).current if res["outcome"] == "switched" else None
+    assert call["source"] == "probe" and call["rest"] == ("cpu", 1, 0.3), res["detail"]
+    assert [f.parent.name for f in call["files"]] == ["probe"] and vid is not None
+    assert call["files"][0].parent.parent == store.version_dir(vid)
