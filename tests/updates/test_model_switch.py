@@ -185,7 +185,8 @@ def test_every_gate_threshold_is_honoured(
 ) -> None:
     cfg = cfg_of(f"[model_update]\n{key} = {value}")
     res = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
-    assert res["outcome"] == "refused", res["detail"]
+    assert res["outcome"] == "refused" and res["origin"] == "test", res["detail"]
+    assert res["version"]["version"] == "2.0" and _state(cfg).last == res
     failed = [c for c in res["gate"]["detector"]["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == [check], failed
     assert f"detector {check} " in res["detail"] and f"{float(value):g})" in res["detail"]
@@ -582,6 +583,7 @@ def test_the_anti_rollback_refusal_names_both_ways_back() -> None:
         (8, "{pkg}: cannot extract it: [Errno 28] No space left on device"),
         (10, "the gate could not run: [Errno 28] No space left on device"),
     ],
+    ids=["extracting", "gate-snapshot"],
 )
 def test_a_disk_that_fills_during_an_install_is_a_refusal_with_the_true_reason(
     tmp_path: Path, cfg_of: Callable[..., Any], inodes: int, why: str
@@ -597,6 +599,8 @@ def test_a_disk_that_fills_during_an_install_is_a_refusal_with_the_true_reason(
         res = install(cfg, pkg, origin="mqtt:x")
         assert res["outcome"] == "refused" and res["origin"] == "mqtt:x", res
         assert why.format(pkg=pkg) in res["detail"], res["detail"]
+        # the version is known once the package is read (the gate case), not while extracting
+        assert res["version"] == (None if inodes == 8 else {**res["version"], "version": "2.0"})
         store = ModelStore(cfg.device.state_dir)
         assert store.state().last == res and store.state().current is None  # recorded; nothing switched
         assert list(store.versions.iterdir()) == [] and list(store.staging.iterdir()) == []  # nothing left
@@ -645,3 +649,16 @@ def test_the_gate_gets_the_configured_runtime_and_a_hidden_ring_snapshot_on_the_
     assert call["source"] == "probe" and call["rest"] == ("cpu", 1, 0.3), res["detail"]
     assert [f.parent.name for f in call["files"]] == ["probe"] and vid is not None
     assert call["files"][0].parent.parent == store.version_dir(vid)
+
+
+def test_the_gate_verdict_is_one_journal_line_naming_the_version(
+    tmp_path: Path, cfg_of: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    cfg = cfg_of()
+    with caplog.at_level(logging.INFO, logger="edge_agent.model_update"):
+        res = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    vid = _state(cfg).current
+    verdicts = [m for m in caplog.messages if "gate on" in m]
+    assert verdicts == [f"{vid}: {res['detail']}"] and res["detail"].startswith("gate on 1 probe images (")
