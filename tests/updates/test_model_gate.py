@@ -39,8 +39,13 @@ def _boxes_of(model: Path, img: np.ndarray, conf: float) -> np.ndarray:
 def test_the_gate_refuses_without_images_and_names_the_way_out(tmp_path: Path) -> None:
     res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, [], "none", Thresholds())
     assert res.passed is False and res.images == 0 and res.source == "none"
-    assert len(res.reasons) == 1 and res.reasons[0].startswith("no verdict: no gate images")
-    assert res.summary().startswith("gate on 0 none images (") and "REFUSED: no verdict" in res.summary()
+    assert res.reasons == [
+        "no verdict: no gate images (the frame ring is empty or off, the package has no probe images, "
+        "and the bundled samples fit only the demo detector): turn the ring on ([model_update] "
+        "ring_frames) or pack with --probe DIR"
+    ]
+    assert 0.0 <= res.seconds < 5.0  # the time it took to refuse, not a clock reading
+    assert res.summary().startswith("gate on 0 none images (0.0s): REFUSED: no verdict")
     js = res.to_json()
     assert js["passed"] is False and js["images"] == 0 and js["reasons"] == res.reasons
     assert js["detector"] == {} and js["classifier"] is None and js["candidate_max_score"] is None
@@ -154,6 +159,8 @@ def test_a_candidate_that_lost_its_scores_is_refused_by_the_guard(tmp_path: Path
     assert res.passed is False and res.candidate_max_score == 0.0
     guard = [r for r in res.reasons if r.startswith("broken-model guard: ")]
     assert len(guard) >= 1 and any("recall_of_reference" in r for r in res.reasons), res.reasons
+    # every reason in the one summary line the journal and `model status` show
+    assert res.summary().endswith("): REFUSED: " + "; ".join(res.reasons)) and len(res.reasons) >= 2
     assert res.to_json()["candidate_max_score"] == 0.0
 
 
