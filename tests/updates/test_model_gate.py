@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +38,16 @@ def _boxes_of(model: Path, img: np.ndarray, conf: float) -> np.ndarray:
 
 
 def test_the_gate_refuses_without_images_and_names_the_way_out(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
     res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, [], "none", Thresholds())
+    took = time.perf_counter() - t0
     assert res.passed is False and res.images == 0 and res.source == "none"
     assert res.reasons == [
         "no verdict: no gate images (the frame ring is empty or off, the package has no probe images, "
         "and the bundled samples fit only the demo detector): turn the ring on ([model_update] "
         "ring_frames) or pack with --probe DIR"
     ]
-    assert 0.0 <= res.seconds < 5.0  # the time it took to refuse, not a clock reading
+    assert 0.0 <= res.seconds <= took  # the time it took to refuse, not a clock reading
     assert res.summary().startswith("gate on 0 none images (0.0s): REFUSED: no verdict")
     js = res.to_json()
     assert js["passed"] is False and js["images"] == 0 and js["reasons"] == res.reasons
@@ -53,8 +56,11 @@ def test_the_gate_refuses_without_images_and_names_the_way_out(tmp_path: Path) -
 
 def test_the_gate_passes_the_int8_on_the_samples_with_its_numbers(tmp_path: Path) -> None:
     files = sorted(SAMPLES.glob("*.jpg"))
+    t0 = time.perf_counter()
     res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, files, "probe", Thresholds())
+    took = time.perf_counter() - t0
     assert res.passed is True and res.reasons == [] and res.images == len(files) == 6
+    assert 0.0 < res.seconds <= took  # the gate's duration, shown in its summary line
     assert res.candidate_max_score is not None and 0.25 < res.candidate_max_score <= 1.0
     assert res.seconds > 0 and res.summary().endswith(": passed")
     js = res.to_json()
@@ -110,6 +116,12 @@ def test_the_classifier_threshold_is_honoured_and_named(tmp_path: Path) -> None:
     assert res.passed is False and res.classifier is not None
     assert res.reasons == ["classifier top1_agreement 1.0000 (needs >= 1.5)"], res.reasons
     assert "REFUSED: classifier top1_agreement" in res.summary()
+
+
+def test_a_detector_that_fails_is_not_hidden_by_a_classifier_that_passes(tmp_path: Path) -> None:
+    res = run_gate(*CASCADE, TWO, "probe", Thresholds(max_conf_delta=0.0))
+    assert res.passed is False and res.classifier is not None, res.reasons
+    assert len(res.reasons) == 1 and res.reasons[0].startswith("detector mean_abs_conf_delta "), res.reasons
 
 
 def test_a_classifier_on_one_side_only_is_not_compared(tmp_path: Path) -> None:
