@@ -207,12 +207,22 @@ def test_thresholds_are_the_configured_ones(tmp_path: Path) -> None:
 
 
 def test_force_switches_past_a_refusing_gate_and_is_recorded(
-    tmp_path: Path, cfg_of: Callable[..., Any]
+    tmp_path: Path, cfg_of: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
+    import logging
+
     cfg = cfg_of("[model_update]\nmax_conf_delta = 0.0")
-    res = install(cfg, _pkg(tmp_path, "2.0"), origin="cli", force=True)
+    with caplog.at_level(logging.WARNING, logger="edge_agent.model_update"):
+        res = install(cfg, _pkg(tmp_path, "2.0"), origin="cli", force=True)
     assert res["outcome"] == "switched" and res["detail"].endswith(" (forced)")
     assert _state(cfg).trial.forced is True  # type: ignore[union-attr]
+    vid = _state(cfg).current
+    assert caplog.messages == [f"{vid}: gate failed but --force given by cli: switching anyway"]
+    # --force on a package the gate passes: an ordinary switch, not a forced one
+    ok = cfg_of(device="cam-2")
+    res = install(ok, _pkg(tmp_path, "3.0"), origin="cli", force=True)
+    assert res["outcome"] == "switched" and res["detail"].endswith(": passed"), res["detail"]
+    assert _state(ok).trial.forced is False  # type: ignore[union-attr]
 
 
 def test_signatures_and_force_in_the_manifest(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
@@ -485,6 +495,9 @@ def test_a_store_from_before_anti_rollback_still_refuses_an_older_version(
     store.save(st)
     res = install(cfg, _pkg(tmp_path, "1.0"), origin="test")
     assert res["outcome"] == "refused" and "not newer than 2.0" in res["detail"]
+    assert install(cfg, _pkg(tmp_path, "3.0"), origin="test")["outcome"] == "switched"
+    st = _state(cfg)
+    assert st.highest == Highest(version="3.0", vid=st.current or "")  # the mark starts again
 
 
 # ---- survivors of the re-run after the split (model-switch area) ------------------------------
@@ -655,10 +668,20 @@ def test_the_gate_verdict_is_one_journal_line_naming_the_version(
     tmp_path: Path, cfg_of: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     import logging
+    import re
+    import time
 
     cfg = cfg_of()
+    t0 = time.monotonic()
     with caplog.at_level(logging.INFO, logger="edge_agent.model_update"):
         res = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+        took = time.monotonic() - t0
+        refused = install(cfg, _pkg(tmp_path, "1.0"), origin="mqtt:x")
     vid = _state(cfg).current
     verdicts = [m for m in caplog.messages if "gate on" in m]
     assert verdicts == [f"{vid}: {res['detail']}"] and res["detail"].startswith("gate on 1 probe images (")
+    assert res["detail"].endswith("s): passed") and abs(res["at"] - time.time()) < 60
+    (done,) = [m for m in caplog.messages if m.startswith("switched to")]
+    match = re.fullmatch(rf"switched to {vid} in (\d+\.\d)s \(test\)", done)
+    assert match is not None and float(match[1]) <= took + 0.05, done
+    assert caplog.messages[-1] == f"model update refused (mqtt:x): {refused['detail']}"
