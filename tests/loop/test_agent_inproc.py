@@ -26,7 +26,7 @@ import pytest
 from support import free_port, wait_until
 from support.models import make_bright_detector
 from support.mqtt import Broker, Collector
-from support.world import PtySensor, make_world
+from support.world import PtySensor, agent_toml, make_world
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
@@ -58,31 +58,19 @@ def config_text(
     extra: str = "",
     output: str = "",
 ) -> str:
-    classifier = f'[classifier]\nmodel = "{cls}"\n' if cls else ""
-    return f"""
-[device]
-id = "cam-9"
-state_dir = "{state}"
-[camera]
-source = "{source}"
-loop = {str(loop).lower()}
-interval_s = {interval}
-[detector]
-model = "{det}"
-conf_threshold = {conf}
-{classifier}
-[mqtt]
-enabled = false
-topic_prefix = "site7"
-[queue]
-path = "{state}/q.db"
-[output]
-mode = "{mode}"
-{output}
-[health]
-status_file = "{state}/status.json"
-{extra}
-"""
+    return agent_toml(
+        state,
+        source,
+        det,
+        extra=extra,
+        device={"id": "cam-9"},
+        camera={"loop": loop, "interval_s": interval},
+        detector={"conf_threshold": conf},
+        classifier={"model": str(cls)} if cls else None,
+        mqtt={"topic_prefix": "site7"},
+        queue={"path": str(state / "q.db")},
+        output=f'mode = "{mode}"\n{output}',
+    )
 
 
 def make_cfg(tmp_path: Path, world: dict[str, Path], **kw: Any) -> Config:
