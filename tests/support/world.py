@@ -112,25 +112,29 @@ def broker_section(port: int) -> dict[str, Any]:
 
 def agent_toml(
     state: Path,
-    source: Union[Path, str],
-    model: Path,
+    source: Union[Path, str, None],
+    model: Optional[Path],
     *,
     port: Optional[int] = None,
     extra: str = "",
     **sections: Section,
 ) -> str:
     """An agent's config: its state under ``state``, the camera ``source`` (a folder, a URL), the
-    detector ``model``; no broker unless ``port`` (loopback); then ``sections`` and ``extra`` over it."""
+    detector ``model`` (None: no such section); no broker unless ``port`` (loopback); then
+    ``sections`` and ``extra`` over it."""
     doc: dict[str, Any] = {
         "device": {"id": "cam-1", "state_dir": str(state)},
-        "camera": {"source": str(source)},
-        "detector": {"model": str(model)},
+        "camera": None if source is None else {"source": str(source)},
+        "detector": None if model is None else {"model": str(model)},
         "mqtt": broker_section(port) if port else {"enabled": False},
         "queue": {"path": str(state / "outbox.db")},
         "output": {"mode": "every_frame"},
         "health": {"status_file": str(state / "status.json")},
     }
-    doc = merged(doc, {k: tomllib.loads(v) if isinstance(v, str) else v for k, v in sections.items()})
+    doc = merged(
+        {k: v for k, v in doc.items() if v is not None},
+        {k: tomllib.loads(v) if isinstance(v, str) else v for k, v in sections.items()},
+    )
     # extra reads as text written after the last section, [health] (lines before a header are its)
     return toml_text(merged(doc, tomllib.loads(f"[health]\n{extra}")))
 
