@@ -14,6 +14,7 @@ section (``[health]``), merged the same way. A test on other paths (the demo det
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -21,10 +22,10 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional, Union
+from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
 import cv2
 import tomllib
@@ -32,6 +33,9 @@ import tomllib
 from edge_agent.core.config import Config, parse_config
 from support.models import bright_scene, make_bright_detector, make_color_classifier
 from support.waiting import wait_until
+
+if TYPE_CHECKING:
+    from edge_agent.app.agent import Agent
 
 # a section override: a table, TOML lines of that section, or None to leave the section out
 Section = Union[Mapping[str, Any], str, None]
@@ -247,6 +251,20 @@ def offline_config(
             output={"mode": mode},
         )
     )
+
+
+@contextlib.contextmanager
+def running(agent: Agent, stop_s: float = 30.0) -> Iterator[threading.Thread]:
+    """``agent.run()`` in a thread for the ``with`` block, then stopped as SIGTERM would
+    (``stop_event``); the agent must have stopped within ``stop_s``."""
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        yield t
+    finally:
+        agent.stop_event.set()
+        t.join(stop_s)
+    assert not t.is_alive(), f"the agent still runs {stop_s:g} s after its stop_event"
 
 
 def start_agent(
