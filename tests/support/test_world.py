@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from edge_agent.core.config import parse_config
 from support.world import agent_toml, merged, toml_text
 
-KEYS = st.text(st.characters(codec="ascii", categories=["Ll", "Nd"]), min_size=1, max_size=8)
+KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8)  # quoted when not bare
 SCALARS = st.one_of(
     st.booleans(),
     st.integers(-(2**63), 2**63 - 1),

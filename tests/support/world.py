@@ -54,6 +54,15 @@ def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _string(s: str) -> str:
+    # a TOML basic string is a JSON string once DEL (legal in JSON, not in TOML) is escaped
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _key(k: str) -> str:
+    return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) else _string(k)
+
+
 def _value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -62,12 +71,11 @@ def _value(v: Any) -> str:
             return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
         return repr(v)
     if isinstance(v, (str, Path)):
-        # a TOML basic string is a JSON string once DEL (legal in JSON, not in TOML) is escaped
-        return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")
+        return _string(str(v))
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
     raise TypeError(f"no TOML form for {v!r}")
 
 
@@ -77,15 +85,15 @@ def _table(name: str, body: Mapping[str, Any], out: list[str]) -> None:
 
     out.append(f"[{name}]")
     out.extend(
-        f"{k} = {_value(v)}" for k, v in body.items() if not isinstance(v, Mapping) and not is_tables(v)
+        f"{_key(k)} = {_value(v)}" for k, v in body.items() if not isinstance(v, Mapping) and not is_tables(v)
     )
     for k, v in body.items():
         if isinstance(v, Mapping):
-            _table(f"{name}.{k}", v, out)
+            _table(f"{name}.{_key(k)}", v, out)
         elif is_tables(v):
             for item in v:
-                out.append(f"[[{name}.{k}]]")
-                out.extend(f"{ik} = {_value(iv)}" for ik, iv in item.items())
+                out.append(f"[[{name}.{_key(k)}]]")
+                out.extend(f"{_key(ik)} = {_value(iv)}" for ik, iv in item.items())
 
 
 def toml_text(doc: Mapping[str, Any]) -> str:
@@ -93,13 +101,13 @@ def toml_text(doc: Mapping[str, Any]) -> str:
     out: list[str] = []
     for name, body in doc.items():
         if isinstance(body, Mapping):
-            _table(name, body, out)
+            _table(_key(name), body, out)
         elif isinstance(body, list) and body and all(isinstance(x, Mapping) for x in body):
             for item in body:
-                out.append(f"[[{name}]]")
-                out.extend(f"{k} = {_value(v)}" for k, v in item.items())
+                out.append(f"[[{_key(name)}]]")
+                out.extend(f"{_key(k)} = {_value(v)}" for k, v in item.items())
         else:
-            out.insert(0, f"{name} = {_value(body)}")
+            out.insert(0, f"{_key(name)} = {_value(body)}")
     return "\n".join(out) + "\n"
 
 
