@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_agent.core.config import parse_config
-from support.world import agent_toml, merged, toml_text
+from support.toml_text import merged, toml_text
+from support.world import agent_toml
 
 KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8)  # quoted when not bare
 SCALARS = st.one_of(
