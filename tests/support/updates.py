@@ -70,6 +70,12 @@ def write_config(
     return cfg
 
 
+def keys(packages: dict[str, Path]) -> str:
+    """The config lines that turn MQTT delivery on: it is off without a trusted key
+    (``packages["pub"]``, the public key of the ``packages`` fixture)."""
+    return f'[model_update]\ntrusted_keys = ["{packages["pub"].read_text().strip()}"]'
+
+
 def make_dim_scores(src: Path, out: Path, factor: float = 0.1) -> Path:
     """A detector whose class scores are multiplied by ``factor``: it loads, passes the guard (its
     scores are small, not zero) and finds almost nothing at conf 0.25 -- a detection-rate collapse."""
