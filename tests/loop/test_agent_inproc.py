@@ -26,7 +26,7 @@ import pytest
 from support import free_port, wait_until
 from support.models import make_bright_detector
 from support.mqtt import Broker, Collector
-from support.world import PtySensor, make_world
+from support.world import PtySensor, make_world, run_agent
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
@@ -57,6 +57,7 @@ def config_text(
     conf: float = 0.6,
     extra: str = "",
     output: str = "",
+    updates: bool = False,
 ) -> str:
     classifier = f'[classifier]\nmodel = "{cls}"\n' if cls else ""
     return f"""
@@ -79,6 +80,8 @@ path = "{state}/q.db"
 [output]
 mode = "{mode}"
 {output}
+[model_update]
+enabled = {str(updates).lower()}
 [health]
 status_file = "{state}/status.json"
 {extra}
@@ -107,7 +110,7 @@ def test_every_result_is_queued_with_every_field_and_counted(
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
     with caplog.at_level(logging.INFO, logger="edge_agent.app.agent"):
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
     (ready,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ready in ")]
     assert (
         f"camera {world['camera']}, detector det.onnx@" in ready and "provider CPUExecutionProvider" in ready
@@ -157,9 +160,9 @@ def test_every_result_is_queued_with_every_field_and_counted(
 def test_model_updates_run_when_enabled_and_the_models_come_from_the_config(
     tmp_path: Path, world: dict[str, Path], enabled: bool, given: bool, want: bool
 ) -> None:
-    cfg = make_cfg(tmp_path, world, extra=f"[model_update]\nenabled = {str(enabled).lower()}\n")
+    cfg = make_cfg(tmp_path, world, updates=enabled)
     agent = Agent(cfg, max_frames=1, models=ModelSet.from_config(cfg) if given else None)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert (agent.updates is not None) is want
     assert agent.last_status is not None
     block = agent.last_status["model_update"]
@@ -179,7 +182,7 @@ points = [[0.5, 0.0], [0.5, 1.0]]
 """
     cfg = make_cfg(tmp_path, world, mode="objects", extra=extra)
     agent = Agent(cfg)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     rows = queued(cfg)
     objects = [b for t, b in rows if t == "site7/cam-9/objects"]
     counts = [b for t, b in rows if t == "site7/cam-9/counts"]
@@ -197,7 +200,7 @@ def test_without_snapshot_or_classifier_the_result_has_neither(
 ) -> None:
     cfg = make_cfg(tmp_path, world)
     bodies: list[dict[str, Any]] = []
-    assert Agent(cfg, on_result=bodies.append).run() == 0
+    assert run_agent(Agent(cfg, on_result=bodies.append)) == 0
     assert len(bodies) == 4
     assert all("snapshot_jpeg_b64" not in b and set(b["models"]) == {"detector"} for b in bodies)
     assert all("classification" not in d for b in bodies for d in b["detections"])
@@ -207,7 +210,7 @@ def test_without_snapshot_or_classifier_the_result_has_neither(
 def test_max_frames_stops_after_exactly_that_many(tmp_path: Path, world: dict[str, Path], n: int) -> None:
     cfg = make_cfg(tmp_path, world, loop=True)
     agent = Agent(cfg, max_frames=n)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.frames == agent.emitted == n
     assert len(queued(cfg)) == n
 
@@ -222,7 +225,7 @@ def test_event_mode_queues_the_first_result_and_the_changes_only(
     cfg = parse_config(config_text(tmp_path / "state", cam, world["det"], mode="event"))
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.frames == 6
     assert [(b["image"], b["event"]) for b in bodies] == [
         ("000.png", "first"),
@@ -244,7 +247,7 @@ def test_interval_s_paces_the_frames(tmp_path: Path, world: dict[str, Path]) -> 
             return frame
 
     agent = Agent(cfg, camera=Timed(cfg.camera))
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.frames == 4
     gaps = np.diff(reads)
     assert gaps.min() >= 0.14, gaps  # the loop takes one frame per interval, not as fast as it can
@@ -275,7 +278,7 @@ def test_a_model_error_drops_the_frame_and_is_counted(
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, models=ModelSet(det), on_result=bodies.append)
     with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
     assert [b["image"] for b in bodies] == ["000.png", "002.png", "003.png"]
     assert (agent.frames, agent.emitted, agent.errors) == (3, 3, 1)
     assert agent.last_status is not None and agent.last_status["errors"] == 1
@@ -327,7 +330,7 @@ def test_a_full_queue_is_a_rejection_and_a_disk_error_an_error(
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
     with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
     assert [b["image"] for b in bodies] == ["000.png", "003.png"]  # on_result: queued ones only
     assert (agent.frames, agent.emitted, agent.rejected, agent.errors) == (4, 2, 1, 1)
     assert agent.last_status is not None and agent.last_status["errors"] == 1
@@ -387,7 +390,7 @@ def test_a_detector_that_cannot_score_is_warned_about_in_the_status(tmp_path: Pa
         config_text(tmp_path / "state", cam, make_bright_detector(tmp_path / "d.onnx"), loop=True)
     )
     agent = Agent(cfg, max_frames=NO_SCORE_FRAMES)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.last_status is not None
     assert len(agent.last_status["warnings"]) == 1 and "no score" in agent.last_status["warnings"][0]
 
@@ -413,7 +416,7 @@ def test_fps_and_median_latency(tmp_path: Path, world: dict[str, Path]) -> None:
 def test_the_status_before_a_run_is_empty_and_fresh_after(tmp_path: Path, world: dict[str, Path]) -> None:
     agent = Agent(make_cfg(tmp_path, world), max_frames=2)
     assert agent.current_status() == {} and agent.current_status(fresh=True) == {}
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     last = agent.current_status()
     assert last == agent.last_status and last is not agent.last_status  # a copy
     assert last["state"] == "stopped" and last["frames"] == 2
@@ -446,7 +449,7 @@ def test_watchdog_pings_follow_their_interval_and_status_lines_carry_the_figures
     cfg = make_cfg(tmp_path, world, loop=True)
     try:
         t0 = time.monotonic()
-        assert Agent(cfg, max_frames=20).run() == 0
+        assert run_agent(Agent(cfg, max_frames=20)) == 0
         took = time.monotonic() - t0
         got = datagrams(sock)
     finally:
@@ -568,7 +571,7 @@ def test_prometheus_serves_the_live_figures(tmp_path: Path, world: dict[str, Pat
                 pages.append(r.read().decode())
 
     agent = Agent(cfg, on_result=scrape)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.errors == 0
     assert len(pages) == 1 and 'device="cam-9"' in pages[0]
     # fresh at the scrape: 3 frames inferred (the third result is being queued), 2 queued
@@ -586,7 +589,7 @@ def test_a_prometheus_port_in_use_is_an_error_and_inference_goes_on(
         taken.listen()
         cfg = make_cfg(tmp_path, world, extra=f"prometheus_port = {taken.getsockname()[1]}")
         agent = Agent(cfg)
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
     assert agent.errors == 1 and agent.frames == agent.emitted == 4
 
 
@@ -601,7 +604,7 @@ def test_an_mqtt_part_that_cannot_start_is_an_error_and_results_queue_locally(
     assert cfg.mqtt.enabled
     agent = Agent(cfg)
     agent.errors = 5  # counted on top of what is there
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.errors == 6 and agent.emitted == 4 and len(queued(cfg)) == 4
     assert agent.last_status is not None and agent.last_status["broker"]["state"] == "disabled"
 
@@ -615,7 +618,7 @@ def test_an_unreachable_broker_leaves_the_results_queued_and_stops_the_sync(
     )
     cfg = parse_config(text)
     agent = Agent(cfg)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.errors == 0 and agent.emitted == 4 and len(queued(cfg)) == 4
     st = agent.last_status
     assert (
@@ -666,7 +669,7 @@ def test_with_a_broker_every_result_is_delivered_before_run_returns(
                 wait_until(lambda: agent.current_status(fresh=True)["broker"]["state"] == "connected", 30)
 
         agent = Agent(cfg, on_result=on_result)
-        assert agent.run() == 0
+        assert run_agent(agent, 60) == 0  # the connect wait (30 s) and the drain (10 s) inside
         # drained before run() returned: nothing left queued
         assert queued(cfg) == []
         col.wait_until(
