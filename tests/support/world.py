@@ -155,14 +155,23 @@ def offline_config(
     mode: str = "every_frame",
     extra: str = "",
     updates: bool = False,
+    mqtt_port: Optional[int] = None,
 ) -> Config:
     """An in-process agent config with no broker: ``state`` holds the queue and status file;
     ``camera``/``detector`` are extra lines for those sections, ``extra`` whole sections.
     Model updates are off unless ``updates``: their thread polls its inbox once a second, so
-    stopping them adds ~0.7 s to every run (mutation runs repeat these runs for each mutant)."""
+    stopping them adds ~0.7 s to every run (mutation runs repeat these runs for each mutant).
+    ``mqtt_port``: sync to a broker on 127.0.0.1 there (device id ``cam-9``, prefix ``site7``)."""
+    mqtt = (
+        f'host = "127.0.0.1"\nport = {mqtt_port}\ntopic_prefix = "site7"\n'
+        "reconnect_min_s = 0.1\nreconnect_max_s = 0.2"
+        if mqtt_port
+        else "enabled = false"
+    )
     return parse_config(
         f"""
 [device]
+id = "cam-9"
 state_dir = "{state}"
 [camera]
 source = "{source}"
@@ -171,7 +180,7 @@ source = "{source}"
 model = "{model}"
 {detector}
 [mqtt]
-enabled = false
+{mqtt}
 [queue]
 path = "{state}/q.db"
 [output]
