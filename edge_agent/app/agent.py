@@ -142,7 +142,7 @@ class Agent:
                 models.detector.model.info.model_id,
                 models.provider,
             )
-            self._loop(camera, outbox, sync, sensor)
+            self._loop(camera, outbox, sensor)
         finally:
             sdnotify.stopping()
             if self.updates is not None:
@@ -173,7 +173,7 @@ class Agent:
         self.errors += 1
 
     # ---- the loop -------------------------------------------------------------------------------
-    def _loop(self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any) -> None:
+    def _loop(self, camera: Camera, outbox: Outbox, sensor: Any) -> None:
         cfg = self.cfg
         wd = sdnotify.watchdog_interval_s()
         policy = OutputPolicy.from_config(cfg.output)
