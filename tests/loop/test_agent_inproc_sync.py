@@ -132,3 +132,31 @@ def test_a_sensor_reading_the_queue_refuses_is_counted_and_inference_goes_on(
     assert agent.errors >= 1 and agent.emitted == 4
     on_disk = json.loads((tmp_path / "state" / "status.json").read_text())
     assert on_disk["errors"] == agent.errors
+
+
+def test_a_disk_that_fills_under_reject_new_still_ends_in_a_clean_stop(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    """``reject_new`` on a disk that fills while the agent runs: the final flush meets the full
+    disk (the outbox refuses what it held and counts it at close), and the agent still stops
+    cleanly: exit 0 and a "stopped" status, not a traceback."""
+    from support.tmpfs import fill, tmpfs
+
+    with tmpfs(tmp_path / "fs", size="4m") as disk:
+        cfg = offline_config(
+            tmp_path / "state",
+            world["camera"],
+            world["det"],
+            camera="loop = true",
+            queue=f'path = "{disk}/q.db"\npolicy = "reject_new"',
+        )
+
+        def on_result(_body: dict[str, Any]) -> None:
+            if agent.emitted == 1:
+                fill(disk)
+
+        agent = Agent(cfg, max_frames=12, on_result=on_result)
+        assert run_agent(agent) == 0
+    assert agent.emitted + agent.rejected == 12 and agent.errors == 0
+    on_disk = json.loads((tmp_path / "state" / "status.json").read_text())
+    assert on_disk["state"] == "stopped" and on_disk["queue"]["disk_full"] is True

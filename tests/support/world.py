@@ -156,12 +156,14 @@ def offline_config(
     extra: str = "",
     updates: bool = False,
     mqtt_port: Optional[int] = None,
+    queue: str = "",
 ) -> Config:
     """An in-process agent config with no broker: ``state`` holds the queue and status file;
     ``camera``/``detector`` are extra lines for those sections, ``extra`` whole sections.
     Model updates are off unless ``updates``: their thread polls its inbox once a second, so
     stopping them adds ~0.7 s to every run (mutation runs repeat these runs for each mutant).
-    ``mqtt_port``: sync to a broker on 127.0.0.1 there (device id ``cam-9``, prefix ``site7``)."""
+    ``mqtt_port``: sync to a broker on 127.0.0.1 there (device id ``cam-9``, prefix ``site7``);
+    ``queue``: the ``[queue]`` keys instead of a ``q.db`` in ``state``."""
     mqtt = (
         f'host = "127.0.0.1"\nport = {mqtt_port}\ntopic_prefix = "site7"\n'
         "reconnect_min_s = 0.1\nreconnect_max_s = 0.2"
@@ -182,7 +184,7 @@ model = "{model}"
 [mqtt]
 {mqtt}
 [queue]
-path = "{state}/q.db"
+{queue or f'path = "{state}/q.db"'}
 [output]
 mode = "{mode}"
 [model_update]
