@@ -80,7 +80,7 @@ status_file = "{w["state"]}/status.json"
     return cfg
 
 
-def run_agent(agent: Agent, timeout_s: float = 20.0) -> int:
+def run_agent(agent: Agent, timeout_s: float = 15.0) -> int:
     """``agent.run()`` with a bound: a loop that does not stop (at the end of its camera, at
     ``max_frames``) fails the test within ``timeout_s`` instead of hanging it. Exceptions from
     the run (an assert in ``on_result``) are raised here."""
