@@ -193,6 +193,8 @@ points = [[0.5, 0.0], [0.5, 1.0]]
     assert ended and all("frame" not in b for b in ended[-2:])
     assert len(counts) == 1 and "gate" in counts[0]["lines"]
     assert agent.emitted == len(rows) and agent.objects is not None and agent.objects.sent == len(rows)
+    # the tracking step's time is part of the status latency, in ms
+    assert agent.last_status is not None and 0 <= agent.last_status["latency_ms"]["track"] < 10_000
 
 
 def test_without_snapshot_or_classifier_the_result_has_neither(
@@ -538,6 +540,8 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
         agent.stop_event.set()
         t.join(30)
     assert not t.is_alive()
+    # frames the prefetch thread prepared for the old model's input are prepared again, not failed
+    assert agent.errors == 0
     sha2 = hashlib.sha256(det2.read_bytes()).hexdigest()
     assert bodies[0]["models"]["detector"]["sha256"] != sha2
     assert bodies[-1]["models"]["detector"]["sha256"] == sha2 and "classifier" in bodies[-1]["models"]

@@ -1,0 +1,116 @@
+"""The agent loop's timing as an operator reads it, in process (so mutation testing credits
+app/agent.py): a sensor trigger shoots a frame early in interval mode and a stop is honoured at
+once while the loop waits for the next shot; the latency figures include the preparation done in
+the prefetch thread and the frame's age; fps and latency are over the last 50 frames."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.world import PtySensor, make_world, offline_config, run_agent
+
+from edge_agent.app.agent import Agent
+from edge_agent.app.modelset import ModelSet
+from edge_agent.inference.pipeline import Detector, Prepared
+
+SLOW_PREP_S = 0.05
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_world(tmp_path_factory.mktemp("world"))
+
+
+def test_a_trigger_shoots_early_in_interval_mode_and_a_stop_is_honoured_while_waiting(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    """interval_s = 30 with a trigger: the first frame at the start, the second when the trigger
+    fires (not 30 s later); then a stop request ends the run at once, not at the next shot."""
+    pty = PtySensor(tmp_path / "tty")  # temp=21.5 every 0.1 s: "temp > 20" becomes true once
+    cfg = offline_config(
+        tmp_path / "state",
+        world["camera"],
+        world["det"],
+        camera="loop = true\ninterval_s = 30",
+        extra=f'[sensor]\nport = "{pty.link}"\nprotocol = "kv"\ntrigger = "temp > 20"\n',
+    )
+    bodies: list[dict[str, Any]] = []
+
+    def on_result(body: dict[str, Any]) -> None:
+        bodies.append(body)
+        if len(bodies) == 2:
+            agent.stop_event.set()  # what SIGTERM does, while the loop waits ~30 s for its next shot
+
+    agent = Agent(cfg, on_result=on_result)
+    try:
+        t0 = time.monotonic()
+        assert run_agent(agent, 10) == 0
+        took = time.monotonic() - t0
+    finally:
+        pty.close()
+    assert len(bodies) == 2 and agent.frames == 2
+    assert bodies[1]["sensor"] == {"temp": 21.5, "hum": 40}
+    assert took < 5, took  # neither frame waited for the 30 s interval, nor did the stop
+
+
+def test_a_stop_is_honoured_while_waiting_for_the_next_shot(tmp_path: Path, world: dict[str, Path]) -> None:
+    cfg = offline_config(
+        tmp_path / "state", world["camera"], world["det"], camera="loop = true\ninterval_s = 30"
+    )
+
+    def on_result(_body: dict[str, Any]) -> None:
+        agent.stop_event.set()
+
+    agent = Agent(cfg, on_result=on_result)
+    t0 = time.monotonic()
+    assert run_agent(agent, 10) == 0
+    assert agent.frames == 1 and time.monotonic() - t0 < 5
+
+
+class SlowPrepare(Detector):
+    """A real detector whose preparation takes >= 50 ms (a slow CPU), counted in its ``pre_ms``."""
+
+    def prepare(self, image_bgr: Any) -> Prepared:
+        t0 = time.perf_counter()
+        time.sleep(SLOW_PREP_S)
+        p = super().prepare(image_bgr)
+        return dataclasses.replace(p, pre_ms=(time.perf_counter() - t0) * 1e3)
+
+
+def test_latency_counts_the_prefetch_threads_preparation_and_the_frames_age(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    cfg = offline_config(tmp_path / "state", world["camera"], world["det"])
+    base = ModelSet.from_config(cfg)
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(
+        cfg, models=ModelSet(SlowPrepare(base.detector.model, base.detector.params)), on_result=bodies.append
+    )
+    assert run_agent(agent) == 0  # free-running: frames are prepared in the prefetch thread
+    assert len(bodies) == 4
+    for b in bodies:
+        t = b["timings_ms"]
+        # total = the loop's part + the preparation the prefetch thread did; the frame waited for it
+        assert SLOW_PREP_S * 1e3 <= t["pre"] <= t["total"] < 10_000, t
+        assert SLOW_PREP_S * 1e3 <= t["age"] < 10_000, t
+    assert agent.last_status is not None
+    assert agent.last_status["latency_ms"]["total"] >= SLOW_PREP_S * 1e3
+
+
+def test_fps_and_latency_are_over_the_last_50_frames(tmp_path: Path, world: dict[str, Path]) -> None:
+    agent = Agent(offline_config(tmp_path / "state", world["camera"], world["det"]))
+    agent._frame_times.extend([0.0, 0.5])
+    assert agent.fps() == 2.0  # two frames are enough
+    # 60 frames one second apart, then 49 frames 0.1 s apart: the last 50 span 1 s + 4.8 s
+    agent._frame_times.extend([float(i) for i in range(60)] + [60.0 + round(0.1 * i, 6) for i in range(49)])
+    assert agent.fps() == pytest.approx(49 / 5.8)
+    # latency: the upper median of the last 50 frames (25 fast, 25 slow: the slow value)
+    agent._latency.extend([{"total": 1.0}] * 26 + [{"total": 5.0}] * 25)  # the oldest fast one left
+    assert agent.latency_ms() == {"total": 5.0}
+    agent._latency.clear()
+    agent._latency.extend([{"total": 5.0}] * 25 + [{"total": 1.0}] * 25)  # all 50 in the window
+    assert agent.latency_ms() == {"total": 5.0}
