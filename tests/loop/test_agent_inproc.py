@@ -487,13 +487,18 @@ def test_sigterm_and_sigint_stop_the_loop_and_sighup_asks_for_a_reload(
 # ---- SIGHUP reload ----------------------------------------------------------------------------------
 
 
-def reload_and_wait(agent: Agent) -> None:
+def reload_and_wait(agent: Agent, loop: threading.Thread) -> None:
     """SIGHUP's request, then wait until the loop has acted on it: the loop clears the request,
     reloads, then infers a frame, so two more frames after the request mean the reload is done
-    (whatever its outcome: a failure shows at once, not at a timeout)."""
+    (whatever its outcome: a failure shows at once, not at a timeout; so does a loop that died)."""
     n = agent.frames
     agent.reload_requested.set()
-    wait_until(lambda: not agent.reload_requested.is_set() and agent.frames >= n + 2, 30, "the reload")
+    wait_until(
+        lambda: not loop.is_alive() or (not agent.reload_requested.is_set() and agent.frames >= n + 2),
+        30,
+        "the reload",
+    )
+    assert loop.is_alive(), "the loop ended during the reload"
 
 
 def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
@@ -516,19 +521,19 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
         bad = tmp_path / "broken.onnx"
         bad.write_bytes(world["det"].read_bytes()[:100])
         path.write_text(config_text(state, world["camera"], bad, loop=True))
-        reload_and_wait(agent)
+        reload_and_wait(agent, t)
         assert agent.reload_failures == 1
         assert agent.models is first and agent.reloads == 0 and agent.cfg.detector.model == str(world["det"])
         # a config without a detector model: refused the same way
         no_model = config_text(state, world["camera"], world["det"], loop=True)
         path.write_text(no_model.replace(f'model = "{world["det"]}"\n', ""))
-        reload_and_wait(agent)
+        reload_and_wait(agent, t)
         assert agent.reload_failures == 2
         assert agent.models is first and agent.reloads == 0
         # a new detector (96 px input), a higher threshold and a classifier: all applied
         det2 = make_bright_detector(tmp_path / "det2.onnx", imgsz=96)
         path.write_text(config_text(state, world["camera"], det2, cls=world["cls"], loop=True, conf=0.7))
-        reload_and_wait(agent)
+        reload_and_wait(agent, t)
         assert agent.reloads == 1
         assert agent.models is not first and agent.models is not None
         assert agent.cfg.detector.model == str(det2) and agent.cfg.detector.conf_threshold == 0.7

@@ -57,6 +57,11 @@ def test_the_installed_version_runs_its_frames_feed_ring_and_trial_and_a_clean_s
     assert trial is not None and trial.running is False
 
 
+def outcome(cfg: Any) -> Any:
+    last = ModelStore(cfg.device.state_dir).state().last
+    return None if last is None else last["outcome"]
+
+
 def test_a_package_dropped_into_the_inbox_of_the_running_agent_is_installed_and_the_loop_reloads_onto_it(
     tmp_path: Path,
 ) -> None:
@@ -70,11 +75,16 @@ def test_a_package_dropped_into_the_inbox_of_the_running_agent_is_installed_and_
         wait_until(lambda: agent.frames >= 2, 30, "frames on the config's model")
         pkg = pack_in_process(tmp_path / "v2.pkg", INT8, version="2.0", probe=ONE_PROBE)
         os.replace(pkg, inbox_dir(cfg) / "v2.pkg")  # whole, as `edge-agent model install` drops it
+        # the worker gates and switches; then the loop reloads onto it within a few frames (20 fps)
+        wait_until(lambda: not t.is_alive() or outcome(cfg) is not None, 60, "the install's outcome")
+        assert outcome(cfg) == "switched"
+        n = agent.frames
         wait_until(
-            lambda: agent.reloads == 1,
-            60,
-            lambda: f"the reload onto v2.0 ({agent.updates and agent.updates.state})",
+            lambda: not t.is_alive() or agent.reloads + agent.reload_failures > 0 or agent.frames >= n + 60,
+            30,
+            "the reload onto v2.0",
         )
+        assert (agent.reloads, agent.reload_failures) == (1, 0)
         wait_until(lambda: bodies[-1]["models"]["detector"]["sha256"] == sha(INT8), 30, "results of v2.0")
     finally:
         agent.stop_event.set()
