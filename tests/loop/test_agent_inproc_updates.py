@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from support import wait_until
+from support.mqtt import Broker, Collector
 from support.updates import FP32, INT8, SAMPLES, pack_in_process, write_config
 from support.world import run_agent
 
@@ -63,16 +64,21 @@ def outcome(cfg: Any) -> Any:
 
 
 def test_a_package_dropped_into_the_inbox_of_the_running_agent_is_installed_and_the_loop_reloads_onto_it(
-    tmp_path: Path,
+    tmp_path: Path, broker: Broker
 ) -> None:
-    path = write_config(tmp_path)
+    """... and the broker hears each step at once (gating, then the new version), not at the
+    next periodic status (an hour here)."""
+    path = write_config(tmp_path, port=broker.port)
+    path.write_text(path.read_text().replace("status_interval_s = 1.0", "status_interval_s = 3600"))
     cfg = load_config(path)
+    col = Collector(broker.port, "+/cam-1/status", client_id="update-status")
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, path, on_result=bodies.append)
     t = threading.Thread(target=agent.run, daemon=True)
     t.start()
     try:
         wait_until(lambda: agent.frames >= 2, 30, "frames on the config's model")
+        col.wait_until(lambda c: bool(c.on_topic("/status")), 30, "the first status")
         pkg = pack_in_process(tmp_path / "v2.pkg", INT8, version="2.0", probe=ONE_PROBE)
         os.replace(pkg, inbox_dir(cfg) / "v2.pkg")  # whole, as `edge-agent model install` drops it
         # the worker gates and switches; then the loop reloads onto it within a few frames (20 fps)
@@ -85,10 +91,21 @@ def test_a_package_dropped_into_the_inbox_of_the_running_agent_is_installed_and_
             "the reload onto v2.0",
         )
         assert (agent.reloads, agent.reload_failures) == (1, 0)
+        col.wait_until(
+            lambda c: any(
+                (m["model_update"].get("current") or {}).get("version") == "2.0"
+                for m in c.on_topic("/status")
+            ),
+            10,
+            lambda: f"a status naming v2.0: {[m['model_update'] for m in col.on_topic('/status')]}",
+        )
+        steps = [m["model_update"]["state"] for m in col.on_topic("/status")]
+        assert "gating" in steps, steps
         wait_until(lambda: bodies[-1]["models"]["detector"]["sha256"] == sha(INT8), 30, "results of v2.0")
     finally:
         agent.stop_event.set()
         t.join(30)
+        col.close()
     assert not t.is_alive()
     assert bodies[0]["models"]["detector"]["sha256"] == sha(FP32)
     assert ModelStore(cfg.device.state_dir).state().current is not None
