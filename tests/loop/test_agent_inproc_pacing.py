@@ -8,13 +8,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+import cv2
 import pytest
+from support.models import bright_scene, make_bright_detector
 from support.world import PtySensor, make_world, offline_config, run_agent
 
+from edge_agent.adapters.camera import Camera
 from edge_agent.app.agent import Agent
 from edge_agent.app.modelset import ModelSet
+from edge_agent.core.camera_source import Frame
 from edge_agent.inference.pipeline import Detector, Prepared
 
 SLOW_PREP_S = 0.05
@@ -114,3 +118,27 @@ def test_fps_and_latency_are_over_the_last_50_frames(tmp_path: Path, world: dict
     agent._latency.clear()
     agent._latency.extend([{"total": 5.0}] * 25 + [{"total": 1.0}] * 25)  # all 50 in the window
     assert agent.latency_ms() == {"total": 5.0}
+
+
+def test_the_loop_has_its_camera_decode_large_jpegs_at_the_detectors_scale(tmp_path: Path) -> None:
+    """A 1280x720 JPEG for a 64 px detector is decoded at 1/8 (libjpeg DCT scaling) by the agent's
+    camera: the agent hands the detector's input size to the camera it runs, its own or a given one."""
+    cam = tmp_path / "cam"
+    cam.mkdir()
+    cv2.imwrite(
+        str(cam / "0.jpg"), bright_scene(720, 1280, [(480, 240, 320)]), [cv2.IMWRITE_JPEG_QUALITY, 90]
+    )
+    cfg = offline_config(tmp_path / "state", cam, make_bright_detector(tmp_path / "det.onnx"))
+    seen: list[tuple[Any, Any]] = []
+
+    class Seen(Camera):
+        def read(self, timeout_s: Optional[float] = 1.0) -> Optional[Frame]:
+            frame = super().read(timeout_s)
+            if frame is not None:
+                seen.append((frame.image.shape[:2], frame.full_size))
+            return frame
+
+    bodies: list[dict[str, Any]] = []
+    assert run_agent(Agent(cfg, camera=Seen(cfg.camera), on_result=bodies.append)) == 0
+    assert len(seen) == 1 and seen[0][1] == (1280, 720) and seen[0][0][1] < 1280, seen
+    assert (bodies[0]["width"], bodies[0]["height"]) == (1280, 720)
