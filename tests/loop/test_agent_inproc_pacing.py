@@ -78,7 +78,10 @@ def test_a_stop_is_honoured_while_waiting_for_the_next_shot(tmp_path: Path, worl
 class SlowPrepare(Detector):
     """A real detector whose preparation takes >= 50 ms (a slow CPU), counted in its ``pre_ms``."""
 
+    calls = 0
+
     def prepare(self, image_bgr: Any) -> Prepared:
+        self.calls += 1
         t0 = time.perf_counter()
         time.sleep(SLOW_PREP_S)
         p = super().prepare(image_bgr)
@@ -91,11 +94,11 @@ def test_latency_counts_the_prefetch_threads_preparation_and_the_frames_age(
     cfg = offline_config(tmp_path / "state", world["camera"], world["det"])
     base = ModelSet.from_config(cfg)
     bodies: list[dict[str, Any]] = []
-    agent = Agent(
-        cfg, models=ModelSet(SlowPrepare(base.detector.model, base.detector.params)), on_result=bodies.append
-    )
+    det = SlowPrepare(base.detector.model, base.detector.params)
+    agent = Agent(cfg, models=ModelSet(det), on_result=bodies.append)
     assert run_agent(agent) == 0  # free-running: frames are prepared in the prefetch thread
     assert len(bodies) == 4
+    assert det.calls == 4  # once each, in the prefetch thread: the loop does not prepare them again
     for b in bodies:
         t = b["timings_ms"]
         # total = the loop's part + the preparation the prefetch thread did; the frame waited for it
