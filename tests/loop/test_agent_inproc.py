@@ -284,7 +284,10 @@ def test_a_model_error_drops_the_frame_and_is_counted(
     assert [b["image"] for b in bodies] == ["000.png", "002.png", "003.png"]
     assert (agent.frames, agent.emitted, agent.errors) == (3, 3, 1)
     assert agent.last_status is not None and agent.last_status["errors"] == 1
-    assert any("inference failed: test" in r.getMessage() for r in caplog.records)
+    # the failed frame is named by its number: the one between the first and the second result
+    assert [r.getMessage() for r in caplog.records] == [
+        f"frame {bodies[0]['frame'] + 1}: inference failed: test"
+    ]
 
 
 class UnpreparableDetector(Detector):
@@ -331,19 +334,32 @@ def test_a_full_queue_is_a_rejection_and_a_disk_error_an_error(
     assert (agent.frames, agent.emitted, agent.rejected, agent.errors) == (4, 2, 1, 1)
     assert agent.last_status is not None and agent.last_status["errors"] == 1
     lines = [r.getMessage() for r in caplog.records if "not queued" in r.getMessage()]
-    assert len(lines) == 1 and "result of frame" in lines[0] and "disk error: test" in lines[0]
+    # the third result (frame 002.png) is the one lost to the disk error, named by its frame number
+    assert lines == [f"result of frame {bodies[0]['frame'] + 2} not queued: disk error: test"]
 
 
-def test_queue_step_names_a_non_result_message_by_its_event(tmp_path: Path, world: dict[str, Path]) -> None:
+def test_queue_step_names_a_non_result_message_by_its_event(
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
     agent = Agent(make_cfg(tmp_path, world))
 
     class Broken:
         def put(self, topic: str, body: dict[str, Any]) -> str:
             raise QueueError("disk error: test")
 
-    assert agent._queue(Broken(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
-    assert agent._queue(Broken(), "t", {}) is False  # type: ignore[arg-type]
-    assert agent.errors == 2 and agent.emitted == 0
+    class Full:
+        def put(self, topic: str, body: dict[str, Any]) -> str:
+            raise QueueFullError("queue full: test")
+
+    with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
+        assert agent._queue(Broken(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
+        assert agent._queue(Broken(), "t", {}) is False  # type: ignore[arg-type]
+        assert agent._queue(Full(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
+    assert [r.getMessage() for r in caplog.records] == [
+        "ended message not queued: disk error: test",
+        "counts message not queued: disk error: test",  # the objects mode's counts carry no event
+    ]  # a rejection is logged by the outbox, once per streak
+    assert (agent.errors, agent.rejected, agent.emitted) == (2, 1, 0)
 
 
 # ---- health figures ---------------------------------------------------------------------------------
@@ -369,7 +385,11 @@ def test_the_no_score_warning_starts_at_exactly_the_streak_and_a_score_ends_it(
         agent._account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
         assert len(agent.warnings()) == 1 and f"for {NO_SCORE_FRAMES} consecutive" in agent.warnings()[0]
         agent._account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
-    assert len(caplog.records) == 1  # logged once, when the streak reaches the limit
+    # logged once, when the streak reaches the limit, with the warning of the status
+    assert [r.getMessage() for r in caplog.records] == [
+        f"detector: no score above {NO_SCORE_LEVEL:g} for {NO_SCORE_FRAMES} consecutive frames (a model that "
+        "cannot score, or a camera seeing nothing); check with `edge-agent infer`"
+    ]
     assert f"for {NO_SCORE_FRAMES + 1} consecutive" in agent.warnings()[0]
     agent._account(Scored(NO_SCORE_LEVEL * 1.01), {"total": 1.0})  # type: ignore[arg-type]
     assert agent.warnings() == []
