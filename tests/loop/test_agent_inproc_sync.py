@@ -44,7 +44,8 @@ def test_the_final_push_is_bounded_by_how_the_agent_stopped_and_the_broker_hears
 ) -> None:
     """At the end of a file/folder source the agent pushes what is left for up to 10 s; after
     SIGTERM for up to 3 s (systemd's stop timeout is 30 s, the rest stays queued on disk). Either
-    way the broker's retained status ends as "offline": the latest snapshot, so marked."""
+    way the broker's retained status ends as "offline": the latest snapshot, so marked. While it
+    runs, the periodic status (every 2 s) reaches the broker with the figures of the moment."""
     drains: list[float] = []
     real_drain = MqttSync.drain
 
@@ -57,7 +58,7 @@ def test_the_final_push_is_bounded_by_how_the_agent_stopped_and_the_broker_hears
         tmp_path / "state",
         world["camera"],
         world["det"],
-        camera=f"loop = {str(how == 'stop signal').lower()}",
+        camera="loop = true\ninterval_s = 0.1" if how == "stop signal" else "",
         mqtt_port=broker.port,
     )
     col = Collector(broker.port, "site7/cam-9/status", client_id="status-collector")
@@ -65,12 +66,14 @@ def test_the_final_push_is_bounded_by_how_the_agent_stopped_and_the_broker_hears
 
         def on_result(_body: dict[str, Any]) -> None:
             if agent.emitted == 0:  # the first result: the sync is connected before the loop goes on
-                wait_until(lambda: agent.current_status(fresh=True)["broker"]["state"] == "connected", 30)
-            if how == "stop signal" and agent.emitted >= 5:
-                agent.stop_event.set()  # what the SIGTERM handler does
+                wait_until(lambda: agent.current_status(fresh=True)["broker"]["state"] == "connected", 10)
+            if how == "stop signal" and any(
+                m["state"] == "running" and m["frames"] > 0 for m in col.on_topic("/status")
+            ):
+                agent.stop_event.set()  # what the SIGTERM handler does, once a periodic status arrived
 
         agent = Agent(cfg, on_result=on_result)
-        assert run_agent(agent, 60) == 0
+        assert run_agent(agent, 20) == 0  # a loop, a connect, a 2 s status period, a drain
         assert drains == [bound]
         if how == "end of the source":
             assert agent.frames == 4 and pending(cfg) == 0  # everything delivered before run() returned
