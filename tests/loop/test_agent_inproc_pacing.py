@@ -6,6 +6,8 @@ the prefetch thread and the frame's age; fps and latency are over the last 50 fr
 from __future__ import annotations
 
 import dataclasses
+import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -151,3 +153,63 @@ def test_the_loop_has_its_camera_decode_large_jpegs_at_the_detectors_scale(tmp_p
     assert run_agent(Agent(cfg, camera=Seen(cfg.camera), on_result=bodies.append)) == 0
     assert len(seen) == 1 and seen[0][1] == (1280, 720) and seen[0][0][1] < 1280, seen
     assert (bodies[0]["width"], bodies[0]["height"]) == (1280, 720)
+
+
+class Stalled(Camera):
+    """A camera that is open but delivers nothing (a stream that stopped sending)."""
+
+    def read(self, timeout_s: Optional[float] = 1.0) -> Optional[Frame]:
+        self._stop.wait(timeout_s)
+        return None
+
+    @property
+    def finished(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize(
+    "mode",
+    ["long interval", "interval and trigger", "stalled camera", "stalled camera, paced", "trigger only"],
+)
+def test_the_watchdog_is_pinged_in_time_while_the_loop_waits(
+    tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """WatchdogSec=1: systemd kills the service unless a ping comes at least once a second, also
+    while the loop waits for its next shot (interval_s = 30, with or without a trigger that may
+    shoot early), for a camera that sends nothing, or for a trigger."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "n.sock"))
+    sock.settimeout(0.05)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "n.sock"))
+    monkeypatch.setenv("WATCHDOG_USEC", "1000000")  # the agent pings every 0.5 s
+    pty = PtySensor(tmp_path / "tty") if "trigger" in mode else None
+    cfg = offline_config(
+        tmp_path / "state",
+        world["camera"],
+        world["det"],
+        camera={"long interval": "interval_s = 30", "interval and trigger": "interval_s = 30"}.get(
+            mode, "interval_s = 0.1" if mode.endswith("paced") else ""
+        ),
+        extra=f'[sensor]\nport = "{pty.link}"\nprotocol = "kv"\ntrigger = "temp > 20"\n' if pty else "",
+    )
+    agent = Agent(cfg, camera=Stalled(cfg.camera) if mode.startswith("stalled") else None)
+    pings: list[float] = []
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(pings) < 4 and time.monotonic() < deadline and t.is_alive():
+            try:
+                if b"WATCHDOG=1" in sock.recv(4096).split(b"\n"):
+                    pings.append(time.monotonic())
+            except socket.timeout:
+                pass
+    finally:
+        agent.stop_event.set()
+        t.join(10)
+        sock.close()
+        if pty is not None:
+            pty.close()
+    assert len(pings) == 4, pings
+    gaps = [b - a for a, b in zip(pings, pings[1:])]
+    assert max(gaps) < 1.0, gaps  # 0.5 s + at most one 0.25 s turn of the loop
