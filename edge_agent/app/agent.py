@@ -203,7 +203,9 @@ class Agent:
                     self._reload()
                 item = self._next(camera, prefetch, sensor, paced, trigger_only, next_shot)
                 if item is None:
-                    if camera.finished and (prefetch is None or prefetch.q.empty()):
+                    # free-running: the prefetch thread says when it holds nothing more (a frame it
+                    # is still preparing when the camera finishes is not lost)
+                    if camera.finished and (prefetch is None or prefetch.ended.is_set()):
                         log.info("camera source ended")
                         break
                     continue

@@ -213,3 +213,29 @@ def test_the_watchdog_is_pinged_in_time_while_the_loop_waits(
     assert len(pings) == 4, pings
     gaps = [b - a for a, b in zip(pings, pings[1:])]
     assert max(gaps) < 1.0, gaps  # 0.5 s + at most one 0.25 s turn of the loop
+
+
+def test_a_frame_still_being_prepared_when_the_source_ends_is_not_lost(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    """Preparing a frame took longer than the loop's 0.25 s wait for the hand-off (a large image on
+    a slow board): the loop took "camera finished, nothing handed over" for the end and the last
+    frame of every file/folder run was lost."""
+    cam = tmp_path / "cam"
+    cam.mkdir()
+    for name in ("000.png", "001.png"):
+        (cam / name).write_bytes((world["camera"] / name).read_bytes())
+    cfg = offline_config(tmp_path / "state", cam, world["det"])
+    base = ModelSet.from_config(cfg)
+
+    class Slower(Detector):
+        def prepare(self, image_bgr: Any) -> Prepared:
+            time.sleep(0.4)
+            return super().prepare(image_bgr)
+
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(
+        cfg, models=ModelSet(Slower(base.detector.model, base.detector.params)), on_result=bodies.append
+    )
+    assert run_agent(agent) == 0  # free-running: prepared in the prefetch thread
+    assert [b["image"] for b in bodies] == ["000.png", "001.png"]

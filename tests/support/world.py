@@ -166,7 +166,7 @@ def offline_config(
     ``queue``: the ``[queue]`` keys instead of a ``q.db`` in ``state``."""
     mqtt = (
         f'host = "127.0.0.1"\nport = {mqtt_port}\ntopic_prefix = "site7"\n'
-        "reconnect_min_s = 0.1\nreconnect_max_s = 0.2"
+        "reconnect_min_s = 0.1\nreconnect_max_s = 0.2\nstatus_interval_s = 1.0"
         if mqtt_port
         else "enabled = false"
     )
