@@ -284,17 +284,19 @@ def test_a_model_error_drops_the_frame_and_is_counted(
     cfg = make_cfg(tmp_path, world)
     base = ModelSet.from_config(cfg)
     det = FailingDetector(base.detector.model, base.detector.params)
-    det.fail_on = frozenset({2})
+    det.fail_on = frozenset({2, 3})
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, models=ModelSet(det), on_result=bodies.append)
     with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
         assert run_agent(agent) == 0
-    assert [b["image"] for b in bodies] == ["000.png", "002.png", "003.png"]
-    assert (agent.frames, agent.emitted, agent.errors) == (3, 3, 1)
-    assert agent.last_status is not None and agent.last_status["errors"] == 1
-    # the failed frame is named by its number: the one between the first and the second result
+    assert [b["image"] for b in bodies] == ["000.png", "003.png"]
+    assert (agent.frames, agent.emitted, agent.errors) == (2, 2, 2)  # each error counted
+    assert agent.last_status is not None and agent.last_status["errors"] == 2
+    # each failed frame is named by its number: the two between the first and the second result
+    first = bodies[0]["frame"]
     assert [r.getMessage() for r in caplog.records] == [
-        f"frame {bodies[0]['frame'] + 1}: inference failed: test"
+        f"frame {first + 1}: inference failed: test",
+        f"frame {first + 2}: inference failed: test",
     ]
 
 
