@@ -171,6 +171,9 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/agent.py"],
         [
             "tests/loop/test_agent_inproc.py",
+            "tests/loop/test_agent_inproc_sync.py",
+            "tests/loop/test_agent_inproc_updates.py",
+            "tests/loop/test_agent_inproc_pacing.py",
             "tests/loop/test_ready_and_stop.py",
             "tests/core/test_motion.py::test_the_loop_infers_only_when_the_gate_opens",
             "tests/adapters/test_decode_and_grant.py::test_a_large_jpeg_is_decoded_small_and_boxes_come_back_full_size",
