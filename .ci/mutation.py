@@ -227,6 +227,55 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/model_updates.py", "edge_agent/app/model_push.py", "edge_agent/app/model_cmd.py"],
         ["tests/updates/test_receiver.py", "tests/updates/test_agent_updates.py"],
     ),
+    # the outbox (issue 19), in three areas of < 30 min each on 2 busy cores; in-process tests only
+    # (the kill -9 tests run a producer in a subprocess: only what they do in-process afterwards is
+    # credited) and not the hypothesis stateful test (minutes per mutant; OUTBOX_EXAMPLES=5 if needed)
+    "outbox-claims": (
+        [
+            "edge_agent/adapters/outbox_claims.py",
+            "edge_agent/adapters/outbox_marks.py",
+            "edge_agent/adapters/outbox_writer.py",
+            "edge_agent/adapters/outbox_state.py",
+        ],
+        [
+            "tests/outbox/test_ack_and_claim.py",
+            "tests/adapters/test_id_filter.py",
+            "tests/outbox/test_old_sqlite.py",
+            "tests/outbox/test_pinned.py",
+            "tests/outbox/test_outbox.py",
+            "tests/outbox/test_loss_visible.py",
+            "tests/outbox/test_full_disk.py",
+        ],
+    ),
+    "outbox-disk": (
+        [
+            "edge_agent/adapters/outbox.py",
+            "edge_agent/adapters/outbox_space.py",
+            "edge_agent/adapters/outbox_reserve.py",
+            "edge_agent/adapters/outbox_open.py",
+        ],
+        [
+            "tests/outbox/test_full_disk.py",
+            "tests/outbox/test_pinned.py",
+            "tests/outbox/test_outbox.py",
+            "tests/outbox/test_ack_and_claim.py",
+            "tests/outbox/test_loss_visible.py",
+        ],
+    ),
+    "outbox-salvage": (
+        [
+            "edge_agent/adapters/outbox_pages.py",
+            "edge_agent/adapters/outbox_db.py",
+            "edge_agent/adapters/outbox_read.py",
+        ],
+        [
+            "tests/outbox/test_salvage.py",
+            "tests/outbox/test_loss_visible.py",
+            "tests/outbox/test_pinned.py",
+            "tests/outbox/test_outbox.py",
+            "tests/outbox/test_old_sqlite.py",
+        ],
+    ),
     "mqtt-sync": (
         ["edge_agent/adapters/mqtt_sync.py"],
         [
