@@ -1,7 +1,7 @@
 """Mutation testing per area with mutmut 3 (never in CI; see docs/testing.md).
 
     python .ci/mutation.py --list
-    python .ci/mutation.py AREA [--jobs 2] [--fresh]
+    python .ci/mutation.py AREA [--jobs 2] [--fresh] [--only 'edge_agent.adapters.outbox_claims*' ...]
 
 Copies the tree (tracked and untracked-not-ignored files) to build/mutation/AREA, adds the area's
 ``only_mutate`` and test selection to the copy's ``[tool.mutmut]``, runs ``nice -n 10 mutmut run``
@@ -396,6 +396,14 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2, help="parallel mutant runs (default 2)")
     ap.add_argument("--fresh", action="store_true", help="drop the area's cached mutants first")
     ap.add_argument("--report", action="store_true", help="only print the table of the last run")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="PATTERN",
+        help="only the mutants whose names match (fnmatch, e.g. 'edge_agent.adapters.outbox_claims*'): one "
+        "module of an area at a time when the whole area does not fit the time (mutmut then rechecks them)",
+    )
     args = ap.parse_args()
     if args.list or not args.area:
         for name, (mods, tests) in AREAS.items():
@@ -410,7 +418,7 @@ def main() -> int:
     copy_tree(dst)
     modules, tests = AREAS[args.area]
     configure(dst, modules, tests)
-    cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)]
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *args.only]
     rc = subprocess.run(cmd, cwd=dst, check=False).returncode
     score(dst)
     return rc
