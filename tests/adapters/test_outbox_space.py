@@ -1,0 +1,103 @@
+"""The outbox's disk space (adapters/outbox_space.py) in process: a full disk imitated with
+``max_pages`` (SQLite answers SQLITE_FULL exactly as on a full disk; the real full tmpfs is in
+tests/outbox/test_full_disk.py). What survives a crash right after a full-disk drop or a purge,
+the figures after them, vacuum's count (issue 19, mutation survivors)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from support.outbox import TOPIC, big_limits, crash
+
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.adapters.outbox_read import read_stats
+
+
+def _pad(i: int) -> dict[str, object]:
+    return {"n": i, "pad": "p" * 1000}
+
+
+def _freelist(path: Path) -> int:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_full_disk_drops_are_counted_with_them_and_the_figures_match_the_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64)
+    with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+        for i in range(300):
+            ob.put(TOPIC, _pad(i))
+            if i % 50 == 49:
+                ob.flush()
+        ob.flush()
+    s = ob.stats()
+    assert s["dropped"] > 100 and s["pending"] + s["dropped"] == 300
+    on_disk = read_stats(path)
+    assert (s["pending"], s["bytes"]) == (on_disk["pending"], on_disk["bytes"])
+    assert on_disk["dropped"] == s["dropped"]  # the counter went in with the drops
+    made_room = [r.getMessage() for r in caplog.records if "to make room" in r.getMessage()]
+    assert len(made_room) == 1  # once a minute while the streak lasts
+    streak, so_far = map(int, re.findall(r"\((\d+) in this full-disk streak, dropped so far: (\d+)\)", made_room[0])[0])
+    assert streak == so_far > 0
+    crash(ob)  # right after the drops: no close writes the counters for them
+    with Outbox(path, big_limits()) as again:
+        assert (again.stats()["dropped"], again.stats()["pending"]) == (s["dropped"], s["pending"])
+
+
+def test_a_full_disk_with_nothing_to_drop_gives_up_after_one_empty_drop(tmp_path: Path) -> None:
+    """One result larger than the whole capped file: the first drop finds nothing to delete, so the
+    result is dropped (counted) at once, not after 16 fsync'd tries."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64) as ob:
+        tries = []
+        real = ob.writer.commit
+        ob.writer.commit = lambda part: tries.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
+        ob.put(TOPIC, {"n": 0, "pad": "p" * 400_000})
+        ob.flush()
+        assert ob.counters["dropped"] == 1 and ob.stats()["pending"] == 0
+        assert len([t for t in tries if t]) == 3  # the commit, its retry after the empty drop, no more
+
+
+def test_purge_counts_what_it_deletes_on_top_of_earlier_drops(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_messages=10), flush_interval_s=60, flush_batch=10**6)
+    for i in range(14):
+        ob.put(TOPIC, {"n": i})
+    ob.flush()
+    assert ob.counters["dropped"] == 4
+    ob.claim(3)  # in flight: purged too (the sync's ack then finds nothing)
+    assert ob.purge() == 10
+    s = ob.stats()
+    assert (s["pending"], s["bytes"], s["inflight"], s["dropped"]) == (0, 0, 0, 14)
+    assert read_stats(path)["dropped"] == 14
+    crash(ob)
+    with Outbox(path, big_limits()) as again:
+        assert (again.stats()["dropped"], again.stats()["pending"]) == (14, 0)
+
+
+def test_vacuum_returns_the_pages_it_gave_back(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        assert ob.vacuum() == 0  # nothing free: nothing given back
+        for i in range(600):
+            ob.put(TOPIC, _pad(i))
+        ob.flush()
+        assert ob.vacuum() == 0
+        while batch := ob.claim(200):
+            ob.ack([m.rowid for m in batch])
+        ob.db.checkpoint()
+        free = _freelist(path)
+        assert free > 100
+        assert ob.vacuum() == free
+        ob.db.checkpoint()
+        assert _freelist(path) == 0
