@@ -8,6 +8,7 @@ the sync connection are counted (one per batch is why it exists, issue 21)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -261,5 +262,92 @@ def test_a_claim_that_finds_nothing_gives_the_wal_back_too(tmp_path: Path) -> No
                 break
             ob.ack([m.rowid for m in batch])
         assert os.stat(wal).st_size <= IDLE_WAL_BYTES
+    finally:
+        ob.close()
+
+
+class _FullOnDelete:
+    """The sync connection on a disk whose WAL cannot grow: the first ``times`` DELETEs fail with
+    SQLITE_FULL (the message SQLite gives), later ones work."""
+
+    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
+        self._conn = conn
+        self.left = times
+
+    def execute(self, sql: str, *args: object) -> object:
+        if sql.lstrip().startswith("DELETE") and self.left > 0:
+            self.left -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+def test_an_ack_on_a_full_disk_retries_then_gives_back_the_whole_reserve(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """First retry after a checkpoint only; the second with the whole reserve released and the file
+    capped (the disk counts as full from then on); the delete lands."""
+    path = tmp_path / "q.db"
+    ob = filled(path, 20)
+    reserve = Path(f"{path}.reserve")
+    try:
+        got = ob.claim(10)
+        real = ob.db.r
+        ob.db.r = _FullOnDelete(real, times=1)  # type: ignore[assignment]
+        with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+            assert ob.ack([m.rowid for m in got[:5]]) == 5
+        assert reserve.stat().st_size == 1 << 20 and not ob.stats()["disk_full"]  # one retry did it
+        assert caplog.records == []
+        ob.db.r = _FullOnDelete(real, times=2)  # type: ignore[assignment]
+        with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+            assert ob.ack([m.rowid for m in got[5:]]) == 5
+        ob.db.r = real
+        assert not reserve.exists() and ob.stats()["disk_full"]
+        assert [r.getMessage() for r in caplog.records] == [
+            f"outbox {path}: filesystem full (SQLITE_FULL on ack): released the disk reserve; the file "
+            f"stays at {ob.db.w.execute('PRAGMA page_count').fetchone()[0]} pages; policy drop_oldest applies"
+        ]
+        assert ob.stats()["pending"] == 10
+    finally:
+        ob.close()
+    assert read_stats(path)["pending"] == 10
+
+
+def test_an_ack_the_full_disk_refuses_three_times_waits_for_the_next_ack(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "q.db"
+    ob = filled(path, 20)
+    try:
+        got = ob.claim(8)
+        real = ob.db.r
+        ob.db.r = _FullOnDelete(real, times=3)  # type: ignore[assignment]
+        with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+            assert ob.ack([m.rowid for m in got]) == 0  # none deleted yet
+        ob.db.r = real
+        assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [
+            f"outbox {path}: disk full: 8 acknowledged messages not deleted yet (retried; a restart "
+            "before that redelivers them)"
+        ]
+        s = ob.stats()
+        assert (s["pending"], s["inflight"]) == (12, 0)  # out of the figures and of claims already
+        assert read_stats(path)["pending"] == 20  # still on disk
+        assert ob.ack([]) == 0  # the next ack deletes them (none of its own)
+        assert read_stats(path)["pending"] == 12 and ob.stats()["pending"] == 12
+        assert ob.stats()["bytes"] == read_stats(path)["bytes"]
+    finally:
+        ob.close()
+
+
+def test_an_ack_of_more_than_one_transaction_keeps_the_figures_exact(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    ob = filled(path, 1300, pad=50)
+    try:
+        got = ob.claim(1200)
+        assert ob.ack([m.rowid for m in got]) == 1200  # three transactions of at most 500
+        s, on_disk = ob.stats(), read_stats(path)
+        assert (s["pending"], s["bytes"]) == (on_disk["pending"], on_disk["bytes"]) == (100, on_disk["bytes"])
     finally:
         ob.close()
