@@ -101,3 +101,65 @@ def test_vacuum_returns_the_pages_it_gave_back(tmp_path: Path) -> None:
         assert ob.vacuum() == free
         ob.db.checkpoint()
         assert _freelist(path) == 0
+
+
+def test_maintenance_vacuums_a_file_with_many_free_pages_and_re_creates_a_lost_reserve(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    reserve = Path(f"{path}.reserve")
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        for i in range(1200):
+            ob.put(TOPIC, _pad(i))
+        ob.flush()
+        ob.ack([m.rowid for m in ob.claim(1200)])
+        ob.db.checkpoint()
+        assert _freelist(path) > 256
+        reserve.unlink()  # someone tidied up the folder
+        ob.space.maintain()
+        ob.db.checkpoint()
+        assert _freelist(path) == 0
+        assert reserve.stat().st_size == 1 << 20
+
+
+def test_a_few_free_pages_are_left_for_reuse(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        for i in range(100):
+            ob.put(TOPIC, _pad(i))
+        ob.flush()
+        ob.ack([m.rowid for m in ob.claim(100)])
+        ob.db.checkpoint()
+        free = _freelist(path)
+        assert 0 < free <= 256
+        ob.space.maintain()
+        ob.db.checkpoint()
+        assert _freelist(path) == free
+
+
+def test_when_the_disk_has_room_again_the_cap_is_lifted_and_the_reserve_re_created(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from support.tmpfs import fill, tmpfs
+
+    with tmpfs(tmp_path / "fs") as disk:
+        path = disk / "q.db"
+        reserve = Path(f"{path}.reserve")
+        with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=50) as ob:
+            fill(disk)
+            for i in range(400):
+                ob.put(TOPIC, _pad(i))
+            ob.flush()
+            assert ob.stats()["disk_full"] and reserve.stat().st_size < 1 << 20
+            ob.space.maintain()  # still full: stays capped
+            assert ob.stats()["disk_full"]
+            (disk / "filler").unlink()
+            with caplog.at_level(logging.INFO, logger="edge_agent.outbox"):
+                ob.space.maintain()
+            assert not ob.stats()["disk_full"] and reserve.stat().st_size == 1 << 20
+            assert f"outbox {path}: space available again: reserve re-created, cap lifted" in [
+                r.getMessage() for r in caplog.records
+            ]
+            dropped = ob.counters["dropped"]
+            for i in range(2000):  # the file grows again: nothing more dropped
+                ob.put(TOPIC, _pad(1000 + i))
+            ob.flush()
+            assert ob.counters["dropped"] == dropped and ob.stats()["pending"] >= 2000
