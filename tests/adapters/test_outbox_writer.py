@@ -104,3 +104,28 @@ def test_a_repeated_warning_is_logged_once_per_period(
         (logging.ERROR, "once a minute"),
         (logging.ERROR, "a minute later"),
     ]
+
+
+@pytest.mark.parametrize(("flush_batch", "puts"), [(100, 5), (100, 60), (10, 9), (1000, 300)])
+def test_the_gap_a_crash_leaves_is_twice_the_last_batch_at_least_16_at_most_flush_batch(
+    tmp_path: Path, flush_batch: int, puts: int
+) -> None:
+    """The reservation written ahead at each commit is what a crash skips (docs/queue.md): close to
+    the group-commit window, not flush_batch (30 results/s: a gap of <= 16, not 100)."""
+    from support.outbox import crash
+
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=flush_batch)
+    sizes: list[int] = []
+    real = ob.writer.commit
+    ob.writer.commit = lambda part: sizes.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
+    for i in range(puts):
+        ob.put(TOPIC, {"n": i})
+    ob.flush()
+    last = [n for n in sizes if n][-1]
+    crash(ob)
+    with Outbox(path, big_limits()) as again:
+        s = again.stats()
+        assert s["crashes"] == 1
+        assert s["seq_skipped"] == min(flush_batch, max(16, 2 * last))
+        assert s["seq"] == puts + s["seq_skipped"]
