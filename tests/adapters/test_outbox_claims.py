@@ -351,3 +351,26 @@ def test_an_ack_of_more_than_one_transaction_keeps_the_figures_exact(tmp_path: P
         assert (s["pending"], s["bytes"]) == (on_disk["pending"], on_disk["bytes"]) == (100, on_disk["bytes"])
     finally:
         ob.close()
+
+
+def test_on_a_full_disk_an_ack_deletes_in_transactions_the_released_reserve_can_hold(tmp_path: Path) -> None:
+    """Capped (full disk): as many rows per transaction as fit, on average, in one full-disk commit
+    slice (an eighth of the reserve: 128 KiB for 1 MiB), so each delete's WAL fits what is left."""
+    path = tmp_path / "q.db"
+    ob = filled(path, 400, pad=1000)
+    try:
+        real = ob.db.r
+        got = ob.claim(2)
+        ob.db.r = _FullOnDelete(real, times=2)  # type: ignore[assignment]
+        ob.ack([m.rowid for m in got])  # caps the file, as the full disk would
+        ob.db.r = real
+        assert ob.stats()["disk_full"]
+        per_row = ob.stats()["bytes"] / ob.stats()["pending"]
+        per_txn = int((1 << 20) // 8 / per_row)
+        assert 100 < per_txn < 130
+        got = ob.claim(3 * per_txn - 10)
+        with commits(real) as seen:
+            assert ob.ack([m.rowid for m in got]) == len(got)
+        assert seen == ["COMMIT"] * 3
+    finally:
+        ob.close()
