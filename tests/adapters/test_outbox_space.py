@@ -163,3 +163,58 @@ def test_when_the_disk_has_room_again_the_cap_is_lifted_and_the_reserve_re_creat
                 ob.put(TOPIC, _pad(1000 + i))
             ob.flush()
             assert ob.counters["dropped"] == dropped and ob.stats()["pending"] >= 2000
+
+
+class _FullOnDelete:
+    """The sync connection on a disk whose WAL cannot grow: the first ``times`` DELETEs fail."""
+
+    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
+        self._conn = conn
+        self.left = times
+
+    def execute(self, sql: str, *args: object) -> object:
+        if sql.lstrip().startswith("DELETE") and self.left > 0:
+            self.left -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+@pytest.mark.parametrize("reserve_bytes", [0, 1 << 20])
+def test_the_full_disk_lines_say_what_was_released(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, reserve_bytes: int
+) -> None:
+    path = tmp_path / "q.db"
+    reserve = Path(f"{path}.reserve")
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64, reserve_bytes=reserve_bytes)
+    try:
+        with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+            for i in range(300):
+                ob.put(TOPIC, _pad(i))
+            ob.flush()
+        pages = ob.db.w.execute("PRAGMA page_count").fetchone()[0]
+        what = "released the disk reserve" if reserve_bytes else "no reserve left to release"
+        assert caplog.records[0].getMessage() == (
+            f"outbox {path}: filesystem full (SQLITE_FULL on commit): {what}; the file stays at {pages} "
+            "pages; policy drop_oldest applies"
+        )
+        assert sum("filesystem full" in r.getMessage() for r in caplog.records) == 1  # once per streak
+        if reserve_bytes:
+            assert reserve.stat().st_size == reserve_bytes // 4  # the quarter kept for the next start
+        caplog.clear()
+        got = ob.claim(2)
+        real = ob.db.r
+        ob.db.r = _FullOnDelete(real, times=2)  # type: ignore[assignment]
+        with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+            assert ob.ack([m.rowid for m in got]) == 2
+        ob.db.r = real
+        lines = [r.getMessage() for r in caplog.records]
+        if reserve_bytes:  # the ack's second retry gives back the quarter too
+            assert lines == [f"outbox {path}: still full (SQLITE_FULL on ack): released the rest of the reserve"]
+            assert not reserve.exists()
+        else:
+            assert lines == []
+    finally:
+        ob.close()
