@@ -374,3 +374,22 @@ def test_on_a_full_disk_an_ack_deletes_in_transactions_the_released_reserve_can_
         assert seen == ["COMMIT"] * 3
     finally:
         ob.close()
+
+
+@pytest.mark.parametrize(("released", "n", "want"), [([3, 4], 5, [3, 4, 11, 12, 13]), ([2, 4, 5, 6, 7, 8, 9], 3, [2, 4, 5])])
+def test_a_claim_after_a_partial_release_never_hands_out_a_row_still_in_flight(
+    tmp_path: Path, released: list[int], n: int, want: list[int]
+) -> None:
+    """Rows in flight that are not one run of ids (some released after a timeout): the released
+    ones come back first, the others are not sent twice."""
+    ob = filled(tmp_path / "q.db", 20)
+    try:
+        assert [m.rowid for m in ob.claim(10)] == list(range(1, 11))
+        assert ob.release(released) == len(released)
+        assert [m.rowid for m in ob.claim(n)] == want
+        with commits(ob.db.r) as seen:
+            _, more = ob.ack_and_claim(want, 2)
+        assert seen == ["COMMIT"]
+        assert not {m.rowid for m in more} & set(range(1, 11)) - set(released)
+    finally:
+        ob.close()
