@@ -393,3 +393,21 @@ def test_a_claim_after_a_partial_release_never_hands_out_a_row_still_in_flight(
         assert not {m.rowid for m in more} & set(range(1, 11)) - set(released)
     finally:
         ob.close()
+
+
+def test_a_late_ack_after_a_purge_of_a_full_disk_queue_is_no_error(tmp_path: Path) -> None:
+    """The broker's PUBACKs for rows an operator purged meanwhile, on a capped (full) queue that is
+    now empty: nothing to delete, no division by the empty row count in the sync thread."""
+    ob = filled(tmp_path / "q.db", 10)
+    try:
+        got = ob.claim(10)
+        real = ob.db.r
+        ob.db.r = _FullOnDelete(real, times=2)  # type: ignore[assignment]
+        ob.ack([got[0].rowid])  # caps the file
+        ob.db.r = real
+        assert ob.stats()["disk_full"]
+        assert ob.purge() == 9
+        assert ob.ack([m.rowid for m in got[1:]]) == 0
+        assert ob.stats()["pending"] == 0
+    finally:
+        ob.close()
