@@ -218,3 +218,4 @@ def test_the_full_disk_lines_say_what_was_released(
             assert lines == []
     finally:
         ob.close()
+
