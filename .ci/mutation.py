@@ -418,7 +418,18 @@ def main() -> int:
     copy_tree(dst)
     modules, tests = AREAS[args.area]
     configure(dst, modules, tests)
-    cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *args.only]
+    cmd = [
+        "nice",
+        "-n",
+        "10",
+        sys.executable,
+        "-m",
+        "mutmut",
+        "run",
+        "--max-children",
+        str(args.jobs),
+        *args.only,
+    ]
     rc = subprocess.run(cmd, cwd=dst, check=False).returncode
     score(dst)
     return rc

@@ -35,7 +35,9 @@ def test_every_queue_key_reaches_the_outbox(tmp_path: Path) -> None:
         assert ob.stats()["unflushed"] == 0  # interval 0: committed inside put
 
 
-def test_the_figures_count_unflushed_and_in_flight_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_figures_count_unflushed_and_in_flight_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
         empty = ob.stats()
         assert (empty["pending"], empty["bytes"], empty["oldest"], empty["seq"]) == (0, 0, None, 0)

@@ -376,7 +376,9 @@ def test_on_a_full_disk_an_ack_deletes_in_transactions_the_released_reserve_can_
         ob.close()
 
 
-@pytest.mark.parametrize(("released", "n", "want"), [([3, 4], 5, [3, 4, 11, 12, 13]), ([2, 4, 5, 6, 7, 8, 9], 3, [2, 4, 5])])
+@pytest.mark.parametrize(
+    ("released", "n", "want"), [([3, 4], 5, [3, 4, 11, 12, 13]), ([2, 4, 5, 6, 7, 8, 9], 3, [2, 4, 5])]
+)
 def test_a_claim_after_a_partial_release_never_hands_out_a_row_still_in_flight(
     tmp_path: Path, released: list[int], n: int, want: list[int]
 ) -> None:

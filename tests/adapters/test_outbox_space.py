@@ -47,7 +47,9 @@ def test_full_disk_drops_are_counted_with_them_and_the_figures_match_the_file(
     assert on_disk["dropped"] == s["dropped"]  # the counter went in with the drops
     made_room = [r.getMessage() for r in caplog.records if "to make room" in r.getMessage()]
     assert len(made_room) == 1  # once a minute while the streak lasts
-    streak, so_far = map(int, re.findall(r"\((\d+) in this full-disk streak, dropped so far: (\d+)\)", made_room[0])[0])
+    streak, so_far = map(
+        int, re.findall(r"\((\d+) in this full-disk streak, dropped so far: (\d+)\)", made_room[0])[0]
+    )
     assert streak == so_far > 0
     crash(ob)  # right after the drops: no close writes the counters for them
     with Outbox(path, big_limits()) as again:
@@ -103,7 +105,9 @@ def test_vacuum_returns_the_pages_it_gave_back(tmp_path: Path) -> None:
         assert _freelist(path) == 0
 
 
-def test_maintenance_vacuums_a_file_with_many_free_pages_and_re_creates_a_lost_reserve(tmp_path: Path) -> None:
+def test_maintenance_vacuums_a_file_with_many_free_pages_and_re_creates_a_lost_reserve(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "q.db"
     reserve = Path(f"{path}.reserve")
     with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
@@ -188,7 +192,9 @@ def test_the_full_disk_lines_say_what_was_released(
 ) -> None:
     path = tmp_path / "q.db"
     reserve = Path(f"{path}.reserve")
-    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64, reserve_bytes=reserve_bytes)
+    ob = Outbox(
+        path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64, reserve_bytes=reserve_bytes
+    )
     try:
         with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
             for i in range(300):
@@ -212,10 +218,11 @@ def test_the_full_disk_lines_say_what_was_released(
         ob.db.r = real
         lines = [r.getMessage() for r in caplog.records]
         if reserve_bytes:  # the ack's second retry gives back the quarter too
-            assert lines == [f"outbox {path}: still full (SQLITE_FULL on ack): released the rest of the reserve"]
+            assert lines == [
+                f"outbox {path}: still full (SQLITE_FULL on ack): released the rest of the reserve"
+            ]
             assert not reserve.exists()
         else:
             assert lines == []
     finally:
         ob.close()
-
