@@ -60,14 +60,20 @@ def test_a_full_disk_with_nothing_to_drop_gives_up_after_one_empty_drop(tmp_path
     """One result larger than the whole capped file: the first drop finds nothing to delete, so the
     result is dropped (counted) at once, not after 16 fsync'd tries."""
     path = tmp_path / "q.db"
-    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64) as ob:
-        tries = []
-        real = ob.writer.commit
-        ob.writer.commit = lambda part: tries.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
-        ob.put(TOPIC, {"n": 0, "pad": "p" * 400_000})
-        ob.flush()
-        assert ob.counters["dropped"] == 1 and ob.stats()["pending"] == 0
-        assert len([t for t in tries if t]) == 3  # the commit, its retry after the empty drop, no more
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64)
+    tries: list[int] = []
+    real = ob.writer.commit
+    ob.writer.commit = lambda part: tries.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
+    ob.put(TOPIC, {"n": 0, "pad": "p" * 400_000})
+    ob.flush()
+    assert len([t for t in tries if t]) == 3  # the commit, its retry after the empty drop, no more
+    ob.put(TOPIC, {"n": 1, "pad": "p" * 400_000})
+    ob.flush()
+    s = ob.stats()
+    assert (s["dropped"], s["pending"], s["unflushed"], s["bytes"]) == (2, 0, 0, 0)
+    ob.close()
+    with Outbox(path, big_limits()) as again:
+        assert again.stats()["dropped"] == 2
 
 
 def test_purge_counts_what_it_deletes_on_top_of_earlier_drops(tmp_path: Path) -> None:
