@@ -129,3 +129,33 @@ def test_the_gap_a_crash_leaves_is_twice_the_last_batch_at_least_16_at_most_flus
         assert s["crashes"] == 1
         assert s["seq_skipped"] == min(flush_batch, max(16, 2 * last))
         assert s["seq"] == puts + s["seq_skipped"]
+
+
+def _meta_rows(path: Path) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT value FROM meta WHERE key = 'rows'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_cap_drop_of_a_thousand_rows_is_stored_and_counted_with_the_commit(tmp_path: Path) -> None:
+    """The drops a cap requires go in the same transaction as the batch, with the counter and the
+    meta row count: a crash right after loses neither (1000 rows: more than one DELETE chunk)."""
+    from support.outbox import crash
+
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_messages=10), flush_interval_s=60, flush_batch=10**6)
+    ob.put(TOPIC, {"n": -1})  # the first number: committed at once
+    for i in range(1009):
+        ob.put(TOPIC, {"n": i})
+    assert ob.flush() > 0
+    assert ob.counters["dropped"] == 1000
+    assert (read := [m["payload"]["n"] for m in iter_messages(path)]) == list(range(999, 1009))
+    assert len(read) == ob.stats()["pending"] == _meta_rows(path) == 10
+    crash(ob)
+    with Outbox(path, big_limits()) as again:
+        s = again.stats()
+        assert (s["dropped"], s["pending"], s["crashes"]) == (1000, 10, 1)
