@@ -136,7 +136,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/test_objects_step.py",
         ],
     ),
-    "core-tracker": (["edge_agent/core/tracker.py"], ["tests/core/test_tracking.py"]),
+    "core-tracker": (
+        ["edge_agent/core/tracker.py", "edge_agent/core/assignment.py", "edge_agent/core/mot.py"],
+        ["tests/core/test_tracker_rules.py", "tests/core/test_tracking.py"],
+    ),
     # the format registry (it was inference/formats.py; its area was inference-formats)
     "core-formats": (
         ["edge_agent/core/formats.py"],
