@@ -154,6 +154,33 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/inference/guard.py"],
         ["tests/inference/test_guard.py", "tests/inference/test_guard_rules.py"],
     ),
+    # validate's comparison and report (shared with the update gate): in-process tests only; the CLI
+    # runs in tests/tools/test_validate_any.py are subprocesses (no credit)
+    "inference-compare": (
+        ["edge_agent/inference/compare.py", "edge_agent/inference/report.py"],
+        [
+            "tests/inference/test_compare.py",
+            "tests/inference/test_presets.py::test_validate_classifiers_with_classes_listed_in_another_order",
+        ],
+    ),
+    # core modules that had no area (issue 19); measured or not: docs/testing.md "Scores"
+    "core-metrics": (
+        ["edge_agent/core/metrics.py"],
+        ["tests/core/test_metrics.py", "tests/inference/test_compare.py"],
+    ),
+    "core-fleet": (
+        ["edge_agent/core/fleet.py"],
+        ["tests/core/test_batch_and_parse.py", "tests/collector/test_fleet_retire.py"],
+    ),
+    "core-camera": (
+        ["edge_agent/core/camera_source.py", "edge_agent/core/rtsp.py"],
+        ["tests/core/test_camera_source.py", "tests/adapters/test_rtsp_transport.py"],
+    ),
+    "core-ort": (["edge_agent/core/ort_compat.py"], ["tests/core/test_ort_compat.py"]),
+    "core-config-example": (
+        ["edge_agent/core/config_example.py", "edge_agent/core/collector_config.py"],
+        ["tests/core/test_config_example.py", "tests/core/test_collector_config_example.py"],
+    ),
     "inference-presets": (
         ["edge_agent/inference/presets.py", "edge_agent/core/presets.py"],
         ["tests/inference/test_preset_specs.py", "tests/inference/test_presets.py"],
