@@ -89,9 +89,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ],
         [
             "tests/core/test_yolo.py",
+            "tests/core/test_yolo_rules.py",
             "tests/core/test_preprocess.py",
+            "tests/core/test_classifier_geometry.py",
             "tests/core/test_classify.py",
+            "tests/core/test_classify_rules.py",
             "tests/core/test_onnx_wire.py",
+            "tests/core/test_onnx_wire_rules.py",
             "tests/adapters/test_provider_fallback.py",
             "tests/adapters/test_board_providers.py",
             "tests/adapters/test_jetson_plan.py",
