@@ -91,6 +91,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/test_yolo.py",
             "tests/core/test_yolo_rules.py",
             "tests/core/test_preprocess.py",
+            "tests/core/test_preprocess_rules.py",
             "tests/core/test_classifier_geometry.py",
             "tests/core/test_classify.py",
             "tests/core/test_classify_rules.py",
