@@ -97,6 +97,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/test_classify_rules.py",
             "tests/core/test_onnx_wire.py",
             "tests/core/test_onnx_wire_rules.py",
+            "tests/core/test_provider_plan_rules.py",
             "tests/adapters/test_provider_fallback.py",
             "tests/adapters/test_board_providers.py",
             "tests/adapters/test_jetson_plan.py",
