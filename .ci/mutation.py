@@ -182,6 +182,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/camera_source.py", "edge_agent/core/rtsp.py"],
         ["tests/core/test_camera_source.py", "tests/adapters/test_rtsp_transport.py"],
     ),
+    "core-schema": (
+        ["edge_agent/core/schema.py", "edge_agent/core/snapshot.py"],
+        ["tests/core/test_result_schema.py"],
+    ),
     "core-ort": (["edge_agent/core/ort_compat.py"], ["tests/core/test_ort_compat.py"]),
     "core-config-example": (
         ["edge_agent/core/config_example.py", "edge_agent/core/collector_config.py"],
