@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import onnx
 import pytest
-from support.models import bright_scene, make_color_classifier, make_format_detector
+from support.models import bright_scene, make_color_classifier, make_format_detector, make_grid_classifier
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.thresholds import Thresholds
@@ -81,6 +81,7 @@ def test_a_model_against_itself_agrees_everywhere_and_passes(
     bar = Counter()
     rep = validate_detector(det["ref"], det["ref"], scenes, None, Thresholds(), bar)
     assert bar.n == 3 and rep.images == 3 and rep.kind == "detector"
+    assert rep.reference == rep.candidate == str(det["ref"].path)
     assert rep.metrics == {
         "reference_detections": 12.0,
         "candidate_detections": 12.0,
@@ -142,6 +143,8 @@ def test_other_layouts_are_compared_on_detections_only(det: dict[str, OnnxModel]
 def test_classes_are_matched_by_name(det: dict[str, OnnxModel], scenes: list[Path]) -> None:
     rep = validate_detector(det["ref"], det["v5s"], scenes, None, Thresholds())
     assert rep.metrics["matched"] == 12 and rep.verdict == "PASS"
+    # its 'dim' detections (class 0 there, half the score) have no counterpart: not compared
+    assert rep.metrics["candidate_detections"] == 12
     assert (
         rep.notes[0]
         == "class count differs: reference 1, candidate 2; compared on the 1 class name(s) both have"
@@ -158,6 +161,20 @@ def test_no_class_name_in_common_is_one_error(det: dict[str, OnnxModel], scenes:
     assert str(exc.value) == (
         f"{det['other'].path} and {det['ref'].path} have no class names in common (1 vs 1 classes): nothing to compare"
     )
+
+
+def test_the_asked_conf_decides_what_the_reference_detects(det: dict[str, OnnxModel], tmp_path: Path) -> None:
+    """Grey squares score 0.29: detections at conf 0.25, none at conf 0.5 (no verdict)."""
+    img = tmp_path / "grey.png"
+    cv2.imwrite(str(img), bright_scene(64, 192, [(0, 16, 32)], (74, 74, 74)))
+    assert (
+        validate_detector(det["ref"], det["ref"], [img], None, Thresholds()).metrics["reference_detections"]
+        == 4
+    )
+    high = validate_detector(det["ref"], det["ref"], [img], None, Thresholds(conf=0.5))
+    assert high.metrics["reference_detections"] == 0 and high.verdict == "NO VERDICT"
+    cand_high = validate_detector(det["dim"], det["ref"], [img], None, Thresholds(conf=0.27))
+    assert cand_high.metrics["candidate_detections"] == 4 and cand_high.metrics["reference_detections"] == 0
 
 
 def test_no_reference_detection_is_no_verdict(det: dict[str, OnnxModel], tmp_path: Path) -> None:
@@ -294,7 +311,8 @@ def test_classifiers_against_themselves_agree_with_full_accuracy(colours: Path, 
     files = sorted(colours.rglob("*.png"))
     bar = Counter()
     rep = validate_classifier(m, m, files, colours, Thresholds(), bar)
-    assert bar.n == 6 and rep.kind == "classifier"
+    assert bar.n == 6 and rep.kind == "classifier" and rep.images == 6
+    assert rep.reference == rep.candidate == str(m.path)
     assert rep.metrics == {
         "top1_agreement": 1.0,
         "top5_overlap": 1.0,
@@ -338,6 +356,38 @@ def test_a_classifier_with_its_classes_renamed_is_compared_by_name(colours: Path
     assert [c.name for c in flat.checks] == ["top1_agreement"]
 
 
+def test_raw_outputs_of_classifiers_with_the_same_classes_are_compared(tmp_path: Path, colours: Path) -> None:
+    """Logits against the same network ending in a softmax: the same top-1, far apart raw outputs."""
+    ref = OnnxModel(make_color_classifier(tmp_path / "logits.onnx"), warmup=False)
+    cand = OnnxModel(make_color_classifier(tmp_path / "probs.onnx", probs=True), warmup=False)
+    rep = validate_classifier(ref, cand, sorted(colours.rglob("*.png")), colours, Thresholds())
+    assert rep.metrics["top1_agreement"] == 1.0 and rep.metrics["max_abs_prob_delta"] < 1e-6
+    assert rep.metrics["raw_max_abs_diff"] > 5.0 and 0.5 < rep.metrics["raw_max_rel_diff"] <= 1.0
+
+
+def test_a_guessed_preprocessing_is_said_for_each_model(tmp_path: Path, colours: Path) -> None:
+    names = {"names": "{0: 'red', 1: 'green', 2: 'blue'}"}
+    ref = OnnxModel(make_grid_classifier(tmp_path / "g.onnx", size=32, classes=3, meta=names), warmup=False)
+    cand_path = make_grid_classifier(
+        tmp_path / "h.onnx",
+        size=32,
+        classes=3,
+        order=[2, 1, 0],
+        meta={"names": "{0: 'blue', 1: 'green', 2: 'red'}"},
+    )
+    rep = validate_classifier(
+        ref, OnnxModel(cand_path, warmup=False), sorted(colours.rglob("*.png")), colours, Thresholds()
+    )
+    guess = "ultralytics (guess): shorter side to 32 + centre crop 32x32"
+    assert [n.split(" (", 1)[0] for n in rep.notes] == [
+        "g.onnx: preprocessing guessed",
+        "h.onnx: preprocessing guessed",
+        "class ids differ between the models: matched by name",
+    ]
+    assert guess in rep.notes[0] and guess in rep.notes[1]
+    assert rep.metrics["top1_agreement"] == 1.0  # the same network, its columns renamed
+
+
 def test_classifiers_without_a_common_class_are_one_error(colours: Path, tmp_path: Path) -> None:
     ref_path = make_color_classifier(tmp_path / "c.onnx")
     other = _rename(ref_path, tmp_path / "o.onnx", "{0: 'cat', 1: 'dog', 2: 'cow'}")
@@ -360,7 +410,14 @@ def test_check_and_verdict_rules() -> None:
 
 def test_the_report_as_json_and_as_a_table() -> None:
     rep = ValidationReport("detector", "/m/ref.onnx", "/m/cand.onnx", 2)
-    rep.metrics = {"matched": 12.0, "mean_iou": 0.123456789, "gone": float("nan"), "tiny": 0.5, "neg": -3.0}
+    rep.metrics = {
+        "one": 1.0,
+        "matched": 12.0,
+        "mean_iou": 0.123456789,
+        "gone": float("nan"),
+        "tiny": 0.5,
+        "neg": -3.0,
+    }
     rep.checks = [Check("mean_iou", 0.123456789, 0.8, ">="), Check("gone", float("nan"), 0.1, "<=")]
     rep.notes = ["a note"]
     j = json.loads(json.dumps(rep.to_json()))
@@ -371,7 +428,14 @@ def test_the_report_as_json_and_as_a_table() -> None:
         "images": 2,
         "passed": False,
         "verdict": "FAIL",
-        "metrics": {"matched": 12.0, "mean_iou": 0.123457, "gone": None, "tiny": 0.5, "neg": -3.0},
+        "metrics": {
+            "one": 1.0,
+            "matched": 12.0,
+            "mean_iou": 0.123457,
+            "gone": None,
+            "tiny": 0.5,
+            "neg": -3.0,
+        },
         "checks": [
             {"name": "mean_iou", "value": 0.123457, "limit": 0.8, "op": ">=", "passed": False},
             {"name": "gone", "value": None, "limit": 0.1, "op": "<=", "passed": False},
@@ -381,6 +445,7 @@ def test_the_report_as_json_and_as_a_table() -> None:
     assert rep.format_table().splitlines() == [
         "validate detector: cand.onnx against ref.onnx on 2 images",
         "  metric                            value",
+        "  one                                   1",
         "  matched                              12",
         "  mean_iou                         0.1235",
         "  gone                                n/a",
