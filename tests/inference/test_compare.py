@@ -472,3 +472,36 @@ def test_the_report_as_json_and_as_a_table() -> None:
         .splitlines()[2]
         .endswith(" 0.0000")
     )
+
+
+def test_a_candidate_under_the_asked_conf_reports_nothing_at_it(
+    det: dict[str, OnnxModel], tmp_path: Path
+) -> None:
+    """Grey 90: the reference scores 0.35, the candidate (x 0.8) 0.28: at conf 0.3 the candidate
+    reports none (0.28 is still within the margin, so nothing counts as lost)."""
+    img = tmp_path / "grey.png"
+    cv2.imwrite(str(img), bright_scene(64, 192, [(0, 16, 32)], (90, 90, 90)))
+    rep = validate_detector(det["ref"], det["dim"], [img], None, Thresholds(conf=0.3))
+    assert rep.metrics["reference_detections"] == 4 and rep.metrics["candidate_detections"] == 0
+    assert rep.metrics["recall_of_reference"] == 1.0
+
+
+def test_map_is_measured_on_the_classes_both_models_have(
+    det: dict[str, OnnxModel], scenes: list[Path], tmp_path: Path
+) -> None:
+    """The reference knows 'dim' (id 0) and 'bright' (id 1), the candidate only 'bright': a 'dim'
+    label is not held against either; every scene labelled: no partial-labels note."""
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    for i, x in enumerate((0, 64, 128)):
+        rows = [
+            f"1 {(a + c) / 2 / 192} {(b + d) / 2 / 64} {(c - a) / 192} {(d - b) / 64}"
+            for a, b, c, d in _cells(x)
+        ]
+        rows.append("0 0.9 0.9 0.05 0.05")
+        (labels / f"s{i}.txt").write_text("\n".join(rows) + "\n")
+    rep = validate_detector(det["v5s"], det["ref"], scenes, labels, Thresholds())
+    assert rep.metrics["map50_reference"] == pytest.approx(1.0) and rep.metrics[
+        "map50_candidate"
+    ] == pytest.approx(1.0)
+    assert not any(n.startswith("labels for") for n in rep.notes) and rep.verdict == "PASS"
