@@ -144,7 +144,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-tracker": (
         ["edge_agent/core/tracker.py", "edge_agent/core/assignment.py", "edge_agent/core/mot.py"],
-        ["tests/core/test_tracker_rules.py", "tests/core/test_tracking.py"],
+        ["tests/core/test_tracker_rules.py", "tests/core/test_mot_rules.py", "tests/core/test_tracking.py"],
     ),
     # the format registry (it was inference/formats.py; its area was inference-formats)
     "core-formats": (

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from edge_agent.core import tracker as tmod
-from edge_agent.core.tracker import STD_POS, STD_VEL, Tracker, TrackerParams
+from edge_agent.core.tracker import (
+    STD_POS,
+    STD_VEL,
+    Tracker,
+    TrackerParams,
+    greedy_match,
+    iou_matrix,
+    optimal_match,
+)
 
 
 def box(x: float, y: float = 100, w: float = 100, h: float = 100) -> list[float]:
@@ -310,3 +318,66 @@ def test_the_lost_cap_drops_the_track_unseen_longest_and_reports_every_removal(
     tr.update([], [])  # 1 expires; 2 and 3 are lost at once: the cap drops one of them
     assert len(tr.removed) == 2 and tr.removed[0].track_id == 1
     assert len(tr.tracks) == 1
+
+
+def test_whole_pixel_boxes_are_filtered_in_floating_point() -> None:
+    tr = Tracker()
+    tr.update([[0, 0, 11, 11]], [0.9])
+    (t,) = tr.update([[0, 0, 11, 11]], [0.9])  # odd sizes: the centre is at 5.5
+    assert t.box == (0.0, 0.0, 11.0, 11.0)
+
+
+def test_a_box_without_area_never_becomes_a_track_even_on_the_first_frame() -> None:
+    tr = Tracker()
+    assert tr.update([[5, 5, 5, 50], [5, 5, 50, 5]], [0.9, 0.9]) == [] and tr.tracks == []
+
+
+def test_confirming_a_track_leaves_no_duplicate_behind() -> None:
+    tr = Tracker()
+    tr.update([], [])
+    tr.update([box(0)], [0.9])
+    tr.update([box(0)], [0.9])  # the second sighting confirms it
+    assert len(tr.tracks) == 1 and tr.tracks[0].confirmed
+
+
+def test_greedy_mode_tracks_a_lone_object() -> None:
+    tr = Tracker(TrackerParams(optimal=False))
+    for f in range(5):
+        assert [t.track_id for t in tr.update([box(10 * f)], [0.9])] == [1]
+
+
+def test_iou_matrix_edges() -> None:
+    assert iou_matrix(np.zeros((0, 4)), np.zeros((3, 4))).shape == (0, 3)
+    assert iou_matrix(np.zeros((2, 4)), np.zeros((0, 4))).shape == (2, 0)
+    assert iou_matrix(np.zeros((0, 4)), np.zeros((0, 4))).shape == (0, 0)
+    a = np.array([[0, 0, 10, 10], [0, 0, 0.5, 0.5], [3, 3, 3, 3]], float)
+    b = np.array([[20, 0, 30, 10], [0, 20, 10, 30], [0.25, 0, 0.75, 0.5], [3, 3, 3, 3]], float)
+    got = iou_matrix(a, b)
+    assert got[0, :2].tolist() == [0.0, 0.0]  # side by side, one axis overlapping: no overlap
+    assert got[1, 2] == pytest.approx(1 / 3)  # sub-pixel boxes
+    assert got[2, 3] == 0.0 and got.dtype == np.float64  # two boxes without area: no overlap
+
+
+def test_greedy_takes_the_best_pair_first() -> None:
+    sim = np.array([[0.9, 0.8], [0.7, 0.0]])
+    assert greedy_match(sim, 0.5) == [(0, 0)]
+    assert greedy_match(sim, 0.9) == [(0, 0)]  # a pair at exactly the gate is taken
+    assert greedy_match(np.array([[0.6]]), 0.5) == [(0, 0)]
+    assert greedy_match(np.zeros((0, 3)), 0.5) == []
+
+
+def test_optimal_assignment_on_larger_crowds_is_the_best_total() -> None:
+    import itertools
+
+    rng = np.random.default_rng(11)
+    for _ in range(25):
+        n, m = int(rng.integers(2, 7)), int(rng.integers(2, 7))
+        sim = np.round(rng.uniform(0, 1, (n, m)), 2)
+        got = optimal_match(sim, 0.0)
+        k = min(n, m)
+        best = max(
+            sum(sim[r, c] for r, c in zip(rows, cols))
+            for rows in itertools.combinations(range(n), k)
+            for cols in itertools.permutations(range(m), k)
+        )
+        assert sum(sim[r, c] for r, c in got) == pytest.approx(best) and len(got) == k
