@@ -12,6 +12,7 @@ from edge_agent.core.tracker import (
     STD_VEL,
     Tracker,
     TrackerParams,
+    assign,
     greedy_match,
     iou_matrix,
     optimal_match,
@@ -381,3 +382,9 @@ def test_optimal_assignment_on_larger_crowds_is_the_best_total() -> None:
             for cols in itertools.permutations(range(m), k)
         )
         assert sum(sim[r, c] for r, c in got) == pytest.approx(best) and len(got) == k
+
+
+def test_a_pair_at_exactly_the_gate_is_matched_by_every_solver() -> None:
+    for solve in (assign, optimal_match, greedy_match):
+        assert solve(np.array([[0.5]]), 0.5) == [(0, 0)], solve
+        assert sorted(solve(np.array([[0.5, 0.2], [0.5, 0.5]]), 0.5)) == [(0, 0), (1, 1)], solve
