@@ -211,3 +211,12 @@ def test_malformed_bytes_give_one_reason(data: bytes, message: str) -> None:
     with pytest.raises(WireError) as exc:
         iter_fields(data)
     assert str(exc.value) == message
+
+
+def test_a_dequantize_without_a_zero_point_input_counts_too() -> None:
+    s = numpy_helper.from_array(np.array(8.0, np.float32), "s")
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s"], ["y"]),
+    ]
+    assert output_dequant_scales(_model(nodes, [s], ["y"])) == {"y": 8.0}

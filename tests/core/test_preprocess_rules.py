@@ -149,3 +149,29 @@ def test_a_classifier_batch_is_each_crop_in_the_recipe_s_colour_order() -> None:
     np.testing.assert_array_equal(crop[0], got[0])  # no centre crop: stretched to the size
     half = preprocess_classifier([a], pp, np.float16)
     assert half.dtype == np.float16
+
+
+@pytest.mark.parametrize(
+    ("h", "w", "size_hw", "crop", "expected"),
+    [
+        # scale = max(dst_h / h, dst_w / w) / crop_ratio; both sides cover the input; centred crop
+        (100, 200, (32, 64), 1.0, (32, 64, 0, 0)),
+        (120, 90, (32, 64), 0.875, (98, 73, 33, 4)),
+        (90, 400, (48, 32), 1.0, (48, 213, 0, 90)),
+    ],
+)
+def test_a_non_square_classifier_input_covers_both_sides_keeping_the_aspect(
+    h: int, w: int, size_hw: tuple[int, int], crop: float, expected: tuple[int, int, int, int]
+) -> None:
+    from edge_agent.core.preprocess import classifier_geometry
+
+    pp = ClassifierPreprocess(size_hw=size_hw, crop_ratio=crop)
+    got = classifier_geometry(h, w, pp)
+    assert got == expected
+    new_h, new_w, top, left = got
+    assert (
+        new_h >= size_hw[0]
+        and new_w >= size_hw[1]
+        and top + size_hw[0] <= new_h
+        and left + size_hw[1] <= new_w
+    )
