@@ -172,7 +172,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # core modules that had no area (issue 19); measured or not: docs/testing.md "Scores"
     "core-metrics": (
         ["edge_agent/core/metrics.py"],
-        ["tests/core/test_metrics.py", "tests/inference/test_compare.py"],
+        ["tests/core/test_metrics.py", "tests/core/test_metrics_rules.py", "tests/inference/test_compare.py"],
     ),
     "core-fleet": (
         ["edge_agent/core/fleet.py"],
