@@ -271,7 +271,10 @@ def test_a_clean_stop_mid_gate_does_not_count_the_attempt(agent: Agent, tmp_path
     assert json.loads(req.read_text()) == {"origin": "cli", "attempts": 0}
 
 
-def test_the_trial_passes_and_is_cleared(agent: Agent, tmp_path: Path) -> None:
+def test_the_trial_passes_and_is_cleared(
+    agent: Agent, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", "edge_agent.model_update")
     agent.drop(pkg(tmp_path, "2.0"))
     agent.updates.scan_inbox()
     vid = agent.state().current
@@ -282,6 +285,11 @@ def test_the_trial_passes_and_is_cleared(agent: Agent, tmp_path: Path) -> None:
         agent.updates.on_frame(2)
     wait_until(lambda: agent.state().trial is None, 10, "the trial confirmed")
     assert agent.state().current == vid and agent.updates._watch is None
+    wait_until(
+        lambda: f"model {vid} passed its trial" in [r.getMessage() for r in caplog.records],
+        10,
+        "the log line",
+    )
 
 
 def test_a_collapse_of_the_detection_rate_rolls_back_and_reloads(agent: Agent, tmp_path: Path) -> None:
