@@ -110,21 +110,22 @@ def test_at_most_two_batches_wait_for_their_puback(tmp_path: Path, broker: Broke
     """A broker that reads nothing (SIGSTOP): two batches go out, then the sync waits; more in
     flight would only be sent again after the drop."""
     watch = QosWatch(broker.port)
-    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=0.05) as ob:
+    # no background flush: the 100 rows must appear at once, or a claim takes a partial batch
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
         sync = MqttSync(fast_cfg(broker.port, batch_threshold=1, batch_max_messages=10), DEVICE, ob)
         sync.start()
-        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
-        assert broker.proc is not None
-        broker.proc.send_signal(signal.SIGSTOP)
         try:
-            ids = [ob.put(f"edge/{DEVICE}/detections", {"n": i}) for i in range(100)]
-            ob.flush()
-            wait_until(lambda: sync.published >= 20, 10, "two batches published")
-            time.sleep(0.3)  # the scenario: no PUBACK comes, so no third batch may follow
-            assert sync.published == 20 and sync.acked == 0
-        finally:
-            broker.proc.send_signal(signal.SIGCONT)
-        try:
+            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            assert broker.proc is not None
+            broker.proc.send_signal(signal.SIGSTOP)
+            try:
+                ids = [ob.put(f"edge/{DEVICE}/detections", {"n": i}) for i in range(100)]
+                ob.flush()
+                wait_until(lambda: sync.published >= 20, 20, "two batches published")
+                time.sleep(0.3)  # the scenario: no PUBACK comes, so no third batch may follow
+                assert sync.published == 20 and sync.acked == 0
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
             assert sync.drain(20)
         finally:
             sync.stop()
