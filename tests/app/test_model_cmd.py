@@ -227,6 +227,8 @@ def test_a_stale_pid_file_is_no_running_agent(
 def test_status_after_an_install_names_version_trial_and_last_event(
     capsys: pytest.CaptureFixture[str], cfg_path: Path, good: Path
 ) -> None:
+    import time
+
     rc, out, _ = run(capsys, "status", "-c", str(cfg_path))
     assert rc == 0
     lines = out.splitlines()
@@ -240,7 +242,9 @@ def test_status_after_an_install_names_version_trial_and_last_event(
     assert rc == 0
     assert lines[0].startswith("current   demo 2.0  detector sha256 ") and len(lines[0].split()[-1]) == 64
     assert lines[1] == "previous  config model"
-    assert lines[2].startswith("trial     since 20") and "forced" not in lines[2]
+    st = state_of(cfg_path)
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st["trial"]["since"]))
+    assert lines[2] == f"trial     since {since}"
     assert lines[3] == "agent     not running, update state -"
     assert lines[4].startswith("last      20") and lines[4].endswith(
         " switched (cli): gate on 1 probe images" + lines[4].split("gate on 1 probe images", 1)[1]
@@ -257,6 +261,9 @@ def test_status_names_the_history_newest_first_and_a_forced_trial(
     v2 = state_of(cfg_path)["current"]
     assert run(capsys, "install", str(zero), "-c", str(cfg_path), "--force")[0] == 0
     st = state_of(cfg_path)
+    st["trial"]["since"], st["last"]["at"] = 1_000_000_000.0, 1_100_000_000.0  # not "now": 2001, 2004
+    active = Path(load_config(cfg_path).device.state_dir) / "models" / "active.json"
+    active.write_text(json.dumps(st))
     rc, out, _ = run(capsys, "status", "-c", str(cfg_path))
     lines = out.splitlines()
     assert rc == 0
@@ -473,3 +480,81 @@ def test_push_sends_the_package_and_reports_each_devices_verdict(
     ]
     begins = [json.loads(p) for t_, p, _ in topics.messages if t_.endswith("/begin")]
     assert [b["transfer_id"] for b in begins] == [tid, tid]
+
+
+def _verdicts(port: int, tid: str, outcomes: dict[str, str]) -> None:
+    """Retained status messages of devices that already judged transfer ``tid``."""
+    from support.mqtt import Collector
+
+    pub = Collector(port, "nothing/here", client_id="fake-devices")
+    for dev, outcome in outcomes.items():
+        body = {
+            "device_id": dev,
+            "model_update": {"last": {"origin": f"mqtt:{tid}", "outcome": outcome, "detail": "d"}},
+        }
+        pub.client.publish(f"edge/{dev}/status", json.dumps(body), qos=1, retain=True).wait_for_publish(5)
+    pub.close()
+
+
+def test_push_to_a_group_without_wait_sends_and_exits_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, broker: Any, good: Path
+) -> None:
+    from support.mqtt import Collector
+
+    cfg_path = write_config(tmp_path, port=broker.port)
+    topics = Collector(broker.port, "edge/#", client_id="group-watch")
+    rc, out, err = run(capsys, "push", str(good), "-c", str(cfg_path), "--group", "north", "--chunk-kb", "1")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pushed {good} as transfer ")
+    tid = lines[0].rsplit(" ", 1)[1]
+    assert len(tid) == 16 and all(c in "0123456789abcdef" for c in tid)
+    size = good.stat().st_size
+    chunks = -(-size // 1024)
+    topics.wait_until(
+        lambda c: sum("/chunk/" in t for t, _, _ in c.messages) == chunks, 30, "every 1 KiB chunk"
+    )
+    topics.close()
+    begin = json.loads(next(p for t, p, _ in topics.messages if t == "edge/groups/north/model/begin"))
+    assert (begin["transfer_id"], begin["chunk_size"], begin["chunks"]) == (tid, 1024, chunks)
+    assert {t.rsplit("/chunk/", 1)[0] for t, _, _ in topics.messages} == {
+        "edge/groups/north/model",
+        "edge/groups/north/model/begin",
+    }
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "args", "rc"),
+    [
+        ({"cam-1": "switched", "cam-2": "switched"}, ["--device", "cam-1", "--device", "cam-2"], 0),
+        ({"cam-1": "switched", "cam-2": "refused"}, ["--device", "cam-1", "--device", "cam-2"], 1),
+        ({"a": "switched", "b": "switched"}, ["--group", "g", "--expect", "2"], 0),
+        ({"a": "switched"}, ["--group", "g", "--expect", "2"], 1),  # one of the two expected
+        ({"a": "switched", "b": "rolled_back"}, ["--group", "g", "--expect", "2"], 1),
+    ],
+)
+def test_push_exit_code_is_0_only_when_every_expected_device_switched(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    broker: Any,
+    good: Path,
+    outcomes: dict[str, str],
+    args: list[str],
+    rc: int,
+) -> None:
+    tid = "feedc0ffee000001"
+    _verdicts(broker.port, tid, outcomes)  # retained: the watcher sees them as it subscribes
+    cfg_path = write_config(tmp_path, port=broker.port)
+    got, out, err = run(
+        capsys, "push", str(good), "-c", str(cfg_path), *args, "--transfer-id", tid, "--wait", "1"
+    )
+    assert got == rc, (out, err)
+    assert out.splitlines()[1:] == [f"{d}: {o}: d" for d, o in sorted(outcomes.items())]
+
+
+def test_push_without_wait_does_not_wait_for_verdicts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, broker: Any, good: Path
+) -> None:
+    cfg_path = write_config(tmp_path, port=broker.port)
+    rc, out, _ = run(capsys, "push", str(good), "-c", str(cfg_path), "--device", "cam-1", "--device", "cam-2")
+    assert rc == 0 and len(out.splitlines()) == 1 and out.startswith(f"pushed {good} as transfer ")

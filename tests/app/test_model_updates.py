@@ -471,3 +471,11 @@ def test_a_second_agent_on_the_state_dir_is_refused_naming_the_first(tmp_path: P
     finally:
         release_run_lock(cfg)
     assert str(lock) not in model_updates._RUN_LOCKS
+
+
+def test_the_status_block_counts_the_ring_when_it_is_on(tmp_path: Path) -> None:
+    a = Agent(tmp_path, extra=TRIAL + "ring_frames = 5\n")
+    try:
+        assert a.updates.status()["ring_frames"] == 0  # on, and empty
+    finally:
+        a.close()

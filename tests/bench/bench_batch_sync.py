@@ -51,7 +51,9 @@ def sys_bytes(port: int) -> int:
         time.sleep(1.1)
         got = {}
         for name in ("received", "sent"):
-            c = Collector(port, f"$SYS/broker/bytes/{name}", client_id=f"bench-sys-{name}-{time.monotonic_ns()}")
+            c = Collector(
+                port, f"$SYS/broker/bytes/{name}", client_id=f"bench-sys-{name}-{time.monotonic_ns()}"
+            )
             c.wait_for(lambda c: bool(c.messages), 5)
             got[name] = int(c.messages[-1][1])
             c.close()

@@ -134,7 +134,7 @@ def test_a_broker_that_never_acknowledges_is_an_error_not_a_hang(
 
     monkeypatch.setattr(model_push, "_connect", connect_then_pause)
     try:
-        with pytest.raises(SyncError, match="did not acknowledge a chunk"):
+        with pytest.raises(SyncError, match=r"^the broker did not acknowledge a chunk within 60 s$"):
             push_package(cfg, pkg, ["cam-1"], None, CHUNK)
     finally:
         broker.proc.send_signal(signal.SIGCONT)
