@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from support import wait_until
+import pytest
+from support import free_port, wait_until
 from support.mqtt import Broker
 from support.outbox import big_limits
 
@@ -153,18 +154,21 @@ def test_results_one_by_one_are_qos_1_and_the_figures_add_up(tmp_path: Path, bro
             "acked": 0,
             "thread_restarts": 0,
         }
+        assert sync.publish_status({"state": "running"}) is False  # not connected: not sent
         sync.start()
         try:
             assert sync.drain(20)
+            assert sync.publish_status({"state": "running", "n": 2}) is True
         finally:
             sync.stop()
         stats = sync.stats()
-    wait_until(lambda: len(watch.messages) >= 32, 10, "30 results and the status twice")
+        assert sync.publish_status({"state": "running"}) is False
+    wait_until(lambda: len(watch.messages) >= 33, 10, "30 results and the status three times")
     watch.close()
     dets = [m for m in watch.messages if m[0].endswith("/detections")]
     assert len(dets) == 30 and all(q == 1 and not r for _, _, q, r in dets)
     status = [m for m in watch.messages if m[0].endswith("/status")]
-    assert [(q, r) for _, _, q, r in status] == [(1, False), (1, False)]  # delivered live, not as retained
+    assert [(q, r) for _, _, q, r in status] == [(1, False)] * 3  # QoS 1, delivered live (not as retained)
     assert (stats["published"], stats["acked"], stats["connects"]) == (30, 30, 1)
     assert len({p for _, p, _, _ in dets}) == 30 and len(ids) == 30
 
@@ -176,3 +180,36 @@ def test_a_disabled_sync_says_so_and_never_connects(tmp_path: Path) -> None:
         assert sync._thread is None
         assert sync.stats()["state"] == "disabled" and sync.stats()["connect_attempts"] == 0
         sync.stop()
+
+
+def test_drain_returns_only_when_the_last_row_is_acknowledged(tmp_path: Path, broker: Broker) -> None:
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        sync.start()
+        try:
+            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            for n in range(3):
+                ob.put(f"edge/{DEVICE}/detections", {"n": n})
+                assert sync.drain(10)
+                assert ob.stats()["pending"] == 0  # one row left is not "drained"
+        finally:
+            sync.stop()
+
+
+def test_a_failed_connect_is_one_warning_naming_the_broker_and_the_last_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()  # nothing listens here
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(fast_cfg(port), DEVICE, ob)
+        sync.start()
+        try:
+            wait_until(lambda: sync.connect_attempts >= 2, 10, "two connect attempts")
+        finally:
+            sync.stop()
+    reason = f"cannot connect to 127.0.0.1:{port}: Connection refused"
+    assert sync.last_error == reason
+    warned = [
+        r.getMessage() for r in caplog.records if r.name == "edge_agent.mqtt" and r.levelname == "WARNING"
+    ]
+    assert warned[:2] == [f"mqtt: {reason}; retrying"] * 2
