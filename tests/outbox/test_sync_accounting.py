@@ -213,3 +213,26 @@ def test_a_failed_connect_is_one_warning_naming_the_broker_and_the_last_error(
         r.getMessage() for r in caplog.records if r.name == "edge_agent.mqtt" and r.levelname == "WARNING"
     ]
     assert warned[:2] == [f"mqtt: {reason}; retrying"] * 2
+
+
+def test_a_status_puback_is_matched_to_the_status_never_left_over(tmp_path: Path, broker: Broker) -> None:
+    """mids restart per connection and wrap at 65535: a status PUBACK left unmatched would later be
+    taken for the PUBACK of a data row that reuses its mid, and that row deleted unsent. So every
+    status mid is registered and its PUBACK consumed (checked on the session's books: 65 536
+    publishes to see the wrap itself would take minutes)."""
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob, status_fn=lambda: {"state": "running"})
+        sync.start()
+        try:
+            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            session = sync._session_state
+            assert session is not None
+            for n in range(5):
+                assert sync.publish_status({"state": "running", "n": n})
+            wait_until(
+                lambda: not session.status_mids and not session.early and not session.acks,
+                10,
+                lambda: f"every status PUBACK matched: status {session.status_mids}, early {session.early}",
+            )
+        finally:
+            sync.stop()
