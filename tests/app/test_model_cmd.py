@@ -558,3 +558,25 @@ def test_push_without_wait_does_not_wait_for_verdicts(
     cfg_path = write_config(tmp_path, port=broker.port)
     rc, out, _ = run(capsys, "push", str(good), "-c", str(cfg_path), "--device", "cam-1", "--device", "cam-2")
     assert rc == 0 and len(out.splitlines()) == 1 and out.startswith(f"pushed {good} as transfer ")
+
+
+def test_the_verdict_lists_classifier_checks_and_survives_a_gate_without_metrics(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from edge_agent.app.model_cmd import _print_result
+
+    check = {"name": "top1_agreement", "value": 0.5, "op": ">=", "limit": 0.9, "passed": False}
+    res = {
+        "outcome": "refused",
+        "detail": "gate failed",
+        "gate": {"detector": {"checks": []}, "classifier": {"checks": [check]}, "candidate_max_score": 0.7},
+    }
+    assert _print_result(res, False) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "refused: gate failed",
+        "  classifier top1_agreement         0.5  (>= 0.9)  FAIL",
+        "  reference detections None, candidate detections None, candidate max score 0.7",
+    ]
+    assert _print_result(res, True) == 1
+    out = capsys.readouterr().out
+    assert out.startswith('{\n  "outcome": "refused",\n  "detail"') and json.loads(out) == res

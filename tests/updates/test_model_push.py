@@ -217,3 +217,37 @@ def test_the_watcher_counts_a_group_and_gives_up_at_its_deadline(tmp_path: Path,
     t0 = time.monotonic()
     got = w.wait(1.0, ["a", "zz"], 0)  # zz never answers
     assert sorted(got) == ["a", "b", "c"] and time.monotonic() - t0 >= 0.9
+
+
+def test_a_device_offline_during_the_push_gets_every_chunk_when_it_returns(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """QoS 1 end to end: the broker keeps the package for a device's persistent session (QoS 0
+    would be dropped for an offline device) and delivers each part at QoS 1, never 2."""
+    import paho.mqtt.client as mqtt
+
+    first = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="cam-1-device", clean_session=False)
+    subscribed = threading.Event()
+    first.on_subscribe = lambda *a: subscribed.set()
+    first.connect("127.0.0.1", broker.port)
+    first.subscribe("edge/cam-1/model/#", qos=2)  # at QoS 2: what arrives shows the QoS it was sent at
+    first.loop_start()
+    assert subscribed.wait(10), "the device's subscription"
+    first.disconnect()  # offline, its session kept
+    first.loop_stop()
+    pkg = package(tmp_path, 5 * CHUNK)
+    tid = push_package(cfg_for(tmp_path, broker.port), pkg, ["cam-1"], None, CHUNK)
+    got: list[tuple[str, int]] = []
+    back = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="cam-1-device", clean_session=False)
+    back.on_message = lambda c, u, m: got.append((m.topic, m.qos))
+    back.connect("127.0.0.1", broker.port)
+    back.loop_start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(got) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        back.disconnect()
+        back.loop_stop()
+    base = "edge/cam-1/model"
+    assert got == [(f"{base}/begin", 1)] + [(f"{base}/chunk/{tid}/{i}", 1) for i in range(5)]
