@@ -526,11 +526,20 @@ def test_push_to_a_group_without_wait_sends_and_exits_0(
 @pytest.mark.parametrize(
     ("outcomes", "args", "rc"),
     [
-        ({"cam-1": "switched", "cam-2": "switched"}, ["--device", "cam-1", "--device", "cam-2"], 0),
-        ({"cam-1": "switched", "cam-2": "refused"}, ["--device", "cam-1", "--device", "cam-2"], 1),
-        ({"a": "switched", "b": "switched"}, ["--group", "g", "--expect", "2"], 0),
-        ({"a": "switched"}, ["--group", "g", "--expect", "2"], 1),  # one of the two expected
-        ({"a": "switched", "b": "rolled_back"}, ["--group", "g", "--expect", "2"], 1),
+        # --wait 20: every expected verdict is there at once, so the command must not sit out the wait
+        (
+            {"cam-1": "switched", "cam-2": "switched"},
+            ["--device", "cam-1", "--device", "cam-2", "--wait", "20"],
+            0,
+        ),
+        (
+            {"cam-1": "switched", "cam-2": "refused"},
+            ["--device", "cam-1", "--device", "cam-2", "--wait", "20"],
+            1,
+        ),
+        ({"a": "switched", "b": "switched"}, ["--group", "g", "--expect", "2", "--wait", "20"], 0),
+        ({"a": "switched"}, ["--group", "g", "--expect", "2", "--wait", "1"], 1),  # one of the two expected
+        ({"a": "switched", "b": "rolled_back"}, ["--group", "g", "--expect", "2", "--wait", "20"], 1),
     ],
 )
 def test_push_exit_code_is_0_only_when_every_expected_device_switched(
@@ -545,9 +554,11 @@ def test_push_exit_code_is_0_only_when_every_expected_device_switched(
     tid = "feedc0ffee000001"
     _verdicts(broker.port, tid, outcomes)  # retained: the watcher sees them as it subscribes
     cfg_path = write_config(tmp_path, port=broker.port)
-    got, out, err = run(
-        capsys, "push", str(good), "-c", str(cfg_path), *args, "--transfer-id", tid, "--wait", "1"
-    )
+    import time
+
+    t0 = time.monotonic()
+    got, out, err = run(capsys, "push", str(good), "-c", str(cfg_path), *args, "--transfer-id", tid)
+    assert time.monotonic() - t0 < 10, "waited for verdicts that were all in"
     assert got == rc, (out, err)
     assert out.splitlines()[1:] == [f"{d}: {o}: d" for d, o in sorted(outcomes.items())]
 
