@@ -234,7 +234,7 @@ class Camera:
                     return
                 try:
                     source = self._factory()
-                except (CameraError, OSError, cv2.error) as exc:
+                except Exception as exc:  # noqa: BLE001 -- any reopen failure is retried (see _stream_or_reason)
                     attempts += 1
                     self.open_failures += 1
                     self._record_error(str(exc))
@@ -254,17 +254,38 @@ class Camera:
                     )
                 attempts = 0
             self.granted = getattr(source, "granted", None)
-            reason = self._stream(source)
-            source.close()
+            reason = self._stream_or_reason(source)
             source = None
             if reason is None:
-                return  # ended or stopped
+                return  # ended, stopped, or a finite source failed
             self.reconnects += 1
             self._record_error(reason)
             self._set_state("reconnecting")
             log.warning("camera %s: %s; reconnecting", self.name, reason)
             lost_at = time.monotonic()
             attempts = 1
+
+    def _stream_or_reason(self, source: FrameSource) -> Optional[str]:
+        """:meth:`_stream`, then close the source; an unexpected error is a lost stream.
+
+        Any exception (a decoder bug, a library's own error type) that ended this thread would
+        leave the state at "streaming" and the loop waiting for frames forever while it still
+        pings the watchdog. A live source reconnects instead; a file or folder has failed.
+        """
+        try:
+            reason = self._stream(source)
+        except Exception as exc:  # noqa: BLE001 -- see above
+            reason = f"unexpected {type(exc).__name__} while reading: {exc}"
+            if self.kind.finite:
+                self._record_error(reason)
+                self._set_state("failed")
+                log.error("camera %s: %s; giving up on this source", self.name, reason)
+                reason = None
+        try:
+            source.close()
+        except Exception as exc:  # noqa: BLE001 -- a failing close must not end the thread either
+            log.warning("camera %s: close failed: %s", self.name, exc)
+        return reason
 
     def _stream(self, source: FrameSource) -> Optional[str]:
         """Read until the source ends (None) or is lost (the reason)."""

@@ -269,9 +269,13 @@ class Outbox:
             except QueueFullError:
                 with s.lock:
                     s.cond.wait(max(self.flush_interval_s, 0.5))
-            except QueueError as exc:
+            except Exception as exc:  # noqa: BLE001 -- QueueError, or anything else: were this thread to
+                # end, results would pile up unflushed in memory until close (lost on a crash)
+                what = str(exc) if isinstance(exc, QueueError) else f"unexpected {type(exc).__name__}: {exc}"
                 s.warn(
-                    "flush", f"outbox {self.path}: background flush failed (will retry): {exc}", logging.ERROR
+                    "flush",
+                    f"outbox {self.path}: background flush failed (will retry): {what}",
+                    logging.ERROR,
                 )
                 with s.lock:
                     s.cond.wait(max(self.flush_interval_s, 0.5))

@@ -30,6 +30,7 @@ from edge_agent.adapters.outbox_reserve import Reserve, free_bytes
 from edge_agent.adapters.outbox_state import Batch, Connections, QueueState
 from edge_agent.adapters.outbox_writer import Writer
 from edge_agent.core.queue_policy import (
+    CLOCK_FLOOR,
     FULL_DISK_ATTEMPTS,
     FullDiskEvent,
     FullDiskStep,
@@ -264,9 +265,10 @@ class Space:
         s, conn = self._s, self._db.w
         cutoff = expiry_cutoff(self._limits, time.time())
         with self._db.wlock:
-            if conn.execute("SELECT 1 FROM messages WHERE created < ? LIMIT 1", (cutoff,)).fetchone() is None:
+            aged = "FROM messages WHERE created >= ? AND created < ?"
+            if conn.execute(f"SELECT 1 {aged} LIMIT 1", (CLOCK_FLOOR, cutoff)).fetchone() is None:
                 return 0  # the common case writes nothing (opening must not need a free byte)
-            rows = conn.execute("SELECT id, size FROM messages WHERE created < ?", (cutoff,)).fetchall()
+            rows = conn.execute(f"SELECT id, size {aged}", (CLOCK_FLOOR, cutoff)).fetchall()
             rows = [r for r in rows if r[0] not in s.inflight and r[0] not in s.acked_undeleted]
             if not rows:
                 return 0

@@ -193,7 +193,7 @@ class SerialSensor:
                     break
             try:
                 port = self._factory(self.cfg.port, self.cfg.baudrate, self.read_timeout_s)
-            except (serial.SerialException, OSError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 -- SerialException, OSError, ValueError or a driver's own: retried
                 attempts += 1
                 self.open_failures += 1
                 self.last_error = f"cannot open {self.cfg.port}: {exc}"
@@ -211,6 +211,14 @@ class SerialSensor:
                 self.last_error = f"{self.cfg.port} lost: {exc}"
                 self._state = "reconnecting"
                 log.warning("sensor %s; reconnecting", self.last_error)
+                attempts = 1
+            except Exception as exc:  # noqa: BLE001 -- anything else (a driver's own error type, a bug)
+                # would end this thread with the state left at "reading": readings and triggers would
+                # stop for good while the loop goes on. Treated as a lost port: reopened after a backoff.
+                self.reconnects += 1
+                self.last_error = f"{self.cfg.port}: unexpected {type(exc).__name__}: {exc}"
+                self._state = "reconnecting"
+                log.error("sensor %s; reconnecting", self.last_error)
                 attempts = 1
             finally:
                 try:

@@ -68,8 +68,15 @@ def over_limits(limits: Limits, count: int, nbytes: int) -> bool:
     return count > limits.max_messages or nbytes > limits.max_bytes
 
 
+# 2026-01-01 UTC: no row of this software was made before it. A row stamped earlier was made while
+# the clock was not yet set (a board without an RTC battery boots at systemd's build date, 2018 on
+# JetPack 4); once NTP steps the clock it would look years old and be expired, a whole offline
+# backlog at once. Such rows are of unknown age: never expired, still bounded by the caps.
+CLOCK_FLOOR = 1767225600.0
+
+
 def expiry_cutoff(limits: Limits, now: float) -> float:
-    """Rows created before this unix time are older than ``max_age_s`` and are dropped."""
+    """Rows created before this unix time (and not before :data:`CLOCK_FLOOR`) are dropped."""
     return now - limits.max_age_s
 
 

@@ -216,3 +216,52 @@ def test_latest_frame_slot() -> None:
     t0 = time.monotonic()
     assert slot.get(5) is None and time.monotonic() - t0 < 1  # closed: no waiting
     assert slot.put(frames[1]) is False
+
+
+class _Exploding:
+    """A source whose read raises what no handler names (a decoder bug, a library's own error)."""
+
+    def __init__(self, inner: Any, after: int, finite: bool) -> None:
+        self.inner, self.left, self.finite, self.name = inner, after, finite, "exploding"
+        self.closed = False
+
+    def read(self) -> Any:
+        if self.left == 0:
+            raise ValueError("boom in a decoder")
+        self.left -= 1
+        return self.inner.read()
+
+    def close(self) -> None:
+        self.closed = True
+        self.inner.close()
+
+
+def test_an_unexpected_error_in_a_live_source_reconnects_instead_of_ending_the_thread() -> None:
+    dev = FakeDevice(fps=200)
+    opened: list[_Exploding] = []
+
+    def factory() -> _Exploding:
+        src = _Exploding(dev.open(), after=5 if not opened else 10**9, finite=False)
+        opened.append(src)
+        return src
+
+    with Camera(fast_cfg(0), source_factory=factory, reconnect_min_s=0.02) as cam:
+        wait_until(lambda: len(opened) == 2 and cam.state == "streaming", what="reopened after the error")
+        st = cam.stats()
+        assert st["reconnects"] == 1 and "unexpected ValueError" in st["last_error"]
+        assert opened[0].closed, "the source that raised was not closed"
+        before = cam.frames
+        wait_until(lambda: cam.frames >= before + 5, what="frames flow again")
+        assert not cam.finished
+
+
+def test_an_unexpected_error_in_a_folder_fails_the_camera_so_the_loop_ends(tmp_path: Path) -> None:
+    write_images(tmp_path / "f", 8)
+    real = Camera(fast_cfg(str(tmp_path / "f") + "/"))
+    src = _Exploding(real._factory(), after=3, finite=True)
+    cam = Camera(fast_cfg(str(tmp_path / "f") + "/"), source_factory=lambda: src)
+    with cam:
+        frames = read_all(cam)
+    assert len(frames) == 3
+    assert cam.state == "failed" and cam.finished and src.closed
+    assert "unexpected ValueError" in (cam.stats()["last_error"] or "")

@@ -15,6 +15,7 @@ import pytest
 from support import wait_until
 from support.models import make_bright_detector
 from support.rtsp import RtspServer, age_ms, require_rtsp_server
+from support.world import agent_toml
 
 import edge_agent.inference.pipeline as pipeline
 from edge_agent.adapters.camera import Camera
@@ -116,22 +117,15 @@ def test_agent_infers_on_the_newest_frame(
     monkeypatch.setattr(pipeline, "run_cascade", slow_cascade)
     det = make_bright_detector(tmp_path / "det.onnx")
     cfg = parse_config(
-        f"""
-[device]
-id = "rtsp-test"
-state_dir = "{tmp_path}"
-[camera]
-source = "{rtsp.url}"
-stall_timeout_s = 5.0
-[detector]
-model = "{det}"
-[mqtt]
-enabled = false
-[queue]
-path = "{tmp_path}/q.db"
-[health]
-status_file = "{tmp_path}/status.json"
-"""
+        agent_toml(
+            tmp_path,
+            rtsp.url,
+            det,
+            device={"id": "rtsp-test"},
+            camera={"stall_timeout_s": 5.0},
+            queue={"path": str(tmp_path / "q.db")},
+            output=None,
+        )
     )
     agent = Agent(cfg, max_frames=20)
     try:

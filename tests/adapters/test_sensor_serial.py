@@ -160,3 +160,44 @@ def test_bad_config_fails_at_construction() -> None:
     # the schema itself refuses it now, so neither `config check` nor the reader thread sees it
     with pytest.raises(ValueError, match=r"sensor\.trigger"):
         SerialSensor(SensorConfig(port="loop://", trigger="pir ~ 1"))
+
+
+def test_an_unexpected_error_from_the_port_reopens_it_instead_of_ending_the_reader() -> None:
+    """A driver's own exception type (neither SerialException nor OSError) once ended the thread:
+    the state stayed "reading" and readings stopped for good while the loop went on."""
+    ports: list[Any] = []
+
+    class Flaky:
+        def __init__(self, url: str, baud: int, timeout: float) -> None:
+            self.inner = serial.serial_for_url(url, baud, timeout=timeout)
+            self.explode = not ports  # the first port raises once it has delivered a line
+
+        def readline(self, n: int) -> bytes:
+            line: bytes = self.inner.readline(n)
+            if self.explode and line:
+                self.explode = False
+                raise KeyError("driver bug")
+            return line
+
+        def write(self, data: bytes) -> None:
+            self.inner.write(data)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    def factory(url: str, baud: int, timeout: float) -> Flaky:
+        p = Flaky(url, baud, timeout)
+        ports.append(p)
+        return p
+
+    s = start(SensorConfig(port="loop://", protocol="kv"), serial_factory=factory)
+    try:
+        ports[0].write(b"a=1\n")
+        wait_until(lambda: len(ports) == 2 and s.state == "reading", what="the port reopened")
+        st = s.stats()
+        assert st["reconnects"] == 1 and "unexpected KeyError" in st["last_error"]
+        ports[1].write(b"a=2\n")
+        wait_until(lambda: s.latest() == {"a": 2}, what="readings flow from the reopened port")
+    finally:
+        s.stop()
+    assert s.state == "stopped"

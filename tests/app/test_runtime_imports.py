@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.world import agent_toml
+
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
@@ -37,11 +39,9 @@ def test_runtime_commands_need_no_model_tooling(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
     cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        f'[device]\nstate_dir = "{state}"\n[detector]\nmodel = "{REPO}/models/demo-detector-int8.onnx"\n'
-        f'[camera]\nsource = "{REPO}/models/samples"\n[queue]\npath = "{state}/q.db"\n'
-        f'[mqtt]\nenabled = false\n[health]\nstatus_file = "{state}/status.json"\n'
-    )
+    model, samples = REPO / "models" / "demo-detector-int8.onnx", REPO / "models" / "samples"
+    queue = {"path": str(state / "q.db")}
+    cfg.write_text(agent_toml(state, samples, model, device={"id": None}, queue=queue, output=None))
     commands = [
         ["-q", "infer", str(REPO / "models" / "samples"), "--json"],
         ["-q", "demo", "--state-dir", str(tmp_path / "demo"), "--frames", "2"],

@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.clip import noisy, paste  # noqa: E402
+from support.world import agent_toml  # noqa: E402
 
 from edge_agent.adapters.runtime import OnnxModel  # noqa: E402
 from edge_agent.app.agent import Agent  # noqa: E402
@@ -110,26 +111,17 @@ def run(model: Path, clip: Path, root: Path, fps: float, motion: bool, threads: 
     state = root / f"state-{clip.name}-{motion}"
     state.mkdir()
     cfg = parse_config(
-        f"""
-[device]
-state_dir = "{state}"
-[camera]
-source = "{clip}"
-fps = {fps}
-[detector]
-model = "{model}"
-{f"threads = {threads}" if threads else ""}
-[mqtt]
-enabled = false
-[queue]
-path = "{state}/q.db"
-[output]
-mode = "event"
-[health]
-status_file = "{state}/status.json"
-[motion]
-enabled = {str(motion).lower()}
-"""
+        agent_toml(
+            state,
+            clip,
+            model,
+            extra=f"[motion]\nenabled = {str(motion).lower()}",
+            device={"id": None},
+            camera={"fps": fps},
+            detector={"threads": threads} if threads else {},
+            queue={"path": str(state / "q.db")},
+            output={"mode": "event"},
+        )
     )
     events: list[tuple[int, Counter[str], str]] = []
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +22,10 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.runner import cli  # noqa: E402
+from support.world import agent_toml  # noqa: E402
 
 
 def tracker_ms(n_obj: int = 20, frames: int = 500) -> float:
@@ -57,17 +60,21 @@ def loop_fps(
     state = root / f"s-{mode}-{time.monotonic_ns()}"
     cfg = root / "c.toml"
     cfg.write_text(
-        f'[device]\nstate_dir = "{state}"\n[camera]\nsource = "{cam}"\nloop = true\n'
-        f'[detector]\nmodel = "{model}"\n[mqtt]\nenabled = false\n'
-        f'[queue]\npath = "{state}/q.db"\n[output]\nmode = "{mode}"\n[health]\nstatus_file = "{state}/st.json"\n'
-        '[[lines]]\nname = "l"\npoints = [[0.5, 0.0], [0.5, 1.0]]\n'
-        '[[zones]]\nname = "z"\npolygon = [[0.1, 0.1], [0.6, 0.1], [0.6, 0.6], [0.1, 0.6]]\n'
+        agent_toml(
+            state,
+            cam,
+            model,
+            device={"id": None},
+            camera={"loop": True},
+            queue={"path": str(state / "q.db")},
+            output={"mode": mode},
+            health={"status_file": str(state / "st.json")},
+            lines=[{"name": "l", "points": [[0.5, 0.0], [0.5, 1.0]]}],
+            zones=[{"name": "z", "polygon": [[0.1, 0.1], [0.6, 0.1], [0.6, 0.6], [0.1, 0.6]]}],
+        )
     )
-    subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg), "--max-frames", str(frames)],
-        check=True,
-        capture_output=True,
-    )
+    r = cli("run", "--config", str(cfg), "--max-frames", str(frames), timeout=3600)
+    assert r.returncode == 0, r.stderr
     st = json.loads((state / "st.json").read_text())
     return float(st["fps"]), dict(st["latency_ms"])
 

@@ -16,6 +16,7 @@ from support import cli, free_port
 from support.mqtt import Broker, Collector
 from support.outbox import PRODUCER, TOPIC, big_limits
 from support.tmpfs import tmpfs
+from support.world import agent_toml
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_read import read_stats
@@ -24,12 +25,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def write_config(tmp_path: Path, port: int, **mqtt: object) -> Path:
-    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in mqtt.items())
+    """A queue and a broker, nothing else: what the queue commands read."""
     cfg = tmp_path / "config.toml"
     cfg.write_text(
-        f'[device]\nid = "dev-1"\n\n[mqtt]\nhost = "127.0.0.1"\nport = {port}\n'
-        f"reconnect_min_s = 0.2\nreconnect_max_s = 1.0\n{extra}\n"
-        f'[queue]\npath = "{tmp_path / "q.db"}"\n'
+        agent_toml(
+            tmp_path,
+            None,
+            None,
+            port=port,
+            device={"id": "dev-1", "state_dir": None},
+            mqtt={"status_interval_s": None, **mqtt},
+            queue={"path": str(tmp_path / "q.db")},
+            output=None,
+            health=None,
+        )
     )
     return cfg
 

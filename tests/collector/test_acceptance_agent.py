@@ -17,6 +17,7 @@ from support import cli, free_port, wait_until
 from support.collector import REPO, CollectorProc, fleet, metrics, sqlite_url
 from support.fleetrun import count
 from support.mqtt import Broker
+from support.world import agent_toml
 
 from edge_agent.adapters.collector_db import CollectorDb
 
@@ -29,12 +30,16 @@ def test_offline_agent_results_land_once_despite_a_collector_kill(tmp_path: Path
     state.mkdir()
     conf = tmp_path / "agent.toml"
     conf.write_text(
-        f'[device]\nid = "cam-acc"\nstate_dir = "{state}"\n'
-        f'[camera]\nsource = "{REPO / "models" / "samples"}"\nloop = true\n'
-        f'[detector]\nmodel = "{REPO / "models" / "demo-detector-int8.onnx"}"\n'
-        f"[mqtt]\nport = {broker.port}\nreconnect_min_s = 0.5\nreconnect_max_s = 1\n"
-        f'[queue]\npath = "{state / "q.db"}"\n[output]\nmode = "every_frame"\n'
-        f'[health]\nstatus_file = "{state / "status.json"}"\n'
+        agent_toml(
+            state,
+            REPO / "models" / "samples",
+            REPO / "models" / "demo-detector-int8.onnx",
+            port=broker.port,
+            device={"id": "cam-acc"},
+            camera={"loop": True},
+            mqtt={"host": None, "status_interval_s": None, "reconnect_min_s": 0.5},
+            queue={"path": str(state / "q.db")},
+        )
     )
     db_path = tmp_path / "fleet.db"
     url = sqlite_url(db_path)

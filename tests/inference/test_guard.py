@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from support import cli
 from support.models import make_format_detector
+from support.world import agent_toml
 
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.core.onnx_wire import output_dequant_scales
@@ -94,11 +95,20 @@ def test_infer_and_inspect_warn_with_cause_and_fix(broken: Path, frames: Path) -
 
 
 def _config(tmp_path: Path, model: Path, frames: Path, extra: str = "") -> Path:
+    """``extra``: lines of [detector]."""
     cfg = tmp_path / "c.toml"
+    state = tmp_path / "state"
     cfg.write_text(
-        f'[device]\nstate_dir = "{tmp_path}/state"\n[camera]\nsource = "{frames}"\n'
-        f'[detector]\nmodel = "{model}"\n{extra}\n[mqtt]\nenabled = false\n'
-        f'[queue]\npath = "{tmp_path}/state/q.db"\n[health]\nstatus_file = "{tmp_path}/status.json"\n'
+        agent_toml(
+            state,
+            frames,
+            model,
+            device={"id": None},
+            detector=extra,
+            queue={"path": str(state / "q.db")},
+            output=None,
+            health={"status_file": str(tmp_path / "status.json")},
+        )
     )
     return cfg
 

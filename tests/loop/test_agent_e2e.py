@@ -14,19 +14,19 @@ import pytest
 from support import cli, wait_until
 from support.models import make_bright_detector
 from support.mqtt import Broker, Collector
-from support.world import PtySensor, make_world, start_agent, status
+from support.world import PtySensor, World, make_world, start_agent, status
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> dict[str, Path]:
+def world(tmp_path: Path) -> World:
     """Models, a folder of 4 scenes (0..3 red squares), and a state dir."""
     return make_world(tmp_path)
 
 
 def write_config(
-    w: dict[str, Path],
+    w: World,
     *,
     port: int = 1,
     loop: bool = False,
@@ -37,41 +37,19 @@ def write_config(
     interval: float = 0.0,
     prom_port: int | None = None,
 ) -> Path:
-    cfg = w["root"] / "config.toml"
-    cfg.write_text(
-        f"""
-[device]
-id = "cam-1"
-state_dir = "{w["state"]}"
-[camera]
-source = "{w["camera"]}"
-loop = {str(loop).lower()}
-interval_s = {interval}
-stall_timeout_s = 1.0
-reconnect_max_s = 0.5
-[detector]
-model = "{det or w["det"]}"
-conf_threshold = 0.6
-[classifier]
-model = "{w["cls"]}"
-[mqtt]
-enabled = {str(mqtt).lower()}
-host = "127.0.0.1"
-port = {port}
-reconnect_min_s = 0.2
-reconnect_max_s = 1.0
-[queue]
-path = "{w["state"]}/outbox.db"
-flush_interval_s = 0.2
-[output]
-mode = "{mode}"
-[health]
-status_file = "{w["state"]}/status.json"
-{f"prometheus_port = {prom_port}" if prom_port else ""}
-{extra}
-"""
+    """The world's config with its classifier, a camera that gives up quickly, a broker on ``port``
+    (``mqtt=False``: none) and Prometheus on ``prom_port``."""
+    return w.write_config(
+        port=port,
+        extra=extra,
+        camera={"loop": loop, "interval_s": interval, "stall_timeout_s": 1.0, "reconnect_max_s": 0.5},
+        detector={"model": str(det or w.det), "conf_threshold": 0.6},
+        classifier={"model": str(w.cls)},
+        mqtt={"enabled": mqtt, "status_interval_s": None},
+        queue={"flush_interval_s": 0.2},
+        output={"mode": mode},
+        health={"prometheus_port": prom_port} if prom_port else {},
     )
-    return cfg
 
 
 def queue_stats(cfg: Path) -> dict[str, Any]:
@@ -80,9 +58,7 @@ def queue_stats(cfg: Path) -> dict[str, Any]:
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
 
-def test_results_with_detections_and_sensor_readings_reach_the_broker(
-    world: dict[str, Path], broker: Broker
-) -> None:
+def test_results_with_detections_and_sensor_readings_reach_the_broker(world: World, broker: Broker) -> None:
     sensor = PtySensor(world["root"] / "ttyUSB0", garbage_every=3)
     try:
         cfg = write_config(
@@ -122,7 +98,7 @@ def test_results_with_detections_and_sensor_readings_reach_the_broker(
     assert queue_stats(cfg)["pending"] == 0
 
 
-def test_notify_socket_gets_ready_status_and_watchdog(world: dict[str, Path], tmp_path: Path) -> None:
+def test_notify_socket_gets_ready_status_and_watchdog(world: World, tmp_path: Path) -> None:
     sock_path = tmp_path / "notify.sock"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
@@ -161,7 +137,7 @@ def test_notify_socket_gets_ready_status_and_watchdog(world: dict[str, Path], tm
     assert any(g.startswith("STATUS=") and "fps" in g and "queue" in g for g in got)
 
 
-def test_sigterm_keeps_every_result(world: dict[str, Path]) -> None:
+def test_sigterm_keeps_every_result(world: World) -> None:
     # broker port 1 is closed: everything must stay in the queue, nothing lost at SIGTERM
     cfg = write_config(world, loop=True, port=1)
     proc = start_agent(cfg)
@@ -173,7 +149,7 @@ def test_sigterm_keeps_every_result(world: dict[str, Path]) -> None:
     assert queue_stats(cfg)["pending"] == final["results"] >= 10
 
 
-def test_sighup_swaps_the_model_and_keeps_the_old_one_on_failure(world: dict[str, Path]) -> None:
+def test_sighup_swaps_the_model_and_keeps_the_old_one_on_failure(world: World) -> None:
     cfg = write_config(world, loop=True, mqtt=False)
     proc = start_agent(cfg)
     try:
@@ -202,7 +178,7 @@ def test_sighup_swaps_the_model_and_keeps_the_old_one_on_failure(world: dict[str
     assert len(shas) == 2  # results from the old and the new detector
 
 
-def test_camera_folder_removed_and_restored_recovers(world: dict[str, Path]) -> None:
+def test_camera_folder_removed_and_restored_recovers(world: World) -> None:
     cfg = write_config(world, loop=True, mqtt=False)
     proc = start_agent(cfg)
     moved = world["root"] / "camera-away"
@@ -240,7 +216,7 @@ def test_camera_folder_removed_and_restored_recovers(world: dict[str, Path]) -> 
         ("[detector]\nclasses = ['unicorn']\n", "unknown class 'unicorn'"),
     ],
 )
-def test_invalid_configs_give_one_clear_error(world: dict[str, Path], snippet: str, expected: str) -> None:
+def test_invalid_configs_give_one_clear_error(world: World, snippet: str, expected: str) -> None:
     cfg = world["root"] / "bad.toml"
     base = (
         f'[camera]\nsource = "{world["camera"]}"\n[queue]\npath = "{world["state"]}/q.db"\n'

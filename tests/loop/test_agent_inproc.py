@@ -26,7 +26,7 @@ import pytest
 from support import free_port, wait_until
 from support.models import make_bright_detector
 from support.mqtt import Broker, Collector
-from support.world import PtySensor, make_world
+from support.world import PtySensor, agent_toml, make_world, running
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
@@ -58,31 +58,19 @@ def config_text(
     extra: str = "",
     output: str = "",
 ) -> str:
-    classifier = f'[classifier]\nmodel = "{cls}"\n' if cls else ""
-    return f"""
-[device]
-id = "cam-9"
-state_dir = "{state}"
-[camera]
-source = "{source}"
-loop = {str(loop).lower()}
-interval_s = {interval}
-[detector]
-model = "{det}"
-conf_threshold = {conf}
-{classifier}
-[mqtt]
-enabled = false
-topic_prefix = "site7"
-[queue]
-path = "{state}/q.db"
-[output]
-mode = "{mode}"
-{output}
-[health]
-status_file = "{state}/status.json"
-{extra}
-"""
+    return agent_toml(
+        state,
+        source,
+        det,
+        extra=extra,
+        device={"id": "cam-9"},
+        camera={"loop": loop, "interval_s": interval},
+        detector={"conf_threshold": conf},
+        classifier={"model": str(cls)} if cls else None,
+        mqtt={"topic_prefix": "site7"},
+        queue={"path": str(state / "q.db")},
+        output=f'mode = "{mode}"\n{output}',
+    )
 
 
 def make_cfg(tmp_path: Path, world: dict[str, Path], **kw: Any) -> Config:
@@ -499,9 +487,7 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
 
     bodies: list[dict[str, Any]] = []
     agent = Agent(load_config(path), path, on_result=bodies.append)
-    t = threading.Thread(target=agent.run, daemon=True)
-    t.start()
-    try:
+    with running(agent):
         wait_until(lambda: agent.frames >= 2, 30, "frames")
         first = agent.models
         # a truncated model: counted, logged, the running models stay
@@ -528,10 +514,6 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
         assert agent._running_camera is not None and agent._running_camera.decode_target == (96, 96)
         n = len(bodies)
         wait_until(lambda: len(bodies) >= n + 3, 30, "results after the reload")
-    finally:
-        agent.stop_event.set()
-        t.join(30)
-    assert not t.is_alive()
     sha2 = hashlib.sha256(det2.read_bytes()).hexdigest()
     assert bodies[0]["models"]["detector"]["sha256"] != sha2
     assert bodies[-1]["models"]["detector"]["sha256"] == sha2 and "classifier" in bodies[-1]["models"]
@@ -691,14 +673,13 @@ def test_trigger_only_takes_a_frame_per_trigger_not_a_stream(tmp_path: Path, wor
     )
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
-    t = threading.Thread(target=agent.run, daemon=True)
-    t.start()
     try:
-        wait_until(lambda: agent.frames >= 1, 30, "the triggered frame")
-        wait_until(lambda: agent.current_status(fresh=True)["sensor"]["readings"] >= 6, 30, "more readings")
+        with running(agent):
+            wait_until(lambda: agent.frames >= 1, 30, "the triggered frame")
+            wait_until(
+                lambda: agent.current_status(fresh=True)["sensor"]["readings"] >= 6, 30, "more readings"
+            )
     finally:
-        agent.stop_event.set()
-        t.join(30)
         pty.close()
     assert agent.frames == 1 and len(bodies) == 1
     assert bodies[0]["sensor"] == {"temp": 21.5, "hum": 40}
@@ -712,15 +693,12 @@ def test_sensor_readings_are_queued_through_the_agent_when_published(
         tmp_path, world, loop=True, extra=f'[sensor]\nport = "{pty.link}"\nprotocol = "kv"\npublish = true\n'
     )
     agent = Agent(cfg)
-    t = threading.Thread(target=agent.run, daemon=True)
-    t.start()
     try:
-        wait_until(
-            lambda: agent.frames > 0 and agent.current_status(fresh=True)["sensor"]["readings"] >= 2, 30
-        )
+        with running(agent):
+            wait_until(
+                lambda: agent.frames > 0 and agent.current_status(fresh=True)["sensor"]["readings"] >= 2, 30
+            )
     finally:
-        agent.stop_event.set()
-        t.join(30)
         pty.close()
     sensors = [b for topic, b in queued(cfg) if topic == "site7/cam-9/sensors"]
     assert sensors and sensors[0]["reading"] == {"temp": 21.5, "hum": 40}

@@ -17,7 +17,7 @@ from typing import Any, Optional
 import numpy as np
 import pytest
 from support import wait_until
-from support.world import PtySensor
+from support.world import PtySensor, agent_toml
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.app import health
@@ -31,21 +31,24 @@ from edge_agent.errors import QueueError
 
 
 def cfg_with(tmp_path: Path, extra: str = "") -> Config:
+    """No camera or detector: the parts alone, a broker that is not there (port 1)."""
     return parse_config(
-        f"""[device]
-id = "cam-5"
-state_dir = "{tmp_path}"
-[mqtt]
-host = "127.0.0.1"
-port = 1
-topic_prefix = "plant"
-status_interval_s = 10
-[queue]
-path = "{tmp_path}/q.db"
-[health]
-status_file = "{tmp_path}/status.json"
-{extra}
-"""
+        agent_toml(
+            tmp_path,
+            None,
+            None,
+            port=1,
+            extra=extra,
+            device={"id": "cam-5"},
+            mqtt={
+                "topic_prefix": "plant",
+                "status_interval_s": 10,
+                "reconnect_min_s": None,
+                "reconnect_max_s": None,
+            },
+            queue={"path": str(tmp_path / "q.db")},
+            output=None,
+        )
     )
 
 

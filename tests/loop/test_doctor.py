@@ -9,6 +9,7 @@ from typing import Optional
 
 from support import cli
 from support.mqtt import Broker, TlsFiles, require_mosquitto
+from support.world import agent_toml
 
 REPO = Path(__file__).resolve().parents[2]
 DETECTOR = REPO / "models" / "demo-detector-int8.onnx"
@@ -39,10 +40,12 @@ def config(tmp_path: Path, extra: str = "", model: Path = DETECTOR, camera: str 
     """A config naming real things: the demo detector, the sample folder as the camera."""
     state = tmp_path / "state"
     cfg = tmp_path / "c.toml"
+    # no [mqtt] (the default broker, unless extra names one) and no [output]
+    queue = {"path": str(state / "q.db")}
     cfg.write_text(
-        f'[device]\nid = "d1"\nstate_dir = "{state}"\n[detector]\nmodel = "{model}"\n'
-        f'[camera]\nsource = "{camera}"\n[queue]\npath = "{state}/q.db"\n'
-        f'[health]\nstatus_file = "{state}/status.json"\n{extra}'
+        agent_toml(
+            state, camera, model, extra=extra, device={"id": "d1"}, mqtt=None, queue=queue, output=None
+        )
     )
     return cfg
 
@@ -99,9 +102,18 @@ def test_doctor_fails_on_a_missing_serial_port_and_unwritable_state(tmp_path: Pa
     blocker = tmp_path / "file"
     blocker.write_text("x")
     cfg = tmp_path / "c.toml"
+    sensor = '[sensor]\nport = "/dev/ttyACM7"\n'
     cfg.write_text(
-        f'[device]\nstate_dir = "{blocker}"\n[detector]\nmodel = "{DETECTOR}"\n[camera]\nsource = "{SAMPLES}"\n'
-        f'[mqtt]\nenabled = false\n[sensor]\nport = "/dev/ttyACM7"\n'
+        agent_toml(
+            blocker,
+            SAMPLES,
+            DETECTOR,
+            extra=sensor,
+            device={"id": None},
+            queue=None,
+            output=None,
+            health=None,
+        )
     )
     rc, checks, _ = doctor("--config", str(cfg), "--root", str(root))
     assert rc == 1

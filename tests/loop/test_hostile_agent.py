@@ -91,14 +91,17 @@ def test_full_disk_acceptance_run_exits_0_and_drain_delivers_everything(
     """Queue on a 16 MB tmpfs filled to the brim: run --max-frames 5 exits 0, queue drain delivers all."""
     with tmpfs(tmp_path / "fs") as disk:
         w = make_world(tmp_path)
-        cfg = agent_config(w, queue_path=disk / "outbox.db")
-        cfg.write_text(
-            cfg.read_text().replace("[output]", "[output]\nsnapshot = true\nsnapshot_max_bytes = 8192")
-        )
+
+        def config(port: int) -> Path:
+            return agent_config(
+                w,
+                queue_path=disk / "outbox.db",
+                output_extra="snapshot = true\nsnapshot_max_bytes = 8192",
+                extra=f"[mqtt]\nenabled = true\nport = {port}\nreconnect_max_s = 1.0",
+            )
+
         # results with snapshots fill 16 MB quickly; the broker is down (port 1) so nothing leaves
-        cfg.write_text(
-            cfg.read_text().replace("[mqtt]\nenabled = false", "[mqtt]\nport = 1\nreconnect_max_s = 1.0")
-        )
+        cfg = config(1)
         r = cli("run", "--config", str(cfg), "--max-frames", "4000", timeout=600)
         assert r.returncode == 0, r.stderr
         fill(disk)
@@ -109,7 +112,7 @@ def test_full_disk_acceptance_run_exits_0_and_drain_delivers_everything(
         assert r.returncode == 0, r.stderr
         pending = json.loads(cli("queue", "stats", "--config", str(cfg), "--json").stdout)
         assert pending["pending"] + pending["dropped"] == before["pending"] + before["dropped"] + 5
-        cfg.write_text(cfg.read_text().replace("port = 1\n", f"port = {broker.port}\n"))
+        config(broker.port)
         col = Collector(broker.port, "edge/cam-1/detections", client_id="drain-collector")
         try:
             r = cli("queue", "drain", "--config", str(cfg), "--timeout", "120", timeout=300)

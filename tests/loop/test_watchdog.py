@@ -11,12 +11,13 @@ from pathlib import Path
 import cv2
 import pytest
 from support.models import bright_scene, make_bright_detector
+from support.world import agent_toml, running
 
 from edge_agent.adapters.board import BoardInfo
 from edge_agent.adapters.runtime import OnnxModel
 from edge_agent.app.agent import Agent
 from edge_agent.app.modelset import ModelSet
-from edge_agent.core.config import Config
+from edge_agent.core.config import parse_config
 from edge_agent.inference.pipeline import Detector, DetectOutput, Prepared
 
 
@@ -44,14 +45,9 @@ def test_hung_inference_stops_watchdog_pings(tmp_path: Path, monkeypatch: pytest
     det = HangingDetector(
         OnnxModel(make_bright_detector(tmp_path / "d.onnx"), board=BoardInfo("generic-x86", "t", "x86_64", 2))
     )
-    cfg = Config.model_validate(
-        {
-            "device": {"id": "wd", "state_dir": str(tmp_path)},
-            "camera": {"source": str(imgs), "loop": True},
-            "mqtt": {"enabled": False},
-            "queue": {"path": str(tmp_path / "q.db")},
-            "health": {"status_file": str(tmp_path / "status.json")},
-        }
+    queue = {"path": str(tmp_path / "q.db")}
+    cfg = parse_config(
+        agent_toml(tmp_path, imgs, None, device={"id": "wd"}, camera={"loop": True}, queue=queue, output=None)
     )
     sock_path = tmp_path / "n.sock"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -60,8 +56,6 @@ def test_hung_inference_stops_watchdog_pings(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("NOTIFY_SOCKET", str(sock_path))
     monkeypatch.setenv("WATCHDOG_USEC", "200000")  # ping every 0.1 s
     agent = Agent(cfg, models=ModelSet(det))
-    t = threading.Thread(target=agent.run, daemon=True)
-    t.start()
 
     def pings_during(seconds: float) -> int:
         n, end = 0, time.monotonic() + seconds
@@ -71,17 +65,17 @@ def test_hung_inference_stops_watchdog_pings(tmp_path: Path, monkeypatch: pytest
         return n
 
     try:
-        assert pings_during(1.0) >= 5  # healthy loop: ~10 pings a second
-        det.hang.set()
-        assert det.hanging.wait(5)
-        pings_during(0.15)  # a ping already in flight when the hang began
-        assert pings_during(1.0) == 0  # wedged inference: systemd would restart us
-        det.hang.clear()
-        det.release.set()
-        assert pings_during(1.0) >= 5  # and the pings come back with the loop
+        with running(agent, stop_s=10):
+            try:
+                assert pings_during(1.0) >= 5  # healthy loop: ~10 pings a second
+                det.hang.set()
+                assert det.hanging.wait(5)
+                pings_during(0.15)  # a ping already in flight when the hang began
+                assert pings_during(1.0) == 0  # wedged inference: systemd would restart us
+                det.hang.clear()
+                det.release.set()
+                assert pings_during(1.0) >= 5  # and the pings come back with the loop
+            finally:
+                det.release.set()  # before the stop: a hung detector would not see it
     finally:
-        det.release.set()
-        agent.stop_event.set()
-        t.join(10)
         sock.close()
-    assert not t.is_alive()

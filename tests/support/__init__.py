@@ -2,7 +2,7 @@
 
 ``tests/`` is on ``sys.path`` (pyproject ``pythonpath``), so every test imports
 ``from support import cli, wait_until, free_port`` and the fixtures of one area from its module
-(``support.world`` for a whole agent, ``support.mqtt`` for a real mosquitto, ``support.models``
+(``support.world`` for a whole agent: its world, config and process, ``support.mqtt`` for a real mosquitto, ``support.models``
 for test-built ONNX models ...). Fakes for tests live here, never in ``edge_agent``.
 """
 

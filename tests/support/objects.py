@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,8 @@ import cv2
 import numpy as np
 
 from support.clip import REPO, SAMPLES, noisy, paste, real_photo
+from support.runner import cli
+from support.world import agent_toml
 
 FPS = 10.0
 # the line the crossers cross (x = 0.5, upper 60 %) and the zone the dwellers sit in (bottom band)
@@ -92,38 +92,27 @@ def make_clip(out: Path) -> dict[str, Any]:
 
 
 def config(root: Path, cam: Path, mode: str) -> Path:
+    """``root/MODE.toml``: the demo detector on the clip ``cam`` at its frame rate, state in
+    ``root/MODE``, the gate line and the bay zone."""
     cfg = root / f"{mode}.toml"
     cfg.write_text(
-        f"""[device]
-id = "cam-1"
-state_dir = "{root / mode}"
-[camera]
-source = "{cam}"
-fps = {FPS}
-[detector]
-model = "{REPO / "models" / "demo-detector.onnx"}"
-conf_threshold = 0.5
-[mqtt]
-enabled = false
-[queue]
-path = "{root / mode / "q.db"}"
-[output]
-mode = "{mode}"
-counts_interval_s = 5
-[health]
-status_file = "{root / mode / "status.json"}"
-{GEOMETRY}"""
+        agent_toml(
+            root / mode,
+            cam,
+            REPO / "models" / "demo-detector.onnx",
+            extra=GEOMETRY,
+            camera={"fps": FPS},
+            detector={"conf_threshold": 0.5},
+            queue={"path": str(root / mode / "q.db")},
+            output={"mode": mode, "counts_interval_s": 5},
+        )
     )
     return cfg
 
 
 def run_agent(cfg: Path, *args: str) -> list[tuple[str, dict[str, Any], int]]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    """``edge-agent run`` of ``cfg`` to its end (exit 0), then every message it queued."""
+    proc = cli("run", "--config", str(cfg), *args, timeout=180)
     assert proc.returncode == 0, proc.stderr
     db = cfg.parent / cfg.stem / "q.db"
     with sqlite3.connect(db) as con:

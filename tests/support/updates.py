@@ -1,12 +1,9 @@
-"""Model-update test helpers: the zero-score INT8 maker, a config writer, an agent subprocess
-(`edge-agent run`) to start, kill -9 and read; the CLI runner is `support.cli`."""
+"""Model-update test helpers: the zero-score INT8 maker, the demo models' config (``write_config``,
+written by ``support.world.agent_toml``) and in-process packages; the agent subprocess is
+``support.world.AgentProc`` (re-exported here), the CLI runner ``support.cli``."""
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,8 +11,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from edge_agent.app.configfile import load_config
-from support import wait_until
+from support.world import AgentProc as AgentProc  # the one agent subprocess, re-exported
+from support.world import agent_toml, broker_section
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "models"
@@ -55,35 +52,28 @@ def make_zero_score(src: Path, out: Path) -> Path:
 def write_config(
     root: Path, *, port: int = 0, extra: str = "", device: str = "cam-1", loop: bool = True
 ) -> Path:
+    """``root/DEVICE.toml``: the demo detector on the sample folder, state in ``root/state-DEVICE``;
+    the broker on ``port`` (default host) or none."""
     cfg = root / f"{device}.toml"
-    state = root / f"state-{device}"
+    mqtt = {**broker_section(port or 1883), "host": None, "enabled": bool(port)}
     cfg.write_text(
-        f"""
-[device]
-id = "{device}"
-state_dir = "{state}"
-[camera]
-source = "{SAMPLES}"
-loop = {str(loop).lower()}
-interval_s = 0.05
-[detector]
-model = "{FP32}"
-[mqtt]
-enabled = {str(bool(port)).lower()}
-port = {port or 1883}
-status_interval_s = 1.0
-reconnect_min_s = 0.2
-reconnect_max_s = 1.0
-[queue]
-path = "{state}/outbox.db"
-[output]
-mode = "every_frame"
-[health]
-status_file = "{state}/status.json"
-{extra}
-"""
+        agent_toml(
+            root / f"state-{device}",
+            SAMPLES,
+            FP32,
+            extra=extra,
+            device={"id": device},
+            camera={"loop": loop, "interval_s": 0.05},
+            mqtt=mqtt,
+        )
     )
     return cfg
+
+
+def keys(packages: dict[str, Path]) -> str:
+    """The config lines that turn MQTT delivery on: it is off without a trusted key
+    (``packages["pub"]``, the public key of the ``packages`` fixture)."""
+    return f'[model_update]\ntrusted_keys = ["{packages["pub"].read_text().strip()}"]'
 
 
 def make_dim_scores(src: Path, out: Path, factor: float = 0.1) -> Path:
@@ -105,62 +95,6 @@ def make_dim_scores(src: Path, out: Path, factor: float = 0.1) -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, str(out))
     return out
-
-
-class AgentProc:
-    def __init__(self, cfg: Path) -> None:
-        self.cfg_path = cfg
-        self.cfg = load_config(cfg)
-        self.state = Path(self.cfg.device.state_dir)
-        self.log = cfg.with_suffix(".log")
-        self.proc: Optional[subprocess.Popen[bytes]] = None
-
-    def start(self) -> AgentProc:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "edge_agent", "run", "-c", str(self.cfg_path)], stdout=out, stderr=out
-            )
-        wait_until(
-            lambda: (self.status() or {}).get("frames", 0) > 0,
-            what=lambda: f"agent running\n{self.log_text()}",
-        )
-        return self
-
-    def status(self) -> Optional[dict[str, Any]]:
-        try:
-            data: dict[str, Any] = json.loads((self.state / "status.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return data if data.get("state") == "running" and self.proc and self.proc.poll() is None else None
-
-    def detector_sha(self) -> Optional[str]:
-        s = self.status()
-        return s["models"]["detector"]["sha256"] if s and s.get("models") else None
-
-    def last(self) -> dict[str, Any]:
-        try:
-            return dict(json.loads((self.state / "models" / "active.json").read_text()).get("last") or {})
-        except FileNotFoundError:
-            return {}
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        (self.state / "status.json").unlink(missing_ok=True)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        (self.state / "status.json").unlink(missing_ok=True)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
 def pack_in_process(

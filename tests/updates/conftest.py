@@ -3,12 +3,13 @@ the zero-score INT8, packages made with the real `edge-agent model pack`, and a 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 from support import cli
-from support.updates import INT8, make_dim_scores, make_zero_score, write_config
+from support.updates import INT8, AgentProc, make_dim_scores, make_zero_score, write_config
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +63,15 @@ def packages(models_dir: Path) -> dict[str, Path]:
     for name, k in (("signed", key), ("badsig", other)):
         out[name] = pack(INT8, models_dir / f"{name}.pkg", f"2.1+{name}", "--sign", str(k))
     return out
+
+
+@pytest.fixture
+def agents() -> Iterator[list[AgentProc]]:
+    """Agent subprocesses a test starts (``agents.append(AgentProc(cfg).start())``), stopped after it."""
+    started: list[AgentProc] = []
+    yield started
+    for a in started:
+        a.stop()
 
 
 @pytest.fixture

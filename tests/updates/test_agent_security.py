@@ -4,7 +4,6 @@ signed downgrade. Each reproduces a line of issue 17 and checks what happens now
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -12,21 +11,9 @@ import paho.mqtt.client as mqtt
 import pytest
 from support import cli, wait_until
 from support.mqtt import Broker
-from support.updates import FP32, INT8, AgentProc
+from support.updates import FP32, INT8, AgentProc, keys
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProc]]:
-    started: list[AgentProc] = []
-    yield started
-    for a in started:
-        a.stop()
-
-
-def keys(packages: dict[str, Path]) -> str:
-    return f'[model_update]\ntrusted_keys = ["{packages["pub"].read_text().strip()}"]'
 
 
 def receiver(a: AgentProc) -> dict[str, Any]:

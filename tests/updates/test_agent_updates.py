@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -17,7 +16,7 @@ from typing import Any, Callable
 import pytest
 from support import cli, wait_until
 from support.mqtt import Broker, Collector
-from support.updates import FP32, INT8, AgentProc
+from support.updates import FP32, INT8, AgentProc, keys
 
 from edge_agent.adapters.package_file import PackageReader
 from edge_agent.app.configfile import load_config
@@ -26,19 +25,6 @@ from edge_agent.app.model_push import push_package
 pytestmark = pytest.mark.slow
 FP32_SHA = hashlib.sha256(FP32.read_bytes()).hexdigest()
 INT8_SHA = hashlib.sha256(INT8.read_bytes()).hexdigest()
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProc]]:
-    started: list[AgentProc] = []
-    yield started
-    for a in started:
-        a.stop()
-
-
-def keys(packages: dict[str, Path]) -> str:
-    """The config lines that turn MQTT delivery on: it is off without a trusted key."""
-    return f'[model_update]\ntrusted_keys = ["{packages["pub"].read_text().strip()}"]'
 
 
 def test_good_package_over_mqtt_switches_and_status_reports_it(
