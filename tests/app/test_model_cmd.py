@@ -173,13 +173,15 @@ def test_install_hands_the_package_to_the_running_agent_and_prints_its_verdict(
     updates.start()
     try:
         assert pid_file(cfg).read_text() == f"{os.getpid()}\n"
-        rc, out, err = run(capsys, "install", str(good), "-c", str(cfg_path), "--timeout", "60")
+        rc, out, err = run(capsys, "install", str(good), "-c", str(cfg_path), "--timeout", "60", "--json")
     finally:
         updates.stop()
         release_run_lock(cfg)
     assert rc == 0, err
     assert f"handed {good} to the running agent (pid {os.getpid()}); waiting for the gate" in err
-    assert out.startswith("switched: gate on 1 probe images") and "no agent running" not in out
+    res = json.loads(out)  # --json holds for the agent's verdict too
+    assert res["outcome"] == "switched" and res["origin"] == "cli"
+    assert res["detail"].startswith("gate on 1 probe images") and "no agent running" not in res["detail"]
     assert reloads == [1]
     assert list(inbox_dir(cfg).iterdir()) == []  # package, request and answer all gone
     assert state_of(cfg_path)["last"]["origin"] == "cli"
