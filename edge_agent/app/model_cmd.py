@@ -114,12 +114,12 @@ def _as_state_owner(cfg: Any) -> None:
         return
     try:
         name = pwd.getpwuid(owner).pw_name
-    except KeyError:
-        name = str(owner)
+    except KeyError:  # no such user: sudo takes a bare uid as "#UID" (quoted: "#" starts a comment)
+        name = f"#{owner}"
     cmd = " ".join(shlex.quote(a) for a in sys.argv[1:])
     raise ConfigError(
         f"{state} belongs to {name}, this is uid {os.geteuid()}: files written now would not be "
-        f"the service's; run it as that user: sudo -u {name} edge-agent {cmd}"
+        f"the service's; run it as that user: sudo -u {shlex.quote(name)} edge-agent {cmd}"
     )
 
 

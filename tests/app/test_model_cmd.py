@@ -138,24 +138,38 @@ def test_install_of_a_missing_file_is_one_line(capsys: pytest.CaptureFixture[str
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a state dir owned by another user needs root to set up")
 @pytest.mark.parametrize("action", ["install", "rollback"])
+@pytest.mark.parametrize(("uid", "shown", "sudo"), [(65534, None, None), (54321, "#54321", "'#54321'")])
 def test_a_state_dir_of_another_user_is_refused_with_the_command_to_run(
-    capsys: pytest.CaptureFixture[str], cfg_path: Path, good: Path, action: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    cfg_path: Path,
+    good: Path,
+    action: str,
+    uid: int,
+    shown: str | None,
+    sudo: str | None,
 ) -> None:
+    """The refusal names the owner and the command to run instead, ready to paste (a uid without
+    a user name is "#UID" for sudo, quoted for the shell)."""
     import pwd
 
+    if shown is None:
+        try:
+            shown = sudo = pwd.getpwuid(uid).pw_name
+        except KeyError:  # pragma: no cover - a system without "nobody"
+            pytest.skip("no user 65534 here")
     state = Path(load_config(cfg_path).device.state_dir)
     state.mkdir()
-    os.chown(state, 65534, 65534)
-    try:
-        name = pwd.getpwuid(65534).pw_name
-    except KeyError:  # pragma: no cover - a system without "nobody"
-        name = "65534"
+    os.chown(state, uid, uid)
     args = ["install", str(good)] if action == "install" else ["rollback"]
+    monkeypatch.setattr("sys.argv", ["edge-agent", "model", *args, "-c", str(cfg_path)])
     rc, out, err = run(capsys, *args, "-c", str(cfg_path))
     assert rc == 1 and out == ""
-    assert err.count("\n") == 1
-    assert f"{state} belongs to {name}, this is uid 0" in err
-    assert f"sudo -u {name} edge-agent " in err
+    assert err == (
+        f"edge-agent model: error: {state} belongs to {shown}, this is uid 0: files written now would "
+        f"not be the service's; run it as that user: sudo -u {sudo} edge-agent model {' '.join(args)} "
+        f"-c {cfg_path}\n"
+    )
     assert not (state / "models").exists()  # nothing written as root
 
 
