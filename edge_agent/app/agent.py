@@ -142,7 +142,7 @@ class Agent:
                 models.detector.model.info.model_id,
                 models.provider,
             )
-            self._loop(camera, outbox, sync, sensor)
+            self._loop(camera, outbox, sensor)
         finally:
             sdnotify.stopping()
             if self.updates is not None:
@@ -173,7 +173,7 @@ class Agent:
         self.errors += 1
 
     # ---- the loop -------------------------------------------------------------------------------
-    def _loop(self, camera: Camera, outbox: Outbox, sync: Any, sensor: Any) -> None:
+    def _loop(self, camera: Camera, outbox: Outbox, sensor: Any) -> None:
         cfg = self.cfg
         wd = sdnotify.watchdog_interval_s()
         policy = OutputPolicy.from_config(cfg.output)
@@ -203,7 +203,9 @@ class Agent:
                     self._reload()
                 item = self._next(camera, prefetch, sensor, paced, trigger_only, next_shot)
                 if item is None:
-                    if camera.finished and (prefetch is None or prefetch.q.empty()):
+                    # free-running: the prefetch thread says when it holds nothing more (a frame it
+                    # is still preparing when the camera finishes is not lost)
+                    if camera.finished and (prefetch is None or prefetch.ended.is_set()):
                         log.info("camera source ended")
                         break
                     continue

@@ -133,4 +133,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a writer killed by the signal
+    except OSError as exc:
+        # the last line of defence, not the usual path: each command names its own files and fields
+        # (EdgeAgentError above); what one missed (a disk that fills between two steps, a folder
+        # made read-only meanwhile) is still one line, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"edge-agent {args.command}: error: {where}{exc.strerror or exc}\n")
+        return 1
     return rc

@@ -69,7 +69,7 @@ class StatusOutputs:
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self._file_failures = 0
+        self._file_failing = False  # within a streak of failed writes: only its first is a warning
         self._last_mqtt = -1e9
 
     def send(self, status: dict[str, Any], sync: Any, final: bool) -> None:
@@ -79,10 +79,10 @@ class StatusOutputs:
         )
         try:
             write_status(self.cfg.health.status_file, status)
-            self._file_failures = 0
+            self._file_failing = False
         except (OSError, EdgeAgentError) as exc:
-            level = logging.WARNING if self._file_failures == 0 else logging.DEBUG
-            self._file_failures += 1
+            level = logging.DEBUG if self._file_failing else logging.WARNING
+            self._file_failing = True
             log.log(level, "status file %s not written: %s", self.cfg.health.status_file, exc)
         now = time.monotonic()
         due = sync is not None and not final and now - self._last_mqtt >= self.cfg.mqtt.status_interval_s

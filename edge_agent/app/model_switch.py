@@ -205,7 +205,7 @@ def install(
                     cfg.detector.threads,
                     cfg.classifier.crop_padding if cfg.classifier else CROP_PADDING,
                 )
-        except EdgeAgentError as exc:
+        except (EdgeAgentError, OSError) as exc:  # OSError: a disk full for the ring's snapshot
             store.prune(state.kept())  # the refused candidate goes, unless the device keeps it
             return record(store, origin, m.summary(), Outcome.REFUSED, f"the gate could not run: {exc}")
         log.info("%s: %s", vid, gate.summary())

@@ -12,6 +12,7 @@ only then takes the newest frame. Files and folders are not live: there it reads
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -44,8 +45,10 @@ class Prefetch:
         self.models = models
         self.gate = gate
         self.paced = camera.drop_stale if paced is None else paced
-        self.q: queue.Queue[tuple[Frame, Optional[Prepared], ModelSet]] = queue.Queue(maxsize=1)
+        # None after the last frame: the camera finished and this thread holds nothing more
+        self.q: queue.Queue[Optional[tuple[Frame, Optional[Prepared], ModelSet]]] = queue.Queue(maxsize=1)
         self.stop = threading.Event()
+        self.ended = threading.Event()
         self._taken = threading.Event()
         self._taken_at: Optional[float] = None
         self._busy_s: Optional[float] = None  # the loop's time per frame, between our hand-offs
@@ -68,6 +71,14 @@ class Prefetch:
             self._wait_for_turn()
             frame = self.camera.read(0.25)
             if frame is None:
+                if self.camera.finished:
+                    # nothing in hand and nothing to come (the last hand-off was taken before this
+                    # read, so the queue is empty): the loop may end without waiting for a timeout,
+                    # and not before a frame still being prepared is handed over
+                    self.ended.set()
+                    with contextlib.suppress(queue.Full):  # wakes a waiting get() at once
+                        self.q.put_nowait(None)
+                    return
                 continue
             if self.gate is not None and not self.gate(frame):
                 continue
@@ -99,8 +110,10 @@ class Prefetch:
             busy = now - self._taken_at
             self._busy_s = busy if self._busy_s is None else (1 - EMA) * self._busy_s + EMA * busy
         try:
-            item = self.q.get(timeout=timeout_s)
+            item = None if self.ended.is_set() and self.q.empty() else self.q.get(timeout=timeout_s)
         except queue.Empty:
+            item = None
+        if item is None:
             self._taken_at = None  # the loop idled: its next busy time starts at the next hand-off
             return None
         self._taken_at = time.monotonic()

@@ -43,7 +43,8 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def iter_fields(buf: bytes) -> list[tuple[int, int, Union[int, bytes]]]:
-    """(field number, wire type, value) of one message; length-delimited values are bytes."""
+    """(field number, wire type, value) of one message; length-delimited and fixed-size values are
+    bytes, varints ints."""
     out: list[tuple[int, int, Union[int, bytes]]] = []
     pos, end = 0, len(buf)
     while pos < end:
@@ -54,20 +55,20 @@ def iter_fields(buf: bytes) -> list[tuple[int, int, Union[int, bytes]]]:
         if wt == 0:
             val, pos = _varint(buf, pos)
             out.append((num, wt, val))
-        elif wt == 1:
-            pos += 8
+        elif wt in (1, 5):  # fixed64 / fixed32: an unpacked float or double is one of these
+            size = 8 if wt == 1 else 4
+            if pos + size > end:
+                raise WireError("truncated message")
+            out.append((num, wt, buf[pos : pos + size]))
+            pos += size
         elif wt == 2:
             length, pos = _varint(buf, pos)
             if pos + length > end:
                 raise WireError(f"field {num} runs past the end ({pos + length} > {end} bytes)")
             out.append((num, wt, buf[pos : pos + length]))
             pos += length
-        elif wt == 5:
-            pos += 4
         else:
             raise WireError(f"unsupported wire type {wt}")
-        if pos > end:
-            raise WireError("truncated message")
     return out
 
 
@@ -168,8 +169,8 @@ def _scalar_float(tensor: bytes) -> tuple[str, Optional[float]]:
         elif num == _TENSOR_FLOAT_DATA and wt == 2:
             b = _bytes(val)
             floats += list(struct.unpack(f"<{len(b) // 4}f", b))
-        elif num == _TENSOR_FLOAT_DATA and wt == 5:
-            floats.append(struct.unpack("<f", _bytes(val) if isinstance(val, bytes) else b"")[0])
+        elif num == _TENSOR_FLOAT_DATA and wt == 5:  # one unpacked float
+            floats.append(struct.unpack("<f", _bytes(val))[0])
     if dtype != _FLOAT:
         return name, None
     if len(raw) == 4:

@@ -157,6 +157,16 @@ def resume(db: Marks, kept: Optional[Marks], salvaged: bool) -> Resume:
     if kept is None:
         kept = db
     seq = max(db.seq, kept.seq)
+    if (
+        kept.clean
+        and not db.clean
+        and kept.committed >= db.committed
+        and kept.skipped_to == kept.seq < db.seq
+    ):
+        # a close that could not write the file (full disk) kept its exact last number in the marks
+        # (``Ledger.counters_to_marks``): the file's reservation above it was never handed out, and
+        # counting it as a crash gap reported a crash that did not happen
+        seq = kept.seq
     committed = max(db.committed, kept.committed)
     lost = 0
     if not salvaged and kept.committed > db.committed:

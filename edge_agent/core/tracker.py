@@ -183,8 +183,7 @@ class Tracker:
     def _sim(self, t_idx: List[int], boxes: FloatArray, classes: npt.NDArray[np.int64]) -> FloatArray:
         if not t_idx or not len(boxes):
             return np.zeros((len(t_idx), len(boxes)))  # most frames: stages 2 and 3 have nothing to do
-        pred = _to_xyxy(self._x[t_idx]) if t_idx else np.zeros((0, 4))
-        sim = iou_matrix(pred, boxes)
+        sim = iou_matrix(_to_xyxy(self._x[t_idx]), boxes)
         if self.params.per_class and sim.size:
             tc = np.array([self.tracks[i].class_id for i in t_idx])
             sim = np.where(tc[:, None] == classes[None, :], sim, 0.0)

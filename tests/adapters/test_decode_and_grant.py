@@ -10,20 +10,20 @@ from typing import Any
 import cv2
 import pytest
 from support.models import bright_scene, make_bright_detector
-from support.world import offline_config
+from support.world import offline_config, run_agent
 
 from edge_agent.app.agent import Agent
 from edge_agent.core.camera_source import fourcc_text, grant_mismatches
 
 
-def run_agent(tmp_path: Path, cam: Path, tag: str) -> list[dict[str, Any]]:
+def results_of(tmp_path: Path, cam: Path, tag: str) -> list[dict[str, Any]]:
     state = tmp_path / f"state-{tag}"
     state.mkdir()
     cfg = offline_config(
         state, cam, make_bright_detector(tmp_path / "det.onnx"), detector="conf_threshold = 0.9"
     )
     out: list[dict[str, Any]] = []
-    assert Agent(cfg, on_result=out.append).run() == 0
+    assert run_agent(Agent(cfg, on_result=out.append)) == 0
     return out
 
 
@@ -34,7 +34,7 @@ def test_a_large_jpeg_is_decoded_small_and_boxes_come_back_full_size(tmp_path: P
     png.mkdir()
     cv2.imwrite(str(jpg / "0.jpg"), img, [cv2.IMWRITE_JPEG_QUALITY, 95])
     cv2.imwrite(str(png / "0.png"), img)  # PNG: no DCT scaling, decoded full size
-    small, full = run_agent(tmp_path, jpg, "jpg")[0], run_agent(tmp_path, png, "png")[0]
+    small, full = results_of(tmp_path, jpg, "jpg")[0], results_of(tmp_path, png, "png")[0]
     assert (small["width"], small["height"]) == (full["width"], full["height"]) == (1280, 720)
     boxes_small = sorted(tuple(round(v) for v in d["box"]) for d in small["detections"])
     boxes_full = sorted(tuple(round(v) for v in d["box"]) for d in full["detections"])

@@ -109,3 +109,29 @@ def test_queue_and_status_read_the_config_named_by_the_environment(tmp_path: Pat
         r = cli(*args, env=missing, quiet=False)
         assert r.returncode == 1 and "absent.toml: config file not found" in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("exc", "line"),
+    [
+        (
+            OSError(28, "No space left on device", "/var/lib/edge-agent/models/active.json"),
+            "edge-agent inspect: error: /var/lib/edge-agent/models/active.json: No space left on device\n",
+        ),
+        (PermissionError(13, "Permission denied"), "edge-agent inspect: error: Permission denied\n"),
+    ],
+)
+def test_an_os_error_no_command_named_is_still_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exc: OSError, line: str
+) -> None:
+    """The last line of defence: a disk that fills between two steps of a command that names its
+    own errors otherwise (model install after a passed gate) gave a traceback."""
+    from edge_agent.app import cli as cli_mod
+    from edge_agent.app import inspect_cmd
+
+    def boom(path: str) -> dict[str, object]:
+        raise exc
+
+    monkeypatch.setattr(inspect_cmd, "runtime_compat", boom)
+    assert cli_mod.main(["inspect", "m.onnx"]) == 1
+    assert capsys.readouterr().err == line

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from support.clip import real_photo, static_clip, walk
 from support.models import make_bright_detector
-from support.world import offline_config
+from support.world import offline_config, run_agent
 
 from edge_agent.app.agent import Agent
 from edge_agent.core.config import parse_config
@@ -116,7 +116,7 @@ def test_the_loop_infers_only_when_the_gate_opens(tmp_path: Path, enabled: bool,
     )
     seen: list[str] = []
     agent = Agent(cfg, on_result=lambda body: seen.append(body["image"]))
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     total = len(still) + len(walking)
     if not enabled:
         assert agent.frames == total

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from edge_agent.core.backoff import backoff_delay as reconnect_delay
@@ -144,6 +146,16 @@ def test_resume_counts_a_crash_only_when_a_run_ended_uncleanly_or_lost_rows() ->
     kept = Marks(seq=60, committed=51, boot=1, rows=5, clean=True)
     r = resume(clean, kept, salvaged=False)
     assert (r.lost, r.crashed, r.skipped, r.committed) == (1, True, 9, 51)
+    # a close that could write only the marks file (full disk): its exact last number there, the
+    # file still holding the run's reservation; no crash, and numbering goes on after the last one
+    file_left = Marks(seq=19, committed=3, boot=1, rows=3, clean=False)
+    closed = Marks(seq=4, committed=3, boot=1, rows=3, clean=True, skipped_to=4)
+    r = resume(file_left, closed, salvaged=False)
+    assert (r.crashed, r.skipped, r.seq, r.lost) == (False, 0, 4, 0)
+    # the same reservation without that close (a crash) is a gap
+    assert resume(file_left, replace(closed, clean=False), salvaged=False).skipped == 15
+    assert resume(file_left, replace(closed, skipped_to=0), salvaged=False).skipped == 16
+    assert resume(file_left, replace(closed, committed=2), salvaged=False).skipped == 15
 
 
 def test_resume_loses_at_most_the_missing_commits_and_skips_above_either_count() -> None:

@@ -1,7 +1,7 @@
 """The guard's rules pinned where mutation testing found them loose: the exact cause line (scale
 and representable levels) for coarse, borderline and fine output scales; problems joined in one
 line; a model file gone after loading (the static check is skipped, the probe still runs); the
-probe image is deterministic, textured and holds filled shapes."""
+probe image is deterministic, textured, holds filled shapes and is the same picture on every build."""
 
 from __future__ import annotations
 
@@ -108,3 +108,37 @@ def test_the_probe_image_holds_both_round_and_rectangular_filled_shapes(seed: in
         round_ += int(0.68 < fill < 0.82 and abs(w - h) <= 2)  # a disc fills pi/4 of its box
         square += int(fill > 0.99)
     assert round_ >= 3 and square >= 3, (round_, square)
+
+
+# seed 0's shapes, in drawing order: (colour BGR, bounding box x1, y1, x2, y2 of its visible
+# pixels (exclusive), visible area). The first disc is partly under the second rectangle.
+PROBE_SHAPES = [
+    ((255, 182, 245), (251, 366, 288, 425), 1743),
+    ((20, 41, 127), (198, 345, 251, 472), 6731),
+    ((207, 4, 77), (36, 118, 73, 155), 1009),
+    ((40, 22, 252), (188, 155, 325, 305), 20550),
+    ((118, 64, 80), (375, 152, 494, 270), 10752),
+    ((116, 107, 225), (486, 242, 604, 269), 2821),
+    ((128, 10, 177), (475, 55, 560, 140), 5525),
+    ((134, 226, 72), (427, 264, 559, 294), 3960),
+]
+
+
+def test_the_probe_image_is_the_same_picture_on_every_board_and_release() -> None:
+    """The probe decides whether a model loads, and its best score is the figure the update gate
+    reports (``candidate_max_score``): a probe that changes between releases or boards changes the
+    verdict on an unchanged model. Pinned where every build draws the same: the 8 shapes (exact
+    colours, drawn after the blur: where they sit, their sizes, which one covers which) and the
+    texture's strength with a tolerance (the blur's rounding may differ on the ARM wheels)."""
+    img = probe_image()
+    flat = np.zeros(img.shape[:2], bool)
+    got = []
+    for colour, _box, _area in PROBE_SHAPES:
+        mask = (img == np.array(colour, np.uint8)).all(-1)
+        flat |= mask
+        _, _, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=4)
+        x, y, w, h, area = (int(v) for v in stats[1 + int(np.argmax(stats[1:, 4]))])
+        got.append((colour, (x, y, x + w, y + h), area))
+    assert got == PROBE_SHAPES
+    # blurred uniform noise: OpenCV's 5x5 kernel (sigma 1.1) leaves a std of 20.3 (sigma 1: 21.4)
+    assert float(img[~flat].std()) == pytest.approx(20.33, abs=0.25)

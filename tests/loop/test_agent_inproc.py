@@ -26,12 +26,13 @@ import pytest
 from support import free_port, wait_until
 from support.models import make_bright_detector
 from support.mqtt import Broker, Collector
-from support.world import PtySensor, agent_toml, make_world, running
+from support.world import PtySensor, agent_toml, make_world, run_agent, running
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.app.agent import Agent
 from edge_agent.app.modelset import ModelSet
+from edge_agent.app.objects_step import ObjectsStep
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config, parse_config
 from edge_agent.errors import ModelError, QueueError, QueueFullError
@@ -57,6 +58,7 @@ def config_text(
     conf: float = 0.6,
     extra: str = "",
     output: str = "",
+    updates: bool = False,
 ) -> str:
     return agent_toml(
         state,
@@ -70,6 +72,7 @@ def config_text(
         mqtt={"topic_prefix": "site7"},
         queue={"path": str(state / "q.db")},
         output=f'mode = "{mode}"\n{output}',
+        model_update={"enabled": updates},
     )
 
 
@@ -95,7 +98,7 @@ def test_every_result_is_queued_with_every_field_and_counted(
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
     with caplog.at_level(logging.INFO, logger="edge_agent.app.agent"):
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
     (ready,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ready in ")]
     assert (
         f"camera {world['camera']}, detector det.onnx@" in ready and "provider CPUExecutionProvider" in ready
@@ -145,9 +148,9 @@ def test_every_result_is_queued_with_every_field_and_counted(
 def test_model_updates_run_when_enabled_and_the_models_come_from_the_config(
     tmp_path: Path, world: dict[str, Path], enabled: bool, given: bool, want: bool
 ) -> None:
-    cfg = make_cfg(tmp_path, world, extra=f"[model_update]\nenabled = {str(enabled).lower()}\n")
+    cfg = make_cfg(tmp_path, world, updates=enabled)
     agent = Agent(cfg, max_frames=1, models=ModelSet.from_config(cfg) if given else None)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert (agent.updates is not None) is want
     assert agent.last_status is not None
     block = agent.last_status["model_update"]
@@ -157,8 +160,15 @@ def test_model_updates_run_when_enabled_and_the_models_come_from_the_config(
 
 
 def test_objects_mode_queues_object_events_and_the_final_counts_at_stop(
-    tmp_path: Path, world: dict[str, Path]
+    tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    real_on_frame = ObjectsStep.on_frame
+
+    def slow_tracking(self: ObjectsStep, *args: Any) -> None:
+        time.sleep(0.02)  # a tracker that takes 20 ms a frame (many objects on a slow board)
+        real_on_frame(self, *args)
+
+    monkeypatch.setattr(ObjectsStep, "on_frame", slow_tracking)
     extra = """[tracker]
 min_hits = 1
 [[lines]]
@@ -167,7 +177,7 @@ points = [[0.5, 0.0], [0.5, 1.0]]
 """
     cfg = make_cfg(tmp_path, world, mode="objects", extra=extra)
     agent = Agent(cfg)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     rows = queued(cfg)
     objects = [b for t, b in rows if t == "site7/cam-9/objects"]
     counts = [b for t, b in rows if t == "site7/cam-9/counts"]
@@ -178,6 +188,8 @@ points = [[0.5, 0.0], [0.5, 1.0]]
     assert ended and all("frame" not in b for b in ended[-2:])
     assert len(counts) == 1 and "gate" in counts[0]["lines"]
     assert agent.emitted == len(rows) and agent.objects is not None and agent.objects.sent == len(rows)
+    # the tracking step's time is part of the status latency, in ms
+    assert agent.last_status is not None and 20 <= agent.last_status["latency_ms"]["track"] < 10_000
 
 
 def test_without_snapshot_or_classifier_the_result_has_neither(
@@ -185,7 +197,7 @@ def test_without_snapshot_or_classifier_the_result_has_neither(
 ) -> None:
     cfg = make_cfg(tmp_path, world)
     bodies: list[dict[str, Any]] = []
-    assert Agent(cfg, on_result=bodies.append).run() == 0
+    assert run_agent(Agent(cfg, on_result=bodies.append)) == 0
     assert len(bodies) == 4
     assert all("snapshot_jpeg_b64" not in b and set(b["models"]) == {"detector"} for b in bodies)
     assert all("classification" not in d for b in bodies for d in b["detections"])
@@ -195,7 +207,7 @@ def test_without_snapshot_or_classifier_the_result_has_neither(
 def test_max_frames_stops_after_exactly_that_many(tmp_path: Path, world: dict[str, Path], n: int) -> None:
     cfg = make_cfg(tmp_path, world, loop=True)
     agent = Agent(cfg, max_frames=n)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.frames == agent.emitted == n
     assert len(queued(cfg)) == n
 
@@ -210,7 +222,7 @@ def test_event_mode_queues_the_first_result_and_the_changes_only(
     cfg = parse_config(config_text(tmp_path / "state", cam, world["det"], mode="event"))
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.frames == 6
     assert [(b["image"], b["event"]) for b in bodies] == [
         ("000.png", "first"),
@@ -221,7 +233,7 @@ def test_event_mode_queues_the_first_result_and_the_changes_only(
 
 
 def test_interval_s_paces_the_frames(tmp_path: Path, world: dict[str, Path]) -> None:
-    cfg = make_cfg(tmp_path, world, interval=0.15)
+    cfg = make_cfg(tmp_path, world, interval=0.3)  # longer than the loop's 0.25 s turn
     reads: list[float] = []
 
     class Timed(Camera):
@@ -232,10 +244,10 @@ def test_interval_s_paces_the_frames(tmp_path: Path, world: dict[str, Path]) -> 
             return frame
 
     agent = Agent(cfg, camera=Timed(cfg.camera))
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.frames == 4
     gaps = np.diff(reads)
-    assert gaps.min() >= 0.14, gaps  # the loop takes one frame per interval, not as fast as it can
+    assert gaps.min() >= 0.29, gaps  # the loop takes one frame per interval, not as fast as it can
 
 
 # ---- errors are counted, never swallowed ------------------------------------------------------------
@@ -259,15 +271,20 @@ def test_a_model_error_drops_the_frame_and_is_counted(
     cfg = make_cfg(tmp_path, world)
     base = ModelSet.from_config(cfg)
     det = FailingDetector(base.detector.model, base.detector.params)
-    det.fail_on = frozenset({2})
+    det.fail_on = frozenset({2, 3})
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, models=ModelSet(det), on_result=bodies.append)
     with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
-        assert agent.run() == 0
-    assert [b["image"] for b in bodies] == ["000.png", "002.png", "003.png"]
-    assert (agent.frames, agent.emitted, agent.errors) == (3, 3, 1)
-    assert agent.last_status is not None and agent.last_status["errors"] == 1
-    assert any("inference failed: test" in r.getMessage() for r in caplog.records)
+        assert run_agent(agent) == 0
+    assert [b["image"] for b in bodies] == ["000.png", "003.png"]
+    assert (agent.frames, agent.emitted, agent.errors) == (2, 2, 2)  # each error counted
+    assert agent.last_status is not None and agent.last_status["errors"] == 2
+    # each failed frame is named by its number: the two between the first and the second result
+    first = bodies[0]["frame"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"frame {first + 1}: inference failed: test",
+        f"frame {first + 2}: inference failed: test",
+    ]
 
 
 class UnpreparableDetector(Detector):
@@ -286,13 +303,7 @@ def test_a_frame_the_prefetch_thread_cannot_prepare_is_counted_and_the_loop_goes
     cfg = make_cfg(tmp_path, world)
     base = ModelSet.from_config(cfg)
     agent = Agent(cfg, models=ModelSet(UnpreparableDetector(base.detector.model, base.detector.params)))
-    t = threading.Thread(target=agent.run, daemon=True)  # free-running: prepared in the prefetch thread
-    t.start()
-    t.join(60)
-    stalled = t.is_alive()
-    agent.stop_event.set()  # a stalled loop: stopped, so the test fails instead of hanging
-    t.join(30)
-    assert not stalled
+    assert run_agent(agent) == 0  # free-running: prepared in the prefetch thread; a stall fails here
     assert (agent.frames, agent.emitted, agent.errors) == (3, 3, 1)
 
 
@@ -315,24 +326,37 @@ def test_a_full_queue_is_a_rejection_and_a_disk_error_an_error(
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
     with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
     assert [b["image"] for b in bodies] == ["000.png", "003.png"]  # on_result: queued ones only
     assert (agent.frames, agent.emitted, agent.rejected, agent.errors) == (4, 2, 1, 1)
     assert agent.last_status is not None and agent.last_status["errors"] == 1
     lines = [r.getMessage() for r in caplog.records if "not queued" in r.getMessage()]
-    assert len(lines) == 1 and "result of frame" in lines[0] and "disk error: test" in lines[0]
+    # the third result (frame 002.png) is the one lost to the disk error, named by its frame number
+    assert lines == [f"result of frame {bodies[0]['frame'] + 2} not queued: disk error: test"]
 
 
-def test_queue_step_names_a_non_result_message_by_its_event(tmp_path: Path, world: dict[str, Path]) -> None:
+def test_queue_step_names_a_non_result_message_by_its_event(
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
     agent = Agent(make_cfg(tmp_path, world))
 
     class Broken:
         def put(self, topic: str, body: dict[str, Any]) -> str:
             raise QueueError("disk error: test")
 
-    assert agent._queue(Broken(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
-    assert agent._queue(Broken(), "t", {}) is False  # type: ignore[arg-type]
-    assert agent.errors == 2 and agent.emitted == 0
+    class Full:
+        def put(self, topic: str, body: dict[str, Any]) -> str:
+            raise QueueFullError("queue full: test")
+
+    with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent"):
+        assert agent._queue(Broken(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
+        assert agent._queue(Broken(), "t", {}) is False  # type: ignore[arg-type]
+        assert agent._queue(Full(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
+    assert [r.getMessage() for r in caplog.records] == [
+        "ended message not queued: disk error: test",
+        "counts message not queued: disk error: test",  # the objects mode's counts carry no event
+    ]  # a rejection is logged by the outbox, once per streak
+    assert (agent.errors, agent.rejected, agent.emitted) == (2, 1, 0)
 
 
 # ---- health figures ---------------------------------------------------------------------------------
@@ -358,7 +382,11 @@ def test_the_no_score_warning_starts_at_exactly_the_streak_and_a_score_ends_it(
         agent._account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
         assert len(agent.warnings()) == 1 and f"for {NO_SCORE_FRAMES} consecutive" in agent.warnings()[0]
         agent._account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
-    assert len(caplog.records) == 1  # logged once, when the streak reaches the limit
+    # logged once, when the streak reaches the limit, with the warning of the status
+    assert [r.getMessage() for r in caplog.records] == [
+        f"detector: no score above {NO_SCORE_LEVEL:g} for {NO_SCORE_FRAMES} consecutive frames (a model that "
+        "cannot score, or a camera seeing nothing); check with `edge-agent infer`"
+    ]
     assert f"for {NO_SCORE_FRAMES + 1} consecutive" in agent.warnings()[0]
     agent._account(Scored(NO_SCORE_LEVEL * 1.01), {"total": 1.0})  # type: ignore[arg-type]
     assert agent.warnings() == []
@@ -375,7 +403,7 @@ def test_a_detector_that_cannot_score_is_warned_about_in_the_status(tmp_path: Pa
         config_text(tmp_path / "state", cam, make_bright_detector(tmp_path / "d.onnx"), loop=True)
     )
     agent = Agent(cfg, max_frames=NO_SCORE_FRAMES)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.last_status is not None
     assert len(agent.last_status["warnings"]) == 1 and "no score" in agent.last_status["warnings"][0]
 
@@ -401,7 +429,7 @@ def test_fps_and_median_latency(tmp_path: Path, world: dict[str, Path]) -> None:
 def test_the_status_before_a_run_is_empty_and_fresh_after(tmp_path: Path, world: dict[str, Path]) -> None:
     agent = Agent(make_cfg(tmp_path, world), max_frames=2)
     assert agent.current_status() == {} and agent.current_status(fresh=True) == {}
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     last = agent.current_status()
     assert last == agent.last_status and last is not agent.last_status  # a copy
     assert last["state"] == "stopped" and last["frames"] == 2
@@ -434,7 +462,7 @@ def test_watchdog_pings_follow_their_interval_and_status_lines_carry_the_figures
     cfg = make_cfg(tmp_path, world, loop=True)
     try:
         t0 = time.monotonic()
-        assert Agent(cfg, max_frames=20).run() == 0
+        assert run_agent(Agent(cfg, max_frames=20)) == 0
         took = time.monotonic() - t0
         got = datagrams(sock)
     finally:
@@ -476,6 +504,20 @@ def test_sigterm_and_sigint_stop_the_loop_and_sighup_asks_for_a_reload(
 # ---- SIGHUP reload ----------------------------------------------------------------------------------
 
 
+def reload_and_wait(agent: Agent, loop: threading.Thread) -> None:
+    """SIGHUP's request, then wait until the loop has acted on it: the loop clears the request,
+    reloads, then infers a frame, so two more frames after the request mean the reload is done
+    (whatever its outcome: a failure shows at once, not at a timeout; so does a loop that died)."""
+    n = agent.frames
+    agent.reload_requested.set()
+    wait_until(
+        lambda: not loop.is_alive() or (not agent.reload_requested.is_set() and agent.frames >= n + 2),
+        30,
+        "the reload",
+    )
+    assert loop.is_alive(), "the loop ended during the reload"
+
+
 def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
     tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -487,33 +529,35 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
 
     bodies: list[dict[str, Any]] = []
     agent = Agent(load_config(path), path, on_result=bodies.append)
-    with running(agent):
+    with running(agent) as t:
         wait_until(lambda: agent.frames >= 2, 30, "frames")
         first = agent.models
         # a truncated model: counted, logged, the running models stay
         bad = tmp_path / "broken.onnx"
         bad.write_bytes(world["det"].read_bytes()[:100])
         path.write_text(config_text(state, world["camera"], bad, loop=True))
-        agent.reload_requested.set()
-        wait_until(lambda: agent.reload_failures == 1, 15, "the failed reload")
+        reload_and_wait(agent, t)
+        assert agent.reload_failures == 1
         assert agent.models is first and agent.reloads == 0 and agent.cfg.detector.model == str(world["det"])
         # a config without a detector model: refused the same way
         no_model = config_text(state, world["camera"], world["det"], loop=True)
         path.write_text(no_model.replace(f'model = "{world["det"]}"\n', ""))
-        agent.reload_requested.set()
-        wait_until(lambda: agent.reload_failures == 2, 15, "the second failed reload")
+        reload_and_wait(agent, t)
+        assert agent.reload_failures == 2
         assert agent.models is first and agent.reloads == 0
         # a new detector (96 px input), a higher threshold and a classifier: all applied
         det2 = make_bright_detector(tmp_path / "det2.onnx", imgsz=96)
         path.write_text(config_text(state, world["camera"], det2, cls=world["cls"], loop=True, conf=0.7))
-        agent.reload_requested.set()
-        wait_until(lambda: agent.reloads == 1, 15, "the reload")
+        reload_and_wait(agent, t)
+        assert agent.reloads == 1
         assert agent.models is not first and agent.models is not None
         assert agent.cfg.detector.model == str(det2) and agent.cfg.detector.conf_threshold == 0.7
         assert agent.cfg.classifier is not None and agent.models.classifier is not None
         assert agent._running_camera is not None and agent._running_camera.decode_target == (96, 96)
         n = len(bodies)
         wait_until(lambda: len(bodies) >= n + 3, 30, "results after the reload")
+    # frames the prefetch thread prepared for the old model's input are prepared again, not failed
+    assert agent.errors == 0
     sha2 = hashlib.sha256(det2.read_bytes()).hexdigest()
     assert bodies[0]["models"]["detector"]["sha256"] != sha2
     assert bodies[-1]["models"]["detector"]["sha256"] == sha2 and "classifier" in bodies[-1]["models"]
@@ -550,7 +594,7 @@ def test_prometheus_serves_the_live_figures(tmp_path: Path, world: dict[str, Pat
                 pages.append(r.read().decode())
 
     agent = Agent(cfg, on_result=scrape)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.errors == 0
     assert len(pages) == 1 and 'device="cam-9"' in pages[0]
     # fresh at the scrape: 3 frames inferred (the third result is being queued), 2 queued
@@ -568,7 +612,7 @@ def test_a_prometheus_port_in_use_is_an_error_and_inference_goes_on(
         taken.listen()
         cfg = make_cfg(tmp_path, world, extra=f"prometheus_port = {taken.getsockname()[1]}")
         agent = Agent(cfg)
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
     assert agent.errors == 1 and agent.frames == agent.emitted == 4
 
 
@@ -583,7 +627,7 @@ def test_an_mqtt_part_that_cannot_start_is_an_error_and_results_queue_locally(
     assert cfg.mqtt.enabled
     agent = Agent(cfg)
     agent.errors = 5  # counted on top of what is there
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.errors == 6 and agent.emitted == 4 and len(queued(cfg)) == 4
     assert agent.last_status is not None and agent.last_status["broker"]["state"] == "disabled"
 
@@ -597,7 +641,7 @@ def test_an_unreachable_broker_leaves_the_results_queued_and_stops_the_sync(
     )
     cfg = parse_config(text)
     agent = Agent(cfg)
-    assert agent.run() == 0
+    assert run_agent(agent) == 0
     assert agent.errors == 0 and agent.emitted == 4 and len(queued(cfg)) == 4
     st = agent.last_status
     assert (
@@ -648,7 +692,7 @@ def test_with_a_broker_every_result_is_delivered_before_run_returns(
                 wait_until(lambda: agent.current_status(fresh=True)["broker"]["state"] == "connected", 30)
 
         agent = Agent(cfg, on_result=on_result)
-        assert agent.run() == 0
+        assert run_agent(agent, 60) == 0  # the connect wait (30 s) and the drain (10 s) inside
         # drained before run() returned: nothing left queued
         assert queued(cfg) == []
         col.wait_until(
@@ -674,7 +718,7 @@ def test_trigger_only_takes_a_frame_per_trigger_not_a_stream(tmp_path: Path, wor
     bodies: list[dict[str, Any]] = []
     agent = Agent(cfg, on_result=bodies.append)
     try:
-        with running(agent):
+        with running(agent, 5):  # a stop is honoured while the loop waits for a trigger
             wait_until(lambda: agent.frames >= 1, 30, "the triggered frame")
             wait_until(
                 lambda: agent.current_status(fresh=True)["sensor"]["readings"] >= 6, 30, "more readings"

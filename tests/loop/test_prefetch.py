@@ -27,6 +27,7 @@ class FakeCamera:
             for i in range(n)
         ]
         self.drop_stale = drop_stale
+        self.finished = False  # a live camera: it may send again
 
     def read(self, timeout_s: float = 0.25) -> Optional[Frame]:
         if self.frames:
@@ -149,6 +150,7 @@ def bare(clock: Clock, paced: bool = True) -> Prefetch:
     p.paced = paced
     p.q = queue.Queue(maxsize=1)
     p._taken = threading.Event()
+    p.ended = threading.Event()
     p._taken_at = None
     p._busy_s = None
     p._prep_s = None
@@ -266,3 +268,38 @@ def test_close_ends_the_thread_while_a_frame_waits_untaken(taken: int) -> None:
     time.sleep(0.1)  # the thread now blocks in its hand-off (a full queue or the wait for a take)
     p.close()
     assert not p.thread.is_alive()
+
+
+def test_a_finished_camera_ends_the_thread_after_the_last_frame_is_handed_over() -> None:
+    """A file/folder source: the frame still being prepared when the camera finishes is handed
+    over first; then ``ended`` is set and ``get`` answers None at once, not after its timeout."""
+    cam = FakeCamera(2)
+    models = FakeModels("a")
+    real_prepare = models.detector.prepare
+
+    def prepare(image: Any) -> tuple[str, int]:
+        time.sleep(0.3)  # preparing takes longer than the loop's 0.25 s wait
+        return real_prepare(image)
+
+    models.detector.prepare = prepare  # type: ignore[method-assign]
+
+    real_read = cam.read
+
+    def read(timeout_s: float = 0.25) -> Optional[Frame]:
+        frame = real_read(timeout_s)
+        cam.finished = not cam.frames  # finished as soon as the last frame was read
+        return frame
+
+    cam.read = read  # type: ignore[method-assign]
+    p = Prefetch(cam, lambda: models)  # type: ignore[arg-type,return-value]
+    try:
+        got = [p.get(0.25) for _ in range(8)]
+        items = [g for g in got if g is not None]
+        assert [f.seq for f, _, _ in items] == [0, 1]
+        assert p.ended.is_set()
+        p.thread.join(2)
+        assert not p.thread.is_alive()
+        t0 = time.monotonic()
+        assert p.get(5.0) is None and time.monotonic() - t0 < 1.0
+    finally:
+        p.close()

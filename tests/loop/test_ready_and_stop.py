@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support import wait_until
 from support.models import make_bright_detector
-from support.world import PtySensor, make_world, offline_config
+from support.world import PtySensor, make_world, offline_config, run_agent
 
 from edge_agent.adapters.camera import Camera
 from edge_agent.app.agent import Agent
@@ -75,7 +75,7 @@ def test_ready_is_sent_only_after_the_models_are_loaded_and_the_camera_is_open(
 
     agent = Agent(cfg, camera=SpyCamera(cfg.camera), on_result=on_result)
     try:
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
         note("returned")
     finally:
         sock.close()
@@ -105,7 +105,7 @@ def test_the_sensor_reads_while_running_and_is_stopped_in_the_final_status(tmp_p
 
     agent = Agent(cfg, on_result=on_result)
     try:
-        assert agent.run() == 0
+        assert run_agent(agent) == 0
     finally:
         pty.close()
     assert while_running and while_running[0]["state"] == "reading"

@@ -173,22 +173,57 @@ def offline_config(
     detector: str = "",
     mode: str = "every_frame",
     extra: str = "",
+    updates: bool = False,
+    mqtt_port: Optional[int] = None,
+    queue: str = "",
 ) -> Config:
     """An in-process agent config with no broker: ``state`` holds the queue and status file;
-    ``camera``/``detector`` are extra lines for those sections, ``extra`` whole sections."""
+    ``camera``/``detector`` are extra lines for those sections, ``extra`` whole sections.
+    Model updates are off unless ``updates``: their worker polls its inbox once a second, so
+    stopping them added ~0.7 s to every run (mutation runs repeat these runs for each mutant).
+    ``mqtt_port``: sync to a loopback broker there, as device ``cam-9`` under the prefix ``site7``;
+    ``queue``: more ``[queue]`` keys (a ``path`` replaces ``state/q.db``)."""
     return parse_config(
         agent_toml(
             state,
             str(source),
             model,
+            port=mqtt_port,
             extra=extra,
-            device={"id": None},
+            device={"id": "cam-9" if mqtt_port else None},
             camera=camera,
             detector=detector,
-            queue={"path": str(state / "q.db")},
+            mqtt={"topic_prefix": "site7"} if mqtt_port else {},
+            queue=merged({"path": str(state / "q.db")}, tomllib.loads(queue)),
             output={"mode": mode},
+            model_update={"enabled": updates},
         )
     )
+
+
+def run_agent(agent: Agent, timeout_s: float = 15.0) -> int:
+    """``agent.run()`` with a bound: a loop that does not stop by itself (at the end of its
+    camera, at ``max_frames``) fails the test within ``timeout_s`` instead of hanging it (and a
+    mutant that stalls the loop fails fast instead of at mutmut's timeout). Exceptions from the
+    run (an assert in ``on_result``) are raised here."""
+    out: list[Any] = []
+
+    def target() -> None:
+        try:
+            out.append(agent.run())
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test's thread
+            out.append(exc)
+
+    t = threading.Thread(target=target, name="agent-run", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        agent.stop_event.set()
+        t.join(10)
+        raise AssertionError(f"the agent did not stop by itself within {timeout_s} s")
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return int(out[0])
 
 
 @contextlib.contextmanager

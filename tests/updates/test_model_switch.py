@@ -5,7 +5,6 @@ and each test names the rule it pins (gate thresholds, anti-rollback, history, c
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -14,11 +13,10 @@ import pytest
 from support.updates import FP32, INT8, SAMPLES, make_dim_scores, pack_in_process, write_config
 
 from edge_agent.adapters.model_store import ModelStore
-from edge_agent.app import model_gate, model_switch
+from edge_agent.app import model_switch
 from edge_agent.app.configfile import load_config
 from edge_agent.app.model_switch import describe, downgrade_reason, effective_config, install, rollback
 from edge_agent.core.model_state import Highest, StoreState
-from edge_agent.core.thresholds import Thresholds
 
 if not INT8.is_file():  # pragma: no cover - the demo models are part of the repository
     pytest.skip(f"{INT8} missing", allow_module_level=True)
@@ -187,7 +185,8 @@ def test_every_gate_threshold_is_honoured(
 ) -> None:
     cfg = cfg_of(f"[model_update]\n{key} = {value}")
     res = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
-    assert res["outcome"] == "refused", res["detail"]
+    assert res["outcome"] == "refused" and res["origin"] == "test", res["detail"]
+    assert res["version"]["version"] == "2.0" and _state(cfg).last == res
     failed = [c for c in res["gate"]["detector"]["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == [check], failed
     assert f"detector {check} " in res["detail"] and f"{float(value):g})" in res["detail"]
@@ -208,12 +207,22 @@ def test_thresholds_are_the_configured_ones(tmp_path: Path) -> None:
 
 
 def test_force_switches_past_a_refusing_gate_and_is_recorded(
-    tmp_path: Path, cfg_of: Callable[..., Any]
+    tmp_path: Path, cfg_of: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
+    import logging
+
     cfg = cfg_of("[model_update]\nmax_conf_delta = 0.0")
-    res = install(cfg, _pkg(tmp_path, "2.0"), origin="cli", force=True)
+    with caplog.at_level(logging.WARNING, logger="edge_agent.model_update"):
+        res = install(cfg, _pkg(tmp_path, "2.0"), origin="cli", force=True)
     assert res["outcome"] == "switched" and res["detail"].endswith(" (forced)")
     assert _state(cfg).trial.forced is True  # type: ignore[union-attr]
+    vid = _state(cfg).current
+    assert caplog.messages == [f"{vid}: gate failed but --force given by cli: switching anyway"]
+    # --force on a package the gate passes: an ordinary switch, not a forced one
+    ok = cfg_of(device="cam-2")
+    res = install(ok, _pkg(tmp_path, "3.0"), origin="cli", force=True)
+    assert res["outcome"] == "switched" and res["detail"].endswith(": passed"), res["detail"]
+    assert _state(ok).trial.forced is False  # type: ignore[union-attr]
 
 
 def test_signatures_and_force_in_the_manifest(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
@@ -232,53 +241,6 @@ def test_signatures_and_force_in_the_manifest(tmp_path: Path, cfg_of: Callable[.
     assert res["outcome"] == "refused", res["detail"]
     res = install(nokeys, _pkg(tmp_path, "2.3"), origin="mqtt:x", require_signature=True)
     assert res["outcome"] == "refused" and "must be signed" in res["detail"]
-
-
-def test_the_gate_refuses_without_images_and_names_the_way_out(tmp_path: Path) -> None:
-    res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, [], "none", Thresholds())
-    assert res.passed is False and res.images == 0 and res.source == "none"
-    assert len(res.reasons) == 1 and res.reasons[0].startswith("no verdict: no gate images")
-    assert res.summary().startswith("gate on 0 none images (") and "REFUSED: no verdict" in res.summary()
-    js = res.to_json()
-    assert js["passed"] is False and js["images"] == 0 and js["reasons"] == res.reasons
-    assert js["detector"] == {} and js["classifier"] is None and js["candidate_max_score"] is None
-
-
-def test_the_gate_passes_the_int8_on_the_samples_with_its_numbers(tmp_path: Path) -> None:
-    files = sorted(SAMPLES.glob("*.jpg"))
-    res = model_gate.run_gate({"detector": FP32}, {"detector": INT8}, files, "probe", Thresholds())
-    assert res.passed is True and res.reasons == [] and res.images == len(files) == 6
-    assert res.candidate_max_score is not None and 0.25 < res.candidate_max_score <= 1.0
-    assert res.seconds > 0 and res.summary().endswith(": passed")
-    js = res.to_json()
-    assert js["seconds"] == round(res.seconds, 3) and js["source"] == "probe"
-    names = {c["name"]: c for c in js["detector"]["checks"]}
-    assert set(names) >= {"recall_of_reference", "mean_iou", "mean_abs_conf_delta"}
-    strict = model_gate.run_gate(
-        {"detector": FP32}, {"detector": INT8}, files, "probe", Thresholds(max_conf_delta=0.0)
-    )
-    assert strict.passed is False and len(strict.reasons) == 1
-    assert (
-        strict.reasons[0].startswith("detector mean_abs_conf_delta 0.")
-        and "(needs <= 0)" in strict.reasons[0]
-    )
-
-
-def test_failed_checks_print_nan_as_na() -> None:
-    class C:
-        def __init__(self, name: str, value: float, passed: bool) -> None:
-            self.name, self.value, self.passed, self.op, self.limit = name, value, passed, ">=", 0.5
-
-    class R:
-        kind = "detector"
-
-        def __init__(self) -> None:
-            self.checks = [C("a", math.nan, False), C("b", 0.25, False), C("c", 0.9, True)]
-
-    assert model_gate._failed_checks(R()) == [
-        "detector a n/a (needs >= 0.5)",
-        "detector b 0.2500 (needs >= 0.5)",
-    ]
 
 
 def test_gate_images_prefer_the_packages_probe_images_over_the_samples(
@@ -533,3 +495,193 @@ def test_a_store_from_before_anti_rollback_still_refuses_an_older_version(
     store.save(st)
     res = install(cfg, _pkg(tmp_path, "1.0"), origin="test")
     assert res["outcome"] == "refused" and "not newer than 2.0" in res["detail"]
+    assert install(cfg, _pkg(tmp_path, "3.0"), origin="test")["outcome"] == "switched"
+    st = _state(cfg)
+    assert st.highest == Highest(version="3.0", vid=st.current or "")  # the mark starts again
+
+
+# ---- survivors of the re-run after the split (model-switch area) ------------------------------
+def test_a_cascade_package_without_classifier_labels_leaves_the_labels_unset(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    pkg = pack_in_process(tmp_path / "c.pkg", INT8, version="3.0", classifier=CLS8, probe=ONE_PROBE)
+    assert install(cfg, pkg, origin="test")["outcome"] == "switched"
+    store = ModelStore(cfg.device.state_dir)
+    vid = _state(cfg).current or ""
+    eff = effective_config(cfg, vid, store)
+    # the classifier's own names then come from its ONNX metadata, not from a labels file
+    assert eff.classifier is not None and eff.classifier.model == str(
+        store.version_dir(vid) / "classifier.onnx"
+    )
+    assert eff.classifier.labels is None and eff.detector.labels is None
+
+
+def test_the_bundled_samples_are_the_jpeg_and_png_files_of_the_samples_folder(
+    tmp_path: Path, cfg_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge_agent.app import assets
+
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    for name in ("b.PNG", "a.jpg", "c.JPG", "notes.txt", "d.png"):
+        (samples / name).write_bytes(b"x")
+    monkeypatch.setattr(assets, "demo_samples", lambda: samples)
+    from edge_agent.adapters.package_file import PackageReader
+
+    cfg = cfg_of()
+    store = ModelStore(cfg.device.state_dir)
+    with PackageReader(_pkg(tmp_path, "2.0", probe=[])) as reader:  # no probe images of its own
+        vid = store.stage(reader)
+    files, source = model_switch.gate_images(cfg, store, vid)
+    assert source == "bundled-probe"
+    assert [p.name for p in files] == ["a.jpg", "b.PNG", "c.JPG", "d.png"]
+
+
+def test_a_ring_frame_rotated_out_while_copying_drops_only_that_frame(tmp_path: Path) -> None:
+    frames = []
+    for name in ("1.jpg", "2.jpg", "3.jpg"):
+        (tmp_path / name).write_bytes(name.encode())
+        frames.append(tmp_path / name)
+    dest = tmp_path / "snap"
+    dest.mkdir()
+    got = model_switch._snapshot([frames[0], tmp_path / "gone.jpg", frames[1], frames[2]], dest)
+    assert got == [dest / "1.jpg", dest / "2.jpg", dest / "3.jpg"]
+    assert [p.read_bytes() for p in got] == [b"1.jpg", b"2.jpg", b"3.jpg"]
+
+
+def test_a_rollback_event_names_the_version_it_left_and_describe_has_its_four_keys(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    assert set(describe(cfg)) == {"current", "history", "trial", "last"}  # `model status --json`
+    install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    vid = _state(cfg).current
+    assert set(describe(cfg)) == {"current", "history", "trial", "last"}
+    back = rollback(cfg, "slow")
+    assert back["version"] == {"name": vid} and _state(cfg).last == back
+
+
+def test_without_the_int8_demo_the_running_model_is_the_fp32_demo(
+    tmp_path: Path, cfg_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from edge_agent.app import assets
+
+    only_fp32 = tmp_path / "demo"
+    only_fp32.mkdir()
+    shutil.copy(FP32, only_fp32 / assets.DEMO_DETECTOR_FP32)
+    monkeypatch.setattr(assets, "_CANDIDATES", [only_fp32])
+    cfg = cfg_of()
+    cfg.detector.model = ""
+    got = model_switch.current_paths(cfg, ModelStore(cfg.device.state_dir))
+    assert got == {"detector": only_fp32 / assets.DEMO_DETECTOR_FP32}
+
+
+def test_the_anti_rollback_refusal_names_both_ways_back() -> None:
+    from edge_agent.core.model_package import Manifest
+
+    m = Manifest(name="demo", version="1.0", task="detect", created_at="2026-11-30T00:00:00Z", files={})
+    why = downgrade_reason(None, StoreState(highest=Highest(version="2.0", vid="demo-2.0-1")), m)  # type: ignore[arg-type]
+    assert why == (
+        "version 1.0 is not newer than 2.0, the highest installed (anti-rollback); to go back on purpose "
+        "run `edge-agent model rollback` or `edge-agent model install --allow-downgrade PACKAGE` on the device"
+    )
+
+
+@pytest.mark.parametrize(
+    ("inodes", "why"),
+    [
+        (8, "{pkg}: cannot extract it: [Errno 28] No space left on device"),
+        (10, "the gate could not run: [Errno 28] No space left on device"),
+    ],
+    ids=["extracting", "gate-snapshot"],
+)
+def test_a_disk_that_fills_during_an_install_is_a_refusal_with_the_true_reason(
+    tmp_path: Path, cfg_of: Callable[..., Any], inodes: int, why: str
+) -> None:
+    from support.tmpfs import tmpfs
+
+    pkg = _pkg(tmp_path, "2.0")
+    cfg = cfg_of()
+    # room in bytes (the up-front free-space check passes) but too few inodes: the filesystem is
+    # full while extracting (8) or when the gate makes its snapshot folder (10), as when another
+    # writer takes the space meanwhile
+    with tmpfs(Path(cfg.device.state_dir), size=f"32m,nr_inodes={inodes}"):
+        res = install(cfg, pkg, origin="mqtt:x")
+        assert res["outcome"] == "refused" and res["origin"] == "mqtt:x", res
+        assert why.format(pkg=pkg) in res["detail"], res["detail"]
+        # the version is known once the package is read (the gate case), not while extracting
+        assert res["version"] == (None if inodes == 8 else {**res["version"], "version": "2.0"})
+        store = ModelStore(cfg.device.state_dir)
+        assert store.state().last == res and store.state().current is None  # recorded; nothing switched
+        assert list(store.versions.iterdir()) == [] and list(store.staging.iterdir()) == []  # nothing left
+
+
+def test_the_gate_gets_the_configured_runtime_and_a_hidden_ring_snapshot_on_the_state_disk(
+    tmp_path: Path, cfg_of: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    import cv2
+
+    from edge_agent.adapters.frame_ring import FrameRing
+    from edge_agent.app import model_gate
+    from edge_agent.core.config import ClassifierConfig
+
+    calls: list[dict[str, Any]] = []
+    real = model_gate.run_gate
+
+    def recorded(cur: Any, cand: Any, files: list[Path], source: str, th: Any, *rest: Any) -> Any:
+        calls.append({"files": list(files), "source": source, "rest": rest})
+        return real(cur, cand, files, source, th, *rest)
+
+    monkeypatch.setattr(model_gate, "run_gate", recorded)
+    cfg = cfg_of("[model_update]\nring_frames = 4\nring_interval_s = 1")
+    cfg.detector.provider, cfg.detector.threads = "cpu", 1
+    store = ModelStore(cfg.device.state_dir)
+    ring = FrameRing(store.root / "ring", 4, 1.0, 1.0)
+    for i, s in enumerate(ONE_PROBE * 2):
+        assert ring.offer(cv2.imread(str(s)), now=time.time() + 2 * i)
+    assert install(cfg, _pkg(tmp_path, "2.0"), origin="test")["outcome"] == "switched"
+    (call,) = calls
+    assert call["source"] == "ring" and call["rest"] == ("cpu", 1, 0.1)  # no classifier: the default padding
+    snap = {f.parent for f in call["files"]}
+    (d,) = snap  # a copy in one folder, hidden, beside the store (never /tmp: often RAM on a Pi)
+    assert d.parent == store.root and d.name.startswith(".gate-") and not d.exists()
+    assert sorted(f.name for f in call["files"]) == sorted(f.name for f in ring.files())
+    # a package's probe images are read where they are; the classifier's crop padding is the config's
+    for f in ring.files():
+        f.unlink()
+    cfg.classifier = ClassifierConfig(model=str(CLS), crop_padding=0.3)
+    calls.clear()
+    res = install(cfg, _pkg(tmp_path, "3.0", classifier=CLS8), origin="test")
+    (call,) = calls
+    vid = _state(cfg).current if res["outcome"] == "switched" else None
+    assert call["source"] == "probe" and call["rest"] == ("cpu", 1, 0.3), res["detail"]
+    assert [f.parent.name for f in call["files"]] == ["probe"] and vid is not None
+    assert call["files"][0].parent.parent == store.version_dir(vid)
+
+
+def test_the_gate_verdict_is_one_journal_line_naming_the_version(
+    tmp_path: Path, cfg_of: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import re
+    import time
+
+    cfg = cfg_of()
+    t0 = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="edge_agent.model_update"):
+        res = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+        took = time.monotonic() - t0
+        refused = install(cfg, _pkg(tmp_path, "1.0"), origin="mqtt:x")
+    vid = _state(cfg).current
+    verdicts = [m for m in caplog.messages if "gate on" in m]
+    assert verdicts == [f"{vid}: {res['detail']}"] and res["detail"].startswith("gate on 1 probe images (")
+    assert res["detail"].endswith("s): passed") and abs(res["at"] - time.time()) < 60
+    (done,) = [m for m in caplog.messages if m.startswith("switched to")]
+    match = re.fullmatch(rf"switched to {vid} in (\d+\.\d)s \(test\)", done)
+    assert match is not None and float(match[1]) <= took + 0.05, done
+    assert caplog.messages[-1] == f"model update refused (mqtt:x): {refused['detail']}"

@@ -1,0 +1,234 @@
+"""The outbox's disk space (adapters/outbox_space.py) in process: a full disk imitated with
+``max_pages`` (SQLite answers SQLITE_FULL exactly as on a full disk; the real full tmpfs is in
+tests/outbox/test_full_disk.py). What survives a crash right after a full-disk drop or a purge,
+the figures after them, vacuum's count (issue 19, mutation survivors)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from support.outbox import TOPIC, big_limits, crash
+
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.adapters.outbox_read import read_stats
+
+
+def _pad(i: int) -> dict[str, object]:
+    return {"n": i, "pad": "p" * 1000}
+
+
+def _freelist(path: Path) -> int:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_full_disk_drops_are_counted_with_them_and_the_figures_match_the_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64)
+    with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+        for i in range(300):
+            ob.put(TOPIC, _pad(i))
+            if i % 50 == 49:
+                ob.flush()
+        ob.flush()
+    s = ob.stats()
+    assert s["dropped"] > 100 and s["pending"] + s["dropped"] == 300
+    on_disk = read_stats(path)
+    assert (s["pending"], s["bytes"]) == (on_disk["pending"], on_disk["bytes"])
+    assert on_disk["dropped"] == s["dropped"]  # the counter went in with the drops
+    made_room = [r.getMessage() for r in caplog.records if "to make room" in r.getMessage()]
+    assert len(made_room) == 1  # once a minute while the streak lasts
+    streak, so_far = map(
+        int, re.findall(r"\((\d+) in this full-disk streak, dropped so far: (\d+)\)", made_room[0])[0]
+    )
+    assert streak == so_far > 0
+    crash(ob)  # right after the drops: no close writes the counters for them
+    with Outbox(path, big_limits()) as again:
+        assert (again.stats()["dropped"], again.stats()["pending"]) == (s["dropped"], s["pending"])
+
+
+def test_a_full_disk_with_nothing_to_drop_gives_up_after_one_empty_drop(tmp_path: Path) -> None:
+    """One result larger than the whole capped file: the first drop finds nothing to delete, so the
+    result is dropped (counted) at once, not after 16 fsync'd tries."""
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64)
+    tries: list[int] = []
+    real = ob.writer.commit
+    ob.writer.commit = lambda part: tries.append(len(part)) or real(part)  # type: ignore[method-assign,func-returns-value]
+    ob.put(TOPIC, {"n": 0, "pad": "p" * 400_000})
+    ob.flush()
+    assert len([t for t in tries if t]) == 3  # the commit, its retry after the empty drop, no more
+    ob.put(TOPIC, {"n": 1, "pad": "p" * 400_000})
+    ob.flush()
+    s = ob.stats()
+    assert (s["dropped"], s["pending"], s["unflushed"], s["bytes"]) == (2, 0, 0, 0)
+    ob.close()
+    with Outbox(path, big_limits()) as again:
+        assert again.stats()["dropped"] == 2
+
+
+def test_purge_counts_what_it_deletes_on_top_of_earlier_drops(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_messages=10), flush_interval_s=60, flush_batch=10**6)
+    for i in range(14):
+        ob.put(TOPIC, {"n": i})
+    ob.flush()
+    assert ob.counters["dropped"] == 4
+    ob.claim(3)  # in flight: purged too (the sync's ack then finds nothing)
+    assert ob.purge() == 10
+    s = ob.stats()
+    assert (s["pending"], s["bytes"], s["inflight"], s["dropped"]) == (0, 0, 0, 14)
+    assert read_stats(path)["dropped"] == 14
+    crash(ob)
+    with Outbox(path, big_limits()) as again:
+        assert (again.stats()["dropped"], again.stats()["pending"]) == (14, 0)
+
+
+def test_vacuum_returns_the_pages_it_gave_back(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        assert ob.vacuum() == 0  # nothing free: nothing given back
+        for i in range(600):
+            ob.put(TOPIC, _pad(i))
+        ob.flush()
+        assert ob.vacuum() == 0
+        while batch := ob.claim(200):
+            ob.ack([m.rowid for m in batch])
+        ob.db.checkpoint()
+        free = _freelist(path)
+        assert free > 100
+        assert ob.vacuum() == free
+        ob.db.checkpoint()
+        assert _freelist(path) == 0
+
+
+def test_maintenance_vacuums_a_file_with_many_free_pages_and_re_creates_a_lost_reserve(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "q.db"
+    reserve = Path(f"{path}.reserve")
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        for i in range(1200):
+            ob.put(TOPIC, _pad(i))
+        ob.flush()
+        ob.ack([m.rowid for m in ob.claim(1200)])
+        ob.db.checkpoint()
+        assert _freelist(path) > 256
+        reserve.unlink()  # someone tidied up the folder
+        ob.space.maintain()
+        ob.db.checkpoint()
+        assert _freelist(path) == 0
+        assert reserve.stat().st_size == 1 << 20
+
+
+def test_a_few_free_pages_are_left_for_reuse(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        for i in range(100):
+            ob.put(TOPIC, _pad(i))
+        ob.flush()
+        ob.ack([m.rowid for m in ob.claim(100)])
+        ob.db.checkpoint()
+        free = _freelist(path)
+        assert 0 < free <= 256
+        ob.space.maintain()
+        ob.db.checkpoint()
+        assert _freelist(path) == free
+
+
+def test_when_the_disk_has_room_again_the_cap_is_lifted_and_the_reserve_re_created(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from support.tmpfs import fill, tmpfs
+
+    with tmpfs(tmp_path / "fs") as disk:
+        path = disk / "q.db"
+        reserve = Path(f"{path}.reserve")
+        with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=50) as ob:
+            fill(disk)
+            for i in range(400):
+                ob.put(TOPIC, _pad(i))
+            ob.flush()
+            assert ob.stats()["disk_full"] and reserve.stat().st_size < 1 << 20
+            ob.space.maintain()  # still full: stays capped
+            assert ob.stats()["disk_full"]
+            (disk / "filler").unlink()
+            with caplog.at_level(logging.INFO, logger="edge_agent.outbox"):
+                ob.space.maintain()
+            assert not ob.stats()["disk_full"] and reserve.stat().st_size == 1 << 20
+            assert f"outbox {path}: space available again: reserve re-created, cap lifted" in [
+                r.getMessage() for r in caplog.records
+            ]
+            dropped = ob.counters["dropped"]
+            for i in range(2000):  # the file grows again: nothing more dropped
+                ob.put(TOPIC, _pad(1000 + i))
+            ob.flush()
+            assert ob.counters["dropped"] == dropped and ob.stats()["pending"] >= 2000
+
+
+class _FullOnDelete:
+    """The sync connection on a disk whose WAL cannot grow: the first ``times`` DELETEs fail."""
+
+    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
+        self._conn = conn
+        self.left = times
+
+    def execute(self, sql: str, *args: object) -> object:
+        if sql.lstrip().startswith("DELETE") and self.left > 0:
+            self.left -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+@pytest.mark.parametrize("reserve_bytes", [0, 1 << 20])
+def test_the_full_disk_lines_say_what_was_released(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, reserve_bytes: int
+) -> None:
+    path = tmp_path / "q.db"
+    reserve = Path(f"{path}.reserve")
+    ob = Outbox(
+        path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64, reserve_bytes=reserve_bytes
+    )
+    try:
+        with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+            for i in range(300):
+                ob.put(TOPIC, _pad(i))
+            ob.flush()
+        pages = ob.db.w.execute("PRAGMA page_count").fetchone()[0]
+        what = "released the disk reserve" if reserve_bytes else "no reserve left to release"
+        assert caplog.records[0].getMessage() == (
+            f"outbox {path}: filesystem full (SQLITE_FULL on commit): {what}; the file stays at {pages} "
+            "pages; policy drop_oldest applies"
+        )
+        assert sum("filesystem full" in r.getMessage() for r in caplog.records) == 1  # once per streak
+        if reserve_bytes:
+            assert reserve.stat().st_size == reserve_bytes // 4  # the quarter kept for the next start
+        caplog.clear()
+        got = ob.claim(2)
+        real = ob.db.r
+        ob.db.r = _FullOnDelete(real, times=2)  # type: ignore[assignment]
+        with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+            assert ob.ack([m.rowid for m in got]) == 2
+        ob.db.r = real
+        lines = [r.getMessage() for r in caplog.records]
+        if reserve_bytes:  # the ack's second retry gives back the quarter too
+            assert lines == [
+                f"outbox {path}: still full (SQLITE_FULL on ack): released the rest of the reserve"
+            ]
+            assert not reserve.exists()
+        else:
+            assert lines == []
+    finally:
+        ob.close()
