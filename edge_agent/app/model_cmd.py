@@ -114,12 +114,12 @@ def _as_state_owner(cfg: Any) -> None:
         return
     try:
         name = pwd.getpwuid(owner).pw_name
-    except KeyError:
-        name = str(owner)
+    except KeyError:  # no such user: sudo takes a bare uid as "#UID" (quoted: "#" starts a comment)
+        name = f"#{owner}"
     cmd = " ".join(shlex.quote(a) for a in sys.argv[1:])
     raise ConfigError(
         f"{state} belongs to {name}, this is uid {os.geteuid()}: files written now would not be "
-        f"the service's; run it as that user: sudo -u {name} edge-agent {cmd}"
+        f"the service's; run it as that user: sudo -u {shlex.quote(name)} edge-agent {cmd}"
     )
 
 
@@ -248,7 +248,7 @@ def rollback(args: argparse.Namespace) -> int:
     return 0 if res["outcome"] == Outcome.ROLLED_BACK else 1
 
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a device id or group as [device] id allows it
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a device id or group as [device] id allows it
 
 
 def _check_push_args(args: argparse.Namespace) -> None:
@@ -261,9 +261,9 @@ def _check_push_args(args: argparse.Namespace) -> None:
             f"--chunk-kb {args.chunk_kb}: expected {lo}..{hi} (devices refuse other chunk sizes)"
         )
     for dev in args.device or []:
-        if not _NAME.match(dev):
+        if not _NAME.fullmatch(dev):  # fullmatch: "$" let "cam-1\n" through
             raise ConfigError(f"--device {dev[:70]!r}: expected a device id of 1 to 64 of [A-Za-z0-9_.-]")
-    if args.group is not None and not _NAME.match(args.group):
+    if args.group is not None and not _NAME.fullmatch(args.group):
         raise ConfigError(f"--group {args.group[:70]!r}: expected 1 to 64 of [A-Za-z0-9_.-]")
     if not (args.wait >= 0 and math.isfinite(args.wait)):
         raise ConfigError(f"--wait {args.wait}: expected seconds >= 0")

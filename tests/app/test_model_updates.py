@@ -1,0 +1,481 @@
+"""The running agent's side of model updates (app.model_updates) in process: the inbox (who may drop
+a package, what a request may ask, a package that killed the agent twice), the trial (confirmed,
+rolled back on a collapse or an unclean end), the run lock, the pid file and the status block."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import wait_until
+from support.updates import INT8, SAMPLES, make_zero_score, pack_in_process, write_config
+
+from edge_agent.app import model_switch, model_updates
+from edge_agent.app.configfile import load_config
+from edge_agent.app.model_updates import (
+    ModelUpdates,
+    hold_run_lock,
+    inbox_dir,
+    pid_file,
+    release_run_lock,
+)
+from edge_agent.errors import EdgeAgentError
+
+if not INT8.is_file():  # pragma: no cover - the demo models are part of the repository
+    pytest.skip(f"{INT8} missing", allow_module_level=True)
+
+ONE_PROBE = sorted(SAMPLES.glob("*.jpg"))[:1]
+TRIAL = "[model_update]\ntrial_s = 0\ntrial_min_frames = 3\ncollapse_ratio = 0.5\n"
+
+
+class Agent:
+    """ModelUpdates as `edge-agent run` holds it, with the reloads and status publishes counted."""
+
+    def __init__(self, tmp_path: Path, extra: str = TRIAL) -> None:
+        self.cfg = load_config(write_config(tmp_path, extra=extra))
+        self.reloads = 0
+        self.published = 0
+        self.updates = ModelUpdates(self.cfg, self._reload)
+        self.updates.build_models(self.cfg)
+        self.updates.publish = self._publish
+        inbox_dir(self.cfg).mkdir(parents=True, exist_ok=True)
+
+    def _reload(self) -> None:
+        self.reloads += 1
+
+    def _publish(self) -> None:
+        self.published += 1
+
+    def drop(self, pkg: Path, request: Any = None, raw: str | None = None) -> Path:
+        dst = inbox_dir(self.cfg) / pkg.name
+        dst.write_bytes(pkg.read_bytes())
+        if request is not None or raw is not None:
+            text = raw if raw is not None else json.dumps(request)
+            dst.with_suffix(".request.json").write_text(text)
+        return dst
+
+    def result(self, name: str) -> dict[str, Any]:
+        return dict(json.loads((inbox_dir(self.cfg) / name).with_suffix(".result.json").read_text()))
+
+    def state(self) -> Any:
+        return self.updates.store.state()
+
+    def close(self) -> None:
+        self.updates.stop()
+        release_run_lock(self.cfg)
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Any:
+    a = Agent(tmp_path)
+    yield a
+    a.close()
+
+
+def pkg(tmp_path: Path, version: str, model: Path = INT8, **kw: Any) -> Path:
+    return pack_in_process(tmp_path / f"v{version}.pkg", model, version=version, probe=ONE_PROBE, **kw)
+
+
+@pytest.fixture
+def zero_model(tmp_path: Path) -> Path:
+    return make_zero_score(INT8, tmp_path / "zero.onnx")
+
+
+def test_a_package_in_the_inbox_is_installed_once_answered_and_removed(agent: Agent, tmp_path: Path) -> None:
+    dropped = agent.drop(pkg(tmp_path, "2.0"))
+    agent.updates.scan_inbox()
+    res = agent.result("v2.0.pkg")
+    assert res["outcome"] == "switched" and res["origin"] == "inbox:v2.0.pkg"
+    assert not dropped.exists() and not dropped.with_suffix(".request.json").exists()
+    assert agent.reloads == 1 and agent.published == 2  # "gating", then the verdict
+    assert agent.updates.state == "idle"
+    assert agent.state().current.startswith("demo-2.0-")
+    agent.updates.scan_inbox()  # nothing left: nothing happens again
+    assert agent.reloads == 1 and agent.published == 2
+
+
+def test_a_refused_package_is_answered_and_asks_for_no_reload(
+    agent: Agent, tmp_path: Path, zero_model: Path
+) -> None:
+    agent.drop(pkg(tmp_path, "3.0", zero_model))
+    agent.updates.scan_inbox()
+    assert agent.result("v3.0.pkg")["outcome"] == "refused"
+    assert agent.reloads == 0 and agent.state().current is None
+
+
+@pytest.mark.parametrize(
+    ("request_body", "forced"),
+    [
+        ({"origin": "cli", "force": True}, True),
+        ({"force": True}, False),  # a request not written by `model install`: no force
+        ({"origin": "inbox:x", "force": True}, False),
+    ],
+)
+def test_force_counts_only_from_the_local_command(
+    agent: Agent, tmp_path: Path, zero_model: Path, request_body: dict[str, Any], forced: bool
+) -> None:
+    agent.drop(pkg(tmp_path, "3.0", zero_model), request_body)
+    agent.updates.scan_inbox()
+    res = agent.result("v3.0.pkg")
+    assert res["outcome"] == ("switched" if forced else "refused"), res["detail"]
+    assert res["origin"] == request_body.get("origin", "inbox:v3.0.pkg")
+
+
+@pytest.mark.parametrize(("origin", "allowed"), [("cli", True), ("inbox:x", False)])
+def test_allow_downgrade_counts_only_from_the_local_command(
+    agent: Agent, tmp_path: Path, origin: str, allowed: bool
+) -> None:
+    agent.drop(pkg(tmp_path, "3.0"))
+    agent.updates.scan_inbox()
+    agent.drop(pkg(tmp_path, "2.0"), {"origin": origin, "allow_downgrade": True})
+    agent.updates.scan_inbox()
+    res = agent.result("v2.0.pkg")
+    assert res["outcome"] == ("switched" if allowed else "refused"), res["detail"]
+
+
+def test_a_package_from_mqtt_must_be_signed(agent: Agent, tmp_path: Path) -> None:
+    agent.drop(pkg(tmp_path, "2.0"), {"origin": "mqtt:t1"})
+    agent.updates.scan_inbox()
+    res = agent.result("v2.0.pkg")
+    assert res["outcome"] == "refused" and res["origin"] == "mqtt:t1"
+    assert "sign" in res["detail"]
+
+
+@pytest.mark.parametrize(
+    ("attempts", "installed"), [(None, True), (0, True), (1, True), (2, False), (7, False)]
+)
+def test_a_package_that_killed_the_agent_twice_is_refused(
+    agent: Agent, tmp_path: Path, attempts: Any, installed: bool
+) -> None:
+    agent.drop(pkg(tmp_path, "2.0"), {} if attempts is None else {"attempts": attempts})
+    agent.updates.scan_inbox()
+    res = agent.result("v2.0.pkg")
+    if installed:
+        assert res["outcome"] == "switched", res["detail"]
+    else:
+        assert res["outcome"] == "refused"
+        assert res["detail"] == "v2.0.pkg: the agent died twice while installing it"
+        assert agent.state().current is None and agent.published == 1  # no "gating" event
+
+
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2]", '{"attempts": "two"}', '{"attempts": 1.5}'])
+def test_a_damaged_request_is_no_request(agent: Agent, tmp_path: Path, raw: str) -> None:
+    agent.drop(pkg(tmp_path, "2.0"), raw=raw)
+    agent.updates.scan_inbox()
+    res = agent.result("v2.0.pkg")
+    assert res["outcome"] == "switched" and res["origin"] == "inbox:v2.0.pkg"
+
+
+def test_the_attempt_is_on_disk_while_the_gate_runs(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash inside the gate must find the attempt counted at the next start."""
+    seen: dict[str, Any] = {}
+    real = model_switch.install
+
+    def install(cfg: Any, package: Path, **kw: Any) -> dict[str, Any]:
+        seen["request"] = json.loads(package.with_suffix(".request.json").read_text())
+        seen["state"] = agent.updates.state
+        seen["kw"] = kw
+        return real(cfg, package, **kw)
+
+    monkeypatch.setattr(model_switch, "install", install)
+    agent.updates.detection_rate = lambda: 2.5  # type: ignore[method-assign]
+    agent.drop(pkg(tmp_path, "2.0"), {"origin": "inbox:ops", "attempts": 1, "note": "kept"})
+    agent.updates.scan_inbox()
+    assert seen["request"] == {"origin": "inbox:ops", "attempts": 2, "note": "kept"}
+    assert seen["state"] == "gating"
+    assert seen["kw"] == {
+        "force": False,
+        "origin": "inbox:ops",
+        "baseline_rate": 2.5,
+        "require_signature": False,
+        "allow_downgrade": False,
+    }
+    assert agent.updates._in_progress is None
+
+
+def test_an_error_inside_the_install_is_the_answer_once_not_a_crash_loop(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*a: Any, **kw: Any) -> dict[str, Any]:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(model_switch, "install", broken)
+    dropped = agent.drop(pkg(tmp_path, "2.0"))
+    agent.updates.scan_inbox()
+    res = agent.result("v2.0.pkg")
+    assert (res["outcome"], res["detail"]) == ("refused", "v2.0.pkg: RuntimeError: disk on fire")
+    assert not dropped.exists() and not dropped.with_suffix(".request.json").exists()
+    assert agent.updates.state == "idle" and agent.updates._in_progress is None and agent.reloads == 0
+
+
+def test_packages_are_taken_oldest_first(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order: list[str] = []
+
+    def install(cfg: Any, package: Path, **kw: Any) -> dict[str, Any]:
+        order.append(package.name)
+        return model_switch.record(agent.updates.store, "t", None, model_switch.Outcome.REFUSED, "x")
+
+    monkeypatch.setattr(model_switch, "install", install)
+    now = time.time()
+    for name, age in (("b.pkg", 30), ("a.pkg", 10), ("c.pkg", 20)):
+        p = inbox_dir(agent.cfg) / name
+        p.write_bytes(b"x")
+        os.utime(p, (now - age, now - age))
+    agent.updates.scan_inbox()
+    assert order == ["b.pkg", "c.pkg", "a.pkg"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files of another user need root to set up")
+@pytest.mark.parametrize("whose", ["package", "request"])
+def test_a_file_of_another_user_in_the_inbox_is_refused(agent: Agent, tmp_path: Path, whose: str) -> None:
+    dropped = agent.drop(pkg(tmp_path, "2.0"), {"origin": "cli", "force": True})
+    target = dropped if whose == "package" else dropped.with_suffix(".request.json")
+    os.chown(target, 65534, 65534)
+    agent.updates.scan_inbox()
+    res = agent.result("v2.0.pkg")
+    assert res["outcome"] == "refused" and agent.state().current is None
+    assert res["detail"].startswith(f"{target.name} is owned by uid 65534, not by the agent's uid 0")
+    assert res["origin"] == "inbox:v2.0.pkg"  # the foreign request was not read
+    assert not dropped.exists()
+
+
+def test_a_symlink_in_the_inbox_is_refused(agent: Agent, tmp_path: Path) -> None:
+    real = pkg(tmp_path, "2.0")
+    link = inbox_dir(agent.cfg) / "link.pkg"
+    link.symlink_to(real)
+    agent.updates.scan_inbox()
+    res = agent.result("link.pkg")
+    assert (res["outcome"], res["detail"]) == ("refused", "link.pkg is not a regular file")
+    assert real.exists() and agent.state().current is None
+
+
+def test_a_clean_stop_mid_gate_does_not_count_the_attempt(agent: Agent, tmp_path: Path) -> None:
+    req = inbox_dir(agent.cfg) / "x.request.json"
+    for before, after in ((2, 1), (1, 0), (0, 0)):
+        req.write_text(json.dumps({"origin": "cli", "attempts": before}))
+        agent.updates._in_progress = req
+        agent.updates.stop()
+        assert json.loads(req.read_text()) == {"origin": "cli", "attempts": after}
+    req.write_text(json.dumps({"origin": "cli"}))  # no count yet: the one running is the first
+    agent.updates.stop()
+    assert json.loads(req.read_text()) == {"origin": "cli", "attempts": 0}
+
+
+def test_the_trial_passes_and_is_cleared(
+    agent: Agent, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", "edge_agent.model_update")
+    agent.drop(pkg(tmp_path, "2.0"))
+    agent.updates.scan_inbox()
+    vid = agent.state().current
+    agent.updates.build_models(agent.cfg)  # the reload: the new version starts its trial
+    assert agent.state().trial.running is True
+    agent.updates.start()
+    for _ in range(3):
+        agent.updates.on_frame(2)
+    wait_until(lambda: agent.state().trial is None, 10, "the trial confirmed")
+    assert agent.state().current == vid and agent.updates._watch is None
+    wait_until(
+        lambda: f"model {vid} passed its trial" in [r.getMessage() for r in caplog.records],
+        10,
+        "the log line",
+    )
+
+
+def test_a_collapse_of_the_detection_rate_rolls_back_and_reloads(agent: Agent, tmp_path: Path) -> None:
+    for _ in range(10):
+        agent.updates.on_frame(4)  # the old model: 4 detections per frame
+    assert agent.updates.detection_rate() == 4.0
+    agent.drop(pkg(tmp_path, "2.0"))
+    agent.updates.scan_inbox()
+    assert agent.state().trial.baseline_rate == 4.0
+    agent.updates.build_models(agent.cfg)
+    assert agent.updates.detection_rate() is None  # the new model's count starts empty
+    agent.updates.start()
+    reloads = agent.reloads
+    for _ in range(3):
+        agent.updates.on_frame(1)  # 1/frame < 0.5 x 4
+    wait_until(lambda: agent.state().current is None, 10, "the rollback to the config model")
+    wait_until(lambda: agent.reloads == reloads + 1, 10, "a reload after the rollback")
+    last = agent.state().last
+    assert last["outcome"] == "rolled_back" and last["origin"] == "agent"
+    assert "detection rate collapsed" in last["detail"]
+
+
+def test_the_detection_rate_needs_ten_frames_and_keeps_the_last_300(agent: Agent) -> None:
+    for _ in range(9):
+        agent.updates.on_frame(3)
+    assert agent.updates.detection_rate() is None
+    agent.updates.on_frame(13)
+    assert agent.updates.detection_rate() == 4.0
+    for _ in range(300):
+        agent.updates.on_frame(1)
+    assert agent.updates.detection_rate() == 1.0
+
+
+def test_an_unclean_end_during_the_trial_rolls_back_at_the_next_start(tmp_path: Path) -> None:
+    a = Agent(tmp_path)
+    a.drop(pkg(tmp_path, "2.0"))
+    a.updates.scan_inbox()
+    a.updates.build_models(a.cfg)
+    assert a.state().trial.running is True
+    release_run_lock(a.cfg)  # the process "dies" here: no stop(), the running flag stays
+    b = Agent(tmp_path)
+    try:
+        st = b.state()
+        assert st.current is None and st.trial is None
+        assert (
+            st.last["outcome"] == "rolled_back"
+            and "ended uncleanly while it was on trial" in st.last["detail"]
+        )
+    finally:
+        b.close()
+
+
+def test_a_clean_stop_keeps_the_trial_for_the_next_start(tmp_path: Path) -> None:
+    a = Agent(tmp_path)
+    a.drop(pkg(tmp_path, "2.0"))
+    a.updates.scan_inbox()
+    vid = a.state().current
+    a.updates.build_models(a.cfg)
+    a.close()
+    assert a.state().trial.running is False
+    b = Agent(tmp_path)
+    try:
+        assert b.state().current == vid and b.state().trial.running is True
+    finally:
+        b.close()
+
+
+def test_a_version_that_no_longer_loads_is_rolled_back_at_start(tmp_path: Path) -> None:
+    a = Agent(tmp_path)
+    a.drop(pkg(tmp_path, "2.0"))
+    a.updates.scan_inbox()
+    vid = a.state().current
+    a.close()
+    (a.updates.store.versions / vid / "detector.onnx").write_bytes(b"damaged")
+    b = Agent(tmp_path)
+    try:
+        assert b.state().current is None
+        assert b.state().last["detail"].startswith(f"{vid} -> config model: does not load: ")
+    finally:
+        b.close()
+
+
+def test_start_writes_the_pid_file_and_stop_removes_it(tmp_path: Path) -> None:
+    a = Agent(tmp_path)
+    a.updates.start()
+    assert pid_file(a.cfg).read_text() == f"{os.getpid()}\n"
+    assert oct(inbox_dir(a.cfg).stat().st_mode & 0o777) == "0o700"
+    a.close()
+    assert not pid_file(a.cfg).exists()
+
+
+def test_a_configured_inbox_keeps_its_mode(tmp_path: Path) -> None:
+    inbox = tmp_path / "drop"
+    inbox.mkdir(mode=0o775)
+    os.chmod(inbox, 0o775)
+    a = Agent(tmp_path, extra=f'[model_update]\ninbox = "{inbox}"\n')
+    assert inbox_dir(a.cfg) == inbox
+    a.updates.start()
+    try:
+        assert oct(inbox.stat().st_mode & 0o777) == "0o775"
+    finally:
+        a.close()
+
+
+def test_the_status_block_says_why_mqtt_delivery_is_off(tmp_path: Path) -> None:
+    a = Agent(tmp_path)
+    a.updates.start()
+    try:
+        st = a.updates.status()
+    finally:
+        a.close()
+    assert st["state"] == "idle" and st["transfer"] is None and st["ring_frames"] is None
+    assert st["receiver"] == {"alive": False, "off": "off (mqtt.enabled or model_update.mqtt is false)"}
+    assert st["current"] == {"id": None, "model": a.cfg.detector.model}
+
+
+def test_mqtt_delivery_without_trusted_keys_is_off(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from support import free_port
+
+    cfg = load_config(write_config(tmp_path, port=free_port()))
+    u = ModelUpdates(cfg, lambda: None)
+    u.build_models(cfg)
+    u.start()
+    try:
+        off = u.status()["receiver"]
+    finally:
+        u.stop()
+        release_run_lock(cfg)
+    assert off == {
+        "alive": False,
+        "off": "off: model_update.trusted_keys is empty (MQTT packages must be signed)",
+    }
+    assert any("see docs/threat-model.md" in r.message for r in caplog.records)
+
+
+def test_a_completed_transfer_wakes_the_worker_at_once(agent: Agent) -> None:
+    agent.updates._on_transfer({"transfer_id": "t", "complete": False})
+    assert agent.updates._jobs.empty() and agent.published == 1
+    agent.updates._on_transfer({"transfer_id": "t", "complete": True})
+    assert agent.updates._jobs.get_nowait() == ("scan", None)
+    assert agent.updates.status()["transfer"] == {"transfer_id": "t", "complete": True}
+    agent.updates._on_transfer(None)
+    assert agent.updates.transfer is None and agent.updates._jobs.empty()
+
+
+def test_a_second_agent_on_the_state_dir_is_refused_naming_the_first(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path))
+    model_switch.store_for(cfg).ensure()
+    lock = model_switch.store_for(cfg).root / "run.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+        pid_file(cfg).write_text(f"{holder.pid}\n")
+        with pytest.raises(EdgeAgentError) as err:
+            hold_run_lock(cfg)
+        assert str(err.value) == (
+            f"{cfg.device.state_dir}: another edge-agent run uses this state directory "
+            f"(pid {holder.pid}); stop it first"
+        )
+        pid_file(cfg).write_text("garbage")
+        with pytest.raises(EdgeAgentError, match="uses this state directory; stop it first"):
+            hold_run_lock(cfg)
+    finally:
+        holder.kill()
+        holder.wait(10)
+    hold_run_lock(cfg)  # the holder is gone: its flock with it
+    try:
+        assert str(lock) in model_updates._RUN_LOCKS
+        hold_run_lock(cfg)  # twice in one process is fine
+    finally:
+        release_run_lock(cfg)
+    assert str(lock) not in model_updates._RUN_LOCKS
+
+
+def test_the_status_block_counts_the_ring_when_it_is_on(tmp_path: Path) -> None:
+    a = Agent(tmp_path, extra=TRIAL + "ring_frames = 5\n")
+    try:
+        assert a.updates.status()["ring_frames"] == 0  # on, and empty
+    finally:
+        a.close()
