@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.outbox import TOPIC, big_limits
+from support.outbox import FullOnDelete as _FullOnDelete
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_claims import IDLE_WAL_BYTES
@@ -264,24 +265,6 @@ def test_a_claim_that_finds_nothing_gives_the_wal_back_too(tmp_path: Path) -> No
         assert os.stat(wal).st_size <= IDLE_WAL_BYTES
     finally:
         ob.close()
-
-
-class _FullOnDelete:
-    """The sync connection on a disk whose WAL cannot grow: the first ``times`` DELETEs fail with
-    SQLITE_FULL (the message SQLite gives), later ones work."""
-
-    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
-        self._conn = conn
-        self.left = times
-
-    def execute(self, sql: str, *args: object) -> object:
-        if sql.lstrip().startswith("DELETE") and self.left > 0:
-            self.left -= 1
-            raise sqlite3.OperationalError("database or disk is full")
-        return self._conn.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._conn, name)
 
 
 def test_an_ack_on_a_full_disk_retries_then_gives_back_the_whole_reserve(

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
 from support.outbox import TOPIC, big_limits, crash
+from support.outbox import FullOnDelete as _FullOnDelete
+from support.outbox import freelist as _freelist
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_read import read_stats
@@ -19,14 +20,6 @@ from edge_agent.adapters.outbox_read import read_stats
 
 def _pad(i: int) -> dict[str, object]:
     return {"n": i, "pad": "p" * 1000}
-
-
-def _freelist(path: Path) -> int:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-    finally:
-        conn.close()
 
 
 def test_full_disk_drops_are_counted_with_them_and_the_figures_match_the_file(
@@ -173,23 +166,6 @@ def test_when_the_disk_has_room_again_the_cap_is_lifted_and_the_reserve_re_creat
                 ob.put(TOPIC, _pad(1000 + i))
             ob.flush()
             assert ob.counters["dropped"] == dropped and ob.stats()["pending"] >= 2000
-
-
-class _FullOnDelete:
-    """The sync connection on a disk whose WAL cannot grow: the first ``times`` DELETEs fail."""
-
-    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
-        self._conn = conn
-        self.left = times
-
-    def execute(self, sql: str, *args: object) -> object:
-        if sql.lstrip().startswith("DELETE") and self.left > 0:
-            self.left -= 1
-            raise sqlite3.OperationalError("database or disk is full")
-        return self._conn.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._conn, name)
 
 
 @pytest.mark.parametrize("reserve_bytes", [0, 1 << 20])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.outbox import TOPIC, big_limits
+from support.outbox import meta_rows as _meta_rows
 
 from edge_agent.adapters import outbox_state
 from edge_agent.adapters.outbox import Outbox
@@ -129,16 +130,6 @@ def test_the_gap_a_crash_leaves_is_twice_the_last_batch_at_least_16_at_most_flus
         assert s["crashes"] == 1
         assert s["seq_skipped"] == min(flush_batch, max(16, 2 * last))
         assert s["seq"] == puts + s["seq_skipped"]
-
-
-def _meta_rows(path: Path) -> int:
-    import sqlite3
-
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("SELECT value FROM meta WHERE key = 'rows'").fetchone()[0])
-    finally:
-        conn.close()
 
 
 def test_a_cap_drop_of_a_thousand_rows_is_stored_and_counted_with_the_commit(tmp_path: Path) -> None:

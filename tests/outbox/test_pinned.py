@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 from support.outbox import TOPIC, big_limits, crash
+from support.outbox import meta_rows as _meta_rows
 from support.tmpfs import fill, tmpfs
 
 from edge_agent.adapters.outbox import Outbox
@@ -32,14 +33,6 @@ from edge_agent.core.config import QueueConfig
 from edge_agent.errors import QueueError
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _meta_rows(path: Path) -> int:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("SELECT value FROM meta WHERE key = 'rows'").fetchone()[0])
-    finally:
-        conn.close()
 
 
 def _wal_after_kill(tmp_path: Path, commits: int) -> tuple[bytes, bytes]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from edge_agent.core.queue_policy import Limits
 
 TOPIC = "edge/dev-1/detections"
@@ -12,6 +15,42 @@ def big_limits(**kw: object) -> Limits:
     base: dict[str, object] = {"max_messages": 10_000_000, "max_bytes": 10**10, "max_age_s": 1e9}
     base.update(kw)
     return Limits(**base)  # type: ignore[arg-type]
+
+
+def ro_int(path: Path, sql: str) -> int:
+    """One integer read from a queue file opened read-only (``mode=ro``): what is on disk."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def meta_rows(path: Path) -> int:
+    """The row count the outbox keeps in its meta table (not a COUNT(*))."""
+    return ro_int(path, "SELECT value FROM meta WHERE key = 'rows'")
+
+
+def freelist(path: Path) -> int:
+    return ro_int(path, "PRAGMA freelist_count")
+
+
+class FullOnDelete:
+    """The sync connection on a disk whose WAL cannot grow: the first ``times`` DELETEs fail with
+    SQLITE_FULL (the message SQLite gives), later ones work."""
+
+    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
+        self._conn = conn
+        self.left = times
+
+    def execute(self, sql: str, *args: object) -> object:
+        if sql.lstrip().startswith("DELETE") and self.left > 0:
+            self.left -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
 
 
 def crash(ob: object) -> None:
@@ -39,6 +78,9 @@ def crash(ob: object) -> None:
 PRODUCER = r"""
 import sys, time
 from edge_agent.adapters.outbox import Outbox
+import sqlite3
+from pathlib import Path
+
 from edge_agent.core.queue_policy import Limits
 ob = Outbox(sys.argv[1], Limits(10**7, 10**10, 1e9), flush_interval_s=0.05, flush_batch=100)
 i = 0
