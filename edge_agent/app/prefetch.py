@@ -13,6 +13,7 @@ only then takes the newest frame. Files and folders are not live: there it reads
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -23,6 +24,8 @@ from edge_agent.adapters.system import lower_thread_priority
 from edge_agent.app.modelset import ModelSet
 from edge_agent.core.camera_source import Frame
 from edge_agent.inference.pipeline import Prepared
+
+log = logging.getLogger("edge_agent.prefetch")
 
 EMA = 0.2
 MARGIN_S = 0.003  # thread wake-up and hand-off jitter measured here: ~1 ms
@@ -49,6 +52,7 @@ class Prefetch:
         self.q: queue.Queue[Optional[tuple[Frame, Optional[Prepared], ModelSet]]] = queue.Queue(maxsize=1)
         self.stop = threading.Event()
         self.ended = threading.Event()
+        self.gate_errors = 0
         self._taken = threading.Event()
         self._taken_at: Optional[float] = None
         self._busy_s: Optional[float] = None  # the loop's time per frame, between our hand-offs
@@ -80,7 +84,7 @@ class Prefetch:
                         self.q.put_nowait(None)
                     return
                 continue
-            if self.gate is not None and not self.gate(frame):
+            if self.gate is not None and not self._gate_open(frame):
                 continue
             ms = self.models()
             t0 = time.monotonic()
@@ -103,6 +107,23 @@ class Prefetch:
             # wait until the loop takes it, so the next wait is timed from the hand-off
             while not self.stop.is_set() and not self._taken.wait(0.25):
                 pass
+
+    def _gate_open(self, frame: Frame) -> bool:
+        """The gate's answer; an error in it lets the frame through (the detector sees it, no event
+        is missed) instead of ending this thread, which would stall the loop for good."""
+        assert self.gate is not None
+        try:
+            return self.gate(frame)
+        except Exception as exc:  # noqa: BLE001 -- see above
+            self.gate_errors += 1
+            if self.gate_errors == 1 or self.gate_errors % 1000 == 0:
+                log.error(
+                    "motion gate failed on frame %d (%d so far), frame inferred: %s",
+                    frame.seq,
+                    self.gate_errors,
+                    exc,
+                )
+            return True
 
     def get(self, timeout_s: float) -> Optional[tuple[Frame, Optional[Prepared], ModelSet]]:
         now = time.monotonic()

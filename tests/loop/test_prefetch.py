@@ -303,3 +303,27 @@ def test_a_finished_camera_ends_the_thread_after_the_last_frame_is_handed_over()
         assert p.get(5.0) is None and time.monotonic() - t0 < 1.0
     finally:
         p.close()
+
+
+def test_a_gate_that_raises_lets_the_frame_through_and_the_thread_lives_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Raised in the thread, the error ended it: the loop then waited for frames forever."""
+    ms = FakeModels("a")
+
+    def gate(f: Frame) -> bool:
+        if f.seq in (1, 2):
+            raise ValueError("bad frame for the background model")
+        return f.seq != 3
+
+    p = Prefetch(FakeCamera(5), lambda: ms, gate)  # type: ignore[arg-type,return-value]
+    try:
+        items = take(p, 4)
+    finally:
+        p.close()
+    assert [f.seq for f, _, _ in items] == [0, 1, 2, 4]
+    assert p.gate_errors == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [
+        "motion gate failed on frame 1 (1 so far), frame inferred: bad frame for the background model"
+    ]
