@@ -160,9 +160,12 @@ class Collector:
         for m in batch:
             try:
                 parsed = parse(self.cfg.prefix, m.topic, m.payload, received)
-            except IngestError as exc:
-                log.warning("collector: rejected: %s", exc)
-                rejected.append(Rejected(m.topic[:1024], str(exc)[:1024], received))
+            except Exception as exc:  # noqa: BLE001 -- IngestError, or a parser bug: a message that raised
+                # anything else would end the collector, and the broker would hand the same message to
+                # the restarted one (or the next member of the group) for ever: a poison message
+                why = str(exc) if isinstance(exc, IngestError) else f"unexpected {type(exc).__name__}: {exc}"
+                log.warning("collector: rejected: %s", why)
+                rejected.append(Rejected(m.topic[:1024], why[:1024], received))
                 continue
             records.extend(parsed.records)
             if parsed.status is not None:
