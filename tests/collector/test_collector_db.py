@@ -102,3 +102,65 @@ def test_fleet_refuses_a_missing_file_and_a_foreign_database(tmp_path: Path) -> 
     assert foreign.returncode == 1 and "not a collector database" in foreign.stderr
     bad = fleet("status", "--db", "mysql://x")
     assert bad.returncode == 1 and "expected sqlite:///PATH" in bad.stderr
+
+
+def test_a_schema_one_version_ahead_is_refused(url: str) -> None:
+    """A collector one release older than the database must not write into its newer schema."""
+    db = CollectorDb(url)
+    try:
+        have = db.migrate()
+        db._x("INSERT INTO schema_version (version, name) VALUES (?, 'next')", (have + 1,))
+        with pytest.raises(
+            DbError, match=f"schema version {have + 1} is newer than this collector \\({have}\\)"
+        ):
+            db.migrate()
+    finally:
+        db.close()
+
+
+def test_last_seen_never_goes_back(url: str) -> None:
+    """Two group members' clocks differ: a round stored later with an earlier receive time must not
+    make a device look silent for longer than it is."""
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        db.store(rec("d1", 1), NOW + 10)
+        db.store(rec("d1", 2), NOW + 5)
+        (d,) = db.devices()
+        assert d["last_seen"] == pytest.approx(NOW + 10)
+        db.store(rec("d1", 3), NOW + 20)
+        (d,) = db.devices()
+        assert d["last_seen"] == pytest.approx(NOW + 20)
+    finally:
+        db.close()
+
+
+def test_a_retired_device_is_still_known_by_its_kept_results(url: str) -> None:
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        db.store(rec("d1", 1) + rec("d1", 2), NOW, statuses=[status("d1", "running")])
+        assert db.retire("d1") == (2, 0)
+        assert db.retire("d1") == (2, 0)  # no devices row now, but its messages are still there
+        assert db.retire("d1", purge=True) == (2, 0)
+        assert db.retire("d1") is None
+    finally:
+        db.close()
+
+
+def test_a_gap_in_the_migration_numbers_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edge_agent.adapters import collector_db
+
+    d = tmp_path / "sqlite"
+    d.mkdir()
+    (d / "0001_init.sql").write_text("CREATE TABLE a (x INTEGER);")
+    (d / "0003_more.sql").write_text("CREATE TABLE b (x INTEGER);")
+    (d / "README.txt").write_text("not a migration")
+    monkeypatch.setattr(collector_db, "SQL_DIR", tmp_path)
+    with pytest.raises(DbError, match=r"0003_more.sql: migration 3 out of order, expected 0002_\*.sql"):
+        collector_db.migrations("sqlite")
+    (d / "0003_more.sql").rename(d / "0002_more.sql")
+    assert [(v, n) for v, n, _ in collector_db.migrations("sqlite")] == [
+        (1, "0001_init.sql"),
+        (2, "0002_more.sql"),
+    ]
