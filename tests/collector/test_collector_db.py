@@ -164,3 +164,20 @@ def test_a_gap_in_the_migration_numbers_is_an_error(tmp_path: Path, monkeypatch:
         (1, "0001_init.sql"),
         (2, "0002_more.sql"),
     ]
+
+
+def test_a_draining_device_is_online_and_its_newer_status_replaces_every_figure(url: str) -> None:
+    """draining = connected and sending its backlog: online for the dashboard; each newer status
+    replaces backlog and counters (a device whose backlog shrank must not show the old one)."""
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        db.store([], NOW, statuses=[status("d1", "draining", ts=NOW, pending=900, dropped=1)])
+        db.store([], NOW, statuses=[status("d2", "offline", ts=NOW)])
+        assert db.online() == 1
+        db.store([], NOW + 5, statuses=[status("d1", "running", ts=NOW + 5, pending=2, dropped=7)])
+        d1 = {d["device"]: d for d in db.devices()}["d1"]
+        assert (d1["state"], d1["backlog"], d1["counters"]["dropped"]) == ("running", 2, 7)
+        assert d1["status_time"] == pytest.approx(NOW + 5, abs=1e-3)
+    finally:
+        db.close()
