@@ -251,3 +251,19 @@ def test_a_read_hands_out_the_newest_part_not_a_stale_one(server_factory: Callab
         assert img is not None and jpeg_number(img) >= 5, jpeg_number(img)
     finally:
         src.close()
+
+
+def test_the_configured_pixel_cap_is_the_one_applied(server_factory: Callable[..., MjpegServer]) -> None:
+    """``camera.max_pixels`` reaches the stream's decoder: a part over it is refused before libjpeg."""
+    srv = server_factory()
+    small = MjpegHttpSource(srv.url, 2.0, max_pixels=160 * 120 - 1)
+    try:
+        with pytest.raises(ImageError, match=r"160x120 pixels .* exceeds the limit"):
+            small.read()
+    finally:
+        small.close()
+    exact = MjpegHttpSource(srv.url, 2.0, max_pixels=160 * 120)
+    try:
+        assert exact.read() is not None  # at the cap: decoded
+    finally:
+        exact.close()
