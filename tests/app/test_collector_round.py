@@ -5,6 +5,7 @@ that keeps two PostgreSQL writers from deadlocking."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -119,4 +120,116 @@ def test_one_round_stores_rows_in_key_order(tmp_path: Path, monkeypatch: pytest.
     batch = [inbound(5, "cam-b"), inbound(2, "cam-a"), inbound(9, "cam-a"), inbound(1, "cam-b")]
     col._round(batch, threading.Event())
     assert seen == [[("cam-a", 1, 2), ("cam-a", 1, 9), ("cam-b", 1, 1), ("cam-b", 1, 5)]]
+    col.db.close()
+
+
+def raw(topic: str, body: object, mid: int) -> Inbound:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return Inbound(topic, data, mid, 1, 1)
+
+
+def acks(col: Collector) -> list[list[int]]:
+    got: list[list[int]] = []
+    col.sub.ack = lambda msgs: got.append([m.mid for m in msgs]) or len(msgs)  # type: ignore[method-assign]
+    return got
+
+
+def test_a_round_stores_every_kind_and_the_figures_add_up_over_rounds(tmp_path: Path) -> None:
+    col = make(tmp_path)
+    acked = acks(col)
+    long_topic = "edge/" + "x" * 2000 + "/detections"
+    first = [
+        inbound(1),
+        inbound(2),
+        raw(
+            "edge/cam-1/status",
+            {"device_id": "cam-1", "state": "running", "ts": NOW, "queue": {"pending": 4}},
+            3,
+        ),
+        raw("edge/cam-1/model_progress", {"step": "verify"}, 4),
+        raw("edge/cam-1/detections", b"{not json", 5),
+        raw(long_topic, {"seq": 1}, 6),
+    ]
+    col._round(first, threading.Event())
+    assert acked == [[1, 2, 3, 4, 5, 6]]  # the rejected too: they would come back for ever
+    m = col.metrics
+    assert (m.taken, m.messages, m.records, m.duplicates, m.rejected, m.rounds) == (6, 6, 2, 0, 2, 1)
+    col._round([inbound(2), inbound(1), inbound(3)], threading.Event())  # two redelivered, one new
+    assert (m.taken, m.messages, m.records, m.duplicates, m.rejected, m.rounds) == (9, 9, 3, 2, 2, 2)
+    (dev,) = col.db.devices()
+    assert (dev["device"], dev["state"], dev["backlog"], dev["messages"]) == ("cam-1", "running", 4, 3)
+    events = col.db._x("SELECT device, kind, body FROM events").fetchall()
+    assert [(d, k, json.loads(b)) for d, k, b in events] == [("cam-1", "model_progress", {"step": "verify"})]
+    rows = col.db._x("SELECT topic, reason, received FROM rejected ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["edge/cam-1/detections", long_topic[:1024]]
+    assert rows[0][1].startswith("edge/cam-1/detections: not JSON")
+    assert len(rows[1][1]) <= 1024 and abs(rows[0][2] - collector_mod.time.time()) < 60
+    col.db.close()
+
+
+def test_a_parser_bug_is_a_rejection_that_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    col = make(tmp_path)
+    acked = acks(col)
+
+    def broken(*a: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(collector_mod, "parse", broken)
+    col._round([inbound(1)], threading.Event())
+    assert acked == [[1]] and col.metrics.rejected == 1
+    ((reason,),) = col.db._x("SELECT reason FROM rejected").fetchall()
+    assert reason == "unexpected KeyError: 'boom'"
+    col.db.close()
+
+
+class FlakyStore:
+    """db.store failing ``n`` times with a real sqlite3 error, then the real one."""
+
+    def __init__(self, col: Collector, n: int) -> None:
+        self.real, self.left, self.calls = col.db.store, n, 0
+
+    def __call__(self, *a: object, **kw: object) -> int:
+        self.calls += 1
+        if self.left > 0:
+            self.left -= 1
+            raise sqlite3.OperationalError("database is locked")
+        return self.real(*a, **kw)  # type: ignore[arg-type]
+
+
+class Stop(threading.Event):
+    """A stop event whose waits return at once and are recorded; ``stop_after`` waits, it is set."""
+
+    def __init__(self, stop_after: int = 10**9) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.stop_after = stop_after
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(float(timeout or 0))
+        return len(self.waits) >= self.stop_after
+
+
+def test_a_database_error_retries_with_backoff_and_acks_only_after_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    col = make(tmp_path)
+    acked = acks(col)
+    flaky = FlakyStore(col, 8)
+    monkeypatch.setattr(col.db, "store", flaky)
+    stop = Stop()
+    col._round([inbound(1), inbound(2)], stop)
+    assert stop.waits == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]  # doubling, capped at 30 s
+    assert flaky.calls == 9 and col.metrics.db_errors == 8
+    assert acked == [[1, 2]] and col.metrics.messages == 2 and col.metrics.records == 2
+
+
+def test_a_stop_while_the_database_fails_leaves_the_round_unacknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    col = make(tmp_path)
+    acked = acks(col)
+    monkeypatch.setattr(col.db, "store", FlakyStore(col, 100))
+    col._round([inbound(1)], Stop(stop_after=2))
+    assert acked == [] and col.metrics.messages == 0 and col.metrics.db_errors == 2
+    assert col.metrics.taken == 1  # taken, not committed: the broker sends it again
     col.db.close()
