@@ -5,6 +5,7 @@ that keeps two PostgreSQL writers from deadlocking."""
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from pathlib import Path
@@ -233,3 +234,102 @@ def test_a_stop_while_the_database_fails_leaves_the_round_unacknowledged(
     assert acked == [] and col.metrics.messages == 0 and col.metrics.db_errors == 2
     assert col.metrics.taken == 1  # taken, not committed: the broker sends it again
     col.db.close()
+
+
+def test_the_prometheus_figures_name_every_counter() -> None:
+    m = Metrics()
+    m.taken, m.messages, m.records, m.duplicates, m.rejected, m.db_errors = 7, 6, 5, 4, 3, 2
+    m.lag_s, m.devices_online = 1.23456, 9
+    now = collector_mod.time.monotonic()
+    m.stored(now, 20)
+    assert m.values(inbox=11, connected=True) == {
+        "collector_taken_total": 7,
+        "collector_messages_total": 6,
+        "collector_records_total": 5,
+        "collector_duplicates_dropped_total": 4,
+        "collector_rejected_total": 3,
+        "collector_db_errors_total": 2,
+        "collector_ingest_rate_per_s": round(20 / RATE_WINDOW_S, 1),
+        "collector_lag_s": 1.235,
+        "collector_devices_online": 9,
+        "collector_inbox": 11,
+        "collector_broker_connected": 1.0,
+    }
+    assert m.values(inbox=0, connected=False)["collector_broker_connected"] == 0.0
+
+
+def test_mqtt_settings_carry_the_collectors_credentials_and_tls(tmp_path: Path) -> None:
+    cfg = CollectorConfig(
+        broker="mqtts://broker.example:9883",
+        username="collector",
+        password_file="pw",
+        password_env="MY_PW",
+        tls_ca="/etc/ca.pem",
+        tls_cert="/etc/c.pem",
+        tls_key="/etc/c.key",
+    )
+    m = collector_mod.mqtt_settings(cfg)
+    assert (m.host, m.port, m.username, m.password_file, m.password_env) == (
+        "broker.example",
+        9883,
+        "collector",
+        "pw",
+        "MY_PW",
+    )
+    assert (m.tls_ca, m.tls_cert, m.tls_key) == ("/etc/ca.pem", "/etc/c.pem", "/etc/c.key")
+
+
+def test_the_collector_runs_against_a_real_broker_and_stops_cleanly(tmp_path: Path, broker: object) -> None:
+    """``run`` in the calling thread (SQLite connections stay in their thread, as in ``collect``);
+    a publisher thread sends six results and stops it once all six are stored."""
+    import paho.mqtt.client as mqtt
+    from support import poll
+
+    port = broker.port  # type: ignore[attr-defined]
+    col = Collector(
+        CollectorConfig(
+            db=f"sqlite:///{tmp_path / 'fleet.db'}",
+            broker=f"mqtt://127.0.0.1:{port}",
+            client_id="collector-inproc",
+        ),
+        None,
+        None,
+    )
+    stop = threading.Event()
+    outcome: list[str] = []
+
+    def publisher() -> None:
+        try:
+            if not poll(lambda: "collector: subscribed" in caplog_text(), 15, 0.05):
+                outcome.append("no SUBACK")
+                return
+            pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="pub-inproc")
+            pub.connect("127.0.0.1", port)
+            pub.loop_start()
+            for seq in range(1, 7):
+                pub.publish("edge/cam-1/detections", inbound(seq).payload, qos=1).wait_for_publish(5)
+            pub.loop_stop()
+            pub.disconnect()
+            outcome.append("stored" if poll(lambda: col.metrics.records == 6, 15, 0.05) else "not stored")
+        finally:
+            stop.set()
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("edge_agent.collector").addHandler(handler)
+    logging.getLogger("edge_agent.collector").setLevel(logging.INFO)
+
+    def caplog_text() -> str:
+        return "\n".join(r.getMessage() for r in list(records))
+
+    t = threading.Thread(target=publisher, daemon=True)
+    t.start()
+    try:
+        col.run(stop)
+    finally:
+        logging.getLogger("edge_agent.collector").removeHandler(handler)
+        t.join(30)
+    assert outcome == ["stored"], caplog_text()
+    assert col.metrics.messages == 6 and not col.sub.connected.is_set()
+    assert "collector: stopped: 6 messages, 6 records stored" in caplog_text()
