@@ -274,3 +274,11 @@ def test_purge_on_a_terminal_deletes_only_on_yes(tmp_path: Path, answer: str, pu
             proc.kill()
         os.close(main)
     assert read_stats(tmp_path / "q.db")["pending"] == (0 if purged else 10)
+
+
+def test_drain_with_mqtt_disabled_says_so_and_keeps_everything(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, 1883, enabled=False)
+    fill(tmp_path / "q.db", 3)
+    res = cli("queue", "drain", "--config", str(cfg), "--timeout", "5", quiet=False)
+    assert res.returncode == 1 and "mqtt.enabled = false: nothing to drain to" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and read_stats(tmp_path / "q.db")["pending"] == 3
