@@ -180,7 +180,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-camera": (
         ["edge_agent/core/camera_source.py", "edge_agent/core/rtsp.py"],
-        ["tests/core/test_camera_source.py", "tests/adapters/test_rtsp_transport.py"],
+        [
+            "tests/core/test_camera_source.py",
+            "tests/core/test_rtsp.py",
+            "tests/adapters/test_rtsp_transport.py",
+        ],
     ),
     "core-schema": (
         ["edge_agent/core/schema.py", "edge_agent/core/snapshot.py"],

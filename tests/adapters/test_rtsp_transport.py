@@ -161,3 +161,18 @@ def test_rtsp_frames_over_camera_max_pixels_are_not_opened() -> None:
     finally:
         cam.stop()
         srv.stop()
+
+
+def test_a_camera_url_with_a_port_that_does_not_parse_is_an_error_not_a_crash() -> None:
+    """``rtsp://user:pw@host:554x/...`` passed config check and then raised out of Camera(): the
+    redacted name asked urlsplit for the port; `edge-agent run` died with a traceback."""
+    cam = Camera(
+        CameraConfig(source="rtsp://admin:s3cret@127.0.0.1:554x/s1", stall_timeout_s=2.0), max_reconnects=0
+    )
+    assert cam.name == "rtsp://***@127.0.0.1:554x/s1"
+    try:
+        cam.start()
+        assert first_frame(cam, 10.0) is None
+        assert cam.last_error is not None and "s3cret" not in str(cam.last_error)
+    finally:
+        cam.stop()
