@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_agent.core.camera_source import (
@@ -95,6 +95,7 @@ def test_the_scheme_is_what_comes_before_the_first_separator() -> None:
     assert classify_source("  rtsp://cam/1  ") is SourceKind.NETWORK  # stray spaces from a config
 
 
+@settings(deadline=None)  # mutmut's stats run traces every call: slow on a busy machine
 @given(
     st.sampled_from(sorted(NETWORK_SCHEMES)).map(
         lambda s: "".join(c.upper() if i % 2 else c for i, c in enumerate(s))
@@ -105,6 +106,7 @@ def test_every_network_scheme_in_any_case_is_a_stream(scheme: str, rest: str) ->
     assert classify_source(f"{scheme}://{rest}") is SourceKind.NETWORK
 
 
+@settings(deadline=None)  # mutmut's stats run traces every call: slow on a busy machine
 @given(st.text(max_size=60), st.booleans())
 def test_any_source_text_gets_a_kind_and_a_redacted_name_without_raising(text: str, is_dir: bool) -> None:
     assert isinstance(classify_source(text, is_dir=is_dir), SourceKind)
@@ -116,6 +118,7 @@ _CRED = st.text(
 )
 
 
+@settings(deadline=None)  # mutmut's stats run traces every call: slow on a busy machine
 @given(
     st.sampled_from(["rtsp", "rtsps", "http", "https"]),
     _CRED,

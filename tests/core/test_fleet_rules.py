@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_agent.core.batch import pack
@@ -267,6 +267,7 @@ def test_the_model_version_is_the_installed_package_else_the_detector() -> None:
     assert status({"models": {"detector": {"id": "m" * 200}}}).model_version == "m" * 128
 
 
+@settings(deadline=None)  # mutmut's stats run traces every call: slow on a busy machine
 @given(
     st.dictionaries(
         st.sampled_from(["state", "version", "ts", "queue", "models", "model_update", "x"]),
@@ -330,3 +331,48 @@ def test_a_gap_within_a_boot_is_a_drop_only_when_the_device_counted_drops() -> N
             False,
         )
     assert explain([], {"dropped": 1}) == []
+
+
+def test_long_topics_and_ids_are_named_cut_short() -> None:
+    prefix = "p" * 150
+    with pytest.raises(IngestError) as err:
+        parse(prefix, "x" * 300, b"{}", NOW)
+    assert str(err.value) == f"topic {'x' * 200!r}: not under the prefix {prefix!r}"
+    deep = f"{prefix}/cam-1/" + "a/" * 40 + "k"
+    with pytest.raises(IngestError) as err:
+        parse(prefix, deep, b"{}", NOW)
+    assert str(err.value) == f"topic {deep[:200]!r}: expected {prefix}/<device>/<kind>"
+    kind_topic = f"{prefix}/cam-1/" + "k" * 100
+    with pytest.raises(IngestError) as err:
+        parse(prefix, kind_topic, b"{}", NOW)
+    assert str(err.value) == f"topic {kind_topic[:200]!r}: kind {'k' * 80!r} is not a message kind"
+    long_topic = f"{prefix}/{'d' * 64}/{'k' * 32}"  # 248 characters, every level valid
+    with pytest.raises(IngestError) as err:
+        parse(prefix, long_topic, json.dumps(result(device_id="x" * 100)).encode(), NOW)
+    assert (
+        str(err.value) == f"{long_topic[:200]}: device_id {'x' * 80!r} is not the topic's device {'d' * 64!r}"
+    )
+    with pytest.raises(IngestError) as err:
+        parse(prefix, long_topic, json.dumps(result(device_id=None, id="i" * 100)).encode(), NOW)
+    assert str(err.value) == f"{long_topic[:200]}: id {'i' * 80!r} is not 1-64 of A-Za-z0-9_.:-"
+    status_topic = f"{prefix}/{'d' * 64}/status"
+    with pytest.raises(IngestError) as err:
+        parse(prefix, status_topic, json.dumps({"device_id": "y" * 100}).encode(), NOW)
+    assert str(err.value) == f"{status_topic[:200]}: device_id {'y' * 80!r} is not {'d' * 64!r}"
+
+
+def test_a_prefix_is_stripped_of_slashes_only() -> None:
+    assert subscriptions("X/", None) == ["X/+/+"]
+    assert split_topic("/Xsite/", "Xsite/cam/k") == ("cam", "k")
+
+
+def test_a_batch_line_without_a_device_time_gets_the_receive_time() -> None:
+    rows = [("detections", json.dumps(result(ts=None, seq=s)).encode()) for s in (1, 2)]
+    got = parse("edge", "edge/cam-1/batch.zlib", pack(rows, 1 << 20).payload, NOW).records
+    assert [r.time for r in got] == [NOW, NOW]
+
+
+def test_one_skipped_seq_or_one_expired_message_is_enough_to_explain_a_gap() -> None:
+    assert explain(ROWS, {"seq_skipped": 1})[1].reported
+    g = explain(ROWS, {"expired": 3})[2]
+    assert g.reason == "dropped on the device (device reports expired 3)" and g.reported

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_agent.core.rtsp import capture_options, digest_authorization, first_video_control, parse_reply
@@ -14,6 +14,7 @@ from edge_agent.core.rtsp import capture_options, digest_authorization, first_vi
 _ITEM = st.text(alphabet=st.characters(blacklist_characters="|", blacklist_categories=("Cs",)), max_size=20)
 
 
+@settings(deadline=None)  # mutmut's stats run traces every call: slow on a busy machine
 @given(st.lists(_ITEM, max_size=6), st.sampled_from(["tcp", "udp"]))
 def test_the_config_s_transport_replaces_the_operator_s_and_every_other_option_stays(
     items: list[str], transport: str
@@ -52,6 +53,7 @@ def test_a_reply_that_is_not_rtsp_names_its_first_60_characters() -> None:
     assert str(err.value) == "not an RTSP reply: " + repr("X" * 60)
 
 
+@settings(deadline=None)  # mutmut's stats run traces every call: slow on a busy machine
 @given(st.binary(max_size=300))
 def test_any_bytes_give_a_status_or_a_value_error(head: bytes) -> None:
     try:
@@ -104,6 +106,7 @@ def test_the_setup_url_of_an_sdp(body: str, base: str, url: str) -> None:
     assert first_video_control(SDP_HEAD + body, base) == url
 
 
+@settings(deadline=None)  # mutmut's stats run traces every call: slow on a busy machine
 @given(st.text(max_size=200), st.sampled_from(["rtsp://h/c", "rtsp://h/c/"]))
 def test_any_sdp_text_gives_a_url(sdp: str, base: str) -> None:
     assert isinstance(first_video_control(sdp, base), str)
