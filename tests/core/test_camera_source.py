@@ -54,7 +54,7 @@ def test_finite_kinds() -> None:
 
 
 def test_bool_is_not_a_device_index() -> None:
-    with pytest.raises(TypeError, match="camera source must be an int or a str, not a bool"):
+    with pytest.raises(TypeError, match="^camera source must be an int or a str, not a bool$"):
         classify_source(True)
 
 
@@ -142,6 +142,8 @@ def test_credentials_never_reach_the_log_and_the_rest_stays_as_written(
         "rtsp://cam/stream?owner=a@b.example",
         "rtsp://cam:554/s1",
         "user@host.mp4",  # no scheme: a file name
+        "http://cam/u@x/snap.jpg",  # "@" past the first "/" is the path's
+        "file:///data/clip@2x.mp4",  # an empty authority
         "videotestsrc ! appsink",
     ],
 )
@@ -154,6 +156,8 @@ def test_user_only_and_password_only_credentials_are_redacted() -> None:
     assert redact_source("rtsp://:s3cret@10.0.0.5/s1") == "rtsp://***@10.0.0.5/s1"
     assert redact_source("rtsp://u:p@ss@cam/s1") == "rtsp://***@cam/s1"  # an "@" inside the password
     assert redact_source("rtsp://u:p@/s1") == "rtsp://***@/s1"  # no host: none invented
+    # a URL in the query does not hide the credentials before it
+    assert redact_source("rtsp://u:p@cam/s1?next=http://other/") == "rtsp://***@cam/s1?next=http://other/"
 
 
 def test_the_pipelines_are_the_documented_ones() -> None:
@@ -196,6 +200,7 @@ def test_full_scale_maps_a_reduced_decode_back_per_axis() -> None:
         (-1.0, ""),  # a backend without the property: not "\xff\xff\xff\xff"
         (float("nan"), ""),
         (float(2**32), ""),
+        (float(2**32 + (ord("M") | ord("J") << 8 | ord("P") << 16 | ord("G") << 24)), ""),  # not 32-bit
         (float(0x01020304), ""),  # control characters
         (float(ord("M") | 0xE9 << 8 | ord("P") << 16 | ord("G") << 24), ""),  # not ASCII
     ],
@@ -219,3 +224,6 @@ def test_grant_mismatches_names_each_key_the_driver_changed() -> None:
     assert grant_mismatches({"width": 640, "fps": 15}, {}) == ("width 640 -> None", "fps 15 -> None")
     assert grant_mismatches({"width": None, "fps": None}, {"width": 9, "fps": 1.0}) == ()
     assert grant_mismatches({"fps": 15}, {"fps": "15"}) == ("fps 15 -> 15",)  # not a number: not granted
+    # an unset or granted key does not end the check of the keys after it
+    assert grant_mismatches({"width": None, "height": 720}, {"height": 480}) == ("height 720 -> 480",)
+    assert grant_mismatches({"fps": 30, "width": 1280}, {"fps": 30.0, "width": 640}) == ("width 1280 -> 640",)
