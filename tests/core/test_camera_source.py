@@ -54,7 +54,7 @@ def test_finite_kinds() -> None:
 
 
 def test_bool_is_not_a_device_index() -> None:
-    with pytest.raises(TypeError, match="^camera source must be an int or a str, not a bool$"):
+    with pytest.raises(TypeError, match=r"^camera source must be an int or a str, not a bool$"):
         classify_source(True)
 
 
