@@ -88,7 +88,7 @@ def probe_tcp_setup(url: str, timeout_s: float = 5.0) -> Optional[int]:
         return None
     user = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else ""
-    host = parts.hostname + (f":{port}" if port else "")
+    host = parts.netloc.rpartition("@")[2]  # as written: an IPv6 address keeps its brackets
     bare = urlunsplit((parts.scheme, host, parts.path or "/", parts.query, ""))
     challenge = ""  # a Digest challenge, answered anew for each request's method and URI
 
