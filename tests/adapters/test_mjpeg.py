@@ -267,3 +267,16 @@ def test_the_configured_pixel_cap_is_the_one_applied(server_factory: Callable[..
         assert exact.read() is not None  # at the cap: decoded
     finally:
         exact.close()
+
+
+def test_the_query_string_reaches_the_server(server_factory: Callable[..., MjpegServer]) -> None:
+    """mjpg-streamer serves its stream at ``/?action=stream``: a URL's query is part of the request."""
+    srv = server_factory()
+    src = MjpegHttpSource(f"http://127.0.0.1:{srv.port}/?action=stream", 2.0)
+    try:
+        assert src.read() is not None
+    finally:
+        src.close()
+    bare = MjpegHttpSource(f"http://127.0.0.1:{srv.port}", 2.0)
+    bare.close()
+    assert srv.paths == ["/?action=stream", "/"]

@@ -181,3 +181,24 @@ def test_a_draining_device_is_online_and_its_newer_status_replaces_every_figure(
         assert d1["status_time"] == pytest.approx(NOW + 5, abs=1e-3)
     finally:
         db.close()
+
+
+def test_counters_of_a_device_are_its_last_status_figures(url: str) -> None:
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        assert db.counters("d1") is None
+        db.store(rec("d1", 1), NOW)  # heard, but no status yet: every counter 0
+        assert db.counters("d1") == {
+            k: 0 for k in ("dropped", "expired", "rejected", "lost", "crashes", "seq_skipped", "salvaged")
+        }
+        db.store([], NOW, statuses=[status("d1", "running", dropped=2, crashes=1, salvaged=5)])
+        got = db.counters("d1")
+        assert got is not None and (got["dropped"], got["crashes"], got["salvaged"], got["lost"]) == (
+            2,
+            1,
+            5,
+            0,
+        )
+    finally:
+        db.close()
