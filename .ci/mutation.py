@@ -373,6 +373,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_loss_visible.py::test_the_whole_file_lost_counts_its_rows_and_seq_and_boot_go_on",
             # the tests made for this area's survivors (docs/testing.md)
             "tests/adapters/test_outbox_space.py",
+            "tests/adapters/test_outbox_space_rules.py",
             "tests/adapters/test_outbox_reserve.py",
             "tests/adapters/test_outbox.py",
         ],
@@ -383,6 +384,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/outbox_space.py", "edge_agent/adapters/outbox_reserve.py"],
         [
             "tests/adapters/test_outbox_space.py",
+            "tests/adapters/test_outbox_space_rules.py",
             "tests/adapters/test_outbox_reserve.py",
             "tests/outbox/test_full_disk.py",
             "tests/outbox/test_pinned.py::test_a_quarter_of_the_reserve_is_kept_for_the_next_start",

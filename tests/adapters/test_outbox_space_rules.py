@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import sqlite3
+import time
 import types
 from pathlib import Path
 from typing import Any, Callable
@@ -369,3 +370,98 @@ def test_a_drop_that_finds_nothing_does_not_claim_it_made_room(
         "filesystem full",
         "disk full and nothing left to drop: 1 new messages dropped",
     ]
+
+
+def test_expiry_spares_rows_in_flight_or_acked_and_its_counts_add_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rows older than ``max_age`` go (counted as dropped and expired, one line naming the age),
+    except those the sync holds: in flight, or acknowledged but not deleted yet (a full disk); a
+    second expiry adds to the counts, which survive a crash; nothing old: nothing done, 0."""
+    from edge_agent.adapters import outbox as outbox_mod
+
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_age_s=4320.0), flush_interval_s=60, flush_batch=10**6)
+    real_time = time.time
+
+    def put_old(ns: range) -> None:
+        with monkeypatch.context() as m:  # stamped 5000 s ago: past the 4320 s (0.05 days) limit
+            m.setattr(
+                outbox_mod,
+                "time",
+                types.SimpleNamespace(time=lambda: real_time() - 5000, monotonic=time.monotonic),
+            )
+            for i in ns:
+                ob.put(TOPIC, {"n": i, "pad": "e" * 100})
+            ob.flush()
+
+    try:
+        put_old(range(20))
+        ob.put(TOPIC, {"n": 100})
+        ob.flush()
+        in_flight = ob.claim(3)  # n 0..2
+        acked = ob.claim(2)  # n 3..4: acked, but the delete meets a full disk three times
+        real_r = ob.db.r
+        ob.db.r = FullOnDelete(real_r, times=3)  # type: ignore[assignment]
+        assert ob.ack([m.rowid for m in acked]) == 0
+        ob.db.r = real_r
+        caplog.set_level(logging.WARNING, "edge_agent.outbox")
+        caplog.clear()
+        assert ob.expire() == 15
+        assert [r.getMessage() for r in caplog.records] == [
+            f"outbox {path}: dropped 15 messages older than 0.1 days"
+        ]
+        s = ob.stats()
+        assert (s["expired"], s["dropped"], s["pending"], s["inflight"]) == (15, 15, 4, 3)
+        assert s["bytes"] == read_stats(path)["bytes"]
+        assert ob.expire() == 0  # nothing old left but what the sync holds
+        ob.release([m.rowid for m in in_flight])
+        put_old(range(200, 205))
+        assert ob.expire() == 8  # the 3 released and the 5 new
+        s = ob.stats()
+        assert (s["expired"], s["dropped"]) == (23, 23)
+        assert s["bytes"] == read_stats(path)["bytes"]
+    finally:
+        crash(ob)
+    with Outbox(path, big_limits()) as again:
+        s = again.stats()
+        assert (s["expired"], s["dropped"]) == (23, 23)
+        assert sorted(json.loads(m.payload)["n"] for m in again.claim(100)) == [3, 4, 100]
+
+
+def test_a_commit_slice_holds_at_most_its_limit_and_is_filled_to_it() -> None:
+    from edge_agent.adapters.outbox_space import slice_batch
+
+    batch = [(str(i), "t", b"x" * (64 * 1024), 0.0, i) for i in range(8)]
+    assert [len(p) for p in slice_batch(batch, 256 * 1024)] == [4, 4]  # exactly at the limit: one slice
+    assert [len(p) for p in slice_batch(batch, 256 * 1024 - 1)] == [3, 3, 2]
+    assert slice_batch([], 100) == [[]]
+
+
+def test_the_sync_wal_is_kept_small_while_the_disk_is_full(tmp_path: Path) -> None:
+    """The sync connection checkpoints its WAL at 1024 pages normally (issue 21) but at 64 (what
+    the reserve covers) while the file is capped, from the start with ``max_pages``, and back at
+    1024 once the disk has room again."""
+    from support.tmpfs import fill, tmpfs
+
+    def autocheckpoint(ob: Outbox) -> int:
+        return int(ob.db.r.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+    with Outbox(tmp_path / "m.db", big_limits(), max_pages=64) as ob:
+        assert autocheckpoint(ob) == 64
+    with (
+        tmpfs(tmp_path / "fs") as disk,
+        Outbox(disk / "q.db", big_limits(), flush_interval_s=60, flush_batch=10**6) as ob,
+    ):
+        assert autocheckpoint(ob) == 1024
+        for i in range(1000):
+            ob.put(TOPIC, {"n": i, "pad": "p" * 1000})
+        ob.flush()
+        fill(disk)
+        for i in range(400):
+            ob.put(TOPIC, {"n": i, "pad": "p" * 1000})
+        ob.flush()
+        assert ob.stats()["disk_full"] and autocheckpoint(ob) == 64
+        (disk / "filler").unlink()
+        ob.space.maintain()
+        assert not ob.stats()["disk_full"] and autocheckpoint(ob) == 1024
