@@ -100,3 +100,17 @@ def test_the_exit_code_says_stale_only_for_a_running_agent(tmp_path: object, cap
         write_status(f, {**snap(state), "ts": time.time() - age_s})
         args = argparse.Namespace(file=str(f), config=None, json=False, max_age=30.0)
         assert status_cmd.run(args) == code, (state, age_s)
+
+
+def test_age_units_switch_at_their_boundaries_and_another_day_shows_its_date() -> None:
+    assert [age(s) for s in (89, 90, 5399, 5400, 172799, 172800)] == [
+        "89 s ago",
+        "2 min ago",
+        "90 min ago",
+        "1.5 h ago",
+        "48.0 h ago",
+        "2 d ago",
+    ]
+    earlier = NOW - 3 * 86400
+    full = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(earlier))
+    assert when(earlier, NOW) == f"{full} (3 d ago)"
