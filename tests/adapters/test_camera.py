@@ -265,3 +265,22 @@ def test_an_unexpected_error_in_a_folder_fails_the_camera_so_the_loop_ends(tmp_p
     assert len(frames) == 3
     assert cam.state == "failed" and cam.finished and src.closed
     assert "unexpected ValueError" in (cam.stats()["last_error"] or "")
+
+
+def test_a_frozen_stream_is_the_repeat_limit_or_the_stall_timeout_whichever_comes_first() -> None:
+    """The same bytes again and again: a reconnect after exactly ``repeat_limit`` repeats, or,
+    for a slow camera that never reaches the count, after ``stall_timeout_s`` of them."""
+    dev = FakeDevice(fps=200)
+    cfg = CameraConfig(source=0, stall_timeout_s=60.0, reconnect_max_s=0.5)
+    with Camera(cfg, source_factory=dev.open, repeat_limit=5, reconnect_min_s=0.05) as cam:
+        assert cam.read(1.0) is not None
+        dev.frozen = True
+        wait_until(lambda: cam.stats()["reconnects"] == 1, what="frozen by count -> reconnect")
+        assert cam.stats()["last_error"] == "stream frozen: the same frame 6 times"
+    dev = FakeDevice(fps=200)
+    cfg = CameraConfig(source=0, stall_timeout_s=0.3, reconnect_max_s=0.5)
+    with Camera(cfg, source_factory=dev.open, repeat_limit=10**6, reconnect_min_s=0.05) as cam:
+        assert cam.read(1.0) is not None
+        dev.frozen = True
+        wait_until(lambda: cam.stats()["reconnects"] == 1, 10, "frozen by time -> reconnect")
+        assert str(cam.stats()["last_error"]).startswith("stream frozen: the same frame ")
