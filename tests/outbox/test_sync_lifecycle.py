@@ -1,0 +1,222 @@
+"""The sync's life as the broker, the fleet and an operator see it (issue 19: survivors of
+`python .ci/mutation.py mqtt-sync`): the connect the broker logs, the retained will of a device
+that vanishes, the backoff after that drop, a second ``start()``, a restart after ``stop()``, an
+outbox error, a sync thread that keeps failing. Real mosquitto per test."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from support import poll, wait_until
+from support.mqtt import Broker, Collector
+from support.outbox import big_limits
+
+from edge_agent.adapters.mqtt_sync import MqttSync
+from edge_agent.adapters.outbox import Outbox
+from edge_agent.core.config import MqttConfig
+from edge_agent.errors import QueueError
+
+DEVICE = "dev-1"
+DET = f"edge/{DEVICE}/detections"
+
+
+def cfg(port: int, **kw: object) -> MqttConfig:
+    kw.setdefault("reconnect_min_s", 0.2)
+    kw.setdefault("reconnect_max_s", 1.0)
+    return MqttConfig(port=port, **kw)  # type: ignore[arg-type]
+
+
+def fill(ob: Outbox, n: int) -> list[str]:
+    ids = [ob.put(DET, {"n": i}) for i in range(n)]
+    ob.flush()
+    return ids
+
+
+def retained(port: int, topic: str) -> tuple[dict[str, Any], int, bool]:
+    """The retained message on ``topic`` as a new subscriber gets it: (body, qos, retain flag)."""
+    got: list[Any] = []
+    done = threading.Event()
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="retained-reader")
+
+    def on_message(client: Any, userdata: Any, msg: Any) -> None:
+        got.append((json.loads(msg.payload), msg.qos, bool(msg.retain)))
+        done.set()
+
+    c.on_message = on_message
+    c.connect("127.0.0.1", port)
+    c.subscribe(topic, qos=2)
+    c.loop_start()
+    try:
+        assert done.wait(10), f"a retained message on {topic}"
+    finally:
+        c.disconnect()
+        c.loop_stop()
+    body, qos, retain = got[0]
+    return body, qos, retain
+
+
+def test_the_broker_sees_the_device_id_a_clean_session_and_the_configured_keepalive(
+    tmp_path: Path, broker: Broker
+) -> None:
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(cfg(broker.port, keepalive_s=17), DEVICE, ob)
+        sync.start()
+        try:
+            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            line = wait_until(
+                lambda: [ln for ln in broker.log_text().splitlines() if "New client connected" in ln],
+                10,
+                lambda: f"the broker's connect line\n{broker.log_text()}",
+            )
+        finally:
+            sync.stop()
+    # mosquitto: "... as dev-1 (p2, c1, k17)." = MQTT 3.1.1, clean session, keepalive 17 s
+    assert len(line) == 1 and line[0].endswith(f" as {DEVICE} (p2, c1, k17)."), line
+
+
+def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs_off(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """The connection dies without a DISCONNECT (power cut, cable): the broker publishes the will,
+    retained, so a dashboard subscribing later still reads "offline"; the sync waits its backoff
+    (here >= 5 s, half of reconnect_min_s at most taken off) instead of reconnecting at once, and
+    a stop() in that wait returns at once."""
+    watch = Collector(broker.port, f"edge/{DEVICE}/status", client_id="status-watch")
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(
+            cfg(broker.port, reconnect_min_s=10.0, reconnect_max_s=20.0),
+            DEVICE,
+            ob,
+            status_fn=lambda: {"state": "running", "n": 7},
+        )
+        sync.start()
+        try:
+            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            watch.wait_until(lambda c: len(c.messages) >= 1, 10, "the status on connect")
+            client = sync._client
+            assert client is not None
+            client.socket().shutdown(socket.SHUT_RDWR)  # gone, no DISCONNECT sent
+            wait_until(lambda: sync.state == "disconnected", 10, "the drop noticed")
+            assert retained(broker.port, f"edge/{DEVICE}/status") == ({"state": "offline", "n": 7}, 1, True)
+            assert not poll(lambda: sync.connect_attempts > 1, 1.0), "reconnected without a backoff"
+            assert sync.stats()["connects"] == 1 and sync.thread_restarts == 0
+        finally:
+            t0 = time.monotonic()
+            sync.stop()
+            took = time.monotonic() - t0
+        assert sync._thread is None and took < 3.0, took  # not the rest of a >= 5 s backoff
+    watch.close()
+
+
+def test_a_second_start_is_ignored_and_a_stopped_sync_starts_again(tmp_path: Path, broker: Broker) -> None:
+    collector = Collector(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(cfg(broker.port), DEVICE, ob)
+        sync.start()
+        first = sync._thread
+        sync.start()  # e.g. a second caller: still one connection, one thread
+        try:
+            assert sync._thread is first and first is not None and first.daemon  # never holds the process
+            ids = fill(ob, 5)
+            assert sync.drain(10)
+            assert sync.connect_attempts == 1 and sync.connects == 1
+        finally:
+            sync.stop()
+        assert sync.state == "disconnected" and not first.is_alive()
+        ids += fill(ob, 5)  # results made while stopped
+        sync.start()
+        try:
+            assert sync.drain(10), sync.stats()
+        finally:
+            sync.stop()
+        assert sync.connects == 2 and sync.acked == 10  # after the stop: drain() may return first
+    collector.wait_until(lambda c: sorted(c.ids()) == sorted(ids), 10, "all ten results, once each")
+    collector.close()
+
+
+def test_an_outbox_error_is_shown_backed_off_and_the_sync_goes_on(
+    tmp_path: Path, broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failing queue (a read error) is not a bug of the sync thread: shown as ``last_error``,
+    logged once as an error, the connection ends (its rows back to pending) and after a backoff
+    the queue drains; the thread is not counted as restarted."""
+    collector = Collector(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        ids = fill(ob, 10)
+        real_claim = ob.claim
+        calls = {"n": 0}
+
+        def claim_failing_once(n: int, newest_first: bool = False) -> list[Any]:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise QueueError("q.db: cannot read the queue: disk I/O error")
+            return real_claim(n, newest_first)
+
+        ob.claim = claim_failing_once  # type: ignore[method-assign]
+        sync = MqttSync(cfg(broker.port, reconnect_min_s=1.0, reconnect_max_s=2.0), DEVICE, ob)
+        sync.start()
+        try:
+            # the backoff (0.5-1 s) is the window in which the error shows; a connect clears it
+            error = wait_until(lambda: sync.last_error, 10, "the outbox error shown")
+            state = sync.state
+            assert sync.drain(20)
+        finally:
+            sync.stop()
+        assert ob.stats()["inflight"] == 0
+    collector.wait_until(lambda c: sorted(c.ids()) == sorted(ids), 10, "every result")
+    collector.close()
+    assert error == "outbox error: q.db: cannot read the queue: disk I/O error"
+    assert state == "disconnected"
+    assert (sync.thread_restarts, sync.connect_attempts, sync.connects) == (0, 2, 2)
+    assert sync.last_error is None  # the next connect clears it
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == ["mqtt sync: outbox error: q.db: cannot read the queue: disk I/O error"]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == ["mqtt sync: outbox error: q.db: cannot read the queue: disk I/O error"]
+
+
+def test_a_sync_thread_that_keeps_failing_counts_each_restart_and_backs_off(
+    tmp_path: Path, broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three failures in a row: three restarts counted, the state and last_error say so during
+    the backoff, the delays grow (0.5, 1, 2 s, at most half taken off), and the rows each failure
+    had claimed are released and sent afterwards."""
+    collector = Collector(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        ids = fill(ob, 10)
+        real_claim = ob.claim
+        calls: list[float] = []
+
+        def claim_failing_thrice(n: int, newest_first: bool = False) -> list[Any]:
+            msgs = real_claim(n, newest_first)
+            calls.append(time.monotonic())
+            if len(calls) <= 3:
+                raise RuntimeError(f"bug {len(calls)}")
+            return msgs
+
+        ob.claim = claim_failing_thrice  # type: ignore[method-assign]
+        sync = MqttSync(cfg(broker.port, reconnect_min_s=0.5, reconnect_max_s=5.0), DEVICE, ob)
+        sync.start()
+        try:
+            # the backoff after the first failure (0.25-0.5 s) is the window the state shows it
+            wait_until(lambda: sync.state == "restarting", 10, "the first restart shown")
+            first = (sync.thread_restarts, sync.last_error)
+            assert sync.drain(20)
+        finally:
+            sync.stop()
+        assert ob.stats()["inflight"] == 0
+    collector.wait_until(lambda c: sorted(c.ids()) == sorted(ids), 10, "every result, once")
+    collector.close()
+    assert first == (1, "sync thread failed: RuntimeError: bug 1")
+    assert sync.thread_restarts == 3
+    gaps = [b - a for a, b in zip(calls, calls[1:4])]
+    assert gaps[0] >= 0.24 and gaps[1] >= 0.49 and gaps[2] >= 0.99, gaps
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [f"mqtt sync: sync thread failed: RuntimeError: bug {k} (restart {k})" for k in (1, 2, 3)]
