@@ -82,7 +82,7 @@ def test_the_broker_sees_the_device_id_a_clean_session_and_the_configured_keepal
 
 
 def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs_off(
-    tmp_path: Path, broker: Broker
+    tmp_path: Path, broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The connection dies without a DISCONNECT (power cut, cable): the broker publishes the will,
     retained, so a dashboard subscribing later still reads "offline"; the sync waits its backoff
@@ -113,6 +113,8 @@ def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs
             took = time.monotonic() - t0
         assert sync._thread is None and took < 3.0, took  # not the rest of a >= 5 s backoff
     watch.close()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [f"mqtt: connection to 127.0.0.1:{broker.port} lost"]
 
 
 def test_a_second_start_is_ignored_and_a_stopped_sync_starts_again(tmp_path: Path, broker: Broker) -> None:
