@@ -221,4 +221,67 @@ def test_a_sync_thread_that_keeps_failing_counts_each_restart_and_backs_off(
     gaps = [b - a for a, b in zip(calls, calls[1:4])]
     assert gaps[0] >= 0.24 and gaps[1] >= 0.49 and gaps[2] >= 0.99, gaps
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert errors == [f"mqtt sync: sync thread failed: RuntimeError: bug {k} (restart {k})" for k in (1, 2, 3)]
+    assert errors == [
+        f"mqtt sync: sync thread failed: RuntimeError: bug {k} (restart {k})" for k in (1, 2, 3)
+    ]
+
+
+def test_a_refused_login_is_shown_word_for_word_and_retried_after_a_growing_wait(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No password for a user that needs one: the broker's CONNACK refuses. The operator reads why in ``last_error``
+    and the log; the state is "disconnected" during the wait; the waits grow (0.4, 0.8, 1.6 s, at
+    most half taken off), so at most 4 attempts fit in 2 s; nothing counts as connected."""
+    with (
+        Broker(tmp_path / "auth-broker", users={"dev": "right"}) as broker,
+        Outbox(tmp_path / "q.db", big_limits()) as ob,
+    ):
+        no_pw = cfg(
+            broker.port,
+            username="dev",
+            password_env="EDGE_NO_SUCH_PW",
+            reconnect_min_s=0.4,
+            reconnect_max_s=10.0,
+        )
+        sync = MqttSync(no_pw, DEVICE, ob)
+        t0 = time.monotonic()
+        sync.start()
+        try:
+            wait_until(lambda: sync.connect_attempts >= 2, 10, "a second attempt")
+            wait_until(lambda: sync.state == "disconnected", 10, "the state during the wait")
+            while time.monotonic() < t0 + 2.0:
+                time.sleep(0.05)  # the scenario: a window to count attempts in
+            attempts = sync.connect_attempts
+        finally:
+            sync.stop()
+    reason = "broker refused the connection: Not authorized"
+    assert sync.last_error == reason and sync.connects == 0
+    assert 2 <= attempts <= 4, attempts
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned[:2] == [f"mqtt: {reason}; retrying"] * 2
+
+
+def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: Path) -> None:
+    """A port that accepts TCP but never sends a CONNACK (a hung broker, a wrong service): the sync
+    waits max(10 s, keepalive) for it (paho gives up after about the keepalive) -- not within 1.5 s --
+    and a stop() in that wait returns at once, naming what was missing."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # the kernel completes the handshake; nobody ever reads or answers
+    port = silent.getsockname()[1]
+    try:
+        with Outbox(tmp_path / "q.db", big_limits()) as ob:
+            sync = MqttSync(cfg(port, keepalive_s=5), DEVICE, ob)
+            sync.start()
+            try:
+                wait_until(lambda: sync.connect_attempts == 1, 10, "the TCP connect")
+                assert not poll(lambda: sync.connect_attempts > 1 or sync.state != "connecting", 1.5)
+            finally:
+                t0 = time.monotonic()
+                sync.stop()
+                took = time.monotonic() - t0
+    finally:
+        silent.close()
+    assert took < 2.0, took
+    assert sync.last_error == f"no CONNACK from 127.0.0.1:{port}"
+    assert (sync.connects, sync.state) == (0, "disconnected")

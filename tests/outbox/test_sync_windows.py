@@ -35,7 +35,9 @@ def fill(ob: Outbox, n: int) -> list[str]:
 
 def batch_ids(c: Collector) -> list[list[str]]:
     with c.lock:
-        return [[str(body["id"]) for _, body in unpack(p)] for t, p, _ in c.messages if t.endswith(BATCH_KIND)]
+        return [
+            [str(body["id"]) for _, body in unpack(p)] for t, p, _ in c.messages if t.endswith(BATCH_KIND)
+        ]
 
 
 def test_exactly_the_threshold_goes_in_one_batch_one_less_goes_one_by_one(
