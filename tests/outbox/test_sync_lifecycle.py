@@ -62,7 +62,7 @@ def retained(port: int, topic: str) -> tuple[dict[str, Any], int, bool]:
     return body, qos, retain
 
 
-def test_the_broker_sees_the_device_id_a_clean_session_and_the_configured_keepalive(
+def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean_disconnect(
     tmp_path: Path, broker: Broker
 ) -> None:
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
@@ -79,6 +79,8 @@ def test_the_broker_sees_the_device_id_a_clean_session_and_the_configured_keepal
             sync.stop()
     # mosquitto: "... as dev-1 (p2, c1, k17)." = MQTT 3.1.1, clean session, keepalive 17 s
     assert len(line) == 1 and line[0].endswith(f" as {DEVICE} (p2, c1, k17)."), line
+    # a stop ends with a DISCONNECT (the broker drops the will), not a closed socket
+    wait_until(lambda: f"Client {DEVICE} disconnected." in broker.log_text(), 10, broker.log_text)
 
 
 def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs_off(

@@ -6,10 +6,13 @@ twice after a restart. Real mosquitto per test."""
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from support import wait_until
 from support.mqtt import Broker, Collector
 from support.outbox import big_limits
@@ -125,3 +128,46 @@ def test_a_stop_waits_for_in_flight_pubacks_so_nothing_is_sent_twice(tmp_path: P
     time.sleep(0.2)  # not a synchronisation: a duplicate would arrive right behind
     assert sorted(collector.ids()) == sorted(ids)  # each once
     collector.close()
+
+
+@pytest.mark.parametrize("threshold", [0, 1], ids=["one-by-one", "batched"])
+def test_a_drop_between_claim_and_publish_loses_nothing(
+    tmp_path: Path, broker: Broker, threshold: int
+) -> None:
+    """The connection dies after the sync claimed rows and before it published them (paho then
+    refuses the publish): the claimed rows go back to pending and the next connection sends every
+    one of them; the first connection counts nothing as published."""
+    collector = Collector(broker.port, "edge/#")
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
+        ids = fill(ob, 12)
+        sync = MqttSync(cfg(broker.port, batch_threshold=threshold, batch_max_messages=5), DEVICE, ob)
+        real_claim = ob.claim
+        seen: dict[str, int] = {}
+
+        def claim_then_drop(n: int, newest_first: bool = False) -> list[Any]:
+            msgs = real_claim(n, newest_first)
+            session, client = sync._session_state, sync._client
+            if msgs and "claimed" not in seen and session is not None and client is not None:
+                seen["claimed"] = len(msgs)
+                client.socket().shutdown(socket.SHUT_RDWR)
+                wait_until(session.lost.is_set, 10, "paho saw the drop")  # its socket is gone now
+                seen["published"] = sync.published
+            return msgs
+
+        ob.claim = claim_then_drop  # type: ignore[method-assign]
+        sync.start()
+        try:
+            assert sync.drain(20), sync.stats()
+        finally:
+            sync.stop()
+        assert ob.stats()["inflight"] == 0
+    assert seen == {"claimed": 5 if threshold else 12, "published": 0}
+    assert (sync.connects, sync.published, sync.thread_restarts) == (2, 12, 0)
+    if threshold:
+        collector.wait_until(lambda c: sum(map(len, batch_ids(c))) >= 12, 10, "12 rows in batches")
+        got = [r for b in batch_ids(collector) for r in b]
+    else:
+        collector.wait_until(lambda c: len(c.ids()) >= 12, 10, "12 results")
+        got = collector.ids()
+    collector.close()
+    assert sorted(got) == sorted(ids)  # every row, once
