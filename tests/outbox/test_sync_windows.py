@@ -171,3 +171,29 @@ def test_a_drop_between_claim_and_publish_loses_nothing(
         got = collector.ids()
     collector.close()
     assert sorted(got) == sorted(ids)  # every row, once
+
+
+def test_at_most_inflight_results_wait_for_their_puback(tmp_path: Path, broker: Broker) -> None:
+    """[mqtt] inflight = 7 and a broker that reads nothing (SIGSTOP): seven results go out, then
+    the sync waits; once the broker answers, the rest follow, each result once."""
+    collector = Collector(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
+        sync = MqttSync(cfg(broker.port, inflight=7), DEVICE, ob)
+        sync.start()
+        try:
+            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            assert broker.proc is not None
+            broker.proc.send_signal(signal.SIGSTOP)
+            try:
+                ids = fill(ob, 30)
+                wait_until(lambda: sync.published >= 7, 10, "the window published")
+                time.sleep(0.3)  # the scenario: no PUBACK comes, so nothing more may go out
+                assert (sync.published, sync.acked) == (7, 0)
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
+            assert sync.drain(20)
+        finally:
+            sync.stop()
+    collector.wait_until(lambda c: len(c.ids()) >= 30, 10, "30 results")
+    assert sorted(collector.ids()) == sorted(ids) and sync.published == 30
+    collector.close()
