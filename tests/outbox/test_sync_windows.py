@@ -197,3 +197,28 @@ def test_at_most_inflight_results_wait_for_their_puback(tmp_path: Path, broker: 
     collector.wait_until(lambda c: len(c.ids()) >= 30, 10, "30 results")
     assert sorted(collector.ids()) == sorted(ids) and sync.published == 30
     collector.close()
+
+
+def test_status_and_batches_go_under_the_configured_prefix_and_device(tmp_path: Path, broker: Broker) -> None:
+    """[mqtt] topic_prefix and the device id name every topic the sync itself builds: the status,
+    the batches (results keep the topic they were queued with)."""
+    collector = Collector(broker.port, "#")
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
+        ob.put("site7/edge/cam-9/detections", {"n": 1})
+        ob.flush()
+        sync = MqttSync(
+            cfg(broker.port, topic_prefix="site7/edge", batch_threshold=1),
+            "cam-9",
+            ob,
+            status_fn=lambda: {"state": "running"},
+        )
+        sync.start()
+        try:
+            assert sync.drain(10)
+        finally:
+            sync.stop()
+    collector.wait_until(lambda c: len(c.messages) >= 3, 10, "status, batch, offline status")
+    with collector.lock:
+        got = [t for t, _, _ in collector.messages]
+    collector.close()
+    assert sorted(set(got)) == ["site7/edge/cam-9/batch.zlib", "site7/edge/cam-9/status"], got
