@@ -287,3 +287,32 @@ def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: 
     assert took < 2.0, took
     assert sync.last_error == f"no CONNACK from 127.0.0.1:{port}"
     assert (sync.connects, sync.state) == (0, "disconnected")
+
+
+def test_a_drop_at_the_moment_of_stop_is_no_sync_failure(
+    tmp_path: Path, broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The connection dies just as stop() sends the "offline" status (paho then refuses it): the
+    stop still ends the session as usual -- no "sync thread failed", no restart counted, paho's
+    network thread stopped -- instead of leaving through the supervisor's error path."""
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        calls = {"n": 0}
+
+        def status() -> dict[str, Any]:
+            calls["n"] += 1
+            session, client = sync._session_state, sync._client
+            if sync._stop.is_set() and session is not None and client is not None:
+                client.socket().shutdown(socket.SHUT_RDWR)
+                wait_until(session.lost.is_set, 10, "paho saw the drop")
+            return {"state": "running"}
+
+        sync = MqttSync(cfg(broker.port), DEVICE, ob, status_fn=status)
+        sync.start()
+        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+        before = {t.ident for t in threading.enumerate()}
+        sync.stop()
+        leftover = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+        paho = [t.name for t in threading.enumerate() if t.name.startswith("paho-mqtt-client-")]
+    assert calls["n"] >= 3  # will, status on connect, the offline status at stop
+    assert (sync.thread_restarts, sync.state, leftover, paho) == (0, "disconnected", [], [])
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
