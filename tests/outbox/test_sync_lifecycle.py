@@ -113,7 +113,7 @@ def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs
             t0 = time.monotonic()
             sync.stop()
             took = time.monotonic() - t0
-        assert sync._thread is None and took < 3.0, took  # not the rest of a >= 5 s backoff
+        assert sync._thread is None and took < 4.0, took  # not the rest of a >= 5 s backoff
     watch.close()
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == [f"mqtt: connection to 127.0.0.1:{broker.port} lost"]
@@ -284,7 +284,7 @@ def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: 
                 took = time.monotonic() - t0
     finally:
         silent.close()
-    assert took < 2.0, took
+    assert took < 5.0, took  # not the rest of a 10 s wait (paho's thread takes up to 1 s to stop)
     assert sync.last_error == f"no CONNACK from 127.0.0.1:{port}"
     assert (sync.connects, sync.state) == (0, "disconnected")
 
