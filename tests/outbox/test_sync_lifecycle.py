@@ -6,6 +6,8 @@ outbox error, a sync thread that keeps failing. Real mosquitto per test."""
 from __future__ import annotations
 
 import json
+import logging
+import signal
 import socket
 import threading
 import time
@@ -63,8 +65,9 @@ def retained(port: int, topic: str) -> tuple[dict[str, Any], int, bool]:
 
 
 def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean_disconnect(
-    tmp_path: Path, broker: Broker
+    tmp_path: Path, broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, "edge_agent.mqtt")
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
         sync = MqttSync(cfg(broker.port, keepalive_s=17), DEVICE, ob)
         sync.start()
@@ -79,6 +82,8 @@ def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean
             sync.stop()
     # mosquitto: "... as dev-1 (p2, c1, k17)." = MQTT 3.1.1, clean session, keepalive 17 s
     assert len(line) == 1 and line[0].endswith(f" as {DEVICE} (p2, c1, k17)."), line
+    said = [r.getMessage() for r in caplog.records if r.name == "edge_agent.mqtt"]
+    assert said == [f"connected to mqtt 127.0.0.1:{broker.port} as {DEVICE}"]
     # a stop ends with a DISCONNECT (the broker drops the will), not a closed socket
     wait_until(lambda: f"Client {DEVICE} disconnected." in broker.log_text(), 10, broker.log_text)
 
@@ -86,12 +91,14 @@ def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean
 def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs_off(
     tmp_path: Path, broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The connection dies without a DISCONNECT (power cut, cable): the broker publishes the will,
-    retained, so a dashboard subscribing later still reads "offline"; the sync waits its backoff
-    (here >= 5 s, half of reconnect_min_s at most taken off) instead of reconnecting at once, and
-    a stop() in that wait returns at once."""
+    """The connection dies without a DISCONNECT (power cut, cable) while 3 results wait for their
+    PUBACK: they go back to pending (and the log says so); the broker publishes the will, retained,
+    so a dashboard subscribing later still reads "offline"; the sync waits its backoff (here >= 5
+    s, half of reconnect_min_s at most taken off) instead of reconnecting at once, and a stop() in
+    that wait returns at once."""
+    caplog.set_level(logging.INFO, "edge_agent.mqtt")
     watch = Collector(broker.port, f"edge/{DEVICE}/status", client_id="status-watch")
-    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
         sync = MqttSync(
             cfg(broker.port, reconnect_min_s=10.0, reconnect_max_s=20.0),
             DEVICE,
@@ -103,9 +110,16 @@ def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs
             wait_until(lambda: sync.state == "connected", 10, "the sync connected")
             watch.wait_until(lambda c: len(c.messages) >= 1, 10, "the status on connect")
             client = sync._client
-            assert client is not None
-            client.socket().shutdown(socket.SHUT_RDWR)  # gone, no DISCONNECT sent
-            wait_until(lambda: sync.state == "disconnected", 10, "the drop noticed")
+            assert client is not None and broker.proc is not None
+            broker.proc.send_signal(signal.SIGSTOP)  # no PUBACK for what follows
+            try:
+                fill(ob, 3)
+                wait_until(lambda: sync.published == 3, 10, "3 published")
+                client.socket().shutdown(socket.SHUT_RDWR)  # gone, no DISCONNECT sent
+                wait_until(lambda: sync.state == "disconnected", 10, "the drop noticed")
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
+            assert (ob.stats()["pending"], ob.stats()["inflight"]) == (3, 0)
             assert retained(broker.port, f"edge/{DEVICE}/status") == ({"state": "offline", "n": 7}, 1, True)
             assert not poll(lambda: sync.connect_attempts > 1, 1.0), "reconnected without a backoff"
             assert sync.stats()["connects"] == 1 and sync.thread_restarts == 0
@@ -115,8 +129,11 @@ def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs
             took = time.monotonic() - t0
         assert sync._thread is None and took < 4.0, took  # not the rest of a >= 5 s backoff
     watch.close()
-    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warned == [f"mqtt: connection to 127.0.0.1:{broker.port} lost"]
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "edge_agent.mqtt"][1:]
+    assert said == [
+        ("WARNING", f"mqtt: connection to 127.0.0.1:{broker.port} lost"),
+        ("INFO", "mqtt: 3 un-acked messages back to pending"),
+    ]
 
 
 def test_a_second_start_is_ignored_and_a_stopped_sync_starts_again(tmp_path: Path, broker: Broker) -> None:
