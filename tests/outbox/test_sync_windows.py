@@ -94,13 +94,16 @@ def test_a_rate_limit_counts_batches_and_pubacks_are_applied_while_it_holds(
     assert took >= 0.8, took  # two at once, then one per 0.5 s (unlimited: well under 0.1 s)
 
 
-def test_a_stop_waits_for_in_flight_pubacks_so_nothing_is_sent_twice(tmp_path: Path, broker: Broker) -> None:
+@pytest.mark.parametrize("threshold", [0, 1], ids=["one-by-one", "batched"])
+def test_a_stop_waits_for_in_flight_pubacks_so_nothing_is_sent_twice(
+    tmp_path: Path, broker: Broker, threshold: int
+) -> None:
     """stop() while 20 results wait for their PUBACK (the broker paused, then resumed 0.5 s later):
     the sync waits up to 2 s for them, so the rows are deleted, not released and sent again by the
     next start."""
-    collector = Collector(broker.port)
+    collector = Collector(broker.port, "edge/#")
     with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
-        sync = MqttSync(cfg(broker.port), DEVICE, ob)
+        sync = MqttSync(cfg(broker.port, batch_threshold=threshold, batch_max_messages=10), DEVICE, ob)
         sync.start()
         wait_until(lambda: sync.state == "connected", 10, "the sync connected")
         assert broker.proc is not None
@@ -115,8 +118,8 @@ def test_a_stop_waits_for_in_flight_pubacks_so_nothing_is_sent_twice(tmp_path: P
             broker.proc.send_signal(signal.SIGCONT)
         stopper.join(10)
         assert not stopper.is_alive()
-        assert sync.acked == 20 and ob.stats()["pending"] == 0
-        again = MqttSync(cfg(broker.port), DEVICE, ob)
+        assert sync.acked == 20 and ob.stats()["pending"] == 0 and ob.stats()["inflight"] == 0
+        again = MqttSync(cfg(broker.port, batch_threshold=threshold), DEVICE, ob)
         again.start()
         try:
             wait_until(lambda: again.state == "connected", 10, "the second sync connected")
@@ -124,10 +127,37 @@ def test_a_stop_waits_for_in_flight_pubacks_so_nothing_is_sent_twice(tmp_path: P
         finally:
             again.stop()
         assert again.published == 0
-    collector.wait_until(lambda c: len(c.ids()) >= 20, 10, "20 results")
+    if threshold:
+        collector.wait_until(lambda c: sum(map(len, batch_ids(c))) >= 20, 10, "20 rows in batches")
+    collector.wait_until(lambda c: len(c.ids()) + sum(map(len, batch_ids(c))) >= 20, 10, "20 results")
     time.sleep(0.2)  # not a synchronisation: a duplicate would arrive right behind
-    assert sorted(collector.ids()) == sorted(ids)  # each once
+    got = collector.ids() + [r for b in batch_ids(collector) for r in b]
+    assert sorted(got) == sorted(ids)  # each once
     collector.close()
+
+
+def test_a_stop_with_a_stalled_broker_ends_the_sync_within_its_grace(tmp_path: Path, broker: Broker) -> None:
+    """The broker reads nothing (SIGSTOP) and 5 results wait for their PUBACK: stop() gives them
+    2 s, then ends the sync thread -- it does not hold the agent's shutdown -- and the 5 rows are
+    back to pending for the next start."""
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
+        sync = MqttSync(cfg(broker.port), DEVICE, ob)
+        sync.start()
+        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+        thread = sync._thread
+        assert broker.proc is not None and thread is not None
+        broker.proc.send_signal(signal.SIGSTOP)
+        try:
+            fill(ob, 5)
+            wait_until(lambda: sync.published == 5, 10, "5 published")
+            t0 = time.monotonic()
+            sync.stop(timeout=8.0)
+            took = time.monotonic() - t0
+            alive = thread.is_alive()
+        finally:
+            broker.proc.send_signal(signal.SIGCONT)
+        assert not alive and 1.9 <= took < 6.0, took  # the 2 s grace, paho's thread stopping
+        assert (sync.acked, ob.stats()["pending"], ob.stats()["inflight"]) == (0, 5, 0)
 
 
 @pytest.mark.parametrize("threshold", [0, 1], ids=["one-by-one", "batched"])
