@@ -329,7 +329,7 @@ def test_a_drop_at_the_moment_of_stop_is_no_sync_failure(
         before = {t.ident for t in threading.enumerate()}
         sync.stop()
         leftover = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
-        paho = [t.name for t in threading.enumerate() if t.name.startswith("paho-mqtt-client-")]
+        paho = [t.name for t in threading.enumerate() if t.name == f"paho-mqtt-client-{DEVICE}"]
     assert calls["n"] >= 3  # will, status on connect, the offline status at stop
     assert (sync.thread_restarts, sync.state, leftover, paho) == (0, "disconnected", [], [])
     assert not [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
