@@ -205,7 +205,8 @@ def test_a_drop_between_claim_and_publish_loses_nothing(
 
 def test_at_most_inflight_results_wait_for_their_puback(tmp_path: Path, broker: Broker) -> None:
     """[mqtt] inflight = 7 and a broker that reads nothing (SIGSTOP): seven results go out, then
-    the sync waits; once the broker answers, the rest follow, each result once."""
+    the sync waits (asleep: a Pi's CPU is not spent on it); once the broker answers, the rest
+    follow, each result once."""
     collector = Collector(broker.port)
     with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
         sync = MqttSync(cfg(broker.port, inflight=7), DEVICE, ob)
@@ -217,8 +218,11 @@ def test_at_most_inflight_results_wait_for_their_puback(tmp_path: Path, broker: 
             try:
                 ids = fill(ob, 30)
                 wait_until(lambda: sync.published >= 7, 10, "the window published")
-                time.sleep(0.3)  # the scenario: no PUBACK comes, so nothing more may go out
+                cpu = time.process_time()
+                time.sleep(1.0)  # the scenario: no PUBACK comes, so nothing more may go out
+                cpu = time.process_time() - cpu
                 assert (sync.published, sync.acked) == (7, 0)
+                assert cpu < 0.1, f"{cpu:.2f} s of CPU in 1 s of waiting for PUBACKs"  # waits, no spinning
             finally:
                 broker.proc.send_signal(signal.SIGCONT)
             assert sync.drain(20)
@@ -252,3 +256,18 @@ def test_status_and_batches_go_under_the_configured_prefix_and_device(tmp_path: 
         got = [t for t, _, _ in collector.messages]
     collector.close()
     assert sorted(set(got)) == ["site7/edge/cam-9/batch.zlib", "site7/edge/cam-9/status"], got
+
+
+def test_inflight_1_sends_one_result_at_a_time_and_every_one(tmp_path: Path, broker: Broker) -> None:
+    collector = Collector(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
+        ids = fill(ob, 10)
+        sync = MqttSync(cfg(broker.port, inflight=1), DEVICE, ob)
+        sync.start()
+        try:
+            assert sync.drain(10), sync.stats()
+        finally:
+            sync.stop()
+    collector.wait_until(lambda c: len(c.ids()) >= 10, 10, "10 results")
+    assert collector.ids() == ids  # one at a time: in order, each once
+    collector.close()
