@@ -397,6 +397,15 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_old_sqlite.py",
         ],
     ),
+    "collector": (
+        ["edge_agent/app/collector.py", "edge_agent/adapters/collector_db.py"],
+        [
+            "tests/app/test_collector_round.py",
+            "tests/collector/test_collector_db.py",
+            "tests/collector/test_fleet_retire.py",
+            "tests/adapters/test_collector_mqtt.py",
+        ],
+    ),
     # the sync against a real mosquitto per test; not the three long scenarios of test_mqtt_sync.py
     # (a 10 000-row backlog, a broker restart mid-drain, a stalled broker under put(): 14 s of
     # the 28 s every surviving mutant paid, the area took ~2 h): they stay in the suite. Nor, since

@@ -201,3 +201,20 @@ def test_an_unexpected_error_from_the_port_reopens_it_instead_of_ending_the_read
     finally:
         s.stop()
     assert s.state == "stopped"
+
+
+@pytest.mark.parametrize("baud", [9600, 115200])
+def test_the_port_is_opened_at_the_configured_baudrate(pty: Pty, baud: int) -> None:
+    """``sensor.baudrate`` reaches the line: the pty's termios speed is what pyserial set."""
+    import termios
+
+    s = start(SensorConfig(port=str(pty.link), protocol="kv", baudrate=baud))
+    try:
+        fd = os.open(str(pty.link), os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            attrs = termios.tcgetattr(fd)
+        finally:
+            os.close(fd)
+        assert attrs[4] == attrs[5] == getattr(termios, f"B{baud}")
+    finally:
+        s.stop()
