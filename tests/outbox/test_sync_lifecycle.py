@@ -69,7 +69,7 @@ def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean
 ) -> None:
     caplog.set_level(logging.INFO, "edge_agent.mqtt")
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
-        sync = MqttSync(cfg(broker.port, keepalive_s=17), DEVICE, ob)
+        sync = MqttSync(cfg(broker.port, keepalive_s=17), DEVICE, ob, status_fn=lambda: {"state": "running"})
         sync.start()
         try:
             wait_until(lambda: sync.state == "connected", 10, "the sync connected")
@@ -86,6 +86,8 @@ def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean
     assert said == [f"connected to mqtt 127.0.0.1:{broker.port} as {DEVICE}"]
     # a stop ends with a DISCONNECT (the broker drops the will), not a closed socket
     wait_until(lambda: f"Client {DEVICE} disconnected." in broker.log_text(), 10, broker.log_text)
+    # and leaves "offline" retained, so a dashboard that looks later does not read "running"
+    assert retained(broker.port, f"edge/{DEVICE}/status") == ({"state": "offline"}, 1, True)
 
 
 def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs_off(
