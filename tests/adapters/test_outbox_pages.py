@@ -130,7 +130,7 @@ created = st.one_of(st.floats(allow_nan=False), ints.map(float).filter(lambda x:
 row = st.tuples(texts, texts, st.binary(max_size=9000), created, ints)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     page_size=st.sampled_from([512, 1024, 4096, 65536]),
     rows=st.lists(row, min_size=1, max_size=12),
@@ -215,13 +215,13 @@ def test_without_a_header_or_a_pointer_map_the_size_with_the_most_rows_is_taken(
         conn.executescript(SCHEMA)
         conn.executemany(
             "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?, ?, ?, ?, ?)",
-            [(m[0], m[1], m[2], len(m[2]), m[3]) for m in rows_of(400)],
+            [(m[0], m[1], m[2], len(m[2]), m[3]) for m in rows_of(150)],
         )
         conn.close()
         db = (Path(d) / "q.db").read_bytes()
     found = scan(b"\0" * 100 + db[100:])
     assert not found.ptrmap and found.page_size == 2048
-    assert sorted(found.messages) == list(range(1, 401))
+    assert sorted(found.messages) == list(range(1, 151))
 
 
 def test_without_a_header_the_wal_says_the_page_size() -> None:
@@ -342,7 +342,7 @@ def _image(page_size: int) -> tuple[bytes, bytes]:
 edits = st.lists(st.tuples(st.integers(0, 2**20), st.binary(min_size=1, max_size=64)), max_size=6)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     page_size=st.sampled_from([512, 4096]),
     db_edits=edits,
