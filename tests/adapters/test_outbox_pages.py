@@ -47,6 +47,9 @@ class File:
         self.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        self.conn.execute(
+            "PRAGMA secure_delete=FAST"
+        ).fetchall()  # as the outbox: freed pages keep their rows
         self.conn.executescript(SCHEMA)
 
     def put(self, rows: Iterable[Row]) -> None:
@@ -437,3 +440,111 @@ def test_records_of_any_other_shape_are_not_taken_as_messages() -> None:
     assert found.messages[4] == ("a", "b", b"\x01", 0.0, 0)
     assert len(found.messages) == 2
     assert found.meta == {"rows": 0, "k3": 7}
+
+
+def _freelist_file(rows: int = 3000, deleted: int = 2900) -> tuple[bytes, dict[int, Row]]:
+    """A 512-byte-page file with several freelist trunks whose free leaves still hold deleted rows."""
+    with outbox_file(512) as f:
+        f.put(rows_of(rows, size=60))
+        f.delete(f"id <= {deleted}")
+        f.checkpoint()
+        db, _ = f.image()
+    return db, committed(db, b"")[0]
+
+
+def _trunks(db: bytearray) -> list[tuple[int, int]]:
+    """(page number, leaf count) of each freelist trunk, first first."""
+    out, trunk = [], int.from_bytes(db[32:36], "big")
+    while trunk:
+        at = (trunk - 1) * 512
+        out.append((trunk, int.from_bytes(db[at + 4 : at + 8], "big")))
+        trunk = int.from_bytes(db[at : at + 4], "big")
+    return out
+
+
+def test_freed_pages_would_bring_deleted_rows_back_without_the_freelist() -> None:
+    """What the freelist tests below rest on: a freed page keeps its deleted rows (secure_delete=FAST)."""
+    db, rows = _freelist_file()
+    data = bytearray(db)
+    data[32:40] = bytes(8)  # no freelist
+    assert len(scan(bytes(data)).messages) > len(rows) + 1000
+
+
+def test_a_freelist_trunk_pointing_back_to_itself_ends() -> None:
+    db, rows = _freelist_file(rows=400, deleted=300)
+    data = bytearray(db)
+    trunks = _trunks(data)
+    first = trunks[0][0]
+    data[(first - 1) * 512 : (first - 1) * 512 + 4] = first.to_bytes(4, "big")  # a cycle of one trunk
+    data[36:40] = (trunks[0][1] + 1).to_bytes(4, "big")  # the count of what that trunk holds
+    assert scan(bytes(data)).messages == rows
+
+
+def test_a_trunk_leaf_count_beyond_its_page_reads_every_slot_the_page_has() -> None:
+    """A damaged count (0xFFFFFFFF) is capped at the page's room, the last slot included."""
+    db, rows = _freelist_file()
+    data = bytearray(db)
+    trunk, n = _trunks(data)[0]
+    at = (trunk - 1) * 512
+    room = (512 - 8) // 4
+    assert 2 <= n < room
+    leaves = [int.from_bytes(data[at + 8 + 4 * k : at + 12 + 4 * k], "big") for k in range(n)]
+    held = [
+        p
+        for p in leaves
+        if data[(p - 1) * 512] == 0x0D and data[(p - 1) * 512 + 3 : (p - 1) * 512 + 5] != b"\0\0"
+    ]
+    assert held  # a freed leaf that still holds deleted rows
+    data[at + 4 : at + 8] = b"\xff" * 4
+    rest = [p for p in leaves if p != held[0]]
+    slots = b"".join(p.to_bytes(4, "big") for p in rest)
+    data[at + 8 : at + 512] = (
+        slots + bytes(4 * (room - 1) - len(slots)) + held[0].to_bytes(4, "big")
+    )  # in the last slot
+    assert scan(bytes(data)).messages == rows
+
+
+def test_a_freelist_count_short_by_a_trunk_still_reads_that_trunk() -> None:
+    """The count bounds the walk (against garbage chains); the trunk after the count is reached is
+    still read, so a count damaged short by one trunk brings no deleted row back."""
+    db, rows = _freelist_file(deleted=800)
+    data = bytearray(db)
+    trunks = _trunks(data)
+    assert len(trunks) == 2
+    data[36:40] = (trunks[0][1] + 1).to_bytes(4, "big")  # only the first trunk and its leaves
+    assert scan(bytes(data)).messages == rows
+
+
+@pytest.mark.parametrize("pages", [105, 106, 107, 208, 209])
+def test_a_pointer_map_page_at_the_end_of_the_file_is_read(pages: int) -> None:
+    """At 512-byte pages a map page covers the next 102 pages (2, 105, 208, ...): a file ending just
+    after one still has its free last pages told by it."""
+    with outbox_file(512) as f:
+        i = 0
+        while f.conn.execute("PRAGMA page_count").fetchone()[0] < pages:
+            f.put(rows_of(1, size=60, start=i))
+            i += 1
+        f.delete(f"id > {i * 2 // 3}")
+        f.checkpoint()
+        db, _ = f.image()
+    rows, _ = committed(db, b"")
+    found = scan(bytes(100) + db[100:])
+    assert found.ptrmap and found.page_size == 512
+    assert found.messages == rows
+
+
+def test_a_file_without_a_map_is_not_read_at_a_size_whose_pages_look_like_one() -> None:
+    """Rows of 0x03 bytes read at 4096 as map entries of kind 3 (an overflow page) with a parent
+    past the file's end: not a map. The file's own size (2048) reads every row."""
+    with tempfile.TemporaryDirectory() as d:
+        conn = sqlite3.connect(str(Path(d) / "q.db"), isolation_level=None)
+        conn.execute("PRAGMA page_size=2048")
+        conn.executescript(SCHEMA)
+        conn.executemany(
+            "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?, ?, ?, ?, ?)",
+            [(f"m{i}", "t", b"\x03" * 1900, 1900, 1.0) for i in range(60)],
+        )
+        conn.close()
+        db = (Path(d) / "q.db").read_bytes()
+    found = scan(bytes(100) + db[100:])
+    assert not found.ptrmap and found.page_size == 2048 and len(found.messages) == 60
