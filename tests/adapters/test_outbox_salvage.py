@@ -167,7 +167,7 @@ def test_a_real_full_database_is_disk_full_and_not_corrupt(tmp_path: Path) -> No
         (11 | 256, "", True),  # SQLITE_CORRUPT_VTAB: an extended code of CORRUPT
         (779, "", True),  # SQLITE_CORRUPT_INDEX
         (5, "malformed", False),  # BUSY: the code decides, not the text
-        (13, "database or disk is full", False),
+        (13, "", False),  # FULL by its code, whatever the text
         (10, "disk I/O error", False),
         (None, "database disk image is malformed", True),
         (None, "file is not a database", True),
@@ -364,6 +364,18 @@ def test_stats_of_an_empty_queue_say_none_oldest_and_boot_at_least_1(tmp_path: P
     connect(path).close()
     s = read_stats(path)
     assert (s["pending"], s["bytes"], s["oldest"], s["seq"], s["boot"]) == (0, 0, None, 0, 1)
+    assert all(s[key] == 0 for key in STATS_COUNTERS)  # a new file has none of them in meta yet
+    assert set(s) == {
+        "pending",
+        "inflight",
+        "unflushed",
+        "bytes",
+        "oldest",
+        "path",
+        "seq",
+        "boot",
+        "disk_full",
+    } | set(STATS_COUNTERS)
 
 
 def test_reading_never_writes_and_works_while_the_writer_holds_rows_in_its_wal(tmp_path: Path) -> None:
@@ -443,6 +455,9 @@ def test_export_of_a_file_damaged_half_way_goes_on_page_by_page_once_each_in_ord
     path, there = _half_readable(tmp_path)
     got = ns(list(iter_messages(path)))
     assert got == sorted(set(got)) and set(got) <= set(there)  # in order, once each, no acked row
+    rows = list(iter_messages(path))
+    assert [r["rowid"] for r in rows] == [n + 1 for n in got]  # the ids the writer gave them
+    assert all(r["topic"] == TOPIC and r["attempts"] == 0 and r["created"].startswith("20") for r in rows)
     assert len(there) - 40 < len(got) < len(there)  # only the damaged leaf's rows are missing
     assert got[-1] == 1999 and 1000 not in got  # rows after the damage came from the page scan
     assert ns(list(iter_messages(path, limit=1500))) == got[:1500]
@@ -459,6 +474,63 @@ def test_stats_of_a_damaged_file_count_what_cannot_be_read(tmp_path: Path) -> No
     assert s["bytes"] == sum(len(m[2]) for m in scan_file(path).messages.values())
     assert s["oldest"] == rows[0]["created"] and s["seq"] == 2000 and s["boot"] >= 1
     assert s["path"] == str(path) and (s["inflight"], s["unflushed"], s["disk_full"]) == (0, 0, False)
+    assert s["note"] == f"read page by page: {path}: database disk image is malformed"
+    path.with_name("q.db.marks").unlink()  # without the marks: the file's own row count
+    assert read_stats(path)["unreadable_rows"] == s["unreadable_rows"]
+
+
+def _marks(path: Path, committed: int, rows: int) -> None:
+    marks = MarksFile(path)
+    try:
+        marks.write(Marks(seq=committed, committed=committed, boot=1, rows=rows))
+    finally:
+        marks.close()
+
+
+def test_stats_take_the_row_count_from_the_marks_only_when_they_saw_the_files_last_commit(
+    tmp_path: Path,
+) -> None:
+    path, there = _half_readable(tmp_path)
+    pending = read_stats(path)["pending"]
+    _marks(path, committed=1999, rows=5000)  # older than the file's last commit (2000): not taken
+    assert read_stats(path)["unreadable_rows"] == len(there) - pending
+    _marks(path, committed=2000, rows=5000)  # the same commit: the marks say
+    assert read_stats(path)["unreadable_rows"] == 5000 - pending
+
+
+def test_stats_of_a_file_from_before_seq_take_the_marks(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    queue(path, 600)
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("DELETE FROM meta WHERE key = 'seq_committed'")
+    conn.close()
+    damage_row_page(path, 300)
+    _marks(path, committed=0, rows=650)
+    s = read_stats(path)
+    assert s["damaged"] is True and s["pending"] + s["unreadable_rows"] == 650
+
+
+def test_a_leaf_whose_cells_point_off_the_page_is_one_damaged_page(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    queue(path, 600)
+    data = bytearray(path.read_bytes())
+    at = max(data.find(b'"n":300,'), data.find(b'"n": 300,')) // 4096 * 4096
+    data[at + 8 : at + 4096] = b"\xff" * 4088
+    path.write_bytes(bytes(data))
+    s = read_stats(path)
+    assert s["damaged_pages"] == 1 and s["unreadable_rows"] > 0
+
+
+def test_a_queue_path_that_cannot_be_read_at_all_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    path.mkdir()  # a folder where the file belongs
+    for call in (lambda: read_stats(path), lambda: list(iter_messages(path))):
+        with pytest.raises(QueueError) as err:
+            call()
+        text = str(err.value)
+        assert text.startswith(f"{path}: ") and text.endswith(
+            "; and the file cannot be read for a page scan: Is a directory"
+        )
 
 
 def test_stats_of_a_headerless_file_take_the_row_count_and_seq_from_the_marks(tmp_path: Path) -> None:
@@ -527,9 +599,13 @@ def test_export_survives_rows_whose_columns_sqlite_reads_as_null_or_text(tmp_pat
     conn.execute(
         "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES ('n', 't/text', 'plain', 5, 'yesterday')"
     )
+    conn.execute(
+        "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES ('o', 't/int', 42, 2, 0)"
+    )
     conn.close()
     assert list(iter_messages(path)) == [
         {"rowid": 1, "topic": "t/short", "created": None, "attempts": 0, "payload": None},
         {"rowid": 2, "topic": "t/text", "created": None, "attempts": 0, "payload": "plain"},
+        {"rowid": 3, "topic": "t/int", "created": "1970-01-01T00:00:00Z", "attempts": 0, "payload": 42},
     ]
     assert read_stats(path)["oldest"] is None
