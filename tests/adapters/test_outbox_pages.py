@@ -548,3 +548,17 @@ def test_a_file_without_a_map_is_not_read_at_a_size_whose_pages_look_like_one() 
         db = (Path(d) / "q.db").read_bytes()
     found = scan(bytes(100) + db[100:])
     assert not found.ptrmap and found.page_size == 2048 and len(found.messages) == 60
+
+
+@pytest.mark.parametrize("rowid", [2**56 - 1, 2**56, 2**62 + 12345, 2**63 - 1])
+def test_a_row_id_of_nine_varint_bytes_reads_back(rowid: int) -> None:
+    """A row id from 2^56 up takes SQLite's 9-byte varint (the last byte whole, 8 bits)."""
+    with outbox_file(1024) as f:
+        f.conn.execute(
+            "INSERT INTO messages(id, msg_id, topic, payload, size, created) VALUES (?, 'm', 't', x'01', 1, 1.0)",
+            (rowid,),
+        )
+        f.checkpoint()
+        db, _ = f.image()
+    assert_reads_as_sqlite(scan(db), db, b"")
+    assert list(scan(db).messages) == [rowid]

@@ -285,7 +285,7 @@ def test_older_marks_do_not_override_the_files_own_row_count(tmp_path: Path) -> 
     data = bytearray(path.read_bytes())
     data[:100] = bytes(100)
     path.write_bytes(bytes(data))
-    kept = Marks(seq=10, committed=10, boot=1, rows=10)  # older than the file's seq_committed
+    kept = Marks(seq=10, committed=10, boot=1, rows=900)  # older than the file's seq_committed: not taken
     rec = recover_if_corrupt(path, connect, kept)
     assert rec is not None and (rec.salvaged, rec.lost, rec.lost_unknown) == (500, 0, False)
     kept = Marks(seq=500, committed=500, boot=1, rows=520)  # the very commit the file saw: the marks win
@@ -328,7 +328,7 @@ def test_an_unreadable_aside_file_salvages_nothing_and_says_so(
     finally:
         db.scan_file = real  # type: ignore[assignment]
     assert rec is not None and (rec.salvaged, rec.lost, rec.lost_unknown) == (0, 0, True)
-    assert "outbox salvage: cannot read" in caplog.text and "Permission denied" in caplog.text
+    assert f"outbox salvage: cannot read {rec.moved_to}: " in caplog.text and "Permission denied" in caplog.text
 
 
 # --- outbox_read: queue stats / peek / export -----------------------------------------------------
