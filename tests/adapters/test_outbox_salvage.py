@@ -328,7 +328,9 @@ def test_an_unreadable_aside_file_salvages_nothing_and_says_so(
     finally:
         db.scan_file = real  # type: ignore[assignment]
     assert rec is not None and (rec.salvaged, rec.lost, rec.lost_unknown) == (0, 0, True)
-    assert f"outbox salvage: cannot read {rec.moved_to}: " in caplog.text and "Permission denied" in caplog.text
+    assert (
+        f"outbox salvage: cannot read {rec.moved_to}: " in caplog.text and "Permission denied" in caplog.text
+    )
 
 
 # --- outbox_read: queue stats / peek / export -----------------------------------------------------
@@ -609,3 +611,14 @@ def test_export_survives_rows_whose_columns_sqlite_reads_as_null_or_text(tmp_pat
         {"rowid": 3, "topic": "t/int", "created": "1970-01-01T00:00:00Z", "attempts": 0, "payload": 42},
     ]
     assert read_stats(path)["oldest"] is None
+
+
+def test_a_file_from_before_seq_takes_the_row_count_of_its_marks(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    queue(path, 600)
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("DELETE FROM meta WHERE key = 'seq_committed'")
+    conn.close()
+    damage_row_page(path, 300)
+    rec = recover_if_corrupt(path, connect, Marks(seq=0, committed=0, boot=1, rows=650))
+    assert rec is not None and not rec.lost_unknown and rec.salvaged + rec.lost == 650
