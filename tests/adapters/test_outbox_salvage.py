@@ -235,7 +235,13 @@ def test_a_corrupt_file_is_moved_aside_with_its_wal_and_salvaged_with_its_ids_an
     assert not path.with_name("q.db-wal").exists() or path.with_name("q.db-wal").stat().st_size < 10**6
     assert not rec.lost_unknown and rec.salvaged + rec.lost == 900 and 800 < rec.salvaged < 900
     assert rec.reason and rec.reason in caplog.text
-    assert f"moved aside to {rec.moved_to}; salvaged {rec.salvaged} messages, lost {rec.lost}" in caplog.text
+    assert (
+        f"outbox {path} failed its integrity check ({rec.reason}): moved aside to {rec.moved_to}; "
+        in caplog.text
+    )
+    assert caplog.text.rstrip().endswith(
+        f"salvaged {rec.salvaged} messages, lost {rec.lost}"
+    )  # a known count
     conn = sqlite3.connect(str(path))
     try:
         rows = conn.execute(
@@ -331,6 +337,7 @@ def test_an_unreadable_aside_file_salvages_nothing_and_says_so(
     assert (
         f"outbox salvage: cannot read {rec.moved_to}: " in caplog.text and "Permission denied" in caplog.text
     )
+    assert caplog.text.rstrip().endswith("lost 0 damaged pages (how many rows they held is unknown)")
 
 
 # --- outbox_read: queue stats / peek / export -----------------------------------------------------
