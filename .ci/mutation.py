@@ -418,14 +418,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_pinned.py::test_sqlite_errors_leave_the_outbox_only_as_queue_errors",
         ],
     ),
+    # the page reader: real files read as SQLite reads them, hostile bytes (hypothesis); not
+    # tests/outbox/test_salvage.py (its CLI subprocesses cost seconds per mutant, no credit)
     "outbox-salvage": (
+        ["edge_agent/adapters/outbox_pages.py"],
         [
-            "edge_agent/adapters/outbox_pages.py",
-            "edge_agent/adapters/outbox_db.py",
-            "edge_agent/adapters/outbox_read.py",
-        ],
-        [
-            "tests/outbox/test_salvage.py",
+            "tests/adapters/test_outbox_pages.py",
+            "tests/adapters/test_outbox_salvage.py",
             "tests/outbox/test_loss_visible.py::test_first_100_bytes_overwritten_every_row_is_salvaged_or_counted_and_seq_goes_on",
             "tests/outbox/test_loss_visible.py::test_a_damaged_header_and_a_damaged_row_page_count_the_loss_from_the_kept_row_count",
             "tests/outbox/test_loss_visible.py::test_a_damaged_header_does_not_bring_acknowledged_rows_back",
@@ -433,6 +432,16 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_pinned.py::test_salvage_skips_frames_of_a_transaction_that_never_committed",
             "tests/outbox/test_pinned.py::test_salvage_ignores_frames_of_an_older_wal_generation",
             "tests/outbox/test_pinned.py::test_salvage_with_the_header_intact_never_brings_back_acked_rows",
+        ],
+    ),
+    # the salvage's file operations and the read-only views, in process (test_salvage.py's CLI
+    # runs are subprocesses: no credit, seconds per mutant)
+    "outbox-salvage-files": (
+        ["edge_agent/adapters/outbox_db.py", "edge_agent/adapters/outbox_read.py"],
+        [
+            "tests/adapters/test_outbox_salvage.py",
+            "tests/outbox/test_loss_visible.py::test_first_100_bytes_overwritten_every_row_is_salvaged_or_counted_and_seq_goes_on",
+            "tests/outbox/test_loss_visible.py::test_a_damaged_header_and_a_damaged_row_page_count_the_loss_from_the_kept_row_count",
             "tests/outbox/test_outbox.py::test_corrupt_file_is_moved_aside_and_salvaged",
             "tests/outbox/test_outbox.py::test_a_file_that_is_not_a_database",
             "tests/outbox/test_old_sqlite.py",

@@ -78,10 +78,13 @@ def _record(payload: bytes) -> list[Any]:
 
 def _wal_pages(wal: bytes, page_size: int) -> dict[int, bytes]:
     """Page images of committed WAL frames with the header's salt (a frame after the last commit
-    frame belongs to a transaction that never committed)."""
+    frame belongs to a transaction that never committed). Frames of another page size are not pages
+    of this file: a damaged or crafted WAL header once gave 1-byte "pages" the scan indexed past."""
     if len(wal) < 32 or wal[:4] not in (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"):
         return {}
     size = int.from_bytes(wal[8:12], "big") or page_size
+    if size != page_size:
+        return {}
     salt = wal[16:24]
     pending: dict[int, bytes] = {}
     committed: dict[int, bytes] = {}

@@ -114,11 +114,15 @@ def read_stats(path: Path) -> dict[str, Any]:
         conn.close()
 
 
-def _row(rowid: int, topic: str, payload: bytes, created: float, attempts: int) -> dict[str, Any]:
-    try:
-        body: Any = json.loads(payload)
-    except ValueError:
-        body = payload.decode("utf-8", "replace")
+def _row(rowid: int, topic: str, payload: Any, created: Any, attempts: int) -> dict[str, Any]:
+    # SQLite reads a damaged record's missing columns as NULL without an error: a None payload made
+    # `queue export` die with TypeError half-way through a damaged file
+    body: Any = payload
+    if isinstance(payload, (bytes, str)):
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            body = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
     return {
         "rowid": rowid,
         "topic": topic,
