@@ -3,15 +3,19 @@ figures ``queue stats`` and the status show, a closed queue (issue 19, mutation 
 
 from __future__ import annotations
 
+import json
+import logging
+import sqlite3
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
-from support.outbox import TOPIC, big_limits
+from support.outbox import TOPIC, FullOnDelete, big_limits, crash, meta_rows
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.config import QueueConfig
-from edge_agent.errors import QueueError
+from edge_agent.errors import QueueError, QueueFullError
 
 
 def test_every_queue_key_reaches_the_outbox(tmp_path: Path) -> None:
@@ -76,3 +80,127 @@ def test_a_closed_queue_answers_queue_errors(tmp_path: Path) -> None:
             call()
     with Outbox(tmp_path / "q.db", big_limits()) as again:  # the batch was flushed at close
         assert again.stats()["pending"] == 1
+
+
+class _Broken:
+    """A connection whose every statement fails as a damaged file does."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, *args: object) -> object:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    executemany = execute
+    executescript = execute
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+def test_each_failing_call_names_the_file_and_what_it_was_doing(tmp_path: Path) -> None:
+    """The one line an operator reads says which step failed, not only that SQLite did."""
+    path = tmp_path / "q.db"
+    why = "database disk image is malformed"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        ob.put(TOPIC, {"n": 1})
+        ob.flush()
+        real_r, real_w = ob.db.r, ob.db.w
+        ob.db.r = _Broken(real_r)  # type: ignore[assignment]
+        reads: list[tuple[str, Callable[[], object]]] = [
+            ("read the queue", lambda: ob.claim(5)),
+            ("delete acknowledged messages", lambda: ob.ack([1])),
+            ("acknowledge and claim messages", lambda: ob.ack_and_claim([1], 5)),
+            ("read the queue", ob.stats),
+        ]
+        for doing, call in reads:
+            with pytest.raises(QueueError) as err:
+                call()
+            assert str(err.value) == f"{path}: cannot {doing}: {why}"
+        ob.db.r = real_r
+        ob.put(TOPIC, {"n": 2})
+        ob.db.w = _Broken(real_w)  # type: ignore[assignment]
+        writes: list[tuple[str, Callable[[], object]]] = [
+            ("purge the queue", ob.purge),
+            ("expire old messages", ob.expire),
+            ("vacuum the queue", ob.vacuum),
+            ("write the queue", ob.flush),
+        ]
+        for doing, call in writes:
+            with pytest.raises(QueueError) as err:
+                call()
+            assert str(err.value) == f"{path}: cannot {doing}: {why}"
+        ob.db.w = real_w
+
+
+def test_the_figures_read_during_a_commit_count_its_rows_once(tmp_path: Path) -> None:
+    """A status read while the flusher's commit runs (rows out of the batch, not yet in the file)
+    shows them once, and acked rows whose delete waits for room are no longer pending."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6) as ob:
+        ob.put(TOPIC, {"n": 0})
+        for i in range(1, 4):
+            ob.put(TOPIC, {"n": i})
+        seen: list[dict[str, object]] = []
+        real = ob.db.w
+
+        class Spy:
+            def executemany(self, sql: str, rows: object) -> object:
+                if sql.startswith("INSERT INTO messages"):
+                    seen.append(ob.stats())
+                return real.executemany(sql, rows)
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(real, name)
+
+        ob.db.w = Spy()  # type: ignore[assignment]
+        assert ob.flush() == 3
+        ob.db.w = real
+        assert [(s["pending"], s["unflushed"]) for s in seen] == [(4, 3)]
+        assert seen[0]["bytes"] == ob.stats()["bytes"]
+        ob.db.r = FullOnDelete(ob.db.r, 3)  # type: ignore[assignment]
+        ob.ack([m.rowid for m in ob.claim(2)])  # the deletes wait for the next ack
+        assert (ob.stats()["pending"], meta_rows(path)) == (2, 4)
+
+
+def test_a_rejection_is_stored_with_the_next_flush_and_logged_once_per_streak(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The refusals are counted on disk by the next periodic flush even with nothing new to store,
+    so a crash right after it keeps them; the warning comes once per streak of refusals."""
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_messages=2, policy="reject_new"), flush_interval_s=60)
+    with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+        ob.put(TOPIC, {"n": 0})
+        ob.put(TOPIC, {"n": 1})
+        ob.flush()
+        for _ in range(3):
+            with pytest.raises(QueueFullError):
+                ob.put(TOPIC, {"n": 2})
+        ob.ack([m.rowid for m in ob.claim(1)])
+        ob.put(TOPIC, {"n": 3})  # accepted: the streak ends
+        with pytest.raises(QueueFullError):
+            ob.put(TOPIC, {"n": 4})
+    line = f"outbox {path}: rejecting new messages: queue holds 2 messages (queue.max_messages=2) (policy reject_new)"
+    assert [r.getMessage() for r in caplog.records] == [line, line]
+    ob.flush()
+    crash(ob)
+    with Outbox(path, big_limits()) as again:
+        assert again.stats()["rejected"] == 4
+
+
+def test_the_sync_side_calls_pass_their_arguments_through(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=60) as ob:
+        for i in range(5):
+            ob.put(TOPIC, {"n": i})
+        ob.flush()
+        newest = ob.claim(2, newest_first=True)
+        assert [json.loads(m.payload)["n"] for m in newest] == [4, 3]
+        assert ob.release([newest[0].rowid]) == 1
+        assert ob.stats()["inflight"] == 1
+        n, got = ob.ack_and_claim([newest[1].rowid], 2)
+        assert n == 1 and [json.loads(m.payload)["n"] for m in got] == [0, 1]
+        n, got = ob.ack_and_claim([m.rowid for m in got], 1, newest_first=True)
+        assert n == 2 and [json.loads(m.payload)["n"] for m in got] == [4]
+        assert ob.release() == 1 and ob.stats()["pending"] == 2
