@@ -12,7 +12,7 @@ import pytest
 from support.outbox import TOPIC, big_limits, crash
 
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.adapters.outbox_marks import MarksFile, read_marks
+from edge_agent.adapters.outbox_marks import MarksFile, marks_path, read_marks
 from edge_agent.core.queue_policy import Marks
 from edge_agent.errors import QueueFullError
 
@@ -127,3 +127,68 @@ def test_an_undo_that_cannot_write_is_one_warning_naming_the_file(
     assert [r.getMessage() for r in caplog.records] == [
         f"outbox: cannot restore {db}.marks: Bad file descriptor"
     ]
+
+
+def _figures(ob: Outbox) -> tuple[int, ...]:
+    s = ob.stats()
+    return tuple(s[k] for k in ("seq", "crashes", "seq_skipped", "rejected", "lost", "pending"))
+
+
+def test_a_crash_window_counted_once_is_not_counted_again_without_the_marks_file(tmp_path: Path) -> None:
+    """Two crashes, the second before anything new was stored; then the marks file is gone too.
+    The file's own meta says up to where gaps were counted, so the first window is not counted a
+    second time."""
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=100)
+    for i in range(8):
+        ob.put(TOPIC, {"n": i})
+        if i == 4:
+            ob.flush()  # 1..5 stored, 6..21 reserved; 6..8 lost in the crash
+    crash(ob)
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=100)
+    assert _figures(ob) == (21, 1, 16, 0, 0, 5)
+    ob.flush()  # stores the counters (and a new reservation, 22..37), nothing else
+    crash(ob)
+    marks_path(path).unlink()
+    with Outbox(path, big_limits()) as ob:
+        assert _figures(ob) == (37, 2, 32, 0, 0, 5)
+
+
+def test_refusals_after_a_crash_reserve_above_the_counted_window(tmp_path: Path) -> None:
+    """A full reject_new queue after a crash: the first put is refused before anything is stored,
+    and its number is reserved in the marks file only. A second crash then counts the numbers
+    above the first window, not the first window again."""
+    path = tmp_path / "q.db"
+    limits = big_limits(max_messages=2, policy="reject_new")
+    ob = Outbox(path, limits, flush_interval_s=60, flush_batch=100)
+    ob.put(TOPIC, {"n": 0})
+    ob.put(TOPIC, {"n": 1})
+    ob.flush()  # 1, 2 stored; reserved up to 18
+    crash(ob)
+    ob = Outbox(path, limits, flush_interval_s=60, flush_batch=100)
+    assert _figures(ob) == (18, 1, 16, 0, 0, 2)
+    with pytest.raises(QueueFullError):
+        ob.put(TOPIC, {"n": 2})  # seq 19: past the reservation, reserved in the marks (to 35)
+    crash(ob)
+    with Outbox(path, limits) as ob:
+        # 3..18 counted by the first start, 19..35 by this one (19 is also the refusal)
+        assert _figures(ob) == (35, 2, 33, 1, 0, 2)
+
+
+def test_a_reservation_the_marks_file_refuses_is_one_error_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_messages=1, policy="reject_new"), flush_interval_s=60, flush_batch=100)
+    ob.put(TOPIC, {"n": 0})  # stored; reserved up to 17
+    for i in range(16):  # 2..17: within the reservation
+        with pytest.raises(QueueFullError):
+            ob.put(TOPIC, {"n": i})
+    ob.ledger.marks.close()
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="edge_agent.outbox"), pytest.raises(QueueFullError):
+        ob.put(TOPIC, {"n": 17})  # 18: past it
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [
+        f"outbox {path}: cannot reserve seq numbers in {path}.marks: Bad file descriptor"
+    ]
+    crash(ob)
