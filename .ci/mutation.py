@@ -403,6 +403,9 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
             "tests/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
             "tests/outbox/test_pinned.py::test_sqlite_errors_leave_the_outbox_only_as_queue_errors",
+            # the tests made for this area's survivors (docs/testing.md)
+            "tests/adapters/test_outbox_life.py",
+            "tests/adapters/test_outbox_open.py",
         ],
     ),
     "outbox-marks": (
@@ -421,6 +424,8 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_outbox.py::test_full_disk_reject_new_refuses_then_recovers",
             "tests/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
             "tests/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
+            # the tests made for this area's survivors (docs/testing.md)
+            "tests/adapters/test_outbox_life.py",
         ],
     ),
     "outbox-salvage": (
