@@ -5,6 +5,7 @@ mutation survivors; the kill -9 side is in tests/outbox/test_loss_visible.py).""
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from pathlib import Path
 
@@ -192,3 +193,39 @@ def test_a_reservation_the_marks_file_refuses_is_one_error_line(
         f"outbox {path}: cannot reserve seq numbers in {path}.marks: Bad file descriptor"
     ]
     crash(ob)
+
+
+def test_every_commit_syncs_its_marks_to_disk_before_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marks are worth something after a power cut only if they reached the disk before the
+    COMMIT they cover: each commit's marks write is followed by a data sync of the marks file,
+    and that comes before the COMMIT statement."""
+    path = tmp_path / "q.db"
+    events: list[str] = []
+    real_sync = os.fdatasync
+
+    def sync(fd: int) -> None:
+        events.append("sync marks" if os.readlink(f"/proc/self/fd/{fd}").endswith(".marks") else "sync")
+        real_sync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", sync)
+    with Outbox(path, big_limits(), flush_interval_s=60, flush_batch=100) as ob:
+        real = ob.db.w
+
+        class Spy:
+            def execute(self, sql: str, *args: object) -> object:
+                if sql == "COMMIT":
+                    events.append("COMMIT")
+                return real.execute(sql, *args)
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(real, name)
+
+        ob.db.w = Spy()  # type: ignore[assignment]
+        ob.put(TOPIC, {"n": 0})  # commits at once
+        for i in range(1, 20):  # past the reservation of 16: a second commit inside put
+            ob.put(TOPIC, {"n": i})
+        ob.flush()
+    # the first put, the spent reservation at seq 17, the flush of 18..20, the clean mark at close
+    assert events == ["sync marks", "COMMIT"] * 4
