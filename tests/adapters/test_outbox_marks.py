@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -229,3 +230,82 @@ def test_every_commit_syncs_its_marks_to_disk_before_the_commit(
         ob.flush()
     # the first put, the spent reservation at seq 17, the flush of 18..20, the clean mark at close
     assert events == ["sync marks", "COMMIT"] * 4
+
+
+def _lose_the_wal_since(path: Path, snapshot: Path) -> None:
+    """What a lost ``-wal`` leaves: the file as of its last checkpoint (``snapshot``), no WAL."""
+    shutil.copy(snapshot, path)
+    for f in path.parent.glob(path.name + "-*"):
+        f.unlink()
+
+
+def test_a_lost_wal_counts_its_rows_each_time_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Commits that were only in the WAL are gone: the marks saw them, so they are counted as lost
+    (and logged with the numbers), on top of what an earlier loss counted; the start after a clean
+    close counts nothing again."""
+    path, snap = tmp_path / "q.db", tmp_path / "snapshot"
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=100)
+    for i in range(8):
+        ob.put(TOPIC, {"n": i})
+        if i == 4:
+            ob.flush()
+            ob.db.checkpoint()
+            shutil.copy(path, snap)  # 1..5 in the file itself; 6..8 go to the WAL
+    ob.flush()
+    crash(ob)
+    _lose_the_wal_since(path, snap)
+    with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"):
+        ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=100)
+    assert _figures(ob) == (24, 1, 16, 0, 3, 5)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"outbox {path}: the file holds no row after seq 5 but seq 8 was committed (its WAL or the file "
+        "itself was lost): 3 messages lost (at most 8 were stored; acknowledged ones among them may come "
+        "back and be sent again with the same id)",
+        f"outbox {path}: the previous run ended without a clean close: seq 9..24 skipped (at most 16 "
+        "results lost in the group-commit window)",
+    ]
+    ob.put(TOPIC, {"n": 8})  # seq 25: committed at once (past the reservation)
+    ob.db.checkpoint()
+    shutil.copy(path, snap)
+    ob.put(TOPIC, {"n": 9})
+    ob.flush()  # seq 26: in the WAL only
+    crash(ob)
+    _lose_the_wal_since(path, snap)
+    with Outbox(path, big_limits()) as ob:
+        # 26 lost (one more), 27..42 the second crash's window
+        assert _figures(ob) == (42, 2, 32, 0, 4, 6)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"), Outbox(path, big_limits()) as ob:
+        assert _figures(ob) == (42, 2, 32, 0, 4, 6)
+    assert caplog.records == []
+
+
+def test_without_the_marks_file_a_refusal_reserves_from_the_file_s_own_figures(tmp_path: Path) -> None:
+    """The marks file is gone (a restore of the queue file alone) and the queue is full under
+    reject_new: the first refusal writes a new marks file from the figures the file holds, so a
+    crash then counts no loss, the next boot follows, and no number is used twice."""
+    path = tmp_path / "q.db"
+    limits = big_limits(max_messages=3, policy="reject_new")
+    with Outbox(path, limits) as ob:
+        for i in range(3):
+            ob.put(TOPIC, {"n": i})
+    marks_path(path).unlink()
+    ob = Outbox(path, limits, flush_interval_s=60, flush_batch=100)
+    assert (ob.boot, _figures(ob)) == (2, (3, 0, 0, 0, 0, 3))
+    with pytest.raises(QueueFullError):
+        ob.put(TOPIC, {"n": 3})  # seq 4: past the reservation (none yet), reserved up to 20
+    kept = read_marks(path)
+    assert kept is not None
+    assert (kept.seq, kept.committed, kept.boot, kept.rows, kept.clean, kept.skipped_to) == (
+        20,
+        3,
+        1,
+        3,
+        False,
+        3,
+    )
+    crash(ob)
+    with Outbox(path, limits) as ob:
+        assert (ob.boot, _figures(ob)) == (2, (20, 1, 17, 1, 0, 3))
