@@ -232,3 +232,20 @@ def test_a_drain_that_only_acks_writes_the_row_count_at_close(tmp_path: Path) ->
             "seq": 4, "boot": 3, "pending": 0, "crashes": 0, "seq_skipped": 0, "lost": 0, "dropped": 0,
             "rejected": 0,
         }  # fmt: skip
+
+
+def test_rows_past_max_age_are_dropped_when_the_queue_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device off for longer than max_age: its old results go at the start, before any is sent."""
+    path = tmp_path / "q.db"
+    then = time.time() - 7200
+    with monkeypatch.context() as m:
+        m.setattr(time, "time", lambda: then)
+        with Outbox(path, big_limits(), flush_interval_s=60) as ob:
+            for i in range(3):
+                ob.put(TOPIC, {"n": i})
+    with Outbox(path, big_limits(max_age_s=3600), flush_interval_s=60) as ob:
+        s = ob.stats()
+        assert (s["pending"], s["expired"], s["dropped"]) == (0, 3, 3)
+        assert ob.claim(10) == []
