@@ -8,13 +8,14 @@ import logging
 import os
 import shutil
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
 from support.outbox import TOPIC, big_limits, crash
 
 from edge_agent.adapters.outbox import Outbox
-from edge_agent.adapters.outbox_marks import MarksFile, marks_path, read_marks
+from edge_agent.adapters.outbox_marks import _RECORD, MAGIC, SLOT, MarksFile, marks_path, read_marks
 from edge_agent.core.queue_policy import Marks
 from edge_agent.errors import QueueFullError
 
@@ -309,3 +310,89 @@ def test_without_the_marks_file_a_refusal_reserves_from_the_file_s_own_figures(t
     crash(ob)
     with Outbox(path, limits) as ob:
         assert (ob.boot, _figures(ob)) == (2, (20, 1, 17, 1, 0, 3))
+
+
+def test_a_new_queue_s_marks_file_is_two_private_slots_allocated_at_open(tmp_path: Path) -> None:
+    """Both slots exist before the first write (so a write never needs a free block: a full disk
+    cannot refuse it) and the file is private like the queue."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits()):
+        st = marks_path(path).stat()
+        assert (st.st_size, st.st_mode & 0o777) == (2 * SLOT, 0o600)
+        assert read_marks(path) is None  # nothing written yet: zeros
+
+
+def test_opening_and_closing_an_existing_queue_leaves_its_marks_file_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits()) as ob:
+        for i in range(5):
+            ob.put(TOPIC, {"n": i})
+    before = marks_path(path).read_bytes()
+    mtime = marks_path(path).stat().st_mtime_ns
+    with Outbox(path, big_limits()) as ob:
+        assert ob.stats()["pending"] == 5
+    assert marks_path(path).read_bytes() == before
+    assert marks_path(path).stat().st_mtime_ns == mtime
+
+
+def test_a_new_handle_writes_above_the_generations_on_disk(tmp_path: Path) -> None:
+    """The next start's first write must read as the newest, whichever slot the last one used."""
+    db = tmp_path / "q.db"
+    for n in (2, 3):  # the last write of the first handle in slot 0, then in slot 1
+        first = MarksFile(db)
+        for i in range(n):
+            first.write(Marks(seq=10 + i, boot=1))
+        first.close()
+        second = MarksFile(db)
+        second.write(Marks(seq=50 + n, boot=2))
+        second.close()
+        assert read_marks(db) == Marks(seq=50 + n, boot=2, counters=(0,) * 8)
+        marks_path(db).unlink()
+
+
+def test_a_marks_file_cut_short_keeps_its_record_when_the_queue_opens(tmp_path: Path) -> None:
+    """Cut right after the first slot's record (a copy that stopped short): that record is read,
+    and opening re-allocates both slots without losing it. One byte shorter, it is not a record."""
+    db = tmp_path / "q.db"
+    mf = MarksFile(db)
+    mf.write(Marks(seq=10, committed=5, boot=1, rows=5, clean=False))
+    newest = Marks(seq=30, committed=20, boot=1, rows=20, clean=False, counters=(1, 2, 3, 4, 5, 6, 7, 8))
+    mf.write(newest)  # generation 2: slot 0
+    mf.close()
+    record = marks_path(db).read_bytes()[: _RECORD.size + 4]  # the record and its CRC
+    marks_path(db).write_bytes(record[:-1])
+    assert read_marks(db) is None
+    marks_path(db).write_bytes(record)
+    assert read_marks(db) == newest
+    mf = MarksFile(db)
+    try:
+        assert marks_path(db).stat().st_size == 2 * SLOT
+        assert read_marks(db) == newest and mf.last == newest
+    finally:
+        mf.close()
+
+
+@pytest.mark.parametrize("field", range(14))
+def test_a_slot_with_a_good_crc_but_a_foreign_magic_or_a_negative_figure_is_refused(
+    tmp_path: Path, field: int
+) -> None:
+    """The marks are outside data at the next start: a slot from another program (its own magic)
+    or with a negative figure (seq, committed, boot, rows, skipped_to, a counter) is not taken,
+    even when its CRC is right; the other slot's marks are used instead."""
+    db = tmp_path / "q.db"
+    mf = MarksFile(db)
+    good = Marks(seq=10, committed=5, boot=1, rows=5, clean=False, skipped_to=3, counters=(1,) * 8)
+    mf.write(good)  # generation 1: slot 1
+    mf.close()
+    # generation 2 in slot 0: magic, gen, seq, committed, boot, rows, skipped_to, clean, 8 counters
+    values: list[object] = [MAGIC, 2, 20, 15, 1, 15, 13, 0, *([2] * 8)]
+    if field == 0:
+        values[0] = b"XXXX"
+    else:
+        at = field + 1 if field < 6 else field + 2  # seq..skipped_to, then the counters (after clean)
+        values[at] = -1
+    body = _RECORD.pack(*values)
+    raw = bytearray(marks_path(db).read_bytes())
+    raw[: len(body) + 4] = body + zlib.crc32(body).to_bytes(4, "big")
+    marks_path(db).write_bytes(bytes(raw))
+    assert read_marks(db) == good
