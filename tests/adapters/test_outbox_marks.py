@@ -396,3 +396,24 @@ def test_a_slot_with_a_good_crc_but_a_foreign_magic_or_a_negative_figure_is_refu
     raw[: len(body) + 4] = body + zlib.crc32(body).to_bytes(4, "big")
     marks_path(db).write_bytes(bytes(raw))
     assert read_marks(db) == good
+
+
+def test_a_new_marks_file_is_synced_with_its_directory_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A marks file that exists only in the page cache is gone after a power cut, with the
+    numbers it reserved: its slots and the folder's entry for it are synced when it is made."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    db = tmp_path / "q.db"
+    MarksFile(db).close()
+    assert synced == [f"{db}.marks", str(tmp_path)]
+    synced.clear()
+    MarksFile(db).close()  # it exists: nothing to make, nothing synced
+    assert synced == []
