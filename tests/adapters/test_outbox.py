@@ -204,3 +204,33 @@ def test_the_sync_side_calls_pass_their_arguments_through(tmp_path: Path) -> Non
         n, got = ob.ack_and_claim([m.rowid for m in got], 1, newest_first=True)
         assert n == 2 and [json.loads(m.payload)["n"] for m in got] == [4]
         assert ob.release() == 1 and ob.stats()["pending"] == 2
+
+
+def test_the_byte_cap_counts_the_results_not_yet_stored(tmp_path: Path) -> None:
+    """reject_new at max_bytes: results still in the batch take their room too, so the cap holds
+    between commits and the figures add them up."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(max_bytes=10**6), flush_interval_s=60) as probe:
+        probe.put(TOPIC, {"pad": "x" * 200})
+        one = probe.stats()["bytes"]
+    for f in tmp_path.glob("q.db*"):
+        f.unlink()
+    limits = big_limits(max_bytes=3 * one + one // 2, policy="reject_new")
+    with Outbox(path, limits, flush_interval_s=60, flush_batch=100) as ob:
+        for _ in range(3):  # the first is stored (the reservation), two wait in the batch
+            ob.put(TOPIC, {"pad": "x" * 200})
+        s = ob.stats()
+        assert (s["pending"], s["unflushed"], s["bytes"]) == (3, 2, 3 * one)
+        with pytest.raises(QueueFullError, match=r"max_bytes"):
+            ob.put(TOPIC, {"pad": "x" * 200})
+        assert ob.stats()["rejected"] == 1
+
+
+def test_flush_returns_every_row_it_stored_across_its_transactions(tmp_path: Path) -> None:
+    """A batch over 256 KiB is committed in several transactions; flush() counts them all."""
+    with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=60, flush_batch=1000) as ob:
+        ob.put(TOPIC, {"n": -1})  # the reservation's commit
+        for i in range(15):
+            ob.put(TOPIC, {"n": i, "pad": "x" * 40_000})
+        assert ob.flush() == 15
+        assert ob.stats()["pending"] == 16

@@ -253,3 +253,16 @@ def test_rows_past_max_age_are_dropped_when_the_queue_opens(
     with Outbox(path, big_limits(max_age_s=3600), flush_interval_s=60) as ob:
         s = ob.stats()
         assert (s["expired"], s["crashes"], s["seq_skipped"], s["seq"]) == (3, 0, 0, 3)
+
+
+def test_a_lone_result_is_stored_after_the_interval_not_after_the_flusher_s_idle_sleep(
+    tmp_path: Path,
+) -> None:
+    """An idle flusher sleeps until its next maintenance (30 s); the first result of a batch wakes
+    it, so even one result alone is on disk after about flush_interval_s."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=0.1, flush_batch=100) as ob:
+        ob.put(TOPIC, {"n": 0})  # the reservation's commit
+        time.sleep(0.3)  # the scenario: the flusher gone back to its idle sleep
+        ob.put(TOPIC, {"n": 1})
+        wait_until(lambda: ob.stats()["unflushed"] == 0, 10, "the lone result stored by the interval")

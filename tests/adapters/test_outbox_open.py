@@ -4,6 +4,7 @@ mutation survivors; the full-disk open is in tests/outbox/test_full_disk.py)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -34,3 +35,32 @@ def test_a_queue_that_cannot_be_opened_is_one_error_and_holds_nothing(tmp_path: 
         ob.put(TOPIC, {"n": 1})
         assert (ob.boot, ob.stats()["pending"]) == (1, 1)
     assert _fds() == before
+
+
+def test_an_open_that_fails_with_room_on_the_disk_keeps_the_reserve(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a full disk gives back the reserve kept for the next start: any other failed open
+    (here the file replaced by a folder) leaves it whole and logs no full-disk line."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits()) as ob:
+        ob.put(TOPIC, {"n": 1})
+    reserve = tmp_path / "q.db.reserve"
+    size = reserve.stat().st_size
+    assert size == 1 << 20
+    for f in tmp_path.glob("q.db*"):
+        if f.name in ("q.db", "q.db-wal", "q.db-shm"):
+            f.unlink()
+    path.mkdir()
+    with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"), pytest.raises(QueueError):
+        Outbox(path, big_limits())
+    assert reserve.stat().st_size == size
+    assert caplog.records == []
+
+
+def test_the_writer_syncs_every_commit_and_the_sync_side_does_not_wait_for_fsync(tmp_path: Path) -> None:
+    """synchronous=FULL on the connection that commits results (a commit is on disk when it
+    returns); NORMAL on the one that deletes acked rows (a lost delete only redelivers)."""
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        assert ob.db.w.execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert ob.db.r.execute("PRAGMA synchronous").fetchone()[0] == 1
