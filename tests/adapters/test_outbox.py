@@ -76,7 +76,7 @@ def test_a_closed_queue_answers_queue_errors(tmp_path: Path) -> None:
     ob.close()
     ob.close()  # idempotent
     for call in (lambda: ob.put(TOPIC, {"n": 2}), ob.stats, lambda: ob.claim(1), lambda: ob.ack([1])):
-        with pytest.raises(QueueError, match="queue is closed"):
+        with pytest.raises(QueueError, match=f"^{tmp_path / 'q.db'}: queue is closed$"):
             call()
     with Outbox(tmp_path / "q.db", big_limits()) as again:  # the batch was flushed at close
         assert again.stats()["pending"] == 1

@@ -4,6 +4,7 @@ background flusher's retries and maintenance, what a close does when the file ta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
@@ -266,3 +267,40 @@ def test_a_lone_result_is_stored_after_the_interval_not_after_the_flusher_s_idle
         time.sleep(0.3)  # the scenario: the flusher gone back to its idle sleep
         ob.put(TOPIC, {"n": 1})
         wait_until(lambda: ob.stats()["unflushed"] == 0, 10, "the lone result stored by the interval")
+
+
+def test_the_counters_survive_the_loss_of_the_marks_file(tmp_path: Path) -> None:
+    """The counters live in the queue file too: without the marks file beside it (a restore of the
+    file alone) what was refused and dropped is still counted."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(max_messages=2, policy="reject_new"), flush_interval_s=60) as ob:
+        for i in range(4):
+            with contextlib.suppress(QueueFullError):
+                ob.put(TOPIC, {"n": i})
+    (tmp_path / "q.db.marks").unlink()
+    with Outbox(path, big_limits()) as ob:
+        assert _figures(ob) == {
+            "seq": 4, "boot": 2, "pending": 2, "crashes": 0, "seq_skipped": 0, "lost": 0, "dropped": 0,
+            "rejected": 2,
+        }  # fmt: skip
+
+
+def test_each_salvage_adds_to_the_counts_of_the_ones_before(tmp_path: Path) -> None:
+    """Two damaged headers in two runs: each salvage's rows and file are counted on top of the
+    earlier ones, and the counts are written, so a clean start after them shows the sum."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits()) as ob:
+        for i in range(10):
+            ob.put(TOPIC, {"n": i})
+    for run, more in ((1, 5), (2, 0)):
+        with path.open("r+b") as f:
+            f.write(b"\xa5" * 100)  # the header overwritten
+        with Outbox(path, big_limits()) as ob:
+            s = ob.stats()
+            assert (s["corrupt_files"], s["lost"], s["pending"]) == (run, 0, 10 + 5 * (run - 1))
+            assert s["salvaged"] == (10 if run == 1 else 25)
+            for i in range(more):
+                ob.put(TOPIC, {"n": 10 + i})
+    with Outbox(path, big_limits()) as ob:
+        s = ob.stats()
+        assert (s["corrupt_files"], s["salvaged"], s["lost"], s["crashes"]) == (2, 25, 0, 0)
