@@ -304,3 +304,31 @@ def test_each_salvage_adds_to_the_counts_of_the_ones_before(tmp_path: Path) -> N
     with Outbox(path, big_limits()) as ob:
         s = ob.stats()
         assert (s["corrupt_files"], s["salvaged"], s["lost"], s["crashes"]) == (2, 25, 0, 0)
+
+
+def test_a_maintenance_that_fails_is_one_line_naming_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(outbox_mod, "MAINTENANCE_S", 0.2)
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(), flush_interval_s=0.05) as ob:
+        real = ob.db.w
+
+        class FreelistFails:
+            def execute(self, sql: str, *args: Any) -> Any:
+                if sql == "PRAGMA freelist_count":
+                    raise sqlite3.OperationalError("disk I/O error")
+                return real.execute(sql, *args)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+        with caplog.at_level(logging.ERROR, logger="edge_agent.outbox"):
+            ob.db.w = FreelistFails()  # type: ignore[assignment]
+            wait_until(lambda: caplog.records, 10, "the failed maintenance's line")
+            ob.db.w = real
+        assert caplog.records[0].getMessage() == (
+            f"outbox {path}: background flush failed (will retry): {path}: cannot maintain the queue: disk I/O error"
+        )
+        ob.put(TOPIC, {"n": 1})
+        wait_until(lambda: ob.stats()["unflushed"] == 0, 10, "the flusher still at work")
