@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.outbox import TOPIC, big_limits
+from support.tmpfs import fill, tmpfs
 
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.errors import QueueError
@@ -64,3 +66,33 @@ def test_the_writer_syncs_every_commit_and_the_sync_side_does_not_wait_for_fsync
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
         assert ob.db.w.execute("PRAGMA synchronous").fetchone()[0] == 2
         assert ob.db.r.execute("PRAGMA synchronous").fetchone()[0] == 1
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    with tmpfs(tmp_path / "fs", size="8m") as where:
+        yield where
+
+
+def test_an_open_with_no_room_for_the_reserve_starts_capped_and_says_why(
+    disk: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Less than twice the reserve free at open (the reserve lost, the disk filled meanwhile): the
+    queue starts as on a full disk -- capped, reported in its figures -- with one line saying why."""
+    path = disk / "q.db"
+    with Outbox(path, big_limits()) as ob:
+        ob.put(TOPIC, {"n": 1})
+    (disk / "q.db.reserve").unlink()
+    filler = disk / "filler"
+    size = fill(disk)
+    os.truncate(filler, size - (1 << 20))  # 1 MiB free: less than twice the 1 MiB reserve
+    with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"), Outbox(path, big_limits()) as ob:
+        assert ob.stats()["disk_full"] is True
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and lines[0].startswith(
+            f"outbox {path}: filesystem full (less than twice the reserve is free at open): "
+            "no reserve left to release; the file stays at "
+        )
+        ob.put(TOPIC, {"n": 2})
+        ob.flush()
+        assert ob.stats()["pending"] == 2  # capped: new rows still fit in the pages it has
