@@ -4,6 +4,7 @@ mutation survivors; the kill -9 side is in tests/outbox/test_loss_visible.py).""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -417,3 +418,50 @@ def test_a_new_marks_file_is_synced_with_its_directory_entry(
     synced.clear()
     MarksFile(db).close()  # it exists: nothing to make, nothing synced
     assert synced == []
+
+
+def test_counters_only_in_the_marks_file_are_written_into_the_queue_at_the_next_start(tmp_path: Path) -> None:
+    """A close that could write only the marks (the file refused every write): the next start,
+    even one that stores nothing (a `queue stats`), writes the counters into the queue file, so
+    the file alone still has them if the marks file goes later."""
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_messages=1, policy="reject_new"), flush_interval_s=60)
+    ob.put(TOPIC, {"n": 0})
+    with pytest.raises(QueueFullError):
+        ob.put(TOPIC, {"n": 1})
+    ob.db.w = _Unwritable(ob.db.w)  # type: ignore[assignment]
+    ob.close()
+    with Outbox(path, big_limits()) as again:
+        assert again.stats()["rejected"] == 1
+    marks_path(path).unlink()
+    with Outbox(path, big_limits()) as again:
+        assert _figures(again) == (2, 0, 0, 1, 0, 1)
+
+
+def test_the_whole_file_lost_keeps_the_counters_of_the_last_commit(tmp_path: Path) -> None:
+    """Every commit writes the counters into the marks file too: the queue file gone, what was
+    refused is still counted, with the rows it held as lost."""
+    path = tmp_path / "q.db"
+    with Outbox(path, big_limits(max_messages=2, policy="reject_new"), flush_interval_s=60) as ob:
+        for i in range(5):
+            with contextlib.suppress(QueueFullError):
+                ob.put(TOPIC, {"n": i})
+    for f in tmp_path.glob("q.db*"):
+        if not f.name.endswith((".marks", ".lock")):
+            f.unlink()
+    with Outbox(path, big_limits()) as ob:
+        assert _figures(ob) == (5, 0, 0, 3, 2, 0)
+
+
+def test_a_first_result_too_large_then_a_crash_counts_the_reserved_numbers(tmp_path: Path) -> None:
+    """Nothing was ever stored: the refused first result reserved 1..17 in the marks file only; the
+    crash after it counts exactly those numbers, and the next result gets 18."""
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_bytes=100), flush_interval_s=60)
+    with pytest.raises(QueueFullError):
+        ob.put(TOPIC, {"pad": "x" * 200})
+    crash(ob)
+    with Outbox(path, big_limits(max_bytes=100)) as ob:
+        assert _figures(ob) == (17, 1, 17, 1, 0, 0)
+        ob.put(TOPIC, {"n": 1})
+        assert ob.stats()["seq"] == 18
