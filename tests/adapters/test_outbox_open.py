@@ -96,3 +96,16 @@ def test_an_open_with_no_room_for_the_reserve_starts_capped_and_says_why(
         ob.put(TOPIC, {"n": 2})
         ob.flush()
         assert ob.stats()["pending"] == 2  # capped: new rows still fit in the pages it has
+
+
+def test_a_new_queue_on_a_full_disk_is_one_error_line(disk: Path) -> None:
+    """Not even the marks file's two slots fit: one QueueError naming the file, nothing held."""
+    fill(disk)
+    before = _fds()
+    with pytest.raises(QueueError) as err:
+        Outbox(disk / "q.db", big_limits())
+    assert (
+        str(err.value)
+        == f"{disk / 'q.db'}: cannot open the queue database: [Errno 28] No space left on device"
+    )
+    assert _fds() == before
