@@ -234,3 +234,17 @@ def test_flush_returns_every_row_it_stored_across_its_transactions(tmp_path: Pat
             ob.put(TOPIC, {"n": i, "pad": "x" * 40_000})
         assert ob.flush() == 15
         assert ob.stats()["pending"] == 16
+
+
+def test_a_refusal_alone_is_stored_by_the_next_flush(tmp_path: Path) -> None:
+    """Nothing new to store, only a refusal to count: the periodic flush still writes it, so a
+    crash right after keeps it (the number itself is inside the reservation)."""
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(max_messages=1, policy="reject_new"), flush_interval_s=60)
+    ob.put(TOPIC, {"n": 0})
+    with pytest.raises(QueueFullError):
+        ob.put(TOPIC, {"n": 1})
+    ob.flush()
+    crash(ob)
+    with Outbox(path, big_limits()) as again:
+        assert (again.stats()["rejected"], again.stats()["crashes"]) == (1, 1)

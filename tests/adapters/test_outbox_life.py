@@ -212,6 +212,13 @@ def test_a_close_on_a_file_that_takes_no_write_counts_the_unflushed_results_as_l
             "seq": 8, "boot": 2, "pending": 5, "crashes": 0, "seq_skipped": 0, "lost": 3, "dropped": 0,
             "rejected": 0,
         }  # fmt: skip
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=100)
+    for i in range(3):  # the first is stored (the reservation), two stay in memory
+        ob.put(TOPIC, {"n": 8 + i})
+    ob.db.w = _Failing(ob.db.w, sqlite3.OperationalError("disk I/O error"))  # type: ignore[assignment]
+    ob.close()
+    with Outbox(path, big_limits()) as again:  # on top of the 3 before
+        assert (_figures(again)["lost"], _figures(again)["pending"]) == (5, 6)
 
 
 def test_a_drain_that_only_acks_writes_the_row_count_at_close(tmp_path: Path) -> None:
