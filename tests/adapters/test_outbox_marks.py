@@ -465,3 +465,25 @@ def test_a_first_result_too_large_then_a_crash_counts_the_reserved_numbers(tmp_p
         assert _figures(ob) == (17, 1, 17, 1, 0, 0)
         ob.put(TOPIC, {"n": 1})
         assert ob.stats()["seq"] == 18
+
+
+def test_a_crash_known_only_from_the_marks_is_written_into_the_file_by_a_start_that_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    """After a clean close, a run that only refused (the queue at its cap) and was killed left its
+    reservation and counts in the marks file alone. The next start counts the crash and, even if
+    it stores nothing, writes the counts into the queue file, so losing the marks file later does
+    not lose them."""
+    path = tmp_path / "q.db"
+    limits = big_limits(max_messages=1, policy="reject_new")
+    with Outbox(path, limits) as ob:
+        ob.put(TOPIC, {"n": 0})
+    ob = Outbox(path, limits, flush_interval_s=60)
+    with pytest.raises(QueueFullError):
+        ob.put(TOPIC, {"n": 1})  # seq 2: reserved up to 18 in the marks only
+    crash(ob)
+    with Outbox(path, limits) as ob:
+        assert _figures(ob) == (18, 1, 17, 1, 0, 1)
+    marks_path(path).unlink()
+    with Outbox(path, limits) as ob:
+        assert _figures(ob) == (18, 1, 17, 1, 0, 1)
