@@ -8,6 +8,8 @@ import contextlib
 import json
 import logging
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -339,3 +341,17 @@ def test_a_maintenance_that_fails_is_one_line_naming_the_step(
         )
         ob.put(TOPIC, {"n": 1})
         wait_until(lambda: ob.stats()["unflushed"] == 0, 10, "the flusher still at work")
+
+
+def test_a_process_that_never_closes_its_queue_still_exits(tmp_path: Path) -> None:
+    """A command that fails before its close must not hang at exit on the flusher thread."""
+    code = (
+        "import sys\n"
+        "from edge_agent.adapters.outbox import Outbox\n"
+        "from edge_agent.core.queue_policy import Limits\n"
+        "Outbox(sys.argv[1], Limits(10, 10**6, 1e9)).put('t', {'n': 1})\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "q.db")], timeout=30, capture_output=True
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
