@@ -11,6 +11,25 @@ from support.models import make_bright_detector, make_color_classifier, make_con
 from support.mqtt import Broker, TlsFiles, make_tls, require_mosquitto
 
 REPO = Path(__file__).resolve().parent.parent
+MAX_FILE_BYTES = 4 << 30
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test writes a file over 4 GiB (the largest is a 1 GiB sparse tar member). Under mutation
+    testing a mutated write loop (``have += os.write(...)`` made ``have = ...``) wrote until the
+    real disk was full: 32 GB and 26 GB reserve files stopped every other job on the machine. With
+    this limit such a write fails with EFBIG (SIGXFSZ ignored, so it is an error, not a crash),
+    the mutant is killed, and child processes inherit both."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft == resource.RLIM_INFINITY or soft > MAX_FILE_BYTES:
+        limit = MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(MAX_FILE_BYTES, hard)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+
+
 SHARED = REPO.parent / "shared"
 MODELS = REPO / "models"
 

@@ -330,7 +330,11 @@ class MqttSync:
         if self._stop.is_set() and not session.lost.is_set():
             if self.status_fn is not None:
                 body = offline_status(self.status_fn())
-                client.publish(self.status_topic, encode(body), qos=1, retain=True).wait_for_publish(1.0)
+                info = client.publish(self.status_topic, encode(body), qos=1, retain=True)
+                # rc is an error when the connection died since the check above: a drop at the
+                # stop, not a sync failure (wait_for_publish would raise it as RuntimeError)
+                if info.rc == mqtt.MQTT_ERR_SUCCESS:
+                    info.wait_for_publish(1.0)
             client.disconnect()
         client.loop_stop()
         self._client = self._session_state = None

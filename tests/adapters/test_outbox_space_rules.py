@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from support.outbox import TOPIC, FullOnDelete, big_limits, crash, meta_rows
+from support.outbox import TOPIC, FailingDeletes, FullOnDelete, big_limits, crash, meta_rows
 from support.outbox import freelist as _freelist
 
 from edge_agent.adapters import outbox_state
@@ -160,7 +160,7 @@ def test_an_io_error_while_retrying_on_a_full_disk_keeps_the_batch(tmp_path: Pat
                 seen = _count_commits(ob, fail=lambda k: k == 1)
             else:
                 real = ob.db.w
-                ob.db.w = _FailingDelete(real)  # type: ignore[assignment]
+                ob.db.w = FailingDeletes(real)  # type: ignore[assignment]
             with pytest.raises(QueueError, match="disk I/O error"):
                 ob.flush()
             if bad == "commit":
@@ -175,21 +175,6 @@ def test_an_io_error_while_retrying_on_a_full_disk_keeps_the_batch(tmp_path: Pat
             assert _ns(ob)[-5:] == [nxt + k for k in range(5)]
             ob.release()
             nxt += 5
-
-
-class _FailingDelete:
-    """The writer connection whose DELETEs fail with an I/O error (not a full disk)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        if sql.lstrip().startswith("DELETE"):
-            raise sqlite3.OperationalError("disk I/O error")
-        return self._conn.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
 
 
 def test_a_crash_after_a_drop_made_room_keeps_its_count_and_the_row_count(tmp_path: Path) -> None:
