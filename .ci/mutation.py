@@ -388,6 +388,57 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_outbox.py",
         ],
     ),
+    # outbox.py and outbox_open.py (the open, put, flush, flusher, stats, close), and the marks file
+    # (outbox_marks.py), each on its own narrow in-process tests (issue 19): a crash is
+    # support.outbox.crash (in process, so the restart's resume is credited), never kill -9
+    "outbox-main": (
+        ["edge_agent/adapters/outbox.py", "edge_agent/adapters/outbox_open.py"],
+        [
+            "tests/adapters/test_outbox.py",
+            "tests/adapters/test_outbox_marks.py",
+            "tests/outbox/test_outbox.py::test_round_trip_put_flush_claim_ack",
+            "tests/outbox/test_outbox.py::test_put_sets_the_id_only_when_absent",
+            "tests/outbox/test_outbox.py::test_group_commit_by_batch_size_and_by_interval",
+            "tests/outbox/test_outbox.py::test_interval_zero_commits_inside_put",
+            "tests/outbox/test_outbox.py::test_second_writer_is_refused",
+            "tests/outbox/test_outbox.py::test_drop_oldest_at_count_cap",
+            "tests/outbox/test_outbox.py::test_reject_new_counts_and_raises",
+            "tests/outbox/test_outbox.py::test_a_message_larger_than_the_byte_cap_is_always_rejected",
+            "tests/outbox/test_outbox.py::test_full_disk_reject_new_refuses_then_recovers",
+            "tests/outbox/test_outbox.py::test_corrupt_file_is_moved_aside_and_salvaged",
+            "tests/outbox/test_outbox.py::test_a_file_that_is_not_a_database",
+            "tests/outbox/test_outbox.py::test_old_rows_expire",
+            "tests/outbox/test_loss_visible.py::test_the_whole_file_lost_counts_its_rows_and_seq_and_boot_go_on",
+            "tests/outbox/test_loss_visible.py::test_a_clean_close_leaves_no_gap_and_counts_nothing",
+            "tests/outbox/test_full_disk.py::test_a_queue_on_a_disk_full_to_the_brim_opens_drains_and_takes_new_results",
+            "tests/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
+            "tests/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
+            "tests/outbox/test_pinned.py::test_sqlite_errors_leave_the_outbox_only_as_queue_errors",
+            # the tests made for this area's survivors (docs/testing.md)
+            "tests/adapters/test_outbox_life.py",
+            "tests/adapters/test_outbox_open.py",
+        ],
+    ),
+    "outbox-marks": (
+        ["edge_agent/adapters/outbox_marks.py"],
+        [
+            "tests/adapters/test_outbox_marks.py",
+            "tests/adapters/test_outbox_writer.py::test_the_gap_a_crash_leaves_is_twice_the_last_batch_at_least_16_at_most_flush_batch",
+            "tests/outbox/test_loss_visible.py::test_the_whole_file_lost_counts_its_rows_and_seq_and_boot_go_on",
+            "tests/outbox/test_loss_visible.py::test_a_clean_close_leaves_no_gap_and_counts_nothing",
+            "tests/outbox/test_loss_visible.py::test_marks_survive_a_torn_slot_and_refuse_garbage",
+            "tests/outbox/test_loss_visible.py::test_marks_are_written_before_the_commit",
+            "tests/outbox/test_loss_visible.py::test_first_100_bytes_overwritten_every_row_is_salvaged_or_counted_and_seq_goes_on",
+            "tests/outbox/test_loss_visible.py::test_a_damaged_header_and_a_damaged_row_page_count_the_loss_from_the_kept_row_count",
+            "tests/outbox/test_outbox.py::test_round_trip_put_flush_claim_ack",
+            "tests/outbox/test_outbox.py::test_reject_new_counts_and_raises",
+            "tests/outbox/test_outbox.py::test_full_disk_reject_new_refuses_then_recovers",
+            "tests/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
+            "tests/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
+            # the tests made for this area's survivors (docs/testing.md)
+            "tests/adapters/test_outbox_life.py",
+        ],
+    ),
     # outbox-disk's two small modules on their narrowest tests (a few seconds in all): the whole
     # area took 51 min and reached 40 of outbox_reserve.py's 128 mutants
     "outbox-space": (

@@ -201,6 +201,9 @@ class Outbox:
                         return n + self.space.on_disk_full(rest)
                     s.requeue(rest)
                     raise
+                except Exception:  # not SQLite's (a bug): the rows stay for the flusher's retry
+                    s.requeue([b for later in slices[k:] for b in later])
+                    raise
             return n
 
     # ---- sync side: the claims part, behind the boundary ---------------------------------
@@ -347,6 +350,14 @@ class Outbox:
                     self.flush()
                 except QueueError as exc:
                     log.error("outbox %s: counters not written at close: %s", self.path, exc)
+            with s.lock:  # accepted, never stored (the file takes no write): counted, not hidden
+                unwritten, s.batch, s.batch_bytes = len(s.batch), [], 0
+                s.counters["lost"] += unwritten
+                s.dirty = s.dirty or unwritten > 0
+            if unwritten:
+                log.error(
+                    "outbox %s: %d unflushed messages lost at close (counted in lost)", self.path, unwritten
+                )
             if s.dirty:  # still: the marks file, written in place, is the one place left
                 self.ledger.counters_to_marks()
         finally:

@@ -223,7 +223,9 @@ class Ledger:
         reserved = seq if s.closing else seq + s.ahead
         rows = list(counters.items())
         rows += [("seq", reserved), ("seq_committed", committed), ("boot", s.boot)]
-        rows.append(("skipped_to", s.skipped_to))
+        # a clean close accounts for every number up to seq (stored, or counted as dropped or
+        # rejected): a later start that finds the file lost counts no crash gap below it
+        rows.append(("skipped_to", seq if s.closing else s.skipped_to))
         rows.append(("clean", 1 if s.closing else 0))
         return rows
 

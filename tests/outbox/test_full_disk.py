@@ -97,6 +97,9 @@ def test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly(
     rejected += held
     rejecting = [r for r in caplog.records if "rejecting new messages" in r.message]
     assert len(rejecting) == 1
+    assert f"outbox {path}: disk still full at close: {held} held messages rejected" in [
+        r.getMessage() for r in caplog.records
+    ]
     stored = [m["payload"]["n"] for m in iter_messages(path)]
     assert stored == list(range(len(stored)))  # the oldest are kept under reject_new
     assert len(stored) + rejected == 18_000

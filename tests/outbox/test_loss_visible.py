@@ -24,6 +24,7 @@ from edge_agent.adapters.outbox_marks import SLOT, MarksFile, marks_path, read_m
 from edge_agent.adapters.outbox_pages import scan_file
 from edge_agent.adapters.outbox_read import read_stats
 from edge_agent.core.queue_policy import Marks
+from edge_agent.errors import QueueError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -265,7 +266,9 @@ def test_marks_are_written_before_the_commit(tmp_path: Path, monkeypatch: pytest
             raise OSError(5, "Input/output error")
 
         monkeypatch.setattr(ob.ledger.marks, "write", broken)
-        with pytest.raises(Exception, match="marks"):
+        with pytest.raises(
+            QueueError, match=r"cannot write the queue: cannot write \S*q\.db\.marks: Input/output error$"
+        ):
             ob.flush()
         assert [m["n"] for m in _committed(path)] == [0]
         monkeypatch.setattr(ob.ledger.marks, "write", real)

@@ -210,7 +210,7 @@ def test_full_disk_reject_new_refuses_then_recovers(tmp_path: Path) -> None:
             try:
                 accepted.append(ob.put(TOPIC, _pad(i)))
             except QueueFullError as exc:
-                assert "disk full" in str(exc)
+                assert str(exc) == f"{path}: disk full (SQLITE_FULL)"
                 rejected += 1
         stats = ob.stats()
         assert rejected > 0
