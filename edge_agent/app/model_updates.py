@@ -206,6 +206,7 @@ class ModelUpdates:
     def stop(self) -> None:
         """A clean stop: the trial is not held against the model at the next start."""
         self._stop.set()
+        self._jobs.put(("stop", None))  # wakes the worker now, not at its next inbox poll
         if self._receiver is not None:
             self._receiver.stop()
         if self._thread is not None:

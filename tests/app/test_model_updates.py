@@ -479,3 +479,92 @@ def test_the_status_block_counts_the_ring_when_it_is_on(tmp_path: Path) -> None:
         assert a.updates.status()["ring_frames"] == 0  # on, and empty
     finally:
         a.close()
+
+
+# ---- the worker, the trial and the status as the running agent meets them (issue 19) ----------
+
+
+def trial_passes(a: Agent, frames: int = 3) -> None:
+    """The reload onto the installed version, then good frames until the worker confirms it."""
+    a.updates.build_models(a.cfg)
+    assert a.state().trial is not None and a.state().trial.running is True
+    for _ in range(frames):
+        a.updates.on_frame(2)
+    wait_until(lambda: a.state().trial is None, 10, "the trial confirmed")
+
+
+def test_rollback_goes_to_the_previous_version_not_the_oldest(agent: Agent, tmp_path: Path) -> None:
+    """2.0, 3.0 and 4.0 installed in turn, the first two confirmed; 4.0's detections collapse:
+    the agent goes back to 3.0 (2.0 stays the one before it), not to 2.0 or the config's model."""
+    agent.updates.start()
+    vids = []
+    for version in ("2.0", "3.0", "4.0"):
+        if version == "4.0":
+            for _ in range(10):
+                agent.updates.on_frame(4)  # 3.0 finds 4 per frame: 4.0's baseline
+        agent.drop(pkg(tmp_path, version))
+        agent.updates.scan_inbox()
+        assert agent.result(f"v{version}.pkg")["outcome"] == "switched"
+        vids.append(agent.state().current)
+        if version != "4.0":
+            trial_passes(agent)
+    agent.updates.build_models(agent.cfg)  # the reload onto 4.0: its trial starts
+    reloads = agent.reloads
+    for _ in range(3):
+        agent.updates.on_frame(0)
+    wait_until(lambda: agent.state().last["outcome"] == "rolled_back", 10, "the rollback of 4.0")
+    st = agent.state()
+    assert st.current == vids[1] and st.history == [vids[0]] and st.trial is None
+    assert st.last["detail"].startswith(f"{vids[2]} -> {vids[1]}: detection rate collapsed")
+    wait_until(lambda: agent.reloads == reloads + 1, 10, "the reload onto 3.0")
+    assert not (agent.updates.store.versions / vids[2]).exists()  # the abandoned one is deleted
+
+
+def test_a_transfer_over_mqtt_is_handed_to_the_gate_at_once(
+    tmp_path: Path, broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signed package pushed to the device's topic: the receiver assembles it into the inbox and
+    the completed transfer wakes the worker (its inbox poll is 60 s here), which gates and
+    switches it, asks for one reload and shows the transfer and the receiver's counts in the
+    status; a clean stop ends the worker without waiting for its poll either."""
+    from edge_agent.adapters import signing
+    from edge_agent.app.model_push import push_package
+
+    monkeypatch.setattr(model_updates, "INBOX_POLL_S", 60.0)
+    key = tmp_path / "signing.key"
+    pub = signing.generate_key(key)
+    extra = TRIAL + f'trusted_keys = ["{pub}"]\n'
+    cfg = load_config(write_config(tmp_path, port=broker.port, extra=extra))
+    reloads: list[int] = []
+    published: list[int] = []
+    u = ModelUpdates(cfg, lambda: reloads.append(1))
+    u.build_models(cfg)
+    u.start(lambda: published.append(1))
+    try:
+        assert u._receiver is not None and u._receiver.subscribed.wait(10)
+        package = pkg(tmp_path, "2.0", signature_key=key)
+        tid = push_package(cfg, package, ["cam-1"], None, chunk_size=64 * 1024)
+        wait_until(lambda: u.store.state().last is not None, 20, "the verdict on the pushed package")
+        st = u.store.state()
+        assert st.last["outcome"] == "switched" and st.last["origin"] == f"mqtt:{tid}"
+        assert st.last["signed_by_key"] == 0 and st.current.startswith("demo-2.0-")
+        wait_until(lambda: reloads == [1], 10, "one reload")
+        chunks = -(-package.stat().st_size // (64 * 1024))
+        status = u.status()
+        assert status["transfer"] == {
+            "transfer_id": tid,
+            "received": chunks,
+            "chunks": chunks,
+            "complete": True,
+        }
+        rec = status["receiver"]
+        assert rec["alive"] is True and rec["messages"] == chunks + 1  # the begin and each chunk
+        assert (rec["refused"], rec["failed"], rec["restarts"], rec["transfers"]) == (0, 0, 0, 0)
+        assert status["current"]["id"] == st.current and status["state"] == "idle"
+        assert list(inbox_dir(cfg).iterdir()) == [inbox_dir(cfg) / f"{tid}.result.json"]
+        assert len(published) >= 3  # the transfer, "gating", the verdict
+    finally:
+        u.stop()
+        release_run_lock(cfg)
+    assert u._thread is not None and not u._thread.is_alive()
+    assert not u._receiver.alive()
