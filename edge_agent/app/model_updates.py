@@ -107,6 +107,7 @@ class ModelUpdates:
         self._watch: Optional[TrialWatch] = None  # the trial of the model this process runs
         self._started = False
         self._in_progress: Optional[Path] = None  # the request file of the install running now
+        self.errors = 0  # jobs the worker failed (logged each; the status shows the count)
 
     # ---- loading ----------------------------------------------------------------------------
     def build_models(self, cfg: Config) -> ModelSet:
@@ -255,6 +256,7 @@ class ModelUpdates:
                 elif kind == "confirm":
                     self._confirm(arg)
             except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad package
+                self.errors += 1
                 log.error("model update: %s: %s", type(exc).__name__, exc)
 
     def _confirm(self, vid: str) -> None:
@@ -367,6 +369,7 @@ class ModelUpdates:
         except EdgeAgentError as exc:
             info = {"error": str(exc)}
         info["state"] = self.state
+        info["errors"] = self.errors
         info["transfer"] = self.transfer
         info["ring_frames"] = len(self.ring.files()) if self.ring.enabled else None
         rec = self._receiver

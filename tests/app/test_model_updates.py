@@ -568,3 +568,43 @@ def test_a_transfer_over_mqtt_is_handed_to_the_gate_at_once(
         release_run_lock(cfg)
     assert u._thread is not None and not u._thread.is_alive()
     assert not u._receiver.alive()
+
+
+def test_a_failing_job_is_logged_and_counted_and_the_worker_goes_on_supervising(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rollback that raises (a store error) is one log line and one count in the status; the
+    worker takes the next job (a trial confirmed) and still restarts the receiver's MQTT thread."""
+    from support import free_port
+
+    from edge_agent.adapters import signing
+
+    pub = signing.generate_key(tmp_path / "signing.key")
+    cfg = load_config(write_config(tmp_path, port=free_port(), extra=TRIAL + f'trusted_keys = ["{pub}"]\n'))
+    reloads: list[int] = []
+    u = ModelUpdates(cfg, lambda: reloads.append(1))
+    u.build_models(cfg)
+
+    def broken(*a: Any, **kw: Any) -> dict[str, Any]:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(model_switch, "rollback", broken)
+    caplog.set_level("INFO", "edge_agent.model_update")
+    u.start()
+    try:
+        assert u.status()["errors"] == 0
+        u._jobs.put(("rollback", ("demo-2.0-x", "detection rate collapsed")))
+        wait_until(lambda: u.status()["errors"] == 1, 10, "the failed rollback counted")
+        assert "model update: OSError: [Errno 28] No space left on device" in caplog.messages
+        assert reloads == [] and u._thread is not None and u._thread.is_alive()
+        u._jobs.put(("confirm", "demo-2.0-x"))  # the next job is done
+        wait_until(lambda: "model demo-2.0-x passed its trial" in caplog.messages, 10, "the confirm")
+        rec = u._receiver
+        assert rec is not None
+        rec._client.loop_stop()  # paho's thread ends: the worker restarts it at its next turn
+        u._jobs.put(("scan", None))
+        wait_until(lambda: u.status()["receiver"]["restarts"] == 1, 10, "the receiver restarted")
+        assert u.status()["receiver"]["alive"] is True and u.status()["errors"] == 1
+    finally:
+        u.stop()
+        release_run_lock(cfg)
