@@ -252,7 +252,7 @@ class ModelUpdates:
                     res = model_switch.rollback(self.cfg, reason, origin="agent", only_if_current=vid)
                     if res["outcome"] == Outcome.ROLLED_BACK:
                         self.request_reload()
-                    self._event(res)
+                    self._publish_status()
                 elif kind == "confirm":
                     self._confirm(arg)
             except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad package
@@ -267,7 +267,7 @@ class ModelUpdates:
                 self.store.save(state)
         self._watch = None
         log.info("model %s passed its trial", vid)
-        self._event(None)
+        self._publish_status()
 
     def scan_inbox(self) -> None:
         if not self.inbox.is_dir():
@@ -320,7 +320,7 @@ class ModelUpdates:
             write_durable(req_file, json.dumps(req).encode())  # survives a crash inside the gate
             self.state = "gating"
             self._in_progress = req_file
-            self._event(None)
+            self._publish_status()
             try:
                 result = model_switch.install(
                     self.cfg,
@@ -346,15 +346,16 @@ class ModelUpdates:
             self.state = "idle"
         if result["outcome"] == Outcome.SWITCHED:
             self.request_reload()
-        self._event(result)
+        self._publish_status()
 
     def _on_transfer(self, info: Optional[dict[str, Any]]) -> None:
         self.transfer = info
         if info and info.get("complete"):
             self._jobs.put(("scan", None))  # in the inbox now: no need to wait for the next poll
-        self._event(None)
+        self._publish_status()
 
-    def _event(self, result: Optional[dict[str, Any]]) -> None:
+    def _publish_status(self) -> None:
+        """The status (with this block) out at once on each step; the event itself is in the store."""
         if self.publish is not None:
             try:
                 self.publish()

@@ -161,6 +161,7 @@ def test_a_package_that_killed_the_agent_twice_is_refused(
     else:
         assert res["outcome"] == "refused"
         assert res["detail"] == "v2.0.pkg: the agent died twice while installing it"
+        assert res["origin"] == "inbox:v2.0.pkg"
         assert agent.state().current is None and agent.published == 1  # no "gating" event
 
 
@@ -201,6 +202,114 @@ def test_the_attempt_is_on_disk_while_the_gate_runs(
     assert agent.updates._in_progress is None
 
 
+@pytest.mark.parametrize(
+    ("request_body", "on_disk"),
+    [
+        (None, {"attempts": 1}),
+        ({"origin": "cli"}, {"origin": "cli", "attempts": 1}),
+        ({"origin": "cli", "attempts": "two"}, {"origin": "cli", "attempts": 1}),
+    ],
+)
+def test_the_first_attempt_is_counted_as_one(
+    agent: Agent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request_body: Any,
+    on_disk: dict[str, Any],
+) -> None:
+    """No request, one without a count or with a damaged count: the gate running now is the
+    first attempt (a crash in it leaves one more try, not none)."""
+    seen: list[Any] = []
+
+    def install(cfg: Any, package: Path, **kw: Any) -> dict[str, Any]:
+        seen.append(json.loads(package.with_suffix(".request.json").read_text()))
+        return model_switch.record(agent.updates.store, "t", None, model_switch.Outcome.REFUSED, "x")
+
+    monkeypatch.setattr(model_switch, "install", install)
+    agent.drop(pkg(tmp_path, "2.0"), request_body)
+    agent.updates.scan_inbox()
+    assert seen == [on_disk]
+
+
+def test_a_clean_stop_during_the_gate_gives_the_attempt_back(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent stopped (SIGTERM) while the worker gates: the request on disk goes back to the
+    count it had, so a package interrupted by clean stops is never refused as a crash."""
+    seen: list[Any] = []
+
+    def install(cfg: Any, package: Path, **kw: Any) -> dict[str, Any]:
+        req = package.with_suffix(".request.json")
+        seen.append(json.loads(req.read_text())["attempts"])
+        agent.updates.stop()  # what the main thread does meanwhile
+        seen.append(json.loads(req.read_text())["attempts"])
+        return model_switch.record(agent.updates.store, "t", None, model_switch.Outcome.REFUSED, "x")
+
+    monkeypatch.setattr(model_switch, "install", install)
+    agent.drop(pkg(tmp_path, "2.0"), {"origin": "cli", "attempts": 1})
+    agent.updates.scan_inbox()
+    assert seen == [2, 1]
+
+
+def test_an_origin_is_cut_to_100_characters(agent: Agent, tmp_path: Path) -> None:
+    agent.drop(pkg(tmp_path, "2.0"), {"origin": "inbox:" + "o" * 200})
+    agent.updates.scan_inbox()
+    assert agent.result("v2.0.pkg")["origin"] == "inbox:" + "o" * 94
+
+
+def test_a_package_gone_before_its_turn_is_answered_not_an_error(agent: Agent) -> None:
+    """Listed, then removed by its owner before the worker took it: a refusal in the answer file,
+    no exception out of the inbox scan (the worker would log it as its own failure)."""
+    agent.updates._take(inbox_dir(agent.cfg) / "gone.pkg")
+    res = agent.result("gone.pkg")
+    assert res["outcome"] == "refused" and res["origin"] == "inbox:gone.pkg"
+    assert res["detail"].startswith("gone.pkg: ")
+    assert agent.updates.state == "idle" and agent.reloads == 0
+
+
+def test_a_root_owned_package_is_taken_by_an_agent_of_another_user(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent runs as its own user (uid 1234 here); root could replace the agent anyway, so a
+    file root put into the inbox is taken, one of a third user is not."""
+    monkeypatch.setattr(model_updates.os, "getuid", lambda: 1234)
+    agent.drop(pkg(tmp_path, "2.0"))  # written by this test, as root
+    agent.updates.scan_inbox()
+    assert agent.result("v2.0.pkg")["outcome"] == "switched"
+    dropped = agent.drop(pkg(tmp_path, "3.0"))
+    os.chown(dropped, 1, 1)
+    agent.updates.scan_inbox()
+    assert agent.result("v3.0.pkg")["detail"].startswith(
+        "v3.0.pkg is owned by uid 1, not by the agent's uid 1234 (or root): refused"
+    )
+
+
+def test_a_status_publish_that_fails_does_not_stop_the_install(
+    agent: Agent, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> None:
+        raise ConnectionError("broker gone")
+
+    caplog.set_level("DEBUG", "edge_agent.model_update")
+    agent.updates.publish = broken
+    agent.drop(pkg(tmp_path, "2.0"))
+    agent.updates.scan_inbox()
+    assert agent.result("v2.0.pkg")["outcome"] == "switched" and agent.reloads == 1
+    assert caplog.messages.count("status publish failed: broker gone") == 2  # "gating", the verdict
+
+
+def test_the_status_block_names_a_store_it_cannot_describe(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(cfg: Any) -> dict[str, Any]:
+        raise EdgeAgentError("active.json: unreadable")
+
+    monkeypatch.setattr(model_switch, "describe", broken)
+    st = agent.updates.status()
+    assert st["error"] == "active.json: unreadable"
+    assert (st["state"], st["errors"], st["transfer"]) == ("idle", 0, None)
+
+
 def test_an_error_inside_the_install_is_the_answer_once_not_a_crash_loop(
     agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +321,7 @@ def test_an_error_inside_the_install_is_the_answer_once_not_a_crash_loop(
     agent.updates.scan_inbox()
     res = agent.result("v2.0.pkg")
     assert (res["outcome"], res["detail"]) == ("refused", "v2.0.pkg: RuntimeError: disk on fire")
+    assert res["origin"] == "inbox:v2.0.pkg"
     assert not dropped.exists() and not dropped.with_suffix(".request.json").exists()
     assert agent.updates.state == "idle" and agent.updates._in_progress is None and agent.reloads == 0
 
@@ -244,7 +354,10 @@ def test_a_file_of_another_user_in_the_inbox_is_refused(agent: Agent, tmp_path: 
     agent.updates.scan_inbox()
     res = agent.result("v2.0.pkg")
     assert res["outcome"] == "refused" and agent.state().current is None
-    assert res["detail"].startswith(f"{target.name} is owned by uid 65534, not by the agent's uid 0")
+    assert res["detail"] == (
+        f"{target.name} is owned by uid 65534, not by the agent's uid 0 (or root): refused, "
+        "only the service's user may drop packages into the inbox"
+    )
     assert res["origin"] == "inbox:v2.0.pkg"  # the foreign request was not read
     assert not dropped.exists()
 
