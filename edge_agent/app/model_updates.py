@@ -180,7 +180,9 @@ class ModelUpdates:
                 tighten_dir(self.inbox, PRIVATE_DIR_MODE)
             write_durable(pid_file(self.cfg), f"{os.getpid()}\n".encode())
         except OSError as exc:  # inference does not depend on updates: run without them
-            log.error("model updates disabled: %s is not writable (%s)", self.store.root, exc)
+            log.error(
+                "model updates disabled: %s or %s is not writable (%s)", self.store.root, self.inbox, exc
+            )
             return
         self._thread = threading.Thread(target=self._work, name="model-updates", daemon=True)
         self._thread.start()

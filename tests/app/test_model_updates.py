@@ -494,6 +494,35 @@ def test_start_writes_the_pid_file_and_stop_removes_it(tmp_path: Path) -> None:
     assert not pid_file(a.cfg).exists()
 
 
+def test_an_inbox_that_cannot_be_made_disables_updates_with_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Inference does not depend on updates: no worker, no pid file, one error line naming both
+    places and the cause; stop() is still clean."""
+    (tmp_path / "file").write_text("not a folder")
+    cfg = load_config(write_config(tmp_path, extra=f'[model_update]\ninbox = "{tmp_path}/file/inbox"\n'))
+    u = ModelUpdates(cfg, lambda: None)
+    u.build_models(cfg)
+    u.start()
+    try:
+        assert u._thread is None and not pid_file(cfg).exists()
+        assert caplog.messages == [
+            f"model updates disabled: {u.store.root} or {tmp_path}/file/inbox is not writable "
+            f"([Errno 20] Not a directory: '{tmp_path}/file/inbox')"
+        ]
+    finally:
+        u.stop()
+        release_run_lock(cfg)
+
+
+def test_the_worker_is_a_named_daemon_thread(agent: Agent) -> None:
+    """Named for `py-spy dump` and the log; a daemon, so an agent leaving on an error without
+    stop() is not held open by it."""
+    agent.updates.start()
+    t = agent.updates._thread
+    assert t is not None and t.name == "model-updates" and t.daemon is True and t.is_alive()
+
+
 def test_a_configured_inbox_keeps_its_mode(tmp_path: Path) -> None:
     inbox = tmp_path / "drop"
     inbox.mkdir(mode=0o775)
