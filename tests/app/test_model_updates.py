@@ -564,7 +564,13 @@ def test_mqtt_delivery_without_trusted_keys_is_off(tmp_path: Path, caplog: pytes
         "alive": False,
         "off": "off: model_update.trusted_keys is empty (MQTT packages must be signed)",
     }
-    assert any("see docs/threat-model.md" in r.message for r in caplog.records)
+    assert (
+        caplog.messages.count(
+            "model updates over MQTT off: model_update.trusted_keys is empty (MQTT packages must be signed); "
+            "see docs/threat-model.md"
+        )
+        == 1
+    )
 
 
 def test_a_completed_transfer_wakes_the_worker_at_once(agent: Agent) -> None:
@@ -750,3 +756,39 @@ def test_a_failing_job_is_logged_and_counted_and_the_worker_goes_on_supervising(
     finally:
         u.stop()
         release_run_lock(cfg)
+
+
+def test_the_run_lock_is_released_for_the_next_run_and_never_follows_a_symlink(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = load_config(write_config(tmp_path))
+    lock = model_switch.store_for(cfg).root / "run.lock"
+    hold_run_lock(cfg)
+    assert oct(lock.stat().st_mode & 0o777) == "0o640"
+    release_run_lock(cfg)
+    hold_run_lock(cfg)  # released means the flock is gone too, not only forgotten
+    release_run_lock(cfg)
+    lock.unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("kept")
+    lock.symlink_to(elsewhere)  # planted by someone who may write the state dir
+    caplog.set_level("DEBUG", "edge_agent.model_update")
+    hold_run_lock(cfg)  # not taken, not followed: no error either
+    assert str(lock) not in model_updates._RUN_LOCKS and elsewhere.read_text() == "kept"
+    assert caplog.messages == [
+        f"run lock {lock} not taken: [Errno 40] Too many levels of symbolic links: '{lock}'"
+    ]
+
+
+def test_a_stop_that_cannot_update_the_store_logs_it_and_still_releases_the_lock(
+    agent: Agent, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent.updates.start()
+    pid = pid_file(agent.cfg)
+    pid.unlink()
+    pid.mkdir()  # the pid file cannot be removed
+    agent.updates.stop()
+    assert [m for m in caplog.messages if m.startswith("model store not updated at stop: ")] == [
+        f"model store not updated at stop: [Errno 21] Is a directory: '{pid}'"
+    ]
+    hold_run_lock(agent.cfg)  # the next run may start
