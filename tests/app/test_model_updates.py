@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -521,6 +522,15 @@ def test_the_worker_is_a_named_daemon_thread(agent: Agent) -> None:
     agent.updates.start()
     t = agent.updates._thread
     assert t is not None and t.name == "model-updates" and t.daemon is True and t.is_alive()
+    # the gate's onnxruntime threads inherit the worker's nice value: 10 below the loop's
+    main = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    wait_until(
+        lambda: (
+            t.native_id is not None and os.getpriority(os.PRIO_PROCESS, t.native_id) == min(19, main + 10)
+        ),
+        10,
+        "the worker niced",
+    )
 
 
 def test_a_configured_inbox_keeps_its_mode(tmp_path: Path) -> None:
@@ -792,3 +802,50 @@ def test_a_stop_that_cannot_update_the_store_logs_it_and_still_releases_the_lock
         f"model store not updated at stop: [Errno 21] Is a directory: '{pid}'"
     ]
     hold_run_lock(agent.cfg)  # the next run may start
+
+
+def mqtt_config(tmp_path: Path, port: int) -> Any:
+    from edge_agent.adapters import signing
+
+    pub = signing.generate_key(tmp_path / "signing.key")
+    return load_config(write_config(tmp_path, port=port, extra=TRIAL + f'trusted_keys = ["{pub}"]\n'))
+
+
+def test_the_receiver_keeps_its_transfers_in_the_documented_private_folder(tmp_path: Path) -> None:
+    """docs/threat-model.md: `models/transfers` is 0700 (partial packages of anyone's pushes)."""
+    from support import free_port
+
+    cfg = mqtt_config(tmp_path, free_port())
+    u = ModelUpdates(cfg, lambda: None)
+    u.build_models(cfg)
+    u.start()
+    try:
+        transfers = u.store.root / "transfers"
+        assert u._receiver is not None and u._receiver.dir == transfers
+        assert oct(transfers.stat().st_mode & 0o777) == "0o700"
+    finally:
+        u.stop()
+        release_run_lock(cfg)
+
+
+def test_a_receiver_that_cannot_start_turns_mqtt_delivery_off_with_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The inbox and the worker go on (a local install still works); the status says why MQTT
+    delivery is off."""
+    from support import free_port
+
+    cfg = mqtt_config(tmp_path, free_port())
+    u = ModelUpdates(cfg, lambda: None)
+    u.build_models(cfg)
+    (u.store.root / "transfers").write_text("not a folder")
+    u.start()
+    try:
+        errors = [m for m in caplog.messages if m.startswith("model updates over MQTT disabled: ")]
+        assert len(errors) == 1 and "transfers" in errors[0]
+        why = errors[0].removeprefix("model updates over MQTT disabled: ")
+        assert u.status()["receiver"] == {"alive": False, "off": f"off: {why}"}
+        assert u._thread is not None and u._thread.is_alive()
+    finally:
+        u.stop()
+        release_run_lock(cfg)
