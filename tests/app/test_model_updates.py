@@ -849,3 +849,19 @@ def test_a_receiver_that_cannot_start_turns_mqtt_delivery_off_with_one_line(
     finally:
         u.stop()
         release_run_lock(cfg)
+
+
+def test_a_late_rollback_of_a_version_already_replaced_changes_nothing(agent: Agent, tmp_path: Path) -> None:
+    """A collapse verdict queued for 2.0 while an install replaced it meanwhile: the worker must
+    not roll back the model that runs now, nor reload."""
+    agent.drop(pkg(tmp_path, "2.0"))
+    agent.updates.scan_inbox()
+    current = agent.state().current
+    agent.updates.start(agent._publish)
+    published = agent.published
+    agent.updates._jobs.put(("rollback", ("demo-1.0-gone", "detection rate collapsed")))
+    wait_until(lambda: agent.published > published, 10, "the worker took the job")
+    agent.updates._jobs.put(("confirm", current))  # a marker: once done, the rollback was handled
+    wait_until(lambda: agent.state().trial is None, 10, "the confirm after it")
+    assert agent.state().current == current and agent.reloads == 1  # the install's only
+    assert agent.state().last["outcome"] == "switched"
