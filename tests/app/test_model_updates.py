@@ -865,3 +865,13 @@ def test_a_late_rollback_of_a_version_already_replaced_changes_nothing(agent: Ag
     wait_until(lambda: agent.state().trial is None, 10, "the confirm after it")
     assert agent.state().current == current and agent.reloads == 1  # the install's only
     assert agent.state().last["outcome"] == "switched"
+
+
+def test_the_running_worker_polls_the_inbox(agent: Agent, tmp_path: Path) -> None:
+    """`model install` on a running agent only drops the package and its request: no wake-up, the
+    worker finds it at its next poll and asks for the reload."""
+    agent.updates.start(agent._publish)
+    agent.drop(pkg(tmp_path, "2.0"), {"origin": "cli"})
+    wait_until(lambda: (inbox_dir(agent.cfg) / "v2.0.result.json").exists(), 15, "the verdict")
+    assert agent.result("v2.0.pkg")["outcome"] == "switched"
+    wait_until(lambda: agent.reloads == 1, 10, "the reload")
