@@ -308,6 +308,17 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/updates/test_receiver.py::test_the_receiver_thread_is_supervised",
         ],
     ),
+    # model_push.py alone: the sending side and the verdict watcher against a real mosquitto
+    "model-push": (
+        ["edge_agent/app/model_push.py"],
+        [
+            "tests/updates/test_model_push.py",
+            "tests/app/test_model_cmd.py::test_push_sends_the_package_and_reports_each_devices_verdict",
+            "tests/app/test_model_cmd.py::test_push_to_a_group_without_wait_sends_and_exits_0",
+            "tests/app/test_model_cmd.py::test_push_exit_code_is_0_only_when_every_expected_device_switched",
+            "tests/app/test_model_cmd.py::test_push_without_wait_does_not_wait_for_verdicts",
+        ],
+    ),
     # the outbox (issue 19), in three areas; in-process tests only, and only the fast ones: every
     # surviving mutant of put/flush/commit/resume (hit by every test) runs the whole selection, so
     # a 2-second test costs minutes per run. Left out: the kill -9 tests (a producer in a

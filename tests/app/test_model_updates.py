@@ -441,6 +441,7 @@ def test_an_unclean_end_during_the_trial_rolls_back_at_the_next_start(tmp_path: 
     a = Agent(tmp_path)
     a.drop(pkg(tmp_path, "2.0"))
     a.updates.scan_inbox()
+    vid = a.state().current
     a.updates.build_models(a.cfg)
     assert a.state().trial.running is True
     release_run_lock(a.cfg)  # the process "dies" here: no stop(), the running flag stays
@@ -448,9 +449,11 @@ def test_an_unclean_end_during_the_trial_rolls_back_at_the_next_start(tmp_path: 
     try:
         st = b.state()
         assert st.current is None and st.trial is None
-        assert (
-            st.last["outcome"] == "rolled_back"
-            and "ended uncleanly while it was on trial" in st.last["detail"]
+        assert (st.last["outcome"], st.last["origin"], st.last["detail"]) == (
+            "rolled_back",
+            "agent",
+            f"{vid} -> config model: the agent ended uncleanly while it was on trial "
+            "(crash, watchdog kill or power cut)",
         )
     finally:
         b.close()
@@ -875,3 +878,19 @@ def test_the_running_worker_polls_the_inbox(agent: Agent, tmp_path: Path) -> Non
     wait_until(lambda: (inbox_dir(agent.cfg) / "v2.0.result.json").exists(), 15, "the verdict")
     assert agent.result("v2.0.pkg")["outcome"] == "switched"
     wait_until(lambda: agent.reloads == 1, 10, "the reload")
+
+
+def test_a_reload_during_the_trial_loads_the_version_on_trial_and_keeps_the_trial(
+    agent: Agent, tmp_path: Path
+) -> None:
+    """SIGHUP while the new version is on trial: its running flag is this process's own, not an
+    unclean end; the reload gets the version's detector and the trial goes on."""
+    agent.drop(pkg(tmp_path, "2.0"))
+    agent.updates.scan_inbox()
+    vid = agent.state().current
+    models = agent.updates.build_models(agent.cfg)  # the reload after the switch
+    assert Path(models.detector.model.path) == agent.updates.store.versions / vid / "detector.onnx"
+    again = agent.updates.build_models(agent.cfg)  # a SIGHUP during the trial
+    st = agent.state()
+    assert st.current == vid and st.trial is not None and st.trial.running is True
+    assert Path(again.detector.model.path) == agent.updates.store.versions / vid / "detector.onnx"
