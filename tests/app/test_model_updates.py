@@ -485,6 +485,7 @@ def test_a_version_that_no_longer_loads_is_rolled_back_at_start(tmp_path: Path) 
     try:
         assert b.state().current is None
         assert b.state().last["detail"].startswith(f"{vid} -> config model: does not load: ")
+        assert b.state().last["origin"] == "agent"
     finally:
         b.close()
 
