@@ -882,16 +882,18 @@ def test_the_running_worker_polls_the_inbox(agent: Agent, tmp_path: Path) -> Non
 
 
 def test_a_reload_during_the_trial_loads_the_version_on_trial_and_keeps_the_trial(
-    agent: Agent, tmp_path: Path
+    agent: Agent, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """SIGHUP while the new version is on trial: its running flag is this process's own, not an
     unclean end; the reload gets the version's detector and the trial goes on."""
     agent.drop(pkg(tmp_path, "2.0"))
     agent.updates.scan_inbox()
     vid = agent.state().current
+    caplog.set_level("INFO", "edge_agent.model_update")
     models = agent.updates.build_models(agent.cfg)  # the reload after the switch
     assert Path(models.detector.model.path) == agent.updates.store.versions / vid / "detector.onnx"
     again = agent.updates.build_models(agent.cfg)  # a SIGHUP during the trial
     st = agent.state()
     assert st.current == vid and st.trial is not None and st.trial.running is True
     assert Path(again.detector.model.path) == agent.updates.store.versions / vid / "detector.onnx"
+    assert caplog.messages.count(f"model {vid} on trial for 0s") == 2
