@@ -253,12 +253,16 @@ def test_a_device_offline_during_the_push_gets_every_chunk_when_it_returns(
     assert got == [(f"{base}/begin", 1)] + [(f"{base}/chunk/{tid}/{i}", 1) for i in range(5)]
 
 
-def test_the_watcher_listens_under_the_configured_topic_prefix(tmp_path: Path, broker: Broker) -> None:
+@pytest.mark.parametrize(("prefix", "topic"), [("/site9/", "site9"), ("X/plantX", "X/plantX")])
+def test_the_watcher_listens_under_the_configured_topic_prefix(
+    tmp_path: Path, broker: Broker, prefix: str, topic: str
+) -> None:
+    """Only the slashes around the prefix go (a prefix may start or end with any other letter)."""
     cfg = cfg_for(tmp_path, broker.port)
-    cfg = cfg.model_copy(update={"mqtt": cfg.mqtt.model_copy(update={"topic_prefix": "/site9/"})})
+    cfg = cfg.model_copy(update={"mqtt": cfg.mqtt.model_copy(update={"topic_prefix": prefix})})
     pub = Collector(broker.port, "none/here", client_id="fake-site9")
     body = json.dumps(verdict("cam-1", "mqtt:t-9", "switched"))
-    pub.client.publish("site9/cam-1/status", body, qos=1, retain=True).wait_for_publish(5)
+    pub.client.publish(f"{topic}/cam-1/status", body, qos=1, retain=True).wait_for_publish(5)
     pub.close()
     t0 = time.monotonic()
     got = OutcomeWatcher(cfg, "t-9").wait(20, ["cam-1"], 0)
