@@ -897,3 +897,18 @@ def test_a_reload_during_the_trial_loads_the_version_on_trial_and_keeps_the_tria
     assert st.current == vid and st.trial is not None and st.trial.running is True
     assert Path(again.detector.model.path) == agent.updates.store.versions / vid / "detector.onnx"
     assert caplog.messages.count(f"model {vid} on trial for 0s") == 2
+
+
+def test_the_default_inbox_is_the_documented_folder(tmp_path: Path) -> None:
+    """docs/model-updates.md: `<state_dir>/models/inbox/`, where operators and scripts drop packages."""
+    cfg = load_config(write_config(tmp_path))
+    assert inbox_dir(cfg) == Path(cfg.device.state_dir) / "models" / "inbox"
+
+
+def test_a_request_gone_at_stop_is_one_debug_line(agent: Agent, caplog: pytest.LogCaptureFixture) -> None:
+    req = inbox_dir(agent.cfg) / "x.request.json"
+    agent.updates._in_progress = req  # the gate's request, removed by its owner meanwhile
+    caplog.set_level("DEBUG", "edge_agent.model_update")
+    agent.updates.stop()
+    assert f"request {req} not rewritten: [Errno 2] No such file or directory: '{req}'" in caplog.messages
+    assert not req.exists()
