@@ -912,3 +912,20 @@ def test_a_request_gone_at_stop_is_one_debug_line(agent: Agent, caplog: pytest.L
     agent.updates.stop()
     assert f"request {req} not rewritten: [Errno 2] No such file or directory: '{req}'" in caplog.messages
     assert not req.exists()
+
+
+def test_the_ring_keeps_frames_at_the_configured_interval_in_the_documented_folder(tmp_path: Path) -> None:
+    """docs/model-updates.md: at most `ring_frames` JPEGs in `<state_dir>/models/ring/`, one per
+    `ring_interval_s`; the status counts them."""
+    import numpy as np
+
+    a = Agent(tmp_path, extra=TRIAL + "ring_frames = 5\nring_interval_s = 60\n")
+    try:
+        frame = np.zeros((32, 32, 3), np.uint8)
+        t0 = time.time() - 100
+        kept = [a.updates.ring.offer(frame, now=t0 + t) for t in (0.0, 30.0, 61.0)]
+        assert kept == [True, False, True]
+        ring = Path(a.cfg.device.state_dir) / "models" / "ring"
+        assert len(list(ring.glob("*.jpg"))) == 2 and a.updates.status()["ring_frames"] == 2
+    finally:
+        a.close()
