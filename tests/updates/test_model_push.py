@@ -267,3 +267,24 @@ def test_the_watcher_listens_under_the_configured_topic_prefix(
     t0 = time.monotonic()
     got = OutcomeWatcher(cfg, "t-9").wait(20, ["cam-1"], 0)
     assert list(got) == ["cam-1"] and time.monotonic() - t0 < 10
+
+
+def test_a_push_to_a_tls_broker_uses_the_configured_certificates(
+    tmp_path: Path, tls_broker: Broker, tls_files: Any
+) -> None:
+    """The operator's [mqtt] TLS settings (CA, client certificate) hold for `model push` too: the
+    TLS port refuses a plain connection, so every chunk arriving proves the handshake."""
+    pkg = package(tmp_path, 3 * CHUNK)
+    c = Collector(tls_broker.port, "edge/#", client_id="watch-tls")  # the broker's plain port
+    cfg = cfg_for(tmp_path, tls_broker.port)
+    tls = {
+        "port": tls_broker.tls_port,
+        "tls_ca": str(tls_files.ca),
+        "tls_cert": str(tls_files.client_cert),
+        "tls_key": str(tls_files.client_key),
+    }
+    cfg = cfg.model_copy(update={"mqtt": cfg.mqtt.model_copy(update=tls)})
+    tid = push_package(cfg, pkg, ["cam-1"], None, chunk_size=CHUNK)
+    c.wait_until(lambda col: len(chunks_on(col, "edge/cam-1/model", tid)) == 3, 20, "3 chunks over TLS")
+    c.close()
+    assert b"".join(chunks_on(c, "edge/cam-1/model", tid)[i] for i in range(3)) == pkg.read_bytes()
