@@ -176,11 +176,17 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-fleet": (
         ["edge_agent/core/fleet.py"],
-        ["tests/core/test_batch_and_parse.py", "tests/collector/test_fleet_retire.py"],
+        # not tests/collector/test_fleet_retire.py: `fleet` subprocesses (no credit) and a
+        # PostgreSQL per mutant of parse() (2.4 s each: 20 min a run for nothing the pure tests miss)
+        ["tests/core/test_batch_and_parse.py", "tests/core/test_fleet_rules.py"],
     ),
     "core-camera": (
         ["edge_agent/core/camera_source.py", "edge_agent/core/rtsp.py"],
-        ["tests/core/test_camera_source.py", "tests/adapters/test_rtsp_transport.py"],
+        [
+            "tests/core/test_camera_source.py",
+            "tests/core/test_rtsp.py",
+            "tests/adapters/test_rtsp_transport.py",
+        ],
     ),
     "core-schema": (
         ["edge_agent/core/schema.py", "edge_agent/core/snapshot.py"],
@@ -189,7 +195,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "core-ort": (["edge_agent/core/ort_compat.py"], ["tests/core/test_ort_compat.py"]),
     "core-config-example": (
         ["edge_agent/core/config_example.py", "edge_agent/core/collector_config.py"],
-        ["tests/core/test_config_example.py", "tests/core/test_collector_config_example.py"],
+        [
+            "tests/core/test_config_example.py",
+            "tests/core/test_collector_config_example.py",
+            "tests/core/test_collector_config.py",
+        ],
     ),
     "inference-presets": (
         ["edge_agent/inference/presets.py", "edge_agent/core/presets.py"],
@@ -393,8 +403,39 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_loss_visible.py::test_the_whole_file_lost_counts_its_rows_and_seq_and_boot_go_on",
             # the tests made for this area's survivors (docs/testing.md)
             "tests/adapters/test_outbox_space.py",
+            "tests/adapters/test_outbox_space_rules.py",
             "tests/adapters/test_outbox_reserve.py",
             "tests/adapters/test_outbox.py",
+        ],
+    ),
+    # outbox-disk's two small modules on their narrowest tests (a few seconds in all): the whole
+    # area took 51 min and reached 40 of outbox_reserve.py's 128 mutants
+    "outbox-space": (
+        ["edge_agent/adapters/outbox_space.py", "edge_agent/adapters/outbox_reserve.py"],
+        [
+            "tests/adapters/test_outbox_space.py",
+            "tests/adapters/test_outbox_space_rules.py",
+            "tests/adapters/test_outbox_reserve.py",
+            "tests/outbox/test_full_disk.py",
+            "tests/outbox/test_pinned.py::test_a_quarter_of_the_reserve_is_kept_for_the_next_start",
+            "tests/outbox/test_pinned.py::test_commits_are_sliced_so_the_wal_fits_the_released_reserve",
+            "tests/outbox/test_pinned.py::test_the_meta_row_count_follows_acks_expiry_and_purge",
+            "tests/outbox/test_pinned.py::test_drops_and_expiry_are_counted_in_their_own_transaction",
+            "tests/outbox/test_outbox.py::test_full_disk_reject_new_refuses_then_recovers",
+            "tests/outbox/test_outbox.py::test_space_goes_back_to_the_filesystem",
+            "tests/outbox/test_outbox.py::test_old_rows_expire",
+        ],
+    ),
+    # the parts' shared figures and connections: every outbox test reaches them, these are the
+    # narrowest that pin what they do (warn's rate limit, requeue's order, the checkpoint, the cap)
+    "outbox-state": (
+        ["edge_agent/adapters/outbox_state.py"],
+        [
+            "tests/adapters/test_outbox_state.py",
+            "tests/adapters/test_outbox.py",
+            "tests/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
+            "tests/adapters/test_outbox_space.py",
+            "tests/outbox/test_pinned.py::test_sqlite_errors_leave_the_outbox_only_as_queue_errors",
         ],
     ),
     "outbox-salvage": (
@@ -420,6 +461,15 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # the sync against a real mosquitto per test; not the three long scenarios of test_mqtt_sync.py
     # (a 10 000-row backlog, a broker restart mid-drain, a stalled broker under put(): 14 s of
     # the 28 s every surviving mutant paid, the area took ~2 h): they stay in the suite
+    "collector": (
+        ["edge_agent/app/collector.py", "edge_agent/adapters/collector_db.py"],
+        [
+            "tests/app/test_collector_round.py",
+            "tests/collector/test_collector_db.py",
+            "tests/collector/test_fleet_retire.py",
+            "tests/adapters/test_collector_mqtt.py",
+        ],
+    ),
     "mqtt-sync": (
         ["edge_agent/adapters/mqtt_sync.py"],
         [

@@ -82,9 +82,13 @@ def probe_tcp_setup(url: str, timeout_s: float = 5.0) -> Optional[int]:
     parts = urlsplit(url)
     if parts.scheme.lower() != "rtsp" or not parts.hostname:
         return None
+    try:
+        port = parts.port
+    except ValueError:  # "554x", "99999": FFmpeg refused the URL already; there is no one to ask
+        return None
     user = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else ""
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    host = parts.netloc.rpartition("@")[2]  # as written: an IPv6 address keeps its brackets
     bare = urlunsplit((parts.scheme, host, parts.path or "/", parts.query, ""))
     challenge = ""  # a Digest challenge, answered anew for each request's method and URI
 
@@ -98,7 +102,7 @@ def probe_tcp_setup(url: str, timeout_s: float = 5.0) -> Optional[int]:
         return {"Authorization": f"Basic {token}"}
 
     try:
-        with socket.create_connection((parts.hostname, parts.port or 554), timeout=timeout_s) as sock:
+        with socket.create_connection((parts.hostname, port or 554), timeout=timeout_s) as sock:
             accept = {"Accept": "application/sdp"}
             status, headers, body = _request(sock, "DESCRIBE", bare, 1, {**accept, **auth("DESCRIBE", bare)})
             if status == 401 and user is not None:

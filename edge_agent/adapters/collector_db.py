@@ -179,8 +179,9 @@ class CollectorDb:
             for dev in sorted(seen | set(by_device)):
                 for st in by_device.get(dev, []):
                     self._upsert_status(st, received)
-                if dev in seen:
-                    self._x(self._seen_sql(), (dev, received))
+                # last_seen is when anything was last heard, even a status that lost to a newer one
+                # (the upsert above then changes nothing, last_seen included)
+                self._x(self._seen_sql(), (dev, received))
             for e in events:
                 self._x(
                     self._ts_sql("INSERT INTO events (device, kind, received, body) VALUES (?, ?, {t}, {j})"),

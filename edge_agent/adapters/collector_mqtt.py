@@ -80,6 +80,7 @@ class Subscriber:
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
         c.on_unsubscribe = self._on_unsubscribe
+        c.on_subscribe = self._on_subscribe
         self.props = Properties(PacketTypes.CONNECT)
         self.props.SessionExpiryInterval = session_expiry_s
         self.props.ReceiveMaximum = receive_maximum
@@ -134,6 +135,24 @@ class Subscriber:
         else:
             client.subscribe([(f, 1) for f in self.filters])
         self.connected.set()
+
+    def _on_subscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+        # Only the SUBACK tells a refused filter (a broker ACL) or a QoS cut to 0 (`max_qos 0`): the
+        # first leaves the collector waiting for messages that never come, the second loses the
+        # message in flight when it dies (QoS 0 is never redelivered). Both must be seen.
+        refused = [f"{f} ({r})" for f, r in zip(self.filters, reasons) if r.is_failure]
+        qos0 = [f for f, r in zip(self.filters, reasons) if not r.is_failure and r.value == 0]
+        if refused:
+            self.last_error = "broker refused the subscription to " + ", ".join(refused)
+            log.error("collector: %s", self.last_error)
+        if qos0:
+            self.last_error = (
+                f"broker granted only QoS 0 for {', '.join(qos0)}: a message in flight when the "
+                "collector stops is lost (raise the broker's max_qos to 1)"
+            )
+            log.error("collector: %s", self.last_error)
+        if not refused and not qos0:
+            log.info("collector: subscribed to %s", ", ".join(self.filters))
 
     def _on_unsubscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
         self.unsubscribed_at = time.monotonic()

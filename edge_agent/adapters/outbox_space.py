@@ -166,12 +166,20 @@ class Space:
         for k, part in enumerate(slices):
             try:
                 written += self._commit_slice(part)
-            except (sqlite3.Error, QueueFullError):
-                self._s.requeue([b for rest in slices[k + 1 :] for b in rest])
+            except (sqlite3.Error, QueueFullError) as exc:
+                # this slice and every later one go back in front of the new rows, in put order
+                held = [b for rest in slices[k:] for b in rest]
+                self._s.requeue(held)
+                if isinstance(exc, QueueFullError):
+                    raise QueueFullError(
+                        f"{self.path}: disk full (SQLITE_FULL); {len(held)} messages held"
+                    ) from None
                 raise
         return written
 
     def _commit_slice(self, batch: Batch) -> int:
+        """Commit one slice on a full disk, dropping the oldest rows for room as the policy says;
+        raises (the caller puts the rows back) when the policy holds them or on another error."""
         s = self._s
         dropped: Optional[int] = None
         for attempt in range(FULL_DISK_ATTEMPTS + 1):
@@ -180,21 +188,18 @@ class Space:
                 return self._writer.commit(batch)
             except sqlite3.Error as exc:
                 if not is_disk_full(exc):
-                    s.requeue(batch)
                     raise
             step = self.step("commit", attempt=attempt, batch_rows=len(batch), dropped_last=dropped)
             if step.action == "hold":
-                s.requeue(batch)
                 with s.lock:
                     s.disk_full = True
-                raise QueueFullError(f"{self.path}: disk full (SQLITE_FULL); {len(batch)} messages held")
+                raise QueueFullError(f"{self.path}: disk full (SQLITE_FULL)")
             if step.action == "drop_batch":
                 break
             try:
                 dropped = self._drop_oldest_for_space(step.n)
             except sqlite3.Error as exc:
                 if not is_disk_full(exc):
-                    s.requeue(batch)
                     raise
                 if self.step("drop", batch_rows=len(batch)).action == "drop_batch":
                     break
@@ -232,6 +237,8 @@ class Space:
             s.bytes -= sum(size for _, size in rows)
             s.counters["dropped"] += len(rows)
         s.full_drops += len(rows)
+        if not rows:  # nothing to drop: the caller gives the batch up and says so
+            return 0
         s.warn(  # once a minute while the streak lasts, not once per frame
             "fulldrop",
             f"outbox {self.path}: disk full: dropped the oldest messages to make room "

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.app.configfile import add_config_arg
+from edge_agent.core.camera_source import redact_source
 from edge_agent.core.config_example import example_config
 from edge_agent.errors import ConfigError
 
@@ -62,8 +63,10 @@ def check(args: argparse.Namespace) -> int:
         warnings.append(f"{path}: {low}")
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
+    src = cfg.camera.source  # the URL's password stays out of the terminal (and pasted bug reports)
+    camera = repr(redact_source(src)) if isinstance(src, str) else repr(src)
     sys.stdout.write(
-        f"{path}: OK (device {cfg.device.id}, camera {cfg.camera.source!r}, mqtt "
+        f"{path}: OK (device {cfg.device.id}, camera {camera}, mqtt "
         f"{cfg.mqtt.host}:{cfg.mqtt.port if cfg.mqtt.enabled else 'disabled'})\n"
     )
     return 0

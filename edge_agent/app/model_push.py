@@ -93,7 +93,7 @@ def _wait(infos: list[Any]) -> None:
     for info in infos:
         info.wait_for_publish(PUBACK_TIMEOUT_S)
         if not info.is_published():
-            raise SyncError("the broker did not acknowledge a chunk within 60 s")
+            raise SyncError(f"the broker did not acknowledge a chunk within {PUBACK_TIMEOUT_S:g} s")
 
 
 class OutcomeWatcher:

@@ -11,7 +11,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional, Union
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -67,17 +66,20 @@ def device_index(source: Union[int, str]) -> int:
 
 
 def redact_source(source: Union[int, str]) -> str:
-    """The source as it may appear in logs/status: credentials in URLs replaced by ``***``."""
+    """The source as it may appear in logs/status: credentials in URLs replaced by ``***``.
+
+    Never raises: the source is outside data, and ``urlsplit`` refuses a port like ``554x`` or an
+    unclosed ``[`` (the camera then only fails to open, with this name in the log). The host part is
+    kept as written (an IPv6 address keeps its brackets)."""
     text = str(source)
-    if "://" not in text or "@" not in text:
+    scheme, sep, rest = text.partition("://")
+    if not sep:
         return text
-    parts = urlsplit(text)
-    if parts.username is None and parts.password is None:
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    _, at, host = rest[:end].rpartition("@")
+    if not at:
         return text
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+    return f"{scheme}://***@{host}{rest[end:]}"
 
 
 def csi_pipeline_pi(width: int = 1280, height: int = 720, fps: float = 30) -> str:
@@ -120,10 +122,12 @@ class Frame:
 
 
 def fourcc_text(code: float) -> str:
-    """cv2's CAP_PROP_FOURCC double -> "MJPG" ("" when the driver reports none)."""
+    """cv2's CAP_PROP_FOURCC double -> "MJPG" ("" when the driver reports none, -1 or garbage)."""
+    if not (0 < code < 2**32):  # also NaN; a backend without the property answers 0 or -1
+        return ""
     n = int(code)
     text = "".join(chr((n >> (8 * i)) & 0xFF) for i in range(4))
-    return text if n and text.isprintable() else ""
+    return text if text.isascii() and text.isprintable() else ""
 
 
 def grant_mismatches(asked: Mapping[str, object], granted: Mapping[str, object]) -> tuple[str, ...]:

@@ -45,19 +45,17 @@ def parse_reply(head: bytes) -> tuple[int, dict[str, str]]:
 
 
 def first_video_control(sdp: str, base: str) -> str:
-    """The URL to SETUP for the first video (else first) media of an SDP, resolved against ``base``."""
-    control: Optional[str] = None
-    media: Optional[str] = None
+    """The URL to SETUP for the first video (else first) media of an SDP, resolved against ``base``;
+    a media without ``a=control`` (or with ``*``) is the base URL itself (RFC 2326 C.1.1)."""
+    sections: list[tuple[str, Optional[str]]] = []  # (media type, its control) per m= line
     for line in sdp.splitlines():
         line = line.strip()
         if line.startswith("m="):
-            if control is not None and media == "video":
-                break
-            media, control = line[2:].split(" ", 1)[0], None
-        elif line.startswith("a=control:") and media is not None:
-            control = line[len("a=control:") :].strip()
-            if media == "video":
-                break
+            sections.append((line[2:].split(" ", 1)[0], None))
+        elif line.startswith("a=control:") and sections:  # session-level controls come before any m=
+            sections[-1] = (sections[-1][0], line[len("a=control:") :].strip())
+    video = [control for media, control in sections if media == "video"]
+    control = video[0] if video else (sections[0][1] if sections else None)
     if not control or control == "*":
         return base
     if control.lower().startswith(("rtsp://", "rtsps://")):

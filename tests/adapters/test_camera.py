@@ -265,3 +265,52 @@ def test_an_unexpected_error_in_a_folder_fails_the_camera_so_the_loop_ends(tmp_p
     assert len(frames) == 3
     assert cam.state == "failed" and cam.finished and src.closed
     assert "unexpected ValueError" in (cam.stats()["last_error"] or "")
+
+
+def test_a_frozen_stream_is_the_repeat_limit_or_the_stall_timeout_whichever_comes_first() -> None:
+    """The same bytes again and again: a reconnect after exactly ``repeat_limit`` repeats, or,
+    for a slow camera that never reaches the count, after ``stall_timeout_s`` of them."""
+    dev = FakeDevice(fps=200)
+    cfg = CameraConfig(source=0, stall_timeout_s=60.0, reconnect_max_s=0.5)
+    with Camera(cfg, source_factory=dev.open, repeat_limit=5, reconnect_min_s=0.05) as cam:
+        assert cam.read(1.0) is not None
+        dev.frozen = True
+        wait_until(lambda: cam.stats()["reconnects"] == 1, what="frozen by count -> reconnect")
+        assert cam.stats()["last_error"] == "stream frozen: the same frame 6 times"
+    dev = FakeDevice(fps=200)
+    cfg = CameraConfig(source=0, stall_timeout_s=0.3, reconnect_max_s=0.5)
+    with Camera(cfg, source_factory=dev.open, repeat_limit=10**6, reconnect_min_s=0.05) as cam:
+        assert cam.read(1.0) is not None
+        dev.frozen = True
+        wait_until(lambda: cam.stats()["reconnects"] == 1, 10, "frozen by time -> reconnect")
+        assert str(cam.stats()["last_error"]).startswith("stream frozen: the same frame ")
+
+
+def test_a_healthy_stream_with_an_odd_failed_read_is_not_a_stall() -> None:
+    """The stall clock restarts at every new frame: a live camera that misses a read now and then
+    (a dropped packet) for longer than ``stall_timeout_s`` in total is still streaming."""
+    dev = FakeDevice(fps=100)
+    with Camera(fast_cfg(0), source_factory=dev.open, reconnect_min_s=0.05) as cam:
+        assert cam.read(1.0) is not None
+        end = time.monotonic() + 1.2  # four stall timeouts
+        while time.monotonic() < end:
+            dev.fail_reads = 1
+            cam.read(0.2)
+            time.sleep(0.05)
+        assert cam.stats()["reconnects"] == 0 and cam.state == "streaming", cam.stats()
+
+
+def test_a_finished_folder_still_hands_out_its_last_frame(tmp_path: Path) -> None:
+    """ "ended" with a frame still in the slot is not finished: the loop would stop one frame early."""
+    write_images(tmp_path, 3)
+    cam = Camera(fast_cfg(str(tmp_path)))
+    cam.start()
+    try:
+        got = [cam.read(2.0), cam.read(2.0)]
+        wait_until(lambda: cam.state == "ended", what="the thread delivered the last frame")
+        assert not cam.finished
+        last = cam.read(2.0)
+        assert last is not None and all(g is not None for g in got)
+        assert cam.finished and cam.read(0.1) is None
+    finally:
+        cam.stop()

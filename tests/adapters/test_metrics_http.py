@@ -4,8 +4,10 @@ import urllib.error
 import urllib.request
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from edge_agent.adapters.metrics_http import MetricsServer, render
+from edge_agent.adapters.metrics_http import MetricsServer, number, render
 
 
 def test_render_is_prometheus_text() -> None:
@@ -32,3 +34,33 @@ def test_server_serves_metrics_on_loopback_only() -> None:
             urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/", timeout=5)
     finally:
         srv.stop()
+
+
+def test_large_counters_and_fractions_go_out_exactly() -> None:
+    text = render({"frames": 1234567, "uptime_s": 1209600.25, "lag_s": 0.1, "big": 2.0**60}, {"device": "d1"})
+    values = {ln.split("{")[0]: ln.rsplit(" ", 1)[1] for ln in text.splitlines() if not ln.startswith("#")}
+    assert values == {
+        "edge_agent_big": "1.152921504606847e+18",
+        "edge_agent_frames": "1234567",  # was 1.23457e+06: two days of frames at 7 fps, rounded
+        "edge_agent_lag_s": "0.1",
+        "edge_agent_uptime_s": "1209600.25",
+    }
+
+
+def test_nan_and_infinities_are_spelled_as_prometheus_reads_them() -> None:
+    text = render({"a": float("nan"), "b": float("inf"), "c": float("-inf")}, {})
+    assert [ln.rsplit(" ", 1)[1] for ln in text.splitlines() if not ln.startswith("#")] == [
+        "NaN",
+        "+Inf",
+        "-Inf",
+    ]
+
+
+def test_label_values_are_escaped() -> None:
+    text = render({"x": 1}, {"model": 'a"b\\c\nd'})
+    assert 'edge_agent_x{model="a\\"b\\\\c\\nd"} 1' in text.splitlines()
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**53), 2**53))
+def test_every_finite_value_reads_back_equal(v: float) -> None:
+    assert float(number(v)) == float(v)

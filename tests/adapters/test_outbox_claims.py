@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support.outbox import TOPIC, big_limits
+from support.outbox import TOPIC, FailingDeletes, big_limits
 from support.outbox import FullOnDelete as _FullOnDelete
 
 from edge_agent.adapters.outbox import Outbox
@@ -136,21 +136,6 @@ def test_ack_and_claim_of_no_rows_is_a_claim(tmp_path: Path) -> None:
         ob.close()
 
 
-class _FailingDeletes:
-    """The sync connection, but every DELETE fails (as on a disk that cannot take the WAL)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def execute(self, sql: str, *args: object) -> object:
-        if sql.lstrip().startswith("DELETE"):
-            raise sqlite3.OperationalError("disk I/O error")
-        return self._conn.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._conn, name)
-
-
 def test_ack_and_claim_retries_the_deletes_a_failed_ack_left(tmp_path: Path) -> None:
     """Deletes left from a failed ack are retried by the next ack_and_claim (then nothing acked
     stays on disk to come back after a restart), in the order: retry, ack, claim."""
@@ -159,7 +144,7 @@ def test_ack_and_claim_retries_the_deletes_a_failed_ack_left(tmp_path: Path) -> 
     try:
         first = ob.claim(4)
         real = ob.db.r
-        ob.db.r = _FailingDeletes(real)  # type: ignore[assignment]
+        ob.db.r = FailingDeletes(real)  # type: ignore[assignment]
         try:
             ob.ack([m.rowid for m in first])
         except Exception:  # noqa: BLE001 - the QueueError is the other test's subject

@@ -6,6 +6,8 @@ that fix instead of "plug the camera in". The pure parts (options, RTSP replies,
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -161,3 +163,50 @@ def test_rtsp_frames_over_camera_max_pixels_are_not_opened() -> None:
     finally:
         cam.stop()
         srv.stop()
+
+
+def test_a_camera_url_with_a_port_that_does_not_parse_is_an_error_not_a_crash() -> None:
+    """``rtsp://user:pw@host:554x/...`` passed config check and then raised out of Camera(): the
+    redacted name asked urlsplit for the port; `edge-agent run` died with a traceback."""
+    cam = Camera(
+        CameraConfig(source="rtsp://admin:s3cret@127.0.0.1:554x/s1", stall_timeout_s=2.0), max_reconnects=0
+    )
+    assert cam.name == "rtsp://***@127.0.0.1:554x/s1"
+    try:
+        cam.start()
+        assert first_frame(cam, 10.0) is None
+        assert cam.last_error is not None and "s3cret" not in str(cam.last_error)
+    finally:
+        cam.stop()
+
+
+def test_the_probe_asks_an_ipv6_camera_at_its_bracketed_address() -> None:
+    """The DESCRIBE URL was built from ``hostname``, which drops the brackets: ``rtsp://::1:PORT/s1``
+    is no URL a server can parse. A listener on [::1] reads what the probe sends."""
+    try:
+        srv = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        srv.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(4096)
+            seen.append(data)
+            conn.sendall(b"RTSP/1.0 404 Not Found\r\nCSeq: 1\r\n\r\n")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        assert probe_tcp_setup(f"rtsp://admin:pw@[::1]:{port}/s1", timeout_s=5.0) == 404
+    finally:
+        t.join(5.0)
+        srv.close()
+    assert seen and seen[0].startswith(f"DESCRIBE rtsp://[::1]:{port}/s1 RTSP/1.0\r\n".encode())
+    assert b"admin:pw" not in seen[0].split(b"\r\n")[0]  # credentials go in a header, not the URL

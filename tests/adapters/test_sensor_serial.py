@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +202,78 @@ def test_an_unexpected_error_from_the_port_reopens_it_instead_of_ending_the_read
     finally:
         s.stop()
     assert s.state == "stopped"
+
+
+@pytest.mark.parametrize("baud", [9600, 115200])
+def test_the_port_is_opened_at_the_configured_baudrate(pty: Pty, baud: int) -> None:
+    """``sensor.baudrate`` reaches the line: the pty's termios speed is what pyserial set."""
+    import termios
+
+    s = start(SensorConfig(port=str(pty.link), protocol="kv", baudrate=baud))
+    try:
+        fd = os.open(str(pty.link), os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            attrs = termios.tcgetattr(fd)
+        finally:
+            os.close(fd)
+        assert attrs[4] == attrs[5] == getattr(termios, f"B{baud}")
+    finally:
+        s.stop()
+
+
+class ScriptedPort:
+    """A port that serves a byte stream the way pyserial's readline does: up to and including the
+    next newline, at most ``size`` bytes; an empty read (the port's timeout) once it is drained."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def readline(self, size: int = -1) -> bytes:
+        if not self.data:
+            time.sleep(0.01)
+            return b""
+        end = self.data.find(b"\n") + 1 or len(self.data)
+        if size >= 0:
+            end = min(end, size)
+        out, self.data = self.data[:end], self.data[end:]
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_over_long_line_is_one_garbage_line_skipped_to_its_newline() -> None:
+    """Wrong baud rate or binary noise: 10 000 bytes without a newline are discarded as ONE bad line
+    (the reader drops bytes until the newline), and the next line reads normally."""
+    port = ScriptedPort(b"x" * 10_000 + b"\n" + b"t=7\n")
+    s = start(SensorConfig(port="loop://", protocol="kv"), serial_factory=lambda *a: port)
+    try:
+        wait_until(lambda: s.latest() == {"t": 7}, what="the line after the long one")
+        st = s.stats()
+        assert (st["garbage"], st["lines"], st["readings"]) == (1, 1, 1), st
+        assert st["last_error"] == "line longer than 4096 bytes: discarded up to its newline"
+    finally:
+        s.stop()
+
+
+def test_a_line_of_exactly_the_limit_is_read() -> None:
+    port = ScriptedPort(b"t=" + b"1" * 4093 + b"\n")  # 4096 bytes with its newline
+    s = start(SensorConfig(port="loop://", protocol="kv"), serial_factory=lambda *a: port)
+    try:
+        wait_until(lambda: s.stats()["lines"] == 1, what="the line read")
+        assert s.stats()["garbage"] == 0 and s.latest() == {"t": int("1" * 4093)}
+    finally:
+        s.stop()
+
+
+def test_blank_lines_are_not_counted_as_lines() -> None:
+    s = SerialSensor(SensorConfig(port="loop://", protocol="kv"))
+    assert s.feed_line(b"\r\n") is None and s.feed_line(b"   \n") is None
+    assert s.stats()["lines"] == 0 and s.stats()["garbage"] == 0
+    assert s.feed_line(b"a=1\n") == {"a": 1} and s.stats()["lines"] == 1
+
+
+def test_a_sensor_stopped_before_it_started_says_stopped() -> None:
+    s = SerialSensor(SensorConfig(port="loop://", protocol="kv"))
+    s.stop()
+    assert s.state == "stopped" and s.stats()["state"] == "stopped"

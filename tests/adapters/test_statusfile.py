@@ -84,3 +84,11 @@ def test_failed_rename_removes_the_temp_file(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_status(target, {"fps": 1.0})
     assert sorted(os.listdir(tmp_path)) == ["status.json"]
+
+
+def test_a_file_from_the_future_is_age_zero(tmp_path: Path) -> None:
+    """The clock was stepped back (NTP on a board without an RTC): never a negative age."""
+    p = tmp_path / "status.json"
+    write_status(p, {"state": "running"}, now=1000.0)
+    snap = read_status(p, now=900.0)
+    assert snap is not None and snap.age_s == 0.0 and not snap.is_stale(0.0)

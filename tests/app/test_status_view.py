@@ -72,3 +72,45 @@ def test_stopped_or_silent_agent_is_not_shown_streaming() -> None:
     silent = render(snap("running"), age_s=600, max_age=30, now=NOW)
     assert "streaming" not in silent and "NOT REPORTING" in silent and "10 min ago" in silent
     assert "connected" not in silent  # the broker state is as stale as the rest
+
+
+def test_not_reporting_starts_just_past_max_age() -> None:
+    at = render(snap("running"), age_s=30.0, max_age=30, now=NOW)
+    past = render(snap("running"), age_s=30.5, max_age=30, now=NOW)
+    assert "NOT REPORTING" not in at and "streaming" in at
+    assert "NOT REPORTING" in past and "streaming" not in past
+
+
+def test_the_exit_code_says_stale_only_for_a_running_agent(tmp_path: object, capsys: object) -> None:
+    """exit 1 when a *running* agent has not reported for --max-age; a stopped one's old file is
+    its last word, exit 0."""
+    import argparse
+    from pathlib import Path
+
+    from edge_agent.adapters.statusfile import write_status
+    from edge_agent.app import status_cmd
+
+    f = Path(str(tmp_path)) / "status.json"
+    for state, age_s, code in [
+        ("running", 100, 1),
+        ("running", 5, 0),
+        ("stopped", 100, 0),
+        ("draining", 100, 0),
+    ]:
+        write_status(f, {**snap(state), "ts": time.time() - age_s})
+        args = argparse.Namespace(file=str(f), config=None, json=False, max_age=30.0)
+        assert status_cmd.run(args) == code, (state, age_s)
+
+
+def test_age_units_switch_at_their_boundaries_and_another_day_shows_its_date() -> None:
+    assert [age(s) for s in (89, 90, 5399, 5400, 172799, 172800)] == [
+        "89 s ago",
+        "2 min ago",
+        "90 min ago",
+        "1.5 h ago",
+        "48.0 h ago",
+        "2 d ago",
+    ]
+    earlier = NOW - 3 * 86400
+    full = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(earlier))
+    assert when(earlier, NOW) == f"{full} (3 d ago)"

@@ -74,3 +74,17 @@ def test_config_check(tmp_path: Path) -> None:
 def test_every_command_has_help(cmd: str) -> None:
     r = cli(cmd, "--help")
     assert r.returncode == 0 and "usage: edge-agent" in r.stdout
+
+
+DETECTOR = '[detector]\nmodel = "det.onnx"\n'
+
+
+def test_config_check_shows_the_camera_without_its_password() -> None:
+    for src, shown in (
+        ("rtsp://admin:s3cret@10.0.0.5:554/s1", "'rtsp://***@10.0.0.5:554/s1'"),
+        ("rtsp://admin:s3cret@cam:554x/s1", "'rtsp://***@cam:554x/s1'"),  # a port that does not parse
+    ):
+        r = cli("config", "check", "-", input=f'[camera]\nsource = "{src}"\n{DETECTOR}')
+        assert r.returncode == 0 and f"camera {shown}, mqtt" in r.stdout, r.stdout + r.stderr
+        assert "s3cret" not in r.stdout + r.stderr
+    assert "camera 0, mqtt" in cli("config", "check", "-", input=f"[camera]\nsource = 0\n{DETECTOR}").stdout

@@ -237,3 +237,48 @@ def test_an_export_that_fails_half_way_leaves_no_half_written_file(tmp_path: Pat
         assert "nothing written" in res.stderr
         assert out.read_text() == "the previous export\n"  # untouched, not half-overwritten
         assert sorted(p.name for p in fs.iterdir()) == ["x.jsonl"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    "answer, purged",
+    [("y", True), (" YES ", True), ("", False), ("n", False), ("maybe", False), ("yess", False)],
+)
+def test_purge_on_a_terminal_deletes_only_on_yes(tmp_path: Path, answer: str, purged: bool) -> None:
+    """On a terminal the question is asked; only y/yes deletes (the default, Enter, is No)."""
+    import pty
+
+    cfg = write_config(tmp_path, 1883)
+    fill(tmp_path / "q.db", 10)
+    main, sub = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge_agent", "queue", "purge", "--config", str(cfg)],
+        stdin=sub,
+        stdout=sub,
+        stderr=sub,
+        env=env,
+        close_fds=True,
+    )
+    os.close(sub)
+    seen = b""
+    try:
+        while b"[y/N] " not in seen:
+            chunk = os.read(main, 1024)
+            assert chunk, seen
+            seen += chunk
+        assert f"Delete 10 queued messages from {tmp_path / 'q.db'}? [y/N] ".encode() in seen
+        os.write(main, answer.encode() + b"\n")
+        assert proc.wait(60) == (0 if purged else 1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(main)
+    assert read_stats(tmp_path / "q.db")["pending"] == (0 if purged else 10)
+
+
+def test_drain_with_mqtt_disabled_says_so_and_keeps_everything(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, 1883, enabled=False)
+    fill(tmp_path / "q.db", 3)
+    res = cli("queue", "drain", "--config", str(cfg), "--timeout", "5", quiet=False)
+    assert res.returncode == 1 and "mqtt.enabled = false: nothing to drain to" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and read_stats(tmp_path / "q.db")["pending"] == 3

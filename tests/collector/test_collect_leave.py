@@ -44,7 +44,7 @@ def test_leave_stores_the_queued_share_and_ends_the_session(tmp_path: Path, brok
         pub = Publisher(broker.port)
         pub.send(1, 100)
         wait_until(lambda: len(seqs(db_b)) >= 30, 30, "len(seqs(db_b)) >= 30", every=0.2)
-        time.sleep(1.0)
+        time.sleep(1.0)  # not a synchronisation: a's share must NOT reach b in this window
         queued = set(range(1, 101)) - seqs(db_b)
         assert 20 <= len(queued) <= 80, len(queued)  # a's share waits for it in its session
 

@@ -66,7 +66,7 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
         # 2. A dies holding them; the survivor does NOT get them (they stay in A's session)
         a.kill9()
         pub.send(41, 80)
-        time.sleep(2.0)
+        time.sleep(2.0)  # not a synchronisation: the window in which a wrong hand-over would show
         got_b = seqs(db_b)
         assert not (held & got_b), (
             f"the survivor received messages in flight to the dead member: {held & got_b}"
@@ -81,7 +81,7 @@ def test_a_killed_group_member_gets_its_unacked_messages_back(tmp_path: Path, br
         lock = None
         during = threading.Thread(target=pub.send, args=(81, 400, 0.005))
         during.start()
-        time.sleep(0.2)
+        time.sleep(0.2)  # the scenario: A comes back while messages are arriving
         a.start()
         during.join(60)
         assert not during.is_alive()

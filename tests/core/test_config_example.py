@@ -7,7 +7,7 @@ import sys
 from typing import Any, Optional
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
@@ -133,3 +133,81 @@ def test_toml_value_round_trips(value: object) -> None:
 def test_toml_value_refuses_what_toml_cannot_hold() -> None:
     with pytest.raises(TypeError, match="no TOML form for a NoneType"):
         toml_value(None)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (9_999, "9999"),
+        (10_000, "10_000"),  # large numbers grouped, as a reader counts zeros
+        (-10_000, "-10_000"),
+        (604_800, "604_800"),
+        (float("nan"), "nan"),
+        (float("inf"), "inf"),
+        (float("-inf"), "-inf"),
+        (0.5, "0.5"),
+        (True, "true"),
+        ("a b\u00e9\u0080", '"a b\u00e9\u0080"'),  # spaces and non-ASCII as they are
+        ("tab\there\x7f", '"tab\\there\\u007f"'),
+    ],
+)
+def test_toml_value_writes_what_a_reader_expects(value: object, text: str) -> None:
+    assert toml_value(value) == text
+    back = tomllib.loads(f"v = {text}")["v"]
+    assert back == value or (back != back and value != value)  # nan
+
+
+@settings(deadline=None)  # mutmut's stats run traces every call: slow on a busy machine
+@given(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters='"\\\x7f\t')))
+def test_a_string_is_escaped_only_where_toml_requires_it(text: str) -> None:
+    out = toml_value(text)
+    if not any(ord(c) < 0x20 for c in text):
+        assert out == f'"{text}"'
+    assert tomllib.loads(f"v = {out}")["v"] == text
+
+
+def test_toml_value_names_the_type_it_cannot_write() -> None:
+    with pytest.raises(TypeError, match=r"^no TOML form for a dict: \{'a': 1\}$"):
+        toml_value({"a": 1})
+
+
+def test_a_comment_never_breaks_a_word_or_a_hyphenated_name() -> None:
+    from edge_agent.core.config_example import _comment
+
+    text = "words " * 20 + "re-open anti-rollback-check " * 3 + "mqtts://" + "h" * 150 + " end"
+    lines = _comment(text)
+    assert len(lines) > 2 and all(ln.startswith("# ") for ln in lines)
+    assert " ".join(ln[2:] for ln in lines).split() == text.split()  # every word whole
+    assert all(len(ln) <= 98 for ln in lines if " " in ln[2:])  # only a lone long word may overrun
+
+
+def test_each_section_is_introduced_by_its_description() -> None:
+    text = example_config()
+    for name, field in Config.model_fields.items():
+        assert field.description
+        first = field.description.split()[0]
+        header = f"[[{name}]]" if name in ("zones", "lines") else f"[{name}]"
+        before = text.split(f"\n{header}\n" if f"\n{header}\n" in text else f"\n# {header}\n")[0]
+        assert before.splitlines()[-1].lstrip("# ") and first in before.rsplit("\n\n", 1)[-1], name
+
+
+def test_a_non_section_field_or_a_key_without_example_is_a_developer_error() -> None:
+    from edge_agent.core.config_example import _section_model, example_value
+
+    for annotation in (int, Optional[int], list[int]):
+        with pytest.raises(TypeError, match="is not a section \\(table, optional or list\\)"):
+            _section_model(annotation)
+    assert _section_model(Optional[DetectorConfig]) == (DetectorConfig, "optional")
+    assert _section_model(list[DetectorConfig]) == (DetectorConfig, "list")
+    with pytest.raises(
+        ValueError, match=r"^config key x\.y has no default and no examples= to show in the example$"
+    ):
+        example_value("x.y", Field(default=None))  # type: ignore[arg-type]
+
+
+def test_bounds_are_spelled_out_in_the_comment() -> None:
+    from edge_agent.core.config_example import describe
+
+    assert describe(Field(default=1, ge=1, le=9, description="n")) == "n [>=\u00a01,\u00a0<=\u00a09]"  # type: ignore[arg-type]
+    assert describe(Field(default=1, gt=0, lt=2)) == " [>\u00a00,\u00a0<\u00a02]"  # type: ignore[arg-type]
+    assert describe(Field(default=1)) == ""  # type: ignore[arg-type]

@@ -187,3 +187,22 @@ def test_counts_are_not_due_without_lines_or_zones_and_a_checkpoint_is_checked()
         "interval": {"lines": {"gate": {"in": MAX_COUNT, "out": 0}}, "zones": {"left": {"entered": 0}}},
         "totals": {"lines": {"gate": {"in": 0, "out": 0}}, "zones": {"left": {"entered": 4}}},
     }
+
+
+def test_line_margin_is_the_band_where_the_side_is_undecided() -> None:
+    """``tracker.line_margin``: a wobble within the band around the line is no crossing; the
+    default band (0.02) counts the same walk, and a band of 0.1 counts it once the object is out."""
+
+    def walk(margin: float, xs: list[float]) -> list[str]:
+        ev = ObjectEvents(TrackerConfig(min_hits=1, line_margin=margin), [], [GATE], 60, 0.0)
+        out = []
+        for i, x in enumerate(xs):
+            out += [
+                e["direction"] for e in _events(ev, float(i), [_track(7, x)]) if e["event"] == "line_crossed"
+            ]
+        return out
+
+    wobble = [0.6, 0.54, 0.46, 0.54, 0.46]  # 4 % either side of the gate at x = 0.5
+    assert walk(0.02, wobble) == ["in", "out", "in"]
+    assert walk(0.1, wobble) == []  # inside the band all along: undecided
+    assert walk(0.1, [0.7, 0.55, 0.45, 0.3]) == ["in"]  # decided once it leaves the band

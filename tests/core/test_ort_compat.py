@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from edge_agent.core.onnx_wire import summarize
 from edge_agent.core.ort_compat import (
+    _ROWS,
     TABLE,
+    _minor,
     describe_stamps,
     limits_for,
     load_refusal,
@@ -98,3 +100,47 @@ def test_parse_version_never_raises(text: str) -> None:
 def test_load_refusal_never_raises_on_hostile_stamps(ir: int, opsets: dict[str, int], version: str) -> None:
     line = load_refusal("m.onnx", ir, opsets, version)
     assert line is None or ("\n" not in line and "model convert" in line)
+
+
+def test_the_newest_row_is_checked_and_a_runtime_older_than_the_table_gets_the_oldest_row() -> None:
+    newest = limits_for("1.22.0")
+    assert newest is not None and newest.name == "1.22" and newest.ir == 11  # not "newer: unchecked"
+    assert limits_for("1.23.0") is None
+    for old in ("1.5.2", "0.9"):
+        row = limits_for(old)
+        assert row is not None and row.name == "1.6", old  # the strictest limits we know of
+    assert refusals(8, {"ai.onnx": 14}, TABLE[0]) == ["IR 8 > 7", "opset 14 > 13"]
+
+
+def test_the_table_versions_read_as_major_minor() -> None:
+    # TABLE is built from _ROWS at import; every version string must read back as its own name
+    assert [_minor(row[0]) for row in _ROWS] == [r.ort for r in TABLE]
+    assert _minor("1.11") == (1, 11) and [r.name for r in TABLE] == [row[0] for row in _ROWS]
+
+
+def test_the_default_domain_may_be_spelled_as_the_empty_string() -> None:
+    # onnx writes the default domain as "" in opset_import; "ai.onnx" is its other name
+    nano = limits_for("1.11.1")
+    assert nano is not None
+    assert refusals(8, {"": 17}, nano) == ["opset 17 > 16"]
+    assert refusals(8, {"": 16}, nano) == []
+    assert refusals(8, {"ai.onnx": 16, "": 17}, nano) == []  # the named domain wins
+    assert refusals(8, {}, nano) == []  # a model with no opset import has nothing too new
+    assert describe_stamps(8, {"": 17}) == "IR 8, opset 17"
+    assert describe_stamps(8, {}) == "IR 8, opset 0"
+
+
+def test_stamps_are_described_as_inspect_prints_them() -> None:
+    assert describe_stamps(9, {"ai.onnx": 20}) == "IR 9, opset 20"
+    assert describe_stamps(8, {"ai.onnx": 17, "ai.onnx.ml": 5}) == "IR 8, opset 17, ai.onnx.ml 5"
+    assert describe_stamps(7, {"ai.onnx": 13, "ai.onnx.ml": 0}) == "IR 7, opset 13, ai.onnx.ml 0"
+
+
+def test_the_refusal_line_lists_every_limit_the_model_passes() -> None:
+    line = load_refusal("m.onnx", 9, {"ai.onnx": 20, "ai.onnx.ml": 5}, "1.11.1")
+    assert line == (
+        "m.onnx: this onnxruntime 1.11.1 cannot load the model "
+        "(IR 9 > 8, opset 20 > 16, ai.onnx.ml opset 5 > 3); convert it on a PC with "
+        "`edge-agent model convert m.onnx --target-ort 1.11 -o ./m-ort1.11.onnx` (into the current "
+        "folder), then use the converted file"
+    )

@@ -79,3 +79,27 @@ def test_three_halvings_at_most_then_no_snapshot() -> None:
     one = np.full((1, 3, 3), 128, np.uint8)
     assert _decoded(encode_snapshot(one, 10_000) or "")[1].shape == (1, 3, 3)
     assert _decoded(encode_snapshot(np.full((2, 2, 3), 9, np.uint8), 10_000) or "")[1].shape == (2, 2, 3)
+
+
+def test_a_halved_snapshot_averages_fine_detail_instead_of_aliasing_it() -> None:
+    # 1-pixel black/white columns, odd width: a point-sampling resize turns them into moire bands
+    # across the picture; the area average the snapshot promises is an even grey
+    img = np.zeros((40, 101, 3), np.uint8)
+    img[:, ::2] = 255
+    flat = np.full((20, 50, 3), 129, np.uint8)
+    cap = len(cv2.imencode(".jpg", flat, [cv2.IMWRITE_JPEG_QUALITY, 80])[1])
+    assert len(cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 25])[1]) > cap
+    _, dec = _decoded(encode_snapshot(img, cap) or "")
+    assert dec.shape == (20, 50, 3)
+    assert float(dec.astype(np.float64).std()) < 4.0  # no bands
+
+
+def test_a_one_or_two_pixel_side_halves_to_one_pixel_not_more() -> None:
+    rng = np.random.default_rng(2)
+    for shape, half in (((256, 2, 3), (128, 1, 3)), ((2, 256, 3), (1, 128, 3))):
+        img = rng.integers(0, 256, shape, dtype=np.uint8)
+        small = cv2.resize(img, (half[1], half[0]), interpolation=cv2.INTER_AREA)
+        cap = len(cv2.imencode(".jpg", small, [cv2.IMWRITE_JPEG_QUALITY, 80])[1])
+        assert len(cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 25])[1]) > cap
+        n, dec = _decoded(encode_snapshot(img, cap) or "")
+        assert dec.shape == half and n == cap, shape

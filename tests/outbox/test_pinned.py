@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from support.outbox import TOPIC, big_limits, crash
+from support.outbox import TOPIC, FailingDeletes, big_limits, crash
 from support.outbox import meta_rows as _meta_rows
 from support.tmpfs import fill, tmpfs
 
@@ -138,21 +138,6 @@ def test_the_meta_row_count_follows_acks_expiry_and_purge(tmp_path: Path) -> Non
         assert _meta_rows(path) == 0
 
 
-class _FailingDeletes:
-    """The sync connection, but every DELETE fails (as on a disk that cannot take the WAL)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        if sql.lstrip().startswith("DELETE"):
-            raise sqlite3.OperationalError("disk I/O error")
-        return self._conn.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
 def test_a_claim_never_resends_an_acked_row_whose_delete_failed(tmp_path: Path) -> None:
     with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=60) as ob:
         for i in range(10):
@@ -160,7 +145,7 @@ def test_a_claim_never_resends_an_acked_row_whose_delete_failed(tmp_path: Path) 
         ob.flush()
         first = ob.claim(4)
         real = ob.db.r
-        ob.db.r = _FailingDeletes(real)  # type: ignore[assignment]
+        ob.db.r = FailingDeletes(real)  # type: ignore[assignment]
         with pytest.raises(QueueError, match="cannot delete acknowledged"):
             ob.ack([m.rowid for m in first])
         ob.db.r = real
@@ -243,7 +228,7 @@ def test_frame_layout_assumed_by_these_tests() -> None:
     assert struct.calcsize(">II8s8s") == 24
 
 
-class _FailingReads(_FailingDeletes):
+class _FailingReads(FailingDeletes):
     def execute(self, sql: str, *args: Any) -> Any:
         raise sqlite3.DatabaseError("database disk image is malformed")
 

@@ -197,18 +197,17 @@ class CollectorProc:
 
 
 def start_group(a: CollectorProc, b: CollectorProc, db_a: Path, db_b: Path) -> None:
-    """Start two members of one shared-subscription group and wait until both subscribed and made
-    their SQLite files."""
+    """Start two members of one shared-subscription group and wait until the broker granted both
+    subscriptions (the SUBACK's log line) and both made their SQLite files."""
     a.start()
     b.start()
     wait_until(
-        lambda: "subscribing" in a.text() and "subscribing" in b.text(),
+        lambda: "collector: subscribed to" in a.text() and "collector: subscribed to" in b.text(),
         30,
-        '"subscribing" in a.text() and "subscribing" in b.text()',
-        every=0.2,
+        lambda: f"both SUBACKs logged; a: {a.text()[-400:]!r} b: {b.text()[-400:]!r}",
+        every=0.1,
     )
-    wait_until(lambda: db_a.exists() and db_b.exists(), 30, "db_a.exists() and db_b.exists()", every=0.2)
-    time.sleep(0.5)  # both SUBSCRIBEs processed by the broker
+    wait_until(lambda: db_a.exists() and db_b.exists(), 30, "db_a.exists() and db_b.exists()", every=0.1)
 
 
 def fleet(*args: str) -> subprocess.CompletedProcess[str]:

@@ -52,6 +52,7 @@ class MjpegServer:
         self.content_length = content_length
         self.shape = shape
         self.connections = 0
+        self.paths: list[str] = []  # the request target of every GET, query included
         self.sent = 0
         self.stop = threading.Event()
         outer = self
@@ -71,6 +72,7 @@ class MjpegServer:
         self.thread.start()
 
     def serve(self, h: BaseHTTPRequestHandler) -> None:
+        self.paths.append(h.path)
         if self.auth is not None:
             token = base64.b64encode(f"{self.auth[0]}:{self.auth[1]}".encode()).decode()
             if h.headers.get("Authorization") != f"Basic {token}":

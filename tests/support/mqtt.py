@@ -8,19 +8,22 @@ is missing (CI installs the Debian ``mosquitto`` package).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import paho.mqtt.client as mqtt
+import pytest
 
 from support import free_port, poll, wait_until
 
@@ -126,6 +129,28 @@ def make_tls(directory: Path) -> TlsFiles:
     )
 
 
+def dynsec_conf(workdir: Path, user: str, password: str, may_subscribe: Sequence[str]) -> list[str]:
+    """mosquitto.conf lines for the dynamic-security plugin with one client that may subscribe to
+    ``may_subscribe`` only: the one broker setup that refuses a SUBSCRIBE in its SUBACK (an
+    ``acl_file`` never does; it only withholds the messages)."""
+    found = sorted(glob.glob("/usr/lib/*/mosquitto_dynamic_security.so"))
+    plugin = Path(found[0]) if found else None
+    if plugin is None or shutil.which("mosquitto_ctrl") is None:
+        pytest.skip("mosquitto's dynamic-security plugin is not installed")
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "dynsec.json"
+    subprocess.run(
+        ["mosquitto_ctrl", "dynsec", "init", str(path), user, password], check=True, capture_output=True
+    )
+    doc = json.loads(path.read_text())
+    for role in doc["roles"]:  # init's admin role may subscribe to "#": narrow it
+        role["acls"] = [a for a in role["acls"] if a["acltype"] != "subscribePattern"] + [
+            {"acltype": "subscribePattern", "topic": t, "allow": True} for t in may_subscribe
+        ]
+    path.write_text(json.dumps(doc))
+    return [f"plugin {plugin}", f"plugin_opt_config_file {path}"]
+
+
 class Broker:
     """One mosquitto process with its own config, persistence and log under ``workdir``.
 
@@ -134,7 +159,11 @@ class Broker:
     """
 
     def __init__(
-        self, workdir: Path, tls: Optional[TlsFiles] = None, users: Optional[dict[str, str]] = None
+        self,
+        workdir: Path,
+        tls: Optional[TlsFiles] = None,
+        users: Optional[dict[str, str]] = None,
+        extra_conf: Sequence[str] = (),
     ) -> None:
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -142,6 +171,7 @@ class Broker:
         self.tls_port = free_port() if tls else None
         self.tls = tls
         self.users = users
+        self.extra_conf = list(extra_conf)  # more mosquitto.conf lines (max_qos, a plugin, ...)
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.log = workdir / "mosquitto.log"
         self.conf = workdir / "mosquitto.conf"
@@ -168,6 +198,7 @@ class Broker:
             pwfile.write_text("".join(f"{u}:{p}\n" for u, p in self.users.items()))
             subprocess.run([str(MOSQUITTO_PASSWD), "-U", str(pwfile)], check=True, capture_output=True)
             lines.append(f"password_file {pwfile}")
+        lines += self.extra_conf
         if self.tls:
             lines += [
                 f"listener {self.tls_port} 127.0.0.1",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Optional
 
 from edge_agent.core.queue_policy import Limits
 
@@ -35,22 +36,34 @@ def freelist(path: Path) -> int:
     return ro_int(path, "PRAGMA freelist_count")
 
 
-class FullOnDelete:
-    """The sync connection on a disk whose WAL cannot grow: the first ``times`` DELETEs fail with
-    SQLITE_FULL (the message SQLite gives), later ones work."""
+class FailingDeletes:
+    """A connection whose DELETEs fail with ``error``: the first ``times`` of them (None: every
+    one); everything else goes to the real connection."""
 
-    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, times: Optional[int] = None, error: str = "disk I/O error"
+    ) -> None:
         self._conn = conn
         self.left = times
+        self.error = error
 
     def execute(self, sql: str, *args: object) -> object:
-        if sql.lstrip().startswith("DELETE") and self.left > 0:
-            self.left -= 1
-            raise sqlite3.OperationalError("database or disk is full")
+        if sql.lstrip().startswith("DELETE") and (self.left is None or self.left > 0):
+            if self.left is not None:
+                self.left -= 1
+            raise sqlite3.OperationalError(self.error)
         return self._conn.execute(sql, *args)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._conn, name)
+
+
+class FullOnDelete(FailingDeletes):
+    """The sync connection on a disk whose WAL cannot grow: the first ``times`` DELETEs fail with
+    SQLITE_FULL (the message SQLite gives), later ones work."""
+
+    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
+        super().__init__(conn, times, "database or disk is full")
 
 
 def crash(ob: object) -> None:

@@ -685,3 +685,20 @@ def test_the_gate_verdict_is_one_journal_line_naming_the_version(
     match = re.fullmatch(rf"switched to {vid} in (\d+\.\d)s \(test\)", done)
     assert match is not None and float(match[1]) <= took + 0.05, done
     assert caplog.messages[-1] == f"model update refused (mqtt:x): {refused['detail']}"
+
+
+def test_ring_max_age_h_keeps_old_frames_out_of_the_gate(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
+    import time
+
+    import cv2
+
+    from edge_agent.adapters.frame_ring import FrameRing
+
+    cfg = cfg_of("[model_update]\nring_frames = 4\nring_interval_s = 1\nring_max_age_h = 1")
+    store = ModelStore(cfg.device.state_dir)
+    ring = FrameRing(store.root / "ring", 4, 1.0, 1000.0)
+    img = cv2.imread(str(sorted(SAMPLES.glob("*.jpg"))[0]))
+    now = time.time()
+    assert ring.offer(img, now=now - 2 * 3600) and ring.offer(img, now=now - 60)
+    files, source = model_switch.gate_images(cfg, store, "none")
+    assert source == "ring" and [int(p.stem) // 1000 for p in files] == [int((now - 60) * 1000) // 1000]
