@@ -107,6 +107,7 @@ class ModelUpdates:
         self._watch: Optional[TrialWatch] = None  # the trial of the model this process runs
         self._started = False
         self._in_progress: Optional[Path] = None  # the request file of the install running now
+        self.errors = 0  # jobs the worker failed (logged each; the status shows the count)
 
     # ---- loading ----------------------------------------------------------------------------
     def build_models(self, cfg: Config) -> ModelSet:
@@ -179,7 +180,9 @@ class ModelUpdates:
                 tighten_dir(self.inbox, PRIVATE_DIR_MODE)
             write_durable(pid_file(self.cfg), f"{os.getpid()}\n".encode())
         except OSError as exc:  # inference does not depend on updates: run without them
-            log.error("model updates disabled: %s is not writable (%s)", self.store.root, exc)
+            log.error(
+                "model updates disabled: %s or %s is not writable (%s)", self.store.root, self.inbox, exc
+            )
             return
         self._thread = threading.Thread(target=self._work, name="model-updates", daemon=True)
         self._thread.start()
@@ -206,6 +209,7 @@ class ModelUpdates:
     def stop(self) -> None:
         """A clean stop: the trial is not held against the model at the next start."""
         self._stop.set()
+        self._jobs.put(("stop", None))  # wakes the worker now, not at its next inbox poll
         if self._receiver is not None:
             self._receiver.stop()
         if self._thread is not None:
@@ -250,10 +254,11 @@ class ModelUpdates:
                     res = model_switch.rollback(self.cfg, reason, origin="agent", only_if_current=vid)
                     if res["outcome"] == Outcome.ROLLED_BACK:
                         self.request_reload()
-                    self._event(res)
+                    self._publish_status()
                 elif kind == "confirm":
                     self._confirm(arg)
             except Exception as exc:  # noqa: BLE001 - the worker must outlive any one bad package
+                self.errors += 1
                 log.error("model update: %s: %s", type(exc).__name__, exc)
 
     def _confirm(self, vid: str) -> None:
@@ -264,7 +269,7 @@ class ModelUpdates:
                 self.store.save(state)
         self._watch = None
         log.info("model %s passed its trial", vid)
-        self._event(None)
+        self._publish_status()
 
     def scan_inbox(self) -> None:
         if not self.inbox.is_dir():
@@ -317,7 +322,7 @@ class ModelUpdates:
             write_durable(req_file, json.dumps(req).encode())  # survives a crash inside the gate
             self.state = "gating"
             self._in_progress = req_file
-            self._event(None)
+            self._publish_status()
             try:
                 result = model_switch.install(
                     self.cfg,
@@ -343,15 +348,16 @@ class ModelUpdates:
             self.state = "idle"
         if result["outcome"] == Outcome.SWITCHED:
             self.request_reload()
-        self._event(result)
+        self._publish_status()
 
     def _on_transfer(self, info: Optional[dict[str, Any]]) -> None:
         self.transfer = info
         if info and info.get("complete"):
             self._jobs.put(("scan", None))  # in the inbox now: no need to wait for the next poll
-        self._event(None)
+        self._publish_status()
 
-    def _event(self, result: Optional[dict[str, Any]]) -> None:
+    def _publish_status(self) -> None:
+        """The status (with this block) out at once on each step; the event itself is in the store."""
         if self.publish is not None:
             try:
                 self.publish()
@@ -366,6 +372,7 @@ class ModelUpdates:
         except EdgeAgentError as exc:
             info = {"error": str(exc)}
         info["state"] = self.state
+        info["errors"] = self.errors
         info["transfer"] = self.transfer
         info["ring_frames"] = len(self.ring.files()) if self.ring.enabled else None
         rec = self._receiver

@@ -253,13 +253,38 @@ def test_a_device_offline_during_the_push_gets_every_chunk_when_it_returns(
     assert got == [(f"{base}/begin", 1)] + [(f"{base}/chunk/{tid}/{i}", 1) for i in range(5)]
 
 
-def test_the_watcher_listens_under_the_configured_topic_prefix(tmp_path: Path, broker: Broker) -> None:
+@pytest.mark.parametrize(("prefix", "topic"), [("/site9/", "site9"), ("X/plantX", "X/plantX")])
+def test_the_watcher_listens_under_the_configured_topic_prefix(
+    tmp_path: Path, broker: Broker, prefix: str, topic: str
+) -> None:
+    """Only the slashes around the prefix go (a prefix may start or end with any other letter)."""
     cfg = cfg_for(tmp_path, broker.port)
-    cfg = cfg.model_copy(update={"mqtt": cfg.mqtt.model_copy(update={"topic_prefix": "/site9/"})})
+    cfg = cfg.model_copy(update={"mqtt": cfg.mqtt.model_copy(update={"topic_prefix": prefix})})
     pub = Collector(broker.port, "none/here", client_id="fake-site9")
     body = json.dumps(verdict("cam-1", "mqtt:t-9", "switched"))
-    pub.client.publish("site9/cam-1/status", body, qos=1, retain=True).wait_for_publish(5)
+    pub.client.publish(f"{topic}/cam-1/status", body, qos=1, retain=True).wait_for_publish(5)
     pub.close()
     t0 = time.monotonic()
     got = OutcomeWatcher(cfg, "t-9").wait(20, ["cam-1"], 0)
     assert list(got) == ["cam-1"] and time.monotonic() - t0 < 10
+
+
+def test_a_push_to_a_tls_broker_uses_the_configured_certificates(
+    tmp_path: Path, tls_broker: Broker, tls_files: Any
+) -> None:
+    """The operator's [mqtt] TLS settings (CA, client certificate) hold for `model push` too: the
+    TLS port refuses a plain connection, so every chunk arriving proves the handshake."""
+    pkg = package(tmp_path, 3 * CHUNK)
+    c = Collector(tls_broker.port, "edge/#", client_id="watch-tls")  # the broker's plain port
+    cfg = cfg_for(tmp_path, tls_broker.port)
+    tls = {
+        "port": tls_broker.tls_port,
+        "tls_ca": str(tls_files.ca),
+        "tls_cert": str(tls_files.client_cert),
+        "tls_key": str(tls_files.client_key),
+    }
+    cfg = cfg.model_copy(update={"mqtt": cfg.mqtt.model_copy(update=tls)})
+    tid = push_package(cfg, pkg, ["cam-1"], None, chunk_size=CHUNK)
+    c.wait_until(lambda col: len(chunks_on(col, "edge/cam-1/model", tid)) == 3, 20, "3 chunks over TLS")
+    c.close()
+    assert b"".join(chunks_on(c, "edge/cam-1/model", tid)[i] for i in range(3)) == pkg.read_bytes()
