@@ -202,3 +202,15 @@ def test_counters_of_a_device_are_its_last_status_figures(url: str) -> None:
         )
     finally:
         db.close()
+
+
+def test_a_sqlite_commit_is_durable_before_the_ack(tmp_path: Path) -> None:
+    """The collector acks MQTT messages after the commit: SQLite must have synced it (FULL), in WAL
+    mode so `fleet` readers never block the writer."""
+    db = CollectorDb(sqlite_url(tmp_path / "fleet.db"))
+    try:
+        assert db.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 60_000
+    finally:
+        db.close()
