@@ -225,6 +225,7 @@ def full_status() -> dict[str, Any]:
             },
             "last": event(Outcome.SWITCHED, "passed", "mqtt:t1", 1.0, version, gate, signer=0),
             "state": "idle",
+            "errors": 0,
             "transfer": {
                 "transfer_id": "t1",
                 "name": "demo",
