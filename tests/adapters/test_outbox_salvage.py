@@ -269,8 +269,10 @@ def test_a_second_corrupt_file_in_the_same_second_gets_its_own_name(tmp_path: Pa
         names.append(rec.moved_to.name)
         assert (rec.salvaged, rec.lost, rec.lost_unknown) == (0, 0, True)
     assert len(set(names)) == 3
-    if names[0][:-1] == names[1][:-3]:  # the same second: numbered
-        assert names[1].endswith("-1") and names[2].endswith("-2")
+    stamps = [n.split(".corrupt-")[1][:16] for n in names]  # 20261130T210101Z
+    for i, n in enumerate(names):  # numbered after the files moved aside in the same second
+        k = stamps[:i].count(stamps[i])
+        assert n.endswith(f"Z-{k}" if k else "Z"), names
 
 
 def test_the_loss_is_counted_from_the_marks_when_they_saw_the_same_or_a_later_commit(tmp_path: Path) -> None:
