@@ -243,8 +243,8 @@ def test_the_agent_runs_on_an_mjpeg_stream(
 
 def test_a_read_hands_out_the_newest_part_not_a_stale_one(server_factory: Callable[..., MjpegServer]) -> None:
     """A slow reader finds many parts in one socket read: only the newest is a current picture, so
-    successive reads skip the stale ones. (The first read may only see what arrived with the
-    headers, hence three reads and a jump, not one read and a number.)"""
+    reads skip the stale ones. (The first read may only see what arrived with the headers, so a
+    later read may be the one that jumps.)"""
     srv = server_factory(fps=1000.0)
     src = MjpegHttpSource(srv.url, 2.0)
     try:
@@ -254,7 +254,9 @@ def test_a_read_hands_out_the_newest_part_not_a_stale_one(server_factory: Callab
             img = src.read()
             assert img is not None
             nums.append(jpeg_number(img))
-        assert nums == sorted(nums) and any(b - a > 1 for a, b in zip(nums, nums[1:])), nums
+        # stale parts skipped: the first read is already a recent part, or a later read jumps
+        # (a reader handing out every part in order would give 0, 1, 2)
+        assert nums == sorted(nums) and (nums[0] >= 5 or any(b - a > 1 for a, b in zip(nums, nums[1:]))), nums
     finally:
         src.close()
 
