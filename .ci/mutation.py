@@ -555,6 +555,36 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_mqtt_sync.py::test_newest_first_with_a_small_window",
         ],
     ),
+    # modules with no area until the 2026-11-30 late-night round (issue 19): the outside input and
+    # trust paths first (the collector's MQTT side, TLS/credentials, image files, frame sources, the
+    # model set, the config file); in-process tests only
+    "collector-mqtt": (
+        ["edge_agent/adapters/collector_mqtt.py"],
+        [
+            "tests/adapters/test_collector_mqtt.py",
+            "tests/collector/test_poison_message.py",
+            "tests/app/test_collector_round.py",
+        ],
+    ),
+    "mqtt-connect": (
+        ["edge_agent/adapters/mqtt_connect.py", "edge_agent/adapters/mqtt_probe.py"],
+        ["tests/adapters/test_credentials.py"],
+    ),
+    "adapters-images": (
+        ["edge_agent/adapters/images.py", "edge_agent/adapters/camera_sources.py"],
+        [
+            "tests/adapters/test_bounded_input.py::test_header_dimensions_match_the_decoded_image",
+            "tests/adapters/test_bounded_input.py::test_infer_refuses_a_20000x20000_png_in_one_line_under_300_mb",
+            "tests/adapters/test_bounded_input.py::test_folder_camera_skips_and_counts_a_huge_image_under_300_mb",
+            "tests/adapters/test_decode_bounds.py",
+            "tests/adapters/test_camera.py",
+            "tests/adapters/test_decode_and_grant.py",
+        ],
+    ),
+    "app-modelset": (
+        ["edge_agent/app/modelset.py", "edge_agent/app/configfile.py"],
+        ["tests/inference/test_guard.py", "tests/adapters/test_provider_fallback.py"],
+    ),
 }
 
 LINE = re.compile(r"^\s*(edge_agent\.[\w.]+?)\.(x_\w+|xǁ\w+ǁ\w+)__mutmut_\d+: (.+)$")
