@@ -60,5 +60,6 @@ def describe_connect_error(cfg: MqttConfig, exc: OSError) -> str:
             f"(is the broker certificate signed by mqtt.tls_ca = {cfg.tls_ca!r}?)"
         )
     if isinstance(exc, ssl.SSLError):
-        return f"TLS handshake with {where} failed: {exc.reason or exc}"
+        # OpenSSL's errors carry a reason; an SSLError raised by Python code (or paho) may not
+        return f"TLS handshake with {where} failed: {getattr(exc, 'reason', None) or exc}"
     return f"cannot connect to {where}: {exc.strerror or exc}"
