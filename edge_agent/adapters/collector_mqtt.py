@@ -159,8 +159,10 @@ class Subscriber:
         self.unsubscribed.set()
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        was_up = self.connected.is_set()
         self.connected.clear()
-        if reason.is_failure:
+        # after a refused CONNACK paho reports "Protocol error" here: the refusal is the cause
+        if reason.is_failure and (was_up or self.last_error is None):
             self.last_error = f"connection lost: {reason}"
             log.warning("collector: %s; reconnecting", self.last_error)
 
