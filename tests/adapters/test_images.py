@@ -41,11 +41,9 @@ def test_check_pixels_returns_the_header_size_and_honours_the_cap_given() -> Non
     assert check_pixels(data, "a.png", max_pixels=1200) == (40, 30)  # at the cap: allowed
     with pytest.raises(ImageError) as e:
         check_pixels(data, "a.png", max_pixels=1199)
-    assert str(
-        e.value
-    ) == "a.png: 40x30 pixels (0.0012 MP) exceeds the limit of 0.0012 MP (max_pixels); not decoded" or (
-        str(e.value).startswith("a.png: 40x30 pixels (")
-        and str(e.value).endswith("(max_pixels); not decoded")
+    assert (
+        str(e.value)
+        == "a.png: 40x30 pixels (0.0012 MP) exceeds the limit of 0.0012 MP (max_pixels); not decoded"
     )
 
 
