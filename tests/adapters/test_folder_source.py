@@ -1,0 +1,171 @@
+"""The folder frame source read directly (no camera thread): name order, where a reopen resumes,
+looping, the bound on a folder of broken files, the pixel cap and the replay rate of the config,
+and what build_source_factory refuses up front."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edge_agent.adapters import camera_sources
+from edge_agent.adapters.camera_sources import FolderSourceFactory, build_source_factory
+from edge_agent.core.camera_source import SourceKind
+from edge_agent.core.config import CameraConfig
+from edge_agent.errors import CameraError, ImageError
+
+
+def write(d: Path, name: str, value: int, size: tuple[int, int] = (8, 6)) -> None:
+    img = np.full((size[1], size[0], 3), value, np.uint8)
+    assert cv2.imwrite(str(d / name), img)
+
+
+def folder(tmp_path: Path, names: list[str]) -> Path:
+    d = tmp_path / "frames"
+    d.mkdir()
+    for i, n in enumerate(names):
+        write(d, n, 10 * (i + 1))
+    return d
+
+
+def value(img: object) -> int:
+    assert isinstance(img, np.ndarray)
+    return int(img[0, 0, 0])
+
+
+def test_a_reopened_folder_resumes_after_the_last_file_handed_out(tmp_path: Path) -> None:
+    d = folder(tmp_path, ["01.png", "02.png", "03.png", "04.png"])
+    f = FolderSourceFactory(str(d))
+    s = f()
+    assert [value(s.read()), value(s.read())] == [10, 20]
+    assert s.current_name == "02.png" and f.last_name == "02.png"
+    s.close()
+    again = f()  # after the folder went away and came back, say
+    assert value(again.read()) == 30 and again.current_name == "03.png"
+    assert value(again.read()) == 40 and again.read() is None and again.read() is None
+
+
+def test_a_reopen_resumes_after_a_last_file_that_is_gone(tmp_path: Path) -> None:
+    d = folder(tmp_path, ["01.png", "02.png", "03.png"])
+    f = FolderSourceFactory(str(d))
+    s = f()
+    s.read()
+    s.read()
+    (d / "02.png").unlink()
+    assert value(f().read()) == 30
+
+
+def test_a_looping_folder_is_listed_again_at_each_pass(tmp_path: Path) -> None:
+    d = folder(tmp_path, ["a.png", "b.png"])
+    s = FolderSourceFactory(str(d), loop=True)()
+    assert [value(s.read()), value(s.read())] == [10, 20]
+    write(d, "c.png", 99)
+    assert [value(s.read()) for _ in range(3)] == [10, 20, 99]
+    for n in ("a.png", "b.png", "c.png"):
+        (d / n).unlink()
+    with pytest.raises(CameraError, match="has no images to loop over"):
+        s.read()
+
+
+def test_a_looping_folder_of_only_broken_files_ends_after_one_full_pass(tmp_path: Path) -> None:
+    d = tmp_path / "bad"
+    d.mkdir()
+    for n in ("1.png", "2.jpg", "3.png"):
+        (d / n).write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40 if n.endswith(".png") else b"\xff\xd8junk")
+    s = FolderSourceFactory(str(d), loop=True)()
+    skipped = 0
+    with pytest.raises(CameraError, match="no readable image in a full pass"):
+        for _ in range(20):
+            try:
+                s.read()
+            except ImageError:
+                skipped += 1
+    assert skipped == 4  # a full pass and one more: never an endless spin
+
+
+def test_one_good_image_among_broken_ones_keeps_a_loop_going(tmp_path: Path) -> None:
+    d = tmp_path / "mixed"
+    d.mkdir()
+    (d / "1.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)  # refused from its header
+    write(d, "2.png", 50)
+    ok, buf = cv2.imencode(".png", np.zeros((8, 8, 3), np.uint8))
+    (d / "2b.png").write_bytes(buf.tobytes()[:40] + b"\x00" * 200)  # a header, then garbage
+    (d / "3.jpg").write_bytes(b"\xff\xd8junk")
+    (d / "4.jpg").write_bytes(b"\xff\xd8junk")
+    s = FolderSourceFactory(str(d), loop=True)()
+    good = bad = 0
+    for _ in range(50):  # 10 passes
+        try:
+            good += value(s.read()) == 50
+        except ImageError:
+            bad += 1
+    assert (good, bad) == (10, 40)
+
+
+def test_the_pixel_cap_and_the_replay_rate_of_the_config_reach_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = folder(tmp_path, ["1.png", "2.png", "3.png"])
+    factory, kind = build_source_factory(CameraConfig(source=str(d), max_pixels=47, fps=4.0, loop=True))
+    assert kind is SourceKind.IMAGE_FOLDER
+    with pytest.raises(ImageError, match=r"8x6 pixels .* exceeds the limit"):
+        factory().read()
+
+    clock = {"now": 100.0, "slept": []}
+
+    class FakeTime:
+        @staticmethod
+        def monotonic() -> float:
+            return float(clock["now"])  # type: ignore[arg-type]
+
+        @staticmethod
+        def sleep(s: float) -> None:
+            clock["slept"].append(round(s, 6))  # type: ignore[union-attr]
+            clock["now"] += s  # type: ignore[operator]
+
+    monkeypatch.setattr(camera_sources, "time", FakeTime)
+    factory, _ = build_source_factory(CameraConfig(source=str(d), fps=4.0, loop=True))
+    s = factory()
+    vals = [value(s.read()) for _ in range(5)]
+    assert vals == [10, 20, 30, 10, 20]  # loop = true reached the folder too
+    assert clock["slept"] == [0.25, 0.25, 0.25, 0.25]  # 4 fps: one frame every 0.25 s, the first at once
+
+
+def test_without_fps_a_folder_is_read_as_fast_as_frames_are_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = folder(tmp_path, ["1.png", "2.png"])
+    slept: list[float] = []
+    monkeypatch.setattr(camera_sources.time, "sleep", slept.append)
+    factory, _ = build_source_factory(CameraConfig(source=str(d)))
+    s = factory()
+    assert [value(s.read()), value(s.read()), s.read()] == [10, 20, None]
+    assert slept == []
+
+
+def test_a_folder_that_disappears_is_a_camera_error(tmp_path: Path) -> None:
+    d = folder(tmp_path, ["1.png", "2.png"])
+    s = FolderSourceFactory(str(d))()
+    s.read()
+    shutil.rmtree(d)
+    with pytest.raises(CameraError, match="disappeared"):
+        s.read()
+    with pytest.raises(CameraError, match=r"camera.source folder .*frames"):
+        FolderSourceFactory(str(d))()
+
+
+def test_what_build_source_factory_refuses_up_front(tmp_path: Path) -> None:
+    with pytest.raises(CameraError) as e:
+        build_source_factory(CameraConfig(source=str(tmp_path / "gone") + "/"))
+    assert str(e.value) == f"camera.source = {str(tmp_path / 'gone') + '/'!r}: folder not found"
+    with pytest.raises(CameraError) as e:
+        build_source_factory(CameraConfig(source=str(tmp_path / "clip.mp4")))
+    assert str(e.value) == f"camera.source = {str(tmp_path / 'clip.mp4')!r}: no such video file (or folder)"
+    with pytest.raises(Exception) as e2:
+        build_source_factory(
+            CameraConfig(source="http://127.0.0.1:1/stream", credentials_file=str(tmp_path / "no-creds"))
+        )
+    assert "no-creds" in str(e2.value)
