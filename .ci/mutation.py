@@ -564,11 +564,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_collector_mqtt.py",
             "tests/collector/test_poison_message.py",
             "tests/app/test_collector_round.py",
+            # made for this area: manual acks, the session, leaving, flow control, login, TLS
+            "tests/adapters/test_collector_subscriber.py",
         ],
     ),
     "mqtt-connect": (
         ["edge_agent/adapters/mqtt_connect.py", "edge_agent/adapters/mqtt_probe.py"],
-        ["tests/adapters/test_credentials.py"],
+        ["tests/adapters/test_credentials.py", "tests/adapters/test_mqtt_connect.py"],
     ),
     "adapters-images": (
         ["edge_agent/adapters/images.py", "edge_agent/adapters/camera_sources.py"],
@@ -579,11 +581,19 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_decode_bounds.py",
             "tests/adapters/test_camera.py",
             "tests/adapters/test_decode_and_grant.py",
+            "tests/adapters/test_images.py",
+            "tests/adapters/test_folder_source.py",
         ],
     ),
+    # not tests/inference/test_guard.py (its run/doctor/infer checks are subprocesses); the
+    # provider test is the one that shows float_model reaching the detector's load
     "app-modelset": (
         ["edge_agent/app/modelset.py", "edge_agent/app/configfile.py"],
-        ["tests/inference/test_guard.py", "tests/adapters/test_provider_fallback.py"],
+        [
+            "tests/app/test_modelset.py",
+            "tests/app/test_configfile.py",
+            "tests/adapters/test_provider_fallback.py::test_config_float_model_reaches_the_detector_load",
+        ],
     ),
 }
 

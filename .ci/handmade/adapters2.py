@@ -70,7 +70,14 @@ BUGS = [
         T_CM,
     ),
     # the broker's credentials and TLS
-    ("mc1", MC, "            path = Path(creds) / path\n", "", T_MC),
+    # CREDENTIALS_DIRECTORY misspelt: a relative password_file is looked up in the cwd
+    (
+        "mc1",
+        MC,
+        'creds = os.environ.get("CREDENTIALS_DIRECTORY")',
+        'creds = os.environ.get("CREDENTIALS_DIR")',
+        T_MC,
+    ),
     ("mc3", MC, "    if not (cfg.tls_ca or cfg.tls_cert):", "    if not cfg.tls_ca:", T_MC),
     (
         "mc4",
