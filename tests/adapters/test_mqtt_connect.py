@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,9 +149,9 @@ def connect_line(b: Broker, client_id: str) -> str:
 
 def test_the_probe_connects_under_its_own_id_and_leaves_cleanly(broker: Broker) -> None:
     cfg = MqttConfig(host="127.0.0.1", port=broker.port)
-    assert probe_broker(cfg, "d1", timeout_s=5) == ("ok", f"127.0.0.1:{broker.port}: connected as anonymous")
+    assert probe_broker(cfg, "d1") == ("ok", f"127.0.0.1:{broker.port}: connected as anonymous")
     line = connect_line(broker, "d1-doctor")  # never the agent's own id: that would kick its session
-    assert "k10" in line  # keepalive twice the timeout
+    assert "k10" in line  # keepalive twice the timeout (5 s by default)
     wait_until(lambda: "Client d1-doctor disconnected." in broker.log_text(), 15, "a clean DISCONNECT")
     probe_broker(cfg, "d2", timeout_s=1)
     assert "k5" in connect_line(broker, "d2-doctor")  # never below 5 s
@@ -161,9 +162,10 @@ def test_the_probe_sends_the_username_and_the_password(auth_broker: Broker, tmp_
     secret.write_text("wrong\n")
     cfg = MqttConfig(host="127.0.0.1", port=auth_broker.port, username="cam", password_file=str(secret))
     where = f"127.0.0.1:{auth_broker.port}"
-    outcome, text = probe_broker(cfg, "d1")
-    assert outcome == "refused"
-    assert text.startswith(f"{where}: broker refused the connection as 'cam': ")
+    assert probe_broker(cfg, "d1") == (
+        "refused",
+        f"{where}: broker refused the connection as 'cam': Not authorized",
+    )
     secret.write_text("right\n")
     assert probe_broker(cfg, "d1") == ("ok", f"{where}: connected as cam")
     outcome, text = probe_broker(MqttConfig(host="127.0.0.1", port=auth_broker.port), "d1")
@@ -225,3 +227,44 @@ def test_a_listener_that_never_answers_mqtt_is_unreachable_after_the_timeout() -
             "unreachable",
             f"127.0.0.1:{port}: no CONNACK within 1s",
         )
+
+
+def junk_server(clients: int) -> tuple[socket.socket, threading.Thread]:
+    """A loopback listener that answers ``clients`` connections with plain text: what a TLS client
+    meets on a port that does not speak TLS."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve() -> None:
+        for _ in range(clients):
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n" * 4)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return srv, t
+
+
+def test_a_tls_failure_is_described_by_openssls_reason_not_its_source_line(tls_files: TlsFiles) -> None:
+    srv, t = junk_server(2)
+    port = srv.getsockname()[1]
+    try:
+        cfg = MqttConfig(host="127.0.0.1", port=port, tls_ca=str(tls_files.ca))
+        ctx = tls_context(cfg)
+        assert ctx is not None
+        with pytest.raises(ssl.SSLError) as e:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        reason = e.value.reason
+        assert reason and "_ssl.c" in str(e.value)
+        assert describe_connect_error(cfg, e.value) == f"TLS handshake with 127.0.0.1:{port} failed: {reason}"
+        # doctor: a TLS mistake is a refusal (it never heals by waiting), in the same words
+        assert probe_broker(cfg, "d1") == ("refused", f"TLS handshake with 127.0.0.1:{port} failed: {reason}")
+    finally:
+        srv.close()
+        t.join(5)
