@@ -28,6 +28,7 @@ def make(
     port: int,
     *,
     client_id: str = "col-1",
+    keepalive: int = 30,
     expiry: int = 300,
     receive_maximum: int = 100,
     leave: bool = False,
@@ -42,7 +43,7 @@ def make(
         ["edge/+/detections"],
         session_expiry_s=expiry,
         receive_maximum=receive_maximum,
-        keepalive_s=30,
+        keepalive_s=keepalive,
         username=username,
         password=password,
         tls=tls,
@@ -128,6 +129,32 @@ def test_a_message_not_acked_comes_back_after_a_reconnect_and_an_acked_one_does_
         assert [m.payload for m in take(again, 1)] == [b"d"]
     finally:
         again.stop()
+
+
+def test_the_connect_is_persistent_with_the_keepalive_given_and_says_so(
+    broker: Broker, pub: Pub, caplog: pytest.LogCaptureFixture
+) -> None:
+    sub = make(broker.port, keepalive=17)
+    subscribed(sub, caplog)
+    try:
+        assert (sub.conn, sub.connects) == (1, 1)
+        # mosquitto's notice: protocol 5, clean start 0, keepalive 17
+        line = wait_until(
+            lambda: [ln for ln in broker.log_text().splitlines() if " as col-1 (" in ln],
+            15,
+            "the connect line",
+        )[-1]
+        assert "(p5, c0, k17)" in line
+        infos = [r.getMessage() for r in caplog.records if r.getMessage().startswith("collector: connected")]
+        assert infos == [
+            f"collector: connected to 127.0.0.1:{broker.port} (session present: False), "
+            "subscribing to edge/+/detections"
+        ]
+        pub.send("q2", qos=2)  # a QoS 2 publish comes down at the subscription's QoS 1
+        (m,) = take(sub, 1)
+        assert (m.payload, m.qos) == (b"q2", 1) and sub.ack([m]) == 1
+    finally:
+        sub.stop(end_session=True)
 
 
 def test_the_session_outlives_a_stop_and_keeps_what_was_published_meanwhile(
@@ -264,7 +291,10 @@ def test_the_username_and_password_given_are_sent(tmp_path: Path, caplog: pytest
         bad.start()
         wait_until(lambda: bad.last_error is not None, 15, "the refusal")
         bad.stop()
-        assert bad.last_error is not None and bad.last_error.startswith("broker refused the connection: ")
+        assert bad.last_error == "broker refused the connection: Not authorized"
+        assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [
+            "collector: broker refused the connection: Not authorized"
+        ]
         good = make(b.port, username="collector", password="pw")
         subscribed(good, caplog)
         assert good.last_error is None and good.connected.is_set()
