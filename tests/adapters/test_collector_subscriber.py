@@ -266,10 +266,10 @@ def test_leaving_unsubscribes_but_still_gets_what_the_session_queued(
         assert queued.payload == b"queued" and leaving.ack([queued]) == 1
         wait_until(leaving.unsubscribed.is_set, 15, "the UNSUBACK")
         assert leaving.unsubscribed_at > 0
-        assert any(
-            "leaving the group: unsubscribing from edge/+/detections" in r.getMessage()
-            for r in caplog.records
-        )
+        assert (
+            f"collector: connected to 127.0.0.1:{broker.port} (session present: True), "
+            "leaving the group: unsubscribing from edge/+/detections"
+        ) in [r.getMessage() for r in caplog.records]
     finally:
         leaving.stop()
     pub.send("after")  # the session has no subscription left: nothing is queued for it
