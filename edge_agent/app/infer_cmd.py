@@ -65,7 +65,7 @@ def register(sub: Any) -> None:
     p.add_argument("--save", metavar="DIR", help="write annotated images to DIR (never over an input)")
     p.add_argument(
         "--max-pixels",
-        type=int,
+        type=positive_int,  # 0 fell back to the default and -5 refused every image
         default=None,
         metavar="N",
         help="refuse images larger than N pixels, from the header, before decoding (default 40 MP)",
