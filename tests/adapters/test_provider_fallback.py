@@ -236,13 +236,18 @@ def test_config_float_model_reaches_the_detector_load(
         return real(*args, board=NANO, ort_module=fake, system_root=nano_root, **kwargs)
 
     monkeypatch.setattr(modelset, "OnnxModel", on_a_nano)
+    cls = repo / "models/demo-classifier.onnx"
     cfg = parse_config(
         f'[device]\nstate_dir = "{tmp_path}"\n[detector]\nmodel = "{int8}"\nfloat_model = "{fp32}"\n'
+        f'[classifier]\nmodel = "{cls}"\n'
     )
     models = modelset.ModelSet.from_config(cfg)
     assert fake.calls[0][0] == hashlib.sha256(fp32.read_bytes()).hexdigest()
     assert fake.calls[0][1][0] == TRT
     assert models.detector.model.info.quant_kind == "fp32"
+    # both engines are cached under the config's state_dir (not /var/lib/edge-agent)
+    engines = [c[2][0]["trt_engine_cache_path"] for c in fake.calls if c[1][0] == TRT]
+    assert len(engines) == 2 and all(e.startswith(f"{tmp_path}/") for e in engines), engines
 
 
 def test_unwritable_engine_cache_is_a_warning_not_a_crash(

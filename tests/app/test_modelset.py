@@ -115,3 +115,8 @@ def test_a_broken_detector_is_refused_unless_the_config_allows_it(
     assert ms.detector.model.path == broken
     (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert line.endswith("(running it: [detector] allow_broken_model = true)") and str(broken) in line
+
+
+def test_a_forced_output_format_is_the_one_used(tmp_path: Path) -> None:
+    assert build(tmp_path).detector.format.fmt.name == "yolov8"  # recognised
+    assert build(tmp_path, 'output_format = "yolov5"').detector.format.fmt.name == "yolov5"
