@@ -4,6 +4,7 @@ and what build_source_factory refuses up front."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from edge_agent.adapters import camera_sources
-from edge_agent.adapters.camera_sources import FolderSourceFactory, build_source_factory
+from edge_agent.adapters.camera_sources import CvCaptureSource, FolderSourceFactory, build_source_factory
 from edge_agent.core.camera_source import SourceKind
 from edge_agent.core.config import CameraConfig
 from edge_agent.errors import CameraError, ImageError
@@ -169,3 +170,58 @@ def test_what_build_source_factory_refuses_up_front(tmp_path: Path) -> None:
             CameraConfig(source="http://127.0.0.1:1/stream", credentials_file=str(tmp_path / "no-creds"))
         )
     assert "no-creds" in str(e2.value)
+
+
+def clip(tmp_path: Path, fourcc: str = "MJPG", size: tuple[int, int] = (64, 48), n: int = 3) -> Path:
+    path = tmp_path / "clip.avi"
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), 12.5, size)
+    assert w.isOpened()
+    for i in range(n):
+        w.write(np.full((size[1], size[0], 3), 40 * i, np.uint8))
+    w.release()
+    return path
+
+
+def test_the_grant_read_back_from_the_capture_is_logged_and_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a V4L2 driver granted is read back with the same calls a video file answers (no camera
+    here): fourcc, size and rate; what differs from the config is a warning naming each key."""
+    caplog.set_level(logging.INFO, logger="edge_agent")
+    cap = cv2.VideoCapture(str(clip(tmp_path)))
+    try:
+        src = CvCaptureSource.__new__(CvCaptureSource)
+        src.name = "/dev/video9"
+        src._report_grant(cap, CameraConfig(source="/dev/video9", width=64, height=48, fps=12.0))
+        assert src.granted == {"fourcc": "MJPG", "width": 64, "height": 48, "fps": 12.5}
+        src._report_grant(cap, CameraConfig(source="/dev/video9", width=1280, fps=30.0))
+    finally:
+        cap.release()
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == camera_sources.log.name]
+    assert lines == [
+        (logging.INFO, "camera /dev/video9: driver granted MJPG 64x48 @ 12.5 fps"),
+        (
+            logging.WARNING,
+            "camera /dev/video9: driver granted MJPG 64x48 @ 12.5 fps (asked: width 1280 -> 64, fps 30.0 -> 12.5)",
+        ),
+    ]
+
+
+def test_a_video_file_ends_or_loops_and_its_size_is_checked_at_open(tmp_path: Path) -> None:
+    path = clip(tmp_path, n=3)
+    factory, kind = build_source_factory(CameraConfig(source=str(path)))
+    assert kind is SourceKind.VIDEO_FILE
+    s = factory()
+    assert s.finite and s.name == str(path)
+    got = [s.read() for _ in range(4)]
+    assert [round(float(g.mean()) / 40) for g in got[:3] if g is not None] == [0, 1, 2] and got[3] is None
+    s.close()
+    looping, _ = build_source_factory(CameraConfig(source=str(path), loop=True))
+    s = looping()
+    assert [round(float(s.read().mean()) / 40) for _ in range(5)] == [0, 1, 2, 0, 1]
+    s.close()
+    capped, _ = build_source_factory(CameraConfig(source=str(path), max_pixels=64 * 48 - 1))
+    with pytest.raises(CameraError) as e:
+        capped()
+    assert str(e.value).startswith(f"camera {str(path)!r}: frames of 64x48 pixels (")
+    assert str(e.value).endswith("(camera.max_pixels); not opened")
