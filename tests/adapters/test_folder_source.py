@@ -92,7 +92,7 @@ def test_one_good_image_among_broken_ones_keeps_a_loop_going(tmp_path: Path) -> 
     d.mkdir()
     (d / "1.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)  # refused from its header
     write(d, "2.png", 50)
-    ok, buf = cv2.imencode(".png", np.zeros((8, 8, 3), np.uint8))
+    _ok, buf = cv2.imencode(".png", np.zeros((8, 8, 3), np.uint8))
     (d / "2b.png").write_bytes(buf.tobytes()[:40] + b"\x00" * 200)  # a header, then garbage
     (d / "3.jpg").write_bytes(b"\xff\xd8junk")
     (d / "4.jpg").write_bytes(b"\xff\xd8junk")

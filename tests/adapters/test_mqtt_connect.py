@@ -257,9 +257,11 @@ def test_a_tls_failure_is_described_by_openssls_reason_not_its_source_line(tls_f
         cfg = MqttConfig(host="127.0.0.1", port=port, tls_ca=str(tls_files.ca))
         ctx = tls_context(cfg)
         assert ctx is not None
-        with pytest.raises(ssl.SSLError) as e:
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-                ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        with (
+            pytest.raises(ssl.SSLError) as e,
+            socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        ):
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1")
         reason = e.value.reason
         assert reason and "_ssl.c" in str(e.value)
         assert describe_connect_error(cfg, e.value) == f"TLS handshake with 127.0.0.1:{port} failed: {reason}"
