@@ -35,12 +35,13 @@ def make(
     username: Optional[str] = None,
     password: Optional[str] = None,
     tls: Optional[ssl.SSLContext] = None,
+    filters: tuple[str, ...] = ("edge/+/detections",),
 ) -> Subscriber:
     return Subscriber(
         "127.0.0.1",
         port,
         client_id,
-        ["edge/+/detections"],
+        filters,
         session_expiry_s=expiry,
         receive_maximum=receive_maximum,
         keepalive_s=keepalive,
@@ -134,7 +135,7 @@ def test_a_message_not_acked_comes_back_after_a_reconnect_and_an_acked_one_does_
 def test_the_connect_is_persistent_with_the_keepalive_given_and_says_so(
     broker: Broker, pub: Pub, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sub = make(broker.port, keepalive=17)
+    sub = make(broker.port, keepalive=17, filters=("edge/+/detections", "edge/+/status"))
     subscribed(sub, caplog)
     try:
         assert (sub.conn, sub.connects) == (1, 1)
@@ -148,7 +149,7 @@ def test_the_connect_is_persistent_with_the_keepalive_given_and_says_so(
         infos = [r.getMessage() for r in caplog.records if r.getMessage().startswith("collector: connected")]
         assert infos == [
             f"collector: connected to 127.0.0.1:{broker.port} (session present: False), "
-            "subscribing to edge/+/detections"
+            "subscribing to edge/+/detections, edge/+/status"
         ]
         pub.send("q2", qos=2)  # a QoS 2 publish comes down at the subscription's QoS 1
         (m,) = take(sub, 1)
@@ -240,6 +241,7 @@ def test_the_broker_holds_back_what_exceeds_the_receive_maximum_until_acked(
         got: list[Inbound] = []
         wait_until(lambda: got.extend(_drain(sub)) or b"marker" in [m.payload for m in got], 15, "the marker")
         first = [m for m in got if m.qos == 1]
+        assert sub.ack([m for m in got if m.qos == 0]) == 0  # QoS 0 has no PUBACK
         assert [m.payload for m in first] == [b"1", b"2"], "not what receive_maximum lets through"
         rest: list[Inbound] = []
         pending = first
