@@ -600,7 +600,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # run `edge-agent run|demo|infer --track` as subprocesses: every mutant would be "no tests")
     "adapters-host": (
         ["edge_agent/adapters/metrics_http.py", "edge_agent/adapters/system.py"],
-        ["tests/adapters/test_metrics_http.py", "tests/adapters/test_system_probes.py"],
+        [
+            "tests/adapters/test_metrics_http.py",
+            "tests/adapters/test_system_probes.py",
+            "tests/adapters/test_host_probes.py",
+        ],
     ),
     "camera-rtsp": (["edge_agent/adapters/camera_rtsp.py"], ["tests/adapters/test_rtsp_transport.py"]),
     "app-infer": (["edge_agent/app/infer_cmd.py"], ["tests/app/test_infer_inproc.py"]),
