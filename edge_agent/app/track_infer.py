@@ -47,7 +47,7 @@ def _frames(inputs: list[str], fps: float, max_pixels: int) -> Iterator[tuple[st
     n = 0
     for path in expand_inputs(inputs):
         if path.suffix.lower() in VIDEO_SUFFIXES:
-            yield from _video(path)
+            yield from _video(path, max_pixels)
             continue
         try:
             img: Any = read_image(path, max_pixels)
@@ -57,12 +57,21 @@ def _frames(inputs: list[str], fps: float, max_pixels: int) -> Iterator[tuple[st
         n += 1
 
 
-def _video(path: Path) -> Iterator[tuple[str, float, Any]]:
+def _video(path: Path, max_pixels: int) -> Iterator[tuple[str, float, Any]]:
     import cv2
+
+    from edge_agent.core.image_header import pixel_problem
 
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
         yield path.stem, 0.0, ImageError(f"{path}: cannot open as a video")
+        return
+    # the size the container announces, before a frame is decoded (--max-pixels, as for images)
+    size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+    problem = pixel_problem(size, max_pixels)
+    if problem is not None:
+        cap.release()
+        yield path.stem, 0.0, ImageError(f"{path}: frames of {problem}; not decoded")
         return
     rate = cap.get(cv2.CAP_PROP_FPS)
     rate = rate if 0 < rate <= 1000 else 25.0  # containers without a usable rate: assume 25

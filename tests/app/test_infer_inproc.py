@@ -74,3 +74,22 @@ def test_no_images_and_a_save_target_that_is_a_file_are_one_line(
     assert (
         rc == 0 and len(results) == 1 and [p.name for p in (tmp_path / "out").iterdir()] == ["sample_0.jpg"]
     )
+
+
+def test_track_refuses_a_video_whose_frames_exceed_max_pixels(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "clip.avi"
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (64, 48))
+    assert w.isOpened()
+    for _ in range(3):
+        w.write(np.zeros((48, 64, 3), np.uint8))
+    w.release()
+    rc = main(["infer", "--track", "--json", str(path), "--max-pixels", str(64 * 48 - 1)])
+    out, err = capsys.readouterr()
+    assert rc == 1 and json.loads(out.splitlines()[-1])["summary"]["frames"] == 0
+    assert err.startswith(f"edge-agent infer: error: {path}: frames of 64x48 pixels (")
+    assert err.endswith("(max_pixels); not decoded\n") and len(err.splitlines()) == 1
+    rc = main(["infer", "--track", "--json", str(path), "--max-pixels", str(64 * 48)])
+    out, _ = capsys.readouterr()
+    assert rc == 0 and json.loads(out.splitlines()[-1])["summary"]["frames"] == 3
