@@ -225,3 +225,25 @@ def test_a_video_file_ends_or_loops_and_its_size_is_checked_at_open(tmp_path: Pa
         capped()
     assert str(e.value).startswith(f"camera {str(path)!r}: frames of 64x48 pixels (")
     assert str(e.value).endswith("(camera.max_pixels); not opened")
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("    GStreamer:                   YES (1.22.0)", True),
+        ("    GStreamer:                   yes", True),
+        ("    GStreamer:                   NO", False),
+        ("    Video I/O: GStreamer: YES", False),  # not the GStreamer line itself
+        ("    FFMPEG:                      YES", False),
+    ],
+)
+def test_gstreamer_support_is_read_from_opencvs_build_information(
+    monkeypatch: pytest.MonkeyPatch, line: str, expected: bool
+) -> None:
+    """The pip wheels say "GStreamer: NO", Debian's python3-opencv "YES (1.22.0)": the same report
+    cv2.getBuildInformation() prints, given here as the text of other builds."""
+    text = (
+        f"General configuration for OpenCV 4.x\n  Video I/O:\n    DC1394:                      NO\n{line}\n"
+    )
+    monkeypatch.setattr(camera_sources.cv2, "getBuildInformation", lambda: text)
+    assert camera_sources.gstreamer_available() is expected
