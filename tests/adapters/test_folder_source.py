@@ -247,3 +247,33 @@ def test_gstreamer_support_is_read_from_opencvs_build_information(
     )
     monkeypatch.setattr(camera_sources.cv2, "getBuildInformation", lambda: text)
     assert camera_sources.gstreamer_available() is expected
+
+
+def test_an_http_source_that_is_not_multipart_is_read_through_ffmpeg(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An MP4/AVI over HTTP (no multipart MJPEG): our reader says so and FFmpeg takes the URL."""
+    import functools
+    import http.server
+    import threading
+
+    path = clip(tmp_path, n=3)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    caplog.set_level(logging.INFO, logger="edge_agent")
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/{path.name}"
+        factory, kind = build_source_factory(CameraConfig(source=url, stall_timeout_s=10))
+        assert kind is SourceKind.NETWORK
+        s = factory()
+        assert isinstance(s, CvCaptureSource) and not s.finite
+        frames = [s.read() for _ in range(3)]
+        assert [round(float(f.mean()) / 40) for f in frames if f is not None] == [0, 1, 2]
+        s.close()
+        assert any("opening it with FFmpeg" in r.getMessage() for r in caplog.records)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
