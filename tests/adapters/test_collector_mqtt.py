@@ -97,3 +97,38 @@ def test_a_subscription_cut_to_qos_0_is_an_error(
         assert "max_qos" in sub.last_error and len(errors(caplog)) == 1
     finally:
         sub.stop(end_session=True)
+
+
+def test_every_refused_filter_is_named_and_nothing_claims_a_subscription(
+    dynsec_broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="edge_agent")
+    sub = subscriber(dynsec_broker.port, ["edge/+/detections", "edge/+/status"])
+    sub.start()
+    try:
+        wait_until(lambda: sub.last_error is not None, 15, "a refused SUBACK")
+        assert sub.last_error == (
+            "broker refused the subscription to edge/+/detections (Not authorized), edge/+/status (Not authorized)"
+        )
+        assert errors(caplog) == [f"collector: {sub.last_error}"]
+        assert not [r for r in caplog.records if r.getMessage().startswith("collector: subscribed to")]
+    finally:
+        sub.stop(end_session=True)
+
+
+def test_every_filter_cut_to_qos_0_is_named_with_the_fix(
+    qos0_broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="edge_agent")
+    sub = subscriber(qos0_broker.port, ["edge/+/detections", "edge/+/status"])
+    sub.start()
+    try:
+        wait_until(lambda: sub.last_error is not None, 15, "the QoS 0 SUBACK")
+        assert sub.last_error == (
+            "broker granted only QoS 0 for edge/+/detections, edge/+/status: a message in flight when the "
+            "collector stops is lost (raise the broker's max_qos to 1)"
+        )
+        assert errors(caplog) == [f"collector: {sub.last_error}"]
+        assert not [r for r in caplog.records if r.getMessage().startswith("collector: subscribed to")]
+    finally:
+        sub.stop(end_session=True)
