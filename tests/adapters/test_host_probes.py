@@ -42,6 +42,15 @@ def test_an_arm_cpu_without_it_and_an_x86_with_vnni(tmp_path: Path) -> None:
         assert system.cpu_features(cpuinfo(tmp_path / flag, f"flags: {flag}\n")).dot_product
 
 
+def test_a_cpuinfo_with_bytes_that_are_not_utf8_is_still_read(tmp_path: Path) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cpuinfo").write_bytes(
+        b"Hardware\t: Vendor \xff\xfe board\nFeatures\t: asimd asimddp\n"
+    )
+    f = system.cpu_features(tmp_path)
+    assert f.model == "Vendor \ufffd\ufffd board" and f.dot_product
+
+
 def test_no_cpuinfo_is_unknown_not_an_error(tmp_path: Path) -> None:
     f = system.cpu_features(tmp_path)
     assert (f.model, f.flags, f.dot_product, f.summary) == ("unknown", (), False, "unknown")
@@ -76,6 +85,7 @@ def test_a_state_dir_is_made_and_probed_and_a_file_in_the_way_is_named(tmp_path:
     target = tmp_path / "a" / "b"
     assert system.dir_writable(target) == (True, str(target))
     assert target.is_dir() and list(target.iterdir()) == []  # the probe file is gone
+    assert system.dir_writable(target) == (True, str(target))  # already there: as good
     (tmp_path / "f").write_text("x")
     ok, msg = system.dir_writable(tmp_path / "f" / "sub")
     assert not ok and msg == f"{tmp_path / 'f' / 'sub'}: Not a directory"
