@@ -267,6 +267,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/updates/test_receiver_rules.py",
             "tests/updates/test_receiver.py",
+            "tests/updates/test_receiver_suback.py",
             "tests/updates/test_model_store.py",
             "tests/updates/test_store_state.py",
         ],
