@@ -129,3 +129,49 @@ def test_a_probe_folder_without_images_is_an_error(
     (probe / "x.txt").write_text("no")
     assert main(["-q", "model", "pack", str(INT8), "--probe", str(probe), "-o", str(tmp_path / "p.pkg")]) != 0
     assert f"{probe}: no .jpg/.png probe images" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--name", "../x"], "--name '../x': String should match pattern"),
+        (["--name", "n" * 101], "String should have at most 100 characters"),
+        (["--min-agent-version", "abc"], "--min-agent-version: version 'abc' is not a PEP 440 version"),
+        (["--version", "1 2"], "--version: version '1 2' is not a PEP 440 version"),
+    ],
+)
+def test_a_flag_the_manifest_refuses_is_one_error_naming_it_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], error: str
+) -> None:
+    """What every device would refuse is refused at pack time, as one line (pydantic's traceback
+    for --name before)."""
+    out = tmp_path / "p.pkg"
+    assert main(["-q", "model", "pack", str(INT8), *flags, "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert error in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_name_and_min_agent_version_flags_reach_the_manifest(tmp_path: Path) -> None:
+    pkg = tmp_path / "p.pkg"
+    assert (
+        main(
+            [
+                "-q",
+                "model",
+                "pack",
+                str(INT8),
+                "--name",
+                "yard-cam",
+                "--min-agent-version",
+                "0.5",
+                "-o",
+                str(pkg),
+                "--version",
+                "3",
+            ]
+        )
+        == 0
+    )
+    m = manifest(pkg)
+    assert (m.name, m.version, m.min_agent_version, m.task) == ("yard-cam", "3", "0.5", "detect")
