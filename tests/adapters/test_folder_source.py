@@ -272,8 +272,67 @@ def test_an_http_source_that_is_not_multipart_is_read_through_ffmpeg(
         frames = [s.read() for _ in range(3)]
         assert [round(float(f.mean()) / 40) for f in frames if f is not None] == [0, 1, 2]
         s.close()
-        assert any("opening it with FFmpeg" in r.getMessage() for r in caplog.records)
+        assert (
+            f"camera {url!r}: Content-Type 'video/x-msvideo' is not multipart MJPEG; opening it with FFmpeg"
+        ) in [r.getMessage() for r in caplog.records]
     finally:
         srv.shutdown()
         srv.server_close()
         t.join(5)
+
+
+def test_a_looping_folder_whose_images_all_fail_to_decode_ends_after_one_pass(tmp_path: Path) -> None:
+    d = tmp_path / "garbled"
+    d.mkdir()
+    _ok, buf = cv2.imencode(".png", np.zeros((8, 8, 3), np.uint8))
+    for n in ("1.png", "2.png"):
+        (d / n).write_bytes(buf.tobytes()[:40] + b"\x00" * 200)  # sizes readable, pixels garbage
+    s = FolderSourceFactory(str(d), loop=True)()
+    messages = []
+    with pytest.raises(CameraError, match="no readable image in a full pass"):
+        for _ in range(20):
+            try:
+                s.read()
+            except ImageError as e:
+                messages.append(str(e))
+    assert messages == [f"{d / n}: unreadable or corrupt image, skipped" for n in ("1.png", "2.png", "1.png")]
+
+
+def test_a_folder_jpeg_is_decoded_down_to_the_model_size_and_its_full_size_kept(tmp_path: Path) -> None:
+    d = tmp_path / "big"
+    d.mkdir()
+    assert cv2.imwrite(str(d / "a.jpg"), np.full((480, 640, 3), 90, np.uint8))
+    assert cv2.imwrite(str(d / "b.png"), np.full((480, 640, 3), 90, np.uint8))
+    s = FolderSourceFactory(str(d), target=lambda: (64, 64))()
+    img = s.read()
+    assert img is not None and img.shape[1] < 640 and s.full_size == (640, 480)
+    img = s.read()  # PNG: no reduced decode
+    assert img is not None and img.shape == (480, 640, 3) and s.full_size is None
+    s.close()
+    assert s.read() is None  # closed: the end, not an error
+
+
+def test_a_file_gone_between_listing_and_reading_is_skipped_with_its_name(tmp_path: Path) -> None:
+    d = folder(tmp_path, ["1.png", "2.png"])
+    s = FolderSourceFactory(str(d))()
+    (d / "1.png").unlink()
+    with pytest.raises(ImageError) as e:
+        s.read()
+    assert str(e.value) == f"{d / '1.png'}: cannot read image: No such file or directory"
+    assert value(s.read()) == 20
+
+
+def test_a_missing_folder_and_a_missing_gstreamer_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(CameraError) as e:
+        FolderSourceFactory(str(tmp_path / "gone"))()
+    assert str(e.value) == f"camera.source folder {str(tmp_path / 'gone')!r}: No such file or directory"
+    monkeypatch.setattr(camera_sources, "gstreamer_available", lambda: False)
+    with pytest.raises(CameraError) as e:
+        build_source_factory(CameraConfig(source="videotestsrc ! appsink"))
+    assert str(e.value) == (
+        "camera.source = 'videotestsrc ! appsink' is a GStreamer pipeline but this OpenCV has no "
+        "GStreamer (cv2.getBuildInformation() shows GStreamer: NO); use the distro's python3-opencv "
+        "or a V4L2 source"
+    )
