@@ -64,3 +64,23 @@ def test_label_values_are_escaped() -> None:
 @given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**53), 2**53))
 def test_every_finite_value_reads_back_equal(v: float) -> None:
     assert float(number(v)) == float(v)
+
+
+def test_what_a_scraper_gets_headers_query_and_errors() -> None:
+    """Prometheus reads the version from Content-Type; a scrape URL may carry a query string; any
+    other path is a 404 that says where the metrics are."""
+    srv = MetricsServer(0, lambda: ({"fps": 1.0}, {"device": "x", "model": "m"}))
+    srv.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/metrics?name[]=fps", timeout=5) as r:
+            body = r.read()
+            assert r.status == 200
+            assert r.headers["Content-Type"] == "text/plain; version=0.0.4"
+            assert r.headers["Content-Length"] == str(len(body))
+        assert b'edge_agent_fps{device="x",model="m"} 1\n' in body
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/metric", timeout=5)
+        assert e.value.code == 404 and e.value.reason == "only /metrics here"
+        assert srv.thread.name == "metrics" and srv.thread.daemon
+    finally:
+        srv.stop()
