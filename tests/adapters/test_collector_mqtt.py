@@ -132,3 +132,19 @@ def test_every_filter_cut_to_qos_0_is_named_with_the_fix(
         assert not [r for r in caplog.records if r.getMessage().startswith("collector: subscribed to")]
     finally:
         sub.stop(end_session=True)
+
+
+def test_a_drop_after_a_refused_filter_is_reported_as_the_drop(
+    dynsec_broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="edge_agent")
+    sub = subscriber(dynsec_broker.port, ["edge/+/detections"])
+    sub.start()
+    try:
+        wait_until(lambda: sub.last_error is not None, 15, "a refused SUBACK")
+        dynsec_broker.stop()  # now the connection itself goes: that is the news
+        wait_until(lambda: (sub.last_error or "").startswith("connection lost: "), 15, "the drop")
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warnings == [f"collector: {sub.last_error}; reconnecting"]
+    finally:
+        sub.stop(end_session=True)

@@ -146,6 +146,9 @@ def test_the_connect_is_persistent_with_the_keepalive_given_and_says_so(
             "the connect line",
         )[-1]
         assert "(p5, c0, k17)" in line
+        assert "collector: subscribed to edge/+/detections, edge/+/status" in [
+            r.getMessage() for r in caplog.records
+        ]
         infos = [r.getMessage() for r in caplog.records if r.getMessage().startswith("collector: connected")]
         assert infos == [
             f"collector: connected to 127.0.0.1:{broker.port} (session present: False), "
