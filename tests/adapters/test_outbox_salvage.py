@@ -258,6 +258,32 @@ def test_a_corrupt_file_is_moved_aside_with_its_wal_and_salvaged_with_its_ids_an
     assert again is None  # the fresh file is sound
 
 
+@pytest.mark.parametrize("fails", ["open", "salvage"])
+def test_a_salvage_that_cannot_finish_puts_the_damaged_file_back(tmp_path: Path, fails: str) -> None:
+    """No room for the fresh file (or for the rows copied into it): the error stands and the
+    damaged file is back where it was, byte for byte, nothing is left aside or half-made, so
+    the open's retry (after the reserve is given back) salvages it instead of starting empty."""
+    path = tmp_path / "q.db"
+    queue(path, 300)
+    damage_row_page(path, 150)
+    before = path.read_bytes()
+
+    def no_room(p: Path) -> sqlite3.Connection:
+        if fails == "open":
+            connect(p).close()  # the fresh file exists when the disk fills
+            raise sqlite3.OperationalError("database or disk is full")
+        conn = connect(p)
+        conn.execute("PRAGMA max_page_count=5")  # the salvaged rows do not fit
+        return conn
+
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        recover_if_corrupt(path, no_room)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if "corrupt" in p.name or "-" in p.name] == []
+    rec = recover_if_corrupt(path, connect)
+    assert rec is not None and rec.salvaged + rec.lost == 300 and rec.lost > 0
+
+
 def test_a_second_corrupt_file_in_the_same_second_gets_its_own_name(tmp_path: Path) -> None:
     path = tmp_path / "q.db"
     names = []
