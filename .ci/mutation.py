@@ -457,6 +457,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
             # the tests made for this area's survivors (docs/testing.md)
             "tests/adapters/test_outbox_life.py",
+            "tests/adapters/test_outbox_space.py::test_a_result_given_up_on_a_full_file_is_counted_through_a_crash_right_after",
         ],
     ),
     # outbox-disk's two small modules on their narrowest tests (a few seconds in all): the whole
