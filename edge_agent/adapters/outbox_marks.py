@@ -280,7 +280,6 @@ class Ledger:
             skipped_to = max(last.skipped_to, s.skipped_to, s.seq_committed)
         if top <= last.seq and not counters:
             return
-        top = max(top, last.seq)
         try:
             self.marks.write(replace(last, seq=top, clean=False, skipped_to=skipped_to, counters=kept))
         except OSError as exc:
