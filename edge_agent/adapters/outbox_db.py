@@ -174,15 +174,16 @@ def _move_aside(path: Path) -> Path:
 
 
 def _put_back(aside: Path, path: Path) -> None:
-    """Undo :func:`_move_aside` after a salvage that did not complete: the fresh file made for it
-    goes, the damaged one (with its ``-wal``/``-shm``) comes back (renames: no free byte needed)."""
+    """Undo :func:`_move_aside` after a salvage that did not complete: the damaged file (with its
+    ``-wal``/``-shm``, if any) replaces the fresh one made for it (renames: no free byte needed).
+    The fresh file's own ``-wal`` (left when its close could not checkpoint) must not stay: SQLite
+    would read its frames as the damaged file's."""
     try:
-        for suffix in ("", "-wal", "-shm"):
-            path.with_name(path.name + suffix).unlink(missing_ok=True)
         for suffix in ("-wal", "-shm"):
-            side = aside.with_name(aside.name + suffix)
+            side, fresh = aside.with_name(aside.name + suffix), path.with_name(path.name + suffix)
+            fresh.unlink(missing_ok=True)
             if side.exists():
-                side.rename(path.with_name(path.name + suffix))
+                side.rename(fresh)
         aside.rename(path)
     except OSError as exc:
         log.error(
