@@ -555,6 +555,17 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_mqtt_sync.py::test_newest_first_with_a_small_window",
         ],
     ),
+    # what a model file says about itself (names, labels file, imgsz, inspect's JSON): pure parsing
+    # and the loads of test_runtime.py's tiny models
+    "model-info": (
+        ["edge_agent/adapters/model_info.py"],
+        ["tests/adapters/test_runtime.py"],
+    ),
+    # the receiver's transfers on disk alone (in model-receiver too, whose run predates it)
+    "model-transfer-disk": (
+        ["edge_agent/adapters/model_transfer_disk.py"],
+        ["tests/updates/test_receiver_rules.py"],
+    ),
 }
 
 LINE = re.compile(r"^\s*(edge_agent\.[\w.]+?)\.(x_\w+|xǁ\w+ǁ\w+)__mutmut_\d+: (.+)$")
