@@ -559,7 +559,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # and the loads of test_runtime.py's tiny models
     "model-info": (
         ["edge_agent/adapters/model_info.py"],
-        ["tests/adapters/test_runtime.py"],
+        ["tests/adapters/test_model_info.py", "tests/adapters/test_runtime.py"],
     ),
     # the receiver's transfers on disk alone (in model-receiver too, whose run predates it)
     "model-transfer-disk": (
