@@ -17,6 +17,7 @@ from edge_agent.app import cli
 from edge_agent.app.cli import _all_subparsers, build_parser
 
 STATED = re.compile(r"\(default:? ([^;)]+)[;)]")
+PLACEHOLDER = re.compile(r"(?<![\w$<-])([A-Z])(?![\w>])")  # "S" in "up to S seconds"
 
 
 def _parsers() -> list[argparse.ArgumentParser]:
@@ -51,6 +52,29 @@ def test_a_default_written_in_a_help_text_is_the_default_the_code_uses() -> None
     assert checked[("edge-agent model push", "--chunk-kb")] == "256"
     assert checked[("edge-agent queue drain", "--timeout")] == "60"
     assert len(checked) >= 8
+
+
+def test_a_help_text_names_the_value_as_the_usage_line_shows_it() -> None:
+    # "--wait S  wait up to S seconds", not "--wait WAIT  wait up to S seconds"; the error lines
+    # use the same names ("--expect N needs --wait S"). A spelled-out shape (N,C,H,W) is no name
+    named: dict[tuple[str, str], str] = {}
+    wrong: list[str] = []
+    for p in _parsers():
+        for a in p._actions:
+            letters = set(PLACEHOLDER.findall(a.help or ""))
+            if not a.option_strings or len(letters) != 1:
+                continue
+            (letter,) = letters
+            name = a.option_strings[-1]
+            named[(p.prog, name)] = letter
+            if a.metavar != letter:
+                wrong.append(
+                    f"{p.prog} {name}: the help says {letter}, the usage line {a.metavar or a.dest.upper()}"
+                )
+    assert wrong == []
+    assert named[("edge-agent model push", "--wait")] == "S"
+    assert named[("edge-agent model push", "--expect")] == "N"
+    assert named[("edge-agent run", "--max-frames")] == "N"
 
 
 def test_every_action_of_a_command_group_is_listed_with_what_it_does() -> None:

@@ -214,6 +214,24 @@ def test_max_frames_stops_after_exactly_that_many(tmp_path: Path, world: dict[st
     assert len(queued(cfg)) == n
 
 
+def test_the_journal_says_when_the_camera_source_ended_the_run(
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    # an operator reading why a file/folder agent stopped: the source ran out, not --max-frames
+    with caplog.at_level(logging.INFO, logger="edge_agent.app.agent"):
+        assert run_agent(Agent(make_cfg(tmp_path / "a", world))) == 0
+    said = [r.getMessage() for r in caplog.records if r.name == "edge_agent.app.agent"]
+    assert said.count("camera source ended") == 1
+    assert said.index("camera source ended") < said.index(
+        "stopped after 4 frames, 4 results queued, 0 errors"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="edge_agent.app.agent"):
+        assert run_agent(Agent(make_cfg(tmp_path / "b", world, loop=True), max_frames=2)) == 0
+    said = [r.getMessage() for r in caplog.records if r.name == "edge_agent.app.agent"]
+    assert "camera source ended" not in said and "stopped after 2 frames, 2 results queued, 0 errors" in said
+
+
 def test_event_mode_queues_the_first_result_and_the_changes_only(
     tmp_path: Path, world: dict[str, Path]
 ) -> None:
