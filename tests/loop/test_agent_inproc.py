@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 import pytest
 from support import free_port, wait_until
-from support.models import make_bright_detector
+from support.models import make_bright_detector, make_format_detector
 from support.mqtt import Broker, Collector
 from support.world import PtySensor, agent_toml, make_world, run_agent, running
 
@@ -192,6 +192,28 @@ points = [[0.5, 0.0], [0.5, 1.0]]
     assert agent.emitted == len(rows) and agent.objects is not None and agent.objects.sent == len(rows)
     # the tracking step's time is part of the status latency, in ms
     assert agent.last_status is not None and 20 <= agent.last_status["latency_ms"]["track"] < 10_000
+
+
+@pytest.mark.parametrize(("classes", "classified"), [(["dim"], False), (["bright"], True), ([], True)])
+def test_the_classifier_classes_key_picks_the_detections_whose_crops_are_classified(
+    tmp_path: Path, world: dict[str, Path], classes: list[str], classified: bool
+) -> None:
+    # a two-class detector ({0: 'dim', 1: 'bright'}) whose every box in these scenes is 'bright'
+    det = make_format_detector(tmp_path / "det2.onnx", fmt="yolov5", swap_classes=True)
+    cfg = parse_config(
+        agent_toml(
+            tmp_path / "state",
+            world["camera"],
+            det,
+            detector={"conf_threshold": 0.5},
+            classifier={"model": str(world["cls"]), "classes": classes},
+        )
+    )
+    bodies: list[dict[str, Any]] = []
+    assert run_agent(Agent(cfg, on_result=bodies.append)) == 0
+    dets = [d for b in bodies for d in b["detections"]]
+    assert len(dets) == 6 and {d["label"] for d in dets} == {"bright"}  # 0 + 1 + 2 + 3 squares
+    assert all(("classification" in d) is classified for d in dets)
 
 
 def test_without_snapshot_or_classifier_the_result_has_neither(
