@@ -458,6 +458,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
             # the tests made for this area's survivors (docs/testing.md)
             "tests/adapters/test_outbox_life.py",
+            "tests/adapters/test_outbox_space.py::test_a_result_given_up_on_a_full_file_is_counted_through_a_crash_right_after",
         ],
     ),
     # outbox-disk's two small modules on their narrowest tests (a few seconds in all): the whole
@@ -609,6 +610,37 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "camera-rtsp": (["edge_agent/adapters/camera_rtsp.py"], ["tests/adapters/test_rtsp_transport.py"]),
     "app-infer": (["edge_agent/app/infer_cmd.py"], ["tests/app/test_infer_inproc.py"]),
+    # what a model file says about itself (names, labels file, imgsz, inspect's JSON): pure parsing
+    # and the loads of test_runtime.py's tiny models
+    "model-info": (
+        ["edge_agent/adapters/model_info.py"],
+        ["tests/adapters/test_model_info.py", "tests/adapters/test_runtime.py"],
+    ),
+    # the receiver's transfers on disk alone (in model-receiver too, whose run predates it)
+    "model-transfer-disk": (
+        ["edge_agent/adapters/model_transfer_disk.py"],
+        ["tests/updates/test_receiver_rules.py"],
+    ),
+    # model_cmd.py's `register` (the argparse tree, 250 mutants model-cmd never reached: each
+    # survivor there pays all of test_model_cmd.py): the help and usage tests, and the fast
+    # in-process commands that parse every option's type and reach every subcommand's function
+    "model-cmd-help": (
+        ["edge_agent/app/model_cmd.py"],
+        [
+            "tests/cli/test_cli_help.py",
+            "tests/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+            "tests/app/test_model_cmd.py::test_push_argument_mistakes_are_one_line_and_nothing_is_sent",
+            "tests/app/test_model_cmd.py::test_push_arguments_at_their_limits_pass_the_checks",
+            "tests/app/test_model_cmd.py::test_push_of_a_missing_package_is_one_line",
+            "tests/app/test_model_cmd.py::test_install_of_a_missing_file_is_one_line",
+            "tests/app/test_model_cmd.py::test_install_to_an_agent_that_never_answers_times_out_with_one_line",
+            "tests/app/test_model_cmd.py::test_install_force_switches_past_the_gate_and_json_prints_the_whole_outcome",
+            "tests/app/test_model_cmd.py::test_an_older_version_needs_allow_downgrade",
+            "tests/app/test_model_cmd.py::test_status_json_shows_the_live_update_state_of_a_running_agent",
+            "tests/app/test_model_cmd.py::test_rollback_with_nothing_to_go_back_to_exits_1_and_signals_nobody",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

@@ -64,12 +64,14 @@ def parse_names(raw: Optional[str]) -> dict[int, str]:
 
 
 def read_labels_file(path: Union[str, Path]) -> dict[int, str]:
-    """One label per line (blank lines skipped), or a JSON list/dict."""
+    """One label per line (blank lines skipped), or a JSON list/dict; UTF-8 whatever the locale."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ModelError(f"{p}: cannot read labels file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # a ValueError: it would leave the CLI as a traceback
+        raise ModelError(f"{p}: labels file is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     stripped = text.strip()
     if stripped.startswith(("{", "[")):
         names = parse_names(stripped)

@@ -173,6 +173,24 @@ def _move_aside(path: Path) -> Path:
     return aside
 
 
+def _put_back(aside: Path, path: Path) -> None:
+    """Undo :func:`_move_aside` after a salvage that did not complete: the damaged file (with its
+    ``-wal``/``-shm``, if any) replaces the fresh one made for it (renames: no free byte needed).
+    The fresh file's own ``-wal`` (left when its close could not checkpoint) must not stay: SQLite
+    would read its frames as the damaged file's."""
+    try:
+        for suffix in ("-wal", "-shm"):
+            side, fresh = aside.with_name(aside.name + suffix), path.with_name(path.name + suffix)
+            fresh.unlink(missing_ok=True)
+            if side.exists():
+                side.rename(fresh)
+        aside.rename(path)
+    except OSError as exc:
+        log.error(
+            "outbox %s: cannot put the damaged file %s back after a failed salvage: %s", path, aside, exc
+        )
+
+
 def _salvage(aside: Path, dest: sqlite3.Connection, kept: Optional[Marks]) -> tuple[int, int, bool]:
     """Copy every row a page-level scan finds (outbox_pages) into ``dest``; (salvaged, lost, unknown)."""
     try:
@@ -212,11 +230,18 @@ def recover_if_corrupt(
     if problem is None:
         return None
     aside = _move_aside(path)
-    dest = open_fresh(path)
     try:
-        salvaged, lost, unknown = _salvage(aside, dest, kept)
-    finally:
-        dest.close()
+        dest = open_fresh(path)
+        try:
+            salvaged, lost, unknown = _salvage(aside, dest, kept)
+        finally:
+            dest.close()
+    except BaseException:
+        # e.g. a full disk before the salvage committed: the damaged file goes back in place, so
+        # the open's retry (once the reserve is given back) salvages it; left aside, the retry
+        # started an empty queue and counted every row lost, salvageable ones included
+        _put_back(aside, path)
+        raise
     log.error(
         "outbox %s failed its integrity check (%s): moved aside to %s; salvaged %d messages, lost %d%s",
         path,

@@ -261,22 +261,27 @@ class Ledger:
             self.marks.undo()
             raise
 
-    def reserve_seq(self) -> None:
+    def reserve_seq(self, counters: bool = False) -> None:
         """A commit failed, so numbers above the reservation in the file may have been handed out
         (put() commits only when the reservation is spent): reserve them in the marks file, which
-        needs no free byte, so that a crash now still shows them as a counted gap, never reused."""
+        needs no free byte, so that a crash now still shows them as a counted gap, never reused.
+
+        ``counters``: write even when the reservation is not spent -- a full disk gave up a batch,
+        counted in memory only (the file takes no write now): a kill -9 before the next commit
+        must neither forget the drop nor count its numbers as a crash gap (only on that path:
+        nothing per result while commits work)."""
         s = self._s
         last = self.marks.last or Marks()
         with s.lock:
             top = s.seq + s.ahead
             # the counters go along, and with them what they account for: numbers up to
             # seq_committed are stored or counted (dropped), a crash now counts only above
-            counters = tuple(s.counters[k] for k in COUNTERS)
+            kept = tuple(s.counters[k] for k in COUNTERS)
             skipped_to = max(last.skipped_to, s.skipped_to, s.seq_committed)
-        if top <= last.seq:
+        if top <= last.seq and not counters:
             return
         try:
-            self.marks.write(replace(last, seq=top, clean=False, skipped_to=skipped_to, counters=counters))
+            self.marks.write(replace(last, seq=top, clean=False, skipped_to=skipped_to, counters=kept))
         except OSError as exc:
             log.error(
                 "outbox %s: cannot reserve seq numbers in %s: %s", self.path, self.marks.path, exc.strerror

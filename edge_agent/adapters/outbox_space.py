@@ -212,6 +212,8 @@ class Space:
             s.seq_committed = max([s.seq_committed, *(b[4] for b in batch)])
         if not batch:
             return 0
+        # the file takes no write: the count goes to the marks file now, not at the next commit
+        self._ledger.reserve_seq(counters=True)
         s.warn(
             "nothing",
             f"outbox {self.path}: disk full and nothing left to drop: {len(batch)} new messages "

@@ -201,7 +201,7 @@ class Agent:
                 if self.reload_requested.is_set():
                     self.reload_requested.clear()
                     self._reload()
-                item = self._next(camera, prefetch, sensor, paced, trigger_only, next_shot)
+                item = self._next(camera, prefetch, sensor, trigger_only, next_shot)
                 if item is None:
                     # free-running: the prefetch thread says when it holds nothing more (a frame it
                     # is still preparing when the camera finishes is not lost)
@@ -223,7 +223,6 @@ class Agent:
         camera: Camera,
         prefetch: Optional[Prefetch],
         sensor: Any,
-        paced: bool,
         trigger_only: bool,
         next_shot: float,
     ) -> Optional[tuple[Frame, Optional[Prepared], ModelSet]]:

@@ -53,7 +53,11 @@ def register(sub: Any) -> None:
     p.add_argument("--conf", type=unit_interval, default=CONF_THRESHOLD, help="confidence threshold")
     p.add_argument("--iou", type=unit_interval, default=IOU_THRESHOLD, help="NMS IoU threshold")
     p.add_argument(
-        "--max-det", type=positive_int, default=MAX_DET, help="keep at most N detections per image"
+        "--max-det",
+        type=positive_int,
+        default=MAX_DET,
+        metavar="N",
+        help="keep at most N detections per image",
     )
     p.add_argument("--classes", help="comma-separated detector classes to keep (default all)")
     p.add_argument(

@@ -29,7 +29,9 @@ def register_under(msub: Any) -> None:
     p.add_argument("--target-ort", required=True, metavar="VERSION", help="onnxruntime version, e.g. 1.11")
     p.add_argument("-o", "--output", required=True, help="ONNX file to write")
     p.add_argument("--images", help="images to compare input and output on (default: bundled samples)")
-    p.add_argument("--max-images", type=non_negative_int, default=8, help="at most N images (0 = all)")
+    p.add_argument(
+        "--max-images", type=non_negative_int, default=8, metavar="N", help="at most N images (0 = all)"
+    )
     p.add_argument("--no-validate", action="store_true", help="skip the comparison with the input")
     p.set_defaults(func=run)
 

@@ -53,7 +53,11 @@ def register(sub: Any) -> None:
     p.add_argument("--val", help="validation images (default: the calibration images)")
     p.add_argument("--val-labels", help="YOLO labels for --val images (adds mAP checks)")
     p.add_argument(
-        "--val-max-images", type=non_negative_int, default=64, help="validate on at most N images (0 = all)"
+        "--val-max-images",
+        type=non_negative_int,
+        default=64,
+        metavar="N",
+        help="validate on at most N images (0 = all)",
     )
     p.add_argument(
         "--reduce-range", action="store_true", help="7-bit weights (x86 without VNNI, if accuracy drops)"

@@ -22,7 +22,9 @@ def register(sub: Any) -> None:
         "run", help="run the inference loop (the systemd service runs this)", description=__doc__
     )
     add_config_arg(p)
-    p.add_argument("--max-frames", type=positive_int, help="process N frames, flush the queue and exit 0")
+    p.add_argument(
+        "--max-frames", type=positive_int, metavar="N", help="process N frames, flush the queue and exit 0"
+    )
     p.set_defaults(func=run)
     d = sub.add_parser(
         "demo",
@@ -31,7 +33,9 @@ def register(sub: Any) -> None:
         "classifier into a local SQLite queue, prints each result, and ends with the queue stats.",
     )
     d.add_argument("--state-dir", default="edge-agent-demo", help="where the demo queue and status go")
-    d.add_argument("--frames", type=positive_int, help="stop after N frames (default: each sample once)")
+    d.add_argument(
+        "--frames", type=positive_int, metavar="N", help="stop after N frames (default: each sample once)"
+    )
     d.add_argument("--loop", action="store_true", help="replay the samples forever (Ctrl-C to stop)")
     d.set_defaults(func=demo)
 

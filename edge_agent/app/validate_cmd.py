@@ -65,7 +65,11 @@ def register(sub: Any) -> None:
     p.add_argument("--images", required=True, help="image folder (classifiers: one subfolder per class name)")
     p.add_argument("--labels", help="detectors: folder of YOLO labels <stem>.txt (adds mAP50 / mAP50-95)")
     p.add_argument(
-        "--max-images", type=non_negative_int, default=0, help="use at most N images (spread evenly; 0 = all)"
+        "--max-images",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="use at most N images (spread evenly; 0 = all)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_threshold_args(p)

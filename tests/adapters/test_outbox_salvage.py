@@ -9,6 +9,7 @@ import logging
 import re
 import sqlite3
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,66 @@ def test_a_corrupt_file_is_moved_aside_with_its_wal_and_salvaged_with_its_ids_an
     assert meta["rows"] == rec.salvaged and meta["dropped"] == 7 and meta["expired"] == 3
     again = recover_if_corrupt(path, connect)
     assert again is None  # the fresh file is sound
+
+
+@pytest.mark.parametrize("fails", ["open", "salvage"])
+def test_a_salvage_that_cannot_finish_puts_the_damaged_file_back(tmp_path: Path, fails: str) -> None:
+    """No room for the fresh file (or for the rows copied into it): the error stands and the
+    damaged file is back where it was, byte for byte, nothing is left aside or half-made -- not
+    the fresh file's WAL either, left when its close could not checkpoint (SQLite would read its
+    frames as the damaged file's) -- so the open's retry salvages it instead of starting empty."""
+    path = tmp_path / "q.db"
+    queue(path, 300)
+    damage_row_page(path, 150)
+    before = path.read_bytes()
+    left_open: list[sqlite3.Connection] = []
+
+    def no_room(p: Path) -> sqlite3.Connection:
+        conn = connect(p)
+        if fails == "open":
+            conn.execute("INSERT INTO meta(key, value) VALUES ('x', 1)")  # frames in its WAL
+            left_open.append(conn)  # not closed: its -wal and -shm stay beside the fresh file
+            raise sqlite3.OperationalError("database or disk is full")
+        conn.execute("PRAGMA max_page_count=5")  # the salvaged rows do not fit
+        return conn
+
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="full"):
+            recover_if_corrupt(path, no_room)
+        assert path.read_bytes() == before
+        assert [p.name for p in tmp_path.iterdir() if "corrupt" in p.name or "-" in p.name] == []
+    finally:
+        for conn in left_open:
+            conn.close()
+    rec = recover_if_corrupt(path, connect)
+    assert rec is not None and rec.salvaged + rec.lost == 300 and 250 < rec.salvaged < 300
+
+
+def test_a_damaged_file_that_cannot_be_put_back_is_named_in_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The filesystem went read-only under the salvage (what ext4 does after I/O errors): the
+    damaged file stays aside, and the operator gets one line naming both files and why; the
+    salvage's own error stands."""
+    with tmpfs(tmp_path / "fs", size="4m") as disk:
+        path = disk / "q.db"
+        queue(path, 300)
+        damage_row_page(path, 150)
+
+        def read_only(p: Path) -> sqlite3.Connection:
+            subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+
+        caplog.set_level(logging.ERROR, "edge_agent.outbox")
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            recover_if_corrupt(path, read_only)
+        aside = [p for p in disk.iterdir() if "corrupt" in p.name]
+        assert len(aside) == 1 and not path.exists()
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and lines[0].startswith(
+            f"outbox {path}: cannot put the damaged file {aside[0]} back after a failed salvage: "
+            "[Errno 30] Read-only file system: "
+        )
 
 
 def test_a_second_corrupt_file_in_the_same_second_gets_its_own_name(tmp_path: Path) -> None:

@@ -69,6 +69,33 @@ def test_a_full_disk_with_nothing_to_drop_gives_up_after_one_empty_drop(tmp_path
         assert again.stats()["dropped"] == 2
 
 
+def test_a_result_given_up_on_a_full_file_is_counted_through_a_crash_right_after(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A result larger than the whole capped file, given up after an earlier one: the drop is
+    counted at once in the marks file (the queue file takes no write), so a crash before any
+    further commit keeps ``dropped`` at 2 -- a counter never goes back -- and the restart's crash
+    gap starts above the dropped number instead of counting it a second time as skipped."""
+    path = tmp_path / "q.db"
+    ob = Outbox(path, big_limits(), flush_interval_s=60, flush_batch=10**6, max_pages=64)
+    for n in range(2):
+        ob.put(TOPIC, {"n": n, "pad": "p" * 400_000})
+        assert ob.flush() == 0
+    s = ob.stats()
+    assert (s["dropped"], s["seq"], s["pending"]) == (2, 2, 0)
+    crash(ob)  # no commit after the second drop: only the marks file can have it
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="edge_agent.outbox"), Outbox(path, big_limits()) as again:
+        after = again.stats()
+        assert (after["dropped"], after["crashes"], after["pending"]) == (2, 1, 0)
+        lines = [r.getMessage() for r in caplog.records]
+        # seq 1 and 2 were dropped (counted); only the reservation above them is the crash gap
+        assert len(lines) == 1 and lines[0].startswith(
+            f"outbox {path}: the previous run ended without a clean close: seq 3..{after['seq']} skipped"
+        )
+        assert after["seq_skipped"] == after["seq"] - 2
+
+
 def test_purge_counts_what_it_deletes_on_top_of_earlier_drops(tmp_path: Path) -> None:
     path = tmp_path / "q.db"
     ob = Outbox(path, big_limits(max_messages=10), flush_interval_s=60, flush_batch=10**6)

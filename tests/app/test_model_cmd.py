@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -219,6 +220,39 @@ def test_install_to_an_agent_that_never_answers_times_out_with_one_line(
     assert pkg.read_bytes() == good.read_bytes()
     assert oct(inbox_dir(cfg).stat().st_mode & 0o777) == "0o700"
     assert sleeper.poll() is None  # an install never signals the agent
+
+
+def test_without_timeout_install_waits_for_the_agent_as_long_as_its_help_says(
+    capsys: pytest.CaptureFixture[str],
+    cfg_path: Path,
+    good: Path,
+    sleeper: subprocess.Popen[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the operator's plain `model install PKG`: no --timeout. The command's clock is a fake one its
+    # sleeps advance, so the whole default wait passes at once
+    from types import SimpleNamespace
+
+    from edge_agent.app import model_cmd
+
+    with pytest.raises(SystemExit):
+        main(["model", "install", "--help"])
+    promised = re.search(r"agent \(default: ([\d.]+)\)", " ".join(capsys.readouterr().out.split()))
+    assert promised is not None
+    now = [1000.0]
+    monkeypatch.setattr(
+        model_cmd,
+        "time",
+        SimpleNamespace(monotonic=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)),
+    )
+    cfg = load_config(cfg_path)
+    pid_file(cfg).parent.mkdir(parents=True)
+    pid_file(cfg).write_text(f"{sleeper.pid}\n")
+    rc, _, err = run(capsys, "install", str(good), "-c", str(cfg_path))
+    assert rc == 1
+    waited = float(promised.group(1))
+    assert err.endswith(f"no answer from the agent within {waited:.0f}s; see `edge-agent model status`\n")
+    assert waited <= now[0] - 1000.0 < waited + 1  # it did wait that long, polling
 
 
 def test_a_stale_pid_file_is_no_running_agent(

@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 import pytest
 from support import free_port, wait_until
-from support.models import make_bright_detector
+from support.models import make_bright_detector, make_format_detector
 from support.mqtt import Broker, Collector
 from support.world import PtySensor, agent_toml, make_world, run_agent, running
 
@@ -194,6 +194,28 @@ points = [[0.5, 0.0], [0.5, 1.0]]
     assert agent.last_status is not None and 20 <= agent.last_status["latency_ms"]["track"] < 10_000
 
 
+@pytest.mark.parametrize(("classes", "classified"), [(["dim"], False), (["bright"], True), ([], True)])
+def test_the_classifier_classes_key_picks_the_detections_whose_crops_are_classified(
+    tmp_path: Path, world: dict[str, Path], classes: list[str], classified: bool
+) -> None:
+    # a two-class detector ({0: 'dim', 1: 'bright'}) whose every box in these scenes is 'bright'
+    det = make_format_detector(tmp_path / "det2.onnx", fmt="yolov5", swap_classes=True)
+    cfg = parse_config(
+        agent_toml(
+            tmp_path / "state",
+            world["camera"],
+            det,
+            detector={"conf_threshold": 0.5},
+            classifier={"model": str(world["cls"]), "classes": classes},
+        )
+    )
+    bodies: list[dict[str, Any]] = []
+    assert run_agent(Agent(cfg, on_result=bodies.append)) == 0
+    dets = [d for b in bodies for d in b["detections"]]
+    assert len(dets) == 6 and {d["label"] for d in dets} == {"bright"}  # 0 + 1 + 2 + 3 squares
+    assert all(("classification" in d) is classified for d in dets)
+
+
 def test_without_snapshot_or_classifier_the_result_has_neither(
     tmp_path: Path, world: dict[str, Path]
 ) -> None:
@@ -212,6 +234,24 @@ def test_max_frames_stops_after_exactly_that_many(tmp_path: Path, world: dict[st
     assert run_agent(agent) == 0
     assert agent.frames == agent.emitted == n
     assert len(queued(cfg)) == n
+
+
+def test_the_journal_says_when_the_camera_source_ended_the_run(
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    # an operator reading why a file/folder agent stopped: the source ran out, not --max-frames
+    with caplog.at_level(logging.INFO, logger="edge_agent.app.agent"):
+        assert run_agent(Agent(make_cfg(tmp_path / "a", world))) == 0
+    said = [r.getMessage() for r in caplog.records if r.name == "edge_agent.app.agent"]
+    assert said.count("camera source ended") == 1
+    assert said.index("camera source ended") < said.index(
+        "stopped after 4 frames, 4 results queued, 0 errors"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="edge_agent.app.agent"):
+        assert run_agent(Agent(make_cfg(tmp_path / "b", world, loop=True), max_frames=2)) == 0
+    said = [r.getMessage() for r in caplog.records if r.name == "edge_agent.app.agent"]
+    assert "camera source ended" not in said and "stopped after 2 frames, 2 results queued, 0 errors" in said
 
 
 def test_event_mode_queues_the_first_result_and_the_changes_only(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +22,7 @@ from edge_agent.adapters.outbox import Outbox
 from edge_agent.adapters.outbox_read import iter_messages, read_stats
 from edge_agent.errors import QueueFullError
 
+REPO = Path(__file__).resolve().parents[2]
 N = 24_000  # 1 KiB results: ~24 MB, half again what the 16 MB filesystem holds
 
 
@@ -103,6 +110,50 @@ def test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly(
     stored = [m["payload"]["n"] for m in iter_messages(path)]
     assert stored == list(range(len(stored)))  # the oldest are kept under reject_new
     assert len(stored) + rejected == 18_000
+
+
+def test_a_batch_given_up_on_a_full_disk_is_counted_through_a_kill_9(disk: Path) -> None:
+    """A real full tmpfs, a real SIGKILL: 10 rows stored, the disk filled by someone else, then a
+    2 MB result no room can be made for (the 10 oldest dropped for it, then it is given up). The
+    process is killed before any further commit: the restart still counts all 11 as dropped (the
+    give-up went to the marks file, which needs no free byte), not 10 plus a "crash gap"."""
+    path = disk / "q.db"
+    code = f"""
+        import json, sys
+        from support.tmpfs import fill
+        from edge_agent.adapters.outbox import Outbox
+        from edge_agent.core.queue_policy import Limits
+        ob = Outbox({str(path)!r}, Limits(10**6, 10**9, 1e9), flush_interval_s=60, flush_batch=10**6)
+        for i in range(10):
+            ob.put("t", {{"n": i}})
+        ob.flush()
+        fill(ob.path.parent)
+        ob.put("t", {{"n": 10, "pad": "b" * 2_000_000}})
+        ob.flush()
+        print(json.dumps(ob.stats()), flush=True)
+        sys.stdin.read()  # killed here
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        before = json.loads(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+    assert (before["dropped"], before["pending"], before["unflushed"], before["seq"]) == (11, 0, 0, 11)
+    assert free(disk) < 1 << 20  # still full
+    with Outbox(path, big_limits()) as ob:
+        s = ob.stats()
+        assert (s["dropped"], s["pending"], s["crashes"]) == (11, 0, 1)
+        # the crash gap is only the reservation above the last number handed out, never seq 11
+        assert s["seq_skipped"] == s["seq"] - 11
 
 
 def test_opening_and_closing_an_existing_queue_writes_nothing(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from support.updates import write_config
 
 from edge_agent.adapters import model_mqtt
 from edge_agent.adapters.model_mqtt import DONE_KEEP, ModelReceiver, model_topics
-from edge_agent.adapters.model_transfer_disk import remove_path
+from edge_agent.adapters.model_transfer_disk import load_transfer, remove_path
 from edge_agent.app.configfile import load_config
 
 BASE = "edge/cam-1/model"
@@ -201,6 +201,27 @@ def test_a_restart_keeps_only_chunks_that_can_belong(make: Callable[..., Any]) -
     rec.handle(f"{BASE}/chunk/t1/0", b"z" * 1024)  # already on disk: the first copy stays
     rec.handle(f"{BASE}/chunk/t1/2", data[2048:])
     assert (root / "inbox" / "t1.pkg").read_bytes() == data
+
+
+def test_a_restart_keeps_the_chunk_indexes_the_receiver_takes_nine_digits_and_no_more(tmp_path: Path) -> None:
+    # max_package_mb has no upper bound: a 2 TB package in 1 KiB chunks has 10-digit indexes. The
+    # receiver takes chunk topics of at most 9 digits, so a restart keeps exactly those
+    size = 2 * 10**12
+    begin = {
+        "transfer_id": "big",
+        "size": size,
+        "sha256": "0" * 64,
+        "chunks": -(-size // 1024),
+        "chunk_size": 1024,
+    }
+    d = tmp_path / "big"
+    (d / "chunks").mkdir(parents=True)
+    (d / "begin.json").write_text(json.dumps(begin))
+    for name in ("123456789", "1234567890"):
+        (d / "chunks" / name).write_bytes(b"x" * 1024)
+    t = load_transfer(d, size)
+    assert t.have == {123456789}
+    assert sorted(p.name for p in (d / "chunks").iterdir()) == ["123456789"]
 
 
 def test_a_restarted_transfer_without_chunks_yet_is_kept_and_its_age_is_its_begin(
