@@ -46,7 +46,9 @@ def zero(tmp_path: Path) -> Path:
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     """A live process to stand for the running agent's pid (it dies of the SIGHUP it is sent)."""
-    p = subprocess.Popen(["sleep", "60"])
+    # SIGHUP back to its default in the child: a shell started under nohup hands down "ignored",
+    # and the stand-in would then outlive the signal the test waits for (a real agent sets its own)
+    p = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     try:
         yield p
     finally:
