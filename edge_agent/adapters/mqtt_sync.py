@@ -92,13 +92,17 @@ class MqttSync:
             self._thread = None
 
     def drain(self, timeout_s: float) -> bool:
-        """Block until every queued message is acknowledged (True) or ``timeout_s`` passes (False)."""
+        """Block until every queued message is acknowledged (True) or ``timeout_s`` passes (False).
+
+        False at once while no sync thread runs (never started, stopped, ended): nothing would
+        acknowledge the rest, and waiting out ``timeout_s`` only delayed a shutdown for nothing."""
         deadline = time.monotonic() + timeout_s
         self.outbox.flush()
         with self._progress:
             while self.outbox.stats()["pending"] > 0:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                thread = self._thread
+                if left <= 0 or thread is None or not thread.is_alive():
                     return False
                 self._progress.wait(min(left, IDLE_POLL_S))
                 self.outbox.flush()

@@ -14,7 +14,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from support import free_port, wait_until
-from support.mqtt import Broker
+from support.mqtt import Broker, wait_connected
 from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
@@ -116,7 +116,7 @@ def test_at_most_two_batches_wait_for_their_puback(tmp_path: Path, broker: Broke
         sync = MqttSync(fast_cfg(broker.port, batch_threshold=1, batch_max_messages=10), DEVICE, ob)
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             assert broker.proc is not None
             broker.proc.send_signal(signal.SIGSTOP)
             try:
@@ -187,13 +187,41 @@ def test_drain_returns_only_when_the_last_row_is_acknowledged(tmp_path: Path, br
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             for n in range(3):
                 ob.put(f"edge/{DEVICE}/detections", {"n": n})
                 assert sync.drain(10)
                 assert ob.stats()["pending"] == 0  # one row left is not "drained"
         finally:
             sync.stop()
+
+
+def test_a_drain_without_a_running_sync_thread_gives_up_at_once_and_keeps_the_rows(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """Nothing would acknowledge the rows, so the hour asked for is not waited (a `queue drain` or
+    an agent's shutdown stalled for its whole timeout); the rows stay queued for the next start."""
+    answers: list[bool] = []
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        ob.put(f"edge/{DEVICE}/detections", {"n": 0})
+
+        def drain() -> None:
+            answers.append(sync.drain(3600))
+
+        for when in ("never started", "stopped"):
+            t = threading.Thread(target=drain, daemon=True)
+            t.start()
+            t.join(20)
+            assert not t.is_alive(), f"drain() waited for a sync thread that is {when}"
+            if when == "never started":
+                sync.start()
+                wait_connected(sync)
+                assert sync.drain(20)
+                sync.stop()
+                ob.put(f"edge/{DEVICE}/detections", {"n": 1})
+        assert answers == [False, False]
+        assert ob.stats()["pending"] == 1
 
 
 def test_a_failed_connect_is_one_warning_naming_the_broker_and_the_last_error(
@@ -224,7 +252,7 @@ def test_a_status_puback_is_matched_to_the_status_never_left_over(tmp_path: Path
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob, status_fn=lambda: {"state": "running"})
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             session = sync._session_state
             assert session is not None
             for n in range(5):

@@ -17,7 +17,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from support import poll, wait_until
-from support.mqtt import Broker, Collector
+from support.mqtt import Broker, Collector, wait_connected
 from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
@@ -72,7 +72,7 @@ def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean
         sync = MqttSync(cfg(broker.port, keepalive_s=17), DEVICE, ob, status_fn=lambda: {"state": "running"})
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             line = wait_until(
                 lambda: [ln for ln in broker.log_text().splitlines() if "New client connected" in ln],
                 10,
@@ -109,7 +109,7 @@ def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs
         )
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             watch.wait_until(lambda c: len(c.messages) >= 1, 10, "the status on connect")
             client = sync._client
             assert client is not None and broker.proc is not None
@@ -327,7 +327,7 @@ def test_a_drop_at_the_moment_of_stop_is_no_sync_failure(
 
         sync = MqttSync(cfg(broker.port), DEVICE, ob, status_fn=status)
         sync.start()
-        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+        wait_connected(sync)
         before = {t.ident for t in threading.enumerate()}
         sync.stop()
         leftover = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
