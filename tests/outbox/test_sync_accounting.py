@@ -54,12 +54,12 @@ class QosWatch:
         self.client.loop_stop()
 
 
-def fill_lines(ob: Outbox, n: int) -> list[str]:
-    """``n`` rows whose batch lines are exactly LINE bytes (a fresh outbox numbers them 1..n)."""
+def fill_lines(ob: Outbox, n: int, line: int = LINE) -> list[str]:
+    """``n`` rows whose batch lines are exactly ``line`` bytes (a fresh outbox numbers them 1..n)."""
     ids = []
     for i in range(n):
         seq = i + 1
-        pad = LINE - 87 - len(str(i)) - len(str(seq))
+        pad = line - 87 - len(str(i)) - len(str(seq))
         ids.append(ob.put(f"edge/{DEVICE}/detections", {"n": i, "pad": "p" * pad}))
     ob.flush()
     return ids
@@ -105,6 +105,25 @@ def test_a_batched_drain_sends_each_row_once_newest_first_within_the_byte_cap(
     assert state == "connected" and stats["state"] == "disconnected"
     assert stats["connects"] == 1 and stats["connect_attempts"] == 1
     assert stats["last_sync"] is not None and t0 <= stats["last_sync"] <= time.time()
+
+
+def test_a_batch_fills_its_kib_to_the_last_byte(tmp_path: Path, broker: Broker) -> None:
+    """``batch_max_kib`` counts KiB: four 256-byte lines are exactly 1024 bytes and go in one
+    batch (a cap of 1000 bytes would send three per batch, a third more messages)."""
+    watch = QosWatch(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        fill_lines(ob, 8, line=256)
+        sync = MqttSync(
+            fast_cfg(broker.port, batch_threshold=1, batch_max_messages=10, batch_max_kib=1), DEVICE, ob
+        )
+        sync.start()
+        try:
+            assert sync.drain(20)
+        finally:
+            sync.stop()
+    wait_until(lambda: sum(len(unpack(b)) for b in watch.batches()) >= 8, 10, "8 rows in batches")
+    watch.close()
+    assert [len(zlib.decompress(b)) for b in watch.batches()] == [1024, 1024]
 
 
 def test_at_most_two_batches_wait_for_their_puback(tmp_path: Path, broker: Broker) -> None:
