@@ -53,8 +53,7 @@ class MqttSync:
         self.device_id = device_id
         self.outbox = outbox
         self.status_fn = status_fn
-        t = topics(cfg.topic_prefix, device_id)
-        self.detections_topic, self.status_topic = t.detections, t.status
+        self.status_topic = topics(cfg.topic_prefix, device_id).status  # results carry their own topic
         self.batch_topic = batch_topic(cfg.topic_prefix, device_id)
         self.state = "disabled" if not cfg.enabled else "disconnected"
         self.last_sync: Optional[float] = None

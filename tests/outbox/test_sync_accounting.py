@@ -223,6 +223,17 @@ def test_a_drain_without_a_running_sync_thread_gives_up_at_once_and_keeps_the_ro
     answers: list[bool] = []
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        assert sync.stats() == {  # what `edge-agent status` shows before the first connect
+            "state": "disconnected",
+            "last_sync": None,
+            "last_error": None,
+            "connect_attempts": 0,
+            "connects": 0,
+            "published": 0,
+            "acked": 0,
+            "thread_restarts": 0,
+        }
+        assert sync.publish_status({"state": "running"}) is False  # not connected: nothing sent
         ob.put(f"edge/{DEVICE}/detections", {"n": 0})
 
         def drain() -> None:
