@@ -109,12 +109,13 @@ def test_a_batched_drain_sends_each_row_once_newest_first_within_the_byte_cap(
 
 def test_a_batch_fills_its_kib_to_the_last_byte(tmp_path: Path, broker: Broker) -> None:
     """``batch_max_kib`` counts KiB: four 256-byte lines are exactly 1024 bytes and go in one
-    batch (a cap of 1000 bytes would send three per batch, a third more messages)."""
+    batch (a cap of 1000 bytes would send three per batch, a third more messages); the fifth row
+    each claim takes does not fit and goes back to pending for the next batch."""
     watch = QosWatch(broker.port)
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
         fill_lines(ob, 8, line=256)
         sync = MqttSync(
-            fast_cfg(broker.port, batch_threshold=1, batch_max_messages=10, batch_max_kib=1), DEVICE, ob
+            fast_cfg(broker.port, batch_threshold=1, batch_max_messages=5, batch_max_kib=1), DEVICE, ob
         )
         sync.start()
         try:
