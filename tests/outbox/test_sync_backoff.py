@@ -47,7 +47,7 @@ class RecordedWaits(threading.Event):
         return super().wait(timeout)
 
 
-def pumping(sync: MqttSync, pump: Callable[[], None]) -> list[float]:
+def pumping(sync: MqttSync, pump: Callable[[], object]) -> list[float]:
     """Each session runs ``pump`` instead of sending; returns when each one started pumping."""
     starts: list[float] = []
 
@@ -95,6 +95,25 @@ def test_connections_that_end_at_once_are_followed_by_growing_waits(tmp_path: Pa
             sync.stop()
     assert stop.waits[:2] == waits(0.1, 2)
     assert sync.thread_restarts == 0 and sync.connects >= 3 and sync.last_error is None
+
+
+@pytest.mark.usefixtures("pinned_jitter")
+def test_a_connection_that_lasted_starts_the_waits_again_from_the_first_step(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """Sessions that each last ``reconnect_max_s`` (0.3 s) were stable: after each drop the wait is
+    the first step again (0.1 s less the jitter), not a wait grown by every earlier drop."""
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(MqttConfig(port=broker.port, reconnect_min_s=0.1, reconnect_max_s=0.3), DEVICE, ob)
+        sync._stop = stop = RecordedWaits()
+        lasting = threading.Event()  # never set: each session lasts its whole scenario window
+        starts = pumping(sync, lambda: lasting.wait(0.35))
+        sync.start()
+        try:
+            wait_until(lambda: len(starts) >= 3, 20, "three connections")
+        finally:
+            sync.stop()
+    assert stop.waits[:2] == waits(0.1, 1) * 2
 
 
 @pytest.mark.usefixtures("pinned_jitter")

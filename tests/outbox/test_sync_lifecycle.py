@@ -292,7 +292,9 @@ def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: 
     port = silent.getsockname()[1]
     try:
         with Outbox(tmp_path / "q.db", big_limits()) as ob:
-            sync = MqttSync(cfg(port, keepalive_s=5), DEVICE, ob)
+            # a keepalive longer than the stop's join: paho gives up a CONNECT after about the
+            # keepalive, which would end a wait that ignores the stop
+            sync = MqttSync(cfg(port, keepalive_s=30), DEVICE, ob)
             sync.start()
             try:
                 wait_until(lambda: sync.connect_attempts == 1, 10, "the TCP connect")
