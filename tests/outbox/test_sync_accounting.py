@@ -255,6 +255,39 @@ def test_a_drain_without_a_running_sync_thread_gives_up_at_once_and_keeps_the_ro
         assert ob.stats()["pending"] == 1
 
 
+def test_a_drain_the_broker_does_not_answer_waits_its_whole_timeout_then_says_false(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """A stalled broker (no PUBACK): drain(1.5) waits the 1.5 s it was given -- not a second less,
+    not for ever -- answers False and the rows stay queued."""
+    answers: list[tuple[bool, float]] = []
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        sync.start()
+        try:
+            wait_connected(sync)
+            assert broker.proc is not None
+            broker.proc.send_signal(signal.SIGSTOP)
+            try:
+                ob.put(f"edge/{DEVICE}/detections", {"n": 0})
+
+                def drain() -> None:
+                    t0 = time.monotonic()
+                    answers.append((sync.drain(1.5), time.monotonic() - t0))
+
+                t = threading.Thread(target=drain, daemon=True)
+                t.start()
+                t.join(10)
+                assert not t.is_alive(), "drain(1.5) still waiting after 10 s"
+                assert ob.stats()["pending"] == 1  # kept: sent once the broker answers
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
+        finally:
+            sync.stop()
+    ((answer, took),) = answers
+    assert answer is False and took >= 1.5, (answer, took)
+
+
 def test_a_failed_connect_is_one_warning_naming_the_broker_and_the_last_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
