@@ -20,6 +20,7 @@ from support import poll, wait_until
 from support.mqtt import Broker, Collector, wait_connected
 from support.outbox import big_limits
 
+from edge_agent.adapters.mqtt_session import SyncSession
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.config import MqttConfig
@@ -280,6 +281,26 @@ def test_a_refused_login_is_shown_word_for_word_and_retried_after_a_growing_wait
     assert 2 <= attempts <= 4, attempts
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned[:2] == [f"mqtt: {reason}; retrying"] * 2
+
+
+def test_a_refused_connack_is_a_failed_connect_before_the_drop_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusing CONNACK alone decides: paho may report the broker's close after the sync
+    thread looked (here: never), and the connection must not count as made meanwhile."""
+    monkeypatch.setattr(SyncSession, "on_disconnect", lambda self, *a: None)
+    with (
+        Broker(tmp_path / "auth-broker", users={"dev": "right"}) as broker,
+        Outbox(tmp_path / "q.db", big_limits()) as ob,
+    ):
+        no_pw = cfg(broker.port, username="dev", password_env="EDGE_NO_SUCH_PW", reconnect_min_s=5.0)
+        sync = MqttSync(no_pw, DEVICE, ob)
+        sync.start()
+        try:
+            wait_until(lambda: sync.last_error or sync.connects, 10, "the CONNACK's answer")
+        finally:
+            sync.stop()
+    assert (sync.connects, sync.last_error) == (0, "broker refused the connection: Not authorized")
 
 
 def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: Path) -> None:
