@@ -248,6 +248,8 @@ def test_a_drain_without_a_running_sync_thread_gives_up_at_once_and_keeps_the_ro
             if when == "never started":
                 sync.start()
                 wait_connected(sync)
+                # the name py-spy and a debugger show the thread by
+                assert [t.name for t in threading.enumerate()].count("mqtt-sync") == 1
                 assert sync.drain(20)
                 sync.stop()
                 ob.put(f"edge/{DEVICE}/detections", {"n": 1})
