@@ -331,6 +331,35 @@ def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: 
     assert (sync.connects, sync.state) == (0, "disconnected")
 
 
+def test_a_stop_returns_after_its_timeout_when_the_sync_thread_hangs(tmp_path: Path, broker: Broker) -> None:
+    """The agent's shutdown must not hang on its sync thread: here the status for the "offline"
+    message never comes back while the thread stops; stop(0.5) returns anyway (the thread is a
+    daemon and goes on alone), and the thread ends once the status comes."""
+    release = threading.Event()
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+
+        def status() -> dict[str, Any]:
+            if sync._stop.is_set():
+                release.wait(30)  # hangs at the stop
+            return {"state": "running"}
+
+        sync = MqttSync(cfg(broker.port), DEVICE, ob, status_fn=status)
+        sync.start()
+        thread = sync._thread
+        assert thread is not None
+        try:
+            wait_connected(sync)
+            stopper = threading.Thread(target=sync.stop, args=(0.5,), daemon=True)
+            stopper.start()
+            stopper.join(10)
+            assert not stopper.is_alive(), "stop(0.5) waited for a hung sync thread"
+            assert thread.is_alive() and sync._thread is None
+        finally:
+            release.set()
+        thread.join(10)
+        assert not thread.is_alive()
+
+
 def test_a_drop_at_the_moment_of_stop_is_no_sync_failure(
     tmp_path: Path, broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
