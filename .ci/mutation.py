@@ -541,6 +541,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_sync_accounting.py",
             "tests/outbox/test_sync_lifecycle.py",
             "tests/outbox/test_sync_windows.py",
+            "tests/outbox/test_sync_backoff.py",
             "tests/outbox/test_sync_session.py::test_pubacks_received_as_the_session_ends_are_applied_not_resent",
             "tests/outbox/test_sync_session.py::test_a_puback_handled_before_publish_returned_is_matched_when_the_mid_is_known",
             "tests/outbox/test_sync_session.py::test_a_batch_mid_carries_all_its_rows_and_counts_as_one_batch_in_flight",

@@ -53,8 +53,7 @@ class MqttSync:
         self.device_id = device_id
         self.outbox = outbox
         self.status_fn = status_fn
-        t = topics(cfg.topic_prefix, device_id)
-        self.detections_topic, self.status_topic = t.detections, t.status
+        self.status_topic = topics(cfg.topic_prefix, device_id).status  # results carry their own topic
         self.batch_topic = batch_topic(cfg.topic_prefix, device_id)
         self.state = "disabled" if not cfg.enabled else "disconnected"
         self.last_sync: Optional[float] = None
@@ -92,13 +91,17 @@ class MqttSync:
             self._thread = None
 
     def drain(self, timeout_s: float) -> bool:
-        """Block until every queued message is acknowledged (True) or ``timeout_s`` passes (False)."""
+        """Block until every queued message is acknowledged (True) or ``timeout_s`` passes (False).
+
+        False at once while no sync thread runs (never started, stopped, ended): nothing would
+        acknowledge the rest, and waiting out ``timeout_s`` only delayed a shutdown for nothing."""
         deadline = time.monotonic() + timeout_s
         self.outbox.flush()
         with self._progress:
             while self.outbox.stats()["pending"] > 0:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                thread = self._thread
+                if left <= 0 or thread is None or not thread.is_alive():
                     return False
                 self._progress.wait(min(left, IDLE_POLL_S))
                 self.outbox.flush()

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from support import wait_until
-from support.mqtt import Broker, Collector
+from support.mqtt import Broker, Collector, wait_connected
 from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
@@ -43,7 +43,7 @@ def test_a_batch_is_deleted_only_after_its_puback_and_every_row_arrives(
     with Outbox(path, big_limits(), flush_interval_s=0.05) as ob:
         sync = MqttSync(cfg(broker.port, batch_threshold=1, batch_max_messages=20), DEVICE, ob)
         sync.start()
-        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+        wait_connected(sync)
         assert broker.proc is not None
         broker.proc.send_signal(signal.SIGSTOP)
         try:

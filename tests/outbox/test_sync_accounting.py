@@ -14,7 +14,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from support import free_port, wait_until
-from support.mqtt import Broker
+from support.mqtt import Broker, wait_connected
 from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
@@ -54,12 +54,12 @@ class QosWatch:
         self.client.loop_stop()
 
 
-def fill_lines(ob: Outbox, n: int) -> list[str]:
-    """``n`` rows whose batch lines are exactly LINE bytes (a fresh outbox numbers them 1..n)."""
+def fill_lines(ob: Outbox, n: int, line: int = LINE) -> list[str]:
+    """``n`` rows whose batch lines are exactly ``line`` bytes (a fresh outbox numbers them 1..n)."""
     ids = []
     for i in range(n):
         seq = i + 1
-        pad = LINE - 87 - len(str(i)) - len(str(seq))
+        pad = line - 87 - len(str(i)) - len(str(seq))
         ids.append(ob.put(f"edge/{DEVICE}/detections", {"n": i, "pad": "p" * pad}))
     ob.flush()
     return ids
@@ -107,6 +107,26 @@ def test_a_batched_drain_sends_each_row_once_newest_first_within_the_byte_cap(
     assert stats["last_sync"] is not None and t0 <= stats["last_sync"] <= time.time()
 
 
+def test_a_batch_fills_its_kib_to_the_last_byte(tmp_path: Path, broker: Broker) -> None:
+    """``batch_max_kib`` counts KiB: four 256-byte lines are exactly 1024 bytes and go in one
+    batch (a cap of 1000 bytes would send three per batch, a third more messages); the fifth row
+    each claim takes does not fit and goes back to pending for the next batch."""
+    watch = QosWatch(broker.port)
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        fill_lines(ob, 8, line=256)
+        sync = MqttSync(
+            fast_cfg(broker.port, batch_threshold=1, batch_max_messages=5, batch_max_kib=1), DEVICE, ob
+        )
+        sync.start()
+        try:
+            assert sync.drain(20)
+        finally:
+            sync.stop()
+    wait_until(lambda: sum(len(unpack(b)) for b in watch.batches()) >= 8, 10, "8 rows in batches")
+    watch.close()
+    assert [len(zlib.decompress(b)) for b in watch.batches()] == [1024, 1024]
+
+
 def test_at_most_two_batches_wait_for_their_puback(tmp_path: Path, broker: Broker) -> None:
     """A broker that reads nothing (SIGSTOP): two batches go out, then the sync waits; more in
     flight would only be sent again after the drop."""
@@ -116,7 +136,7 @@ def test_at_most_two_batches_wait_for_their_puback(tmp_path: Path, broker: Broke
         sync = MqttSync(fast_cfg(broker.port, batch_threshold=1, batch_max_messages=10), DEVICE, ob)
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             assert broker.proc is not None
             broker.proc.send_signal(signal.SIGSTOP)
             try:
@@ -187,13 +207,87 @@ def test_drain_returns_only_when_the_last_row_is_acknowledged(tmp_path: Path, br
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             for n in range(3):
                 ob.put(f"edge/{DEVICE}/detections", {"n": n})
                 assert sync.drain(10)
                 assert ob.stats()["pending"] == 0  # one row left is not "drained"
         finally:
             sync.stop()
+
+
+def test_a_drain_without_a_running_sync_thread_gives_up_at_once_and_keeps_the_rows(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """Nothing would acknowledge the rows, so the hour asked for is not waited (a `queue drain` or
+    an agent's shutdown stalled for its whole timeout); the rows stay queued for the next start."""
+    answers: list[bool] = []
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        assert sync.stats() == {  # what `edge-agent status` shows before the first connect
+            "state": "disconnected",
+            "last_sync": None,
+            "last_error": None,
+            "connect_attempts": 0,
+            "connects": 0,
+            "published": 0,
+            "acked": 0,
+            "thread_restarts": 0,
+        }
+        assert sync.publish_status({"state": "running"}) is False  # not connected: nothing sent
+        ob.put(f"edge/{DEVICE}/detections", {"n": 0})
+
+        def drain() -> None:
+            answers.append(sync.drain(3600))
+
+        for when in ("never started", "stopped"):
+            t = threading.Thread(target=drain, daemon=True)
+            t.start()
+            t.join(20)
+            assert not t.is_alive(), f"drain() waited for a sync thread that is {when}"
+            if when == "never started":
+                sync.start()
+                wait_connected(sync)
+                # the name py-spy and a debugger show the thread by
+                assert [t.name for t in threading.enumerate()].count("mqtt-sync") == 1
+                assert sync.drain(20)
+                sync.stop()
+                ob.put(f"edge/{DEVICE}/detections", {"n": 1})
+        assert answers == [False, False]
+        assert ob.stats()["pending"] == 1
+
+
+def test_a_drain_the_broker_does_not_answer_waits_its_whole_timeout_then_says_false(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """A stalled broker (no PUBACK): drain(1.5) waits the 1.5 s it was given -- not a second less,
+    not for ever -- answers False and the rows stay queued."""
+    answers: list[tuple[bool, float]] = []
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
+        sync.start()
+        try:
+            wait_connected(sync)
+            assert broker.proc is not None
+            broker.proc.send_signal(signal.SIGSTOP)
+            try:
+                ob.put(f"edge/{DEVICE}/detections", {"n": 0})
+
+                def drain() -> None:
+                    t0 = time.monotonic()
+                    answers.append((sync.drain(1.5), time.monotonic() - t0))
+
+                t = threading.Thread(target=drain, daemon=True)
+                t.start()
+                t.join(10)
+                assert not t.is_alive(), "drain(1.5) still waiting after 10 s"
+                assert ob.stats()["pending"] == 1  # kept: sent once the broker answers
+            finally:
+                broker.proc.send_signal(signal.SIGCONT)
+        finally:
+            sync.stop()
+    ((answer, took),) = answers
+    assert answer is False and took >= 1.5, (answer, took)
 
 
 def test_a_failed_connect_is_one_warning_naming_the_broker_and_the_last_error(
@@ -224,7 +318,7 @@ def test_a_status_puback_is_matched_to_the_status_never_left_over(tmp_path: Path
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob, status_fn=lambda: {"state": "running"})
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             session = sync._session_state
             assert session is not None
             for n in range(5):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from support import wait_until
-from support.mqtt import Broker, Collector
+from support.mqtt import Broker, Collector, wait_connected
 from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
@@ -39,7 +39,7 @@ def test_rows_stay_on_disk_until_the_puback(tmp_path: Path, broker: Broker) -> N
     with Outbox(path, big_limits(), flush_interval_s=0.05) as ob:
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
         sync.start()
-        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+        wait_connected(sync)
         assert broker.proc is not None
         broker.proc.send_signal(signal.SIGSTOP)
         try:
@@ -116,7 +116,7 @@ def test_status_is_the_snapshot_given_and_the_will_says_offline(tmp_path: Path, 
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob, status_fn=lambda: {"state": "running", "n": 1})
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             collector.wait_until(lambda c: bool(c.messages), 5, "bool(c.messages)")
         finally:
             sync.stop()

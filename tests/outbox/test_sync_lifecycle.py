@@ -17,9 +17,10 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from support import poll, wait_until
-from support.mqtt import Broker, Collector
+from support.mqtt import Broker, Collector, wait_connected
 from support.outbox import big_limits
 
+from edge_agent.adapters.mqtt_session import SyncSession
 from edge_agent.adapters.mqtt_sync import MqttSync
 from edge_agent.adapters.outbox import Outbox
 from edge_agent.core.config import MqttConfig
@@ -72,7 +73,7 @@ def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean
         sync = MqttSync(cfg(broker.port, keepalive_s=17), DEVICE, ob, status_fn=lambda: {"state": "running"})
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             line = wait_until(
                 lambda: [ln for ln in broker.log_text().splitlines() if "New client connected" in ln],
                 10,
@@ -109,7 +110,7 @@ def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs
         )
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             watch.wait_until(lambda c: len(c.messages) >= 1, 10, "the status on connect")
             client = sync._client
             assert client is not None and broker.proc is not None
@@ -282,6 +283,26 @@ def test_a_refused_login_is_shown_word_for_word_and_retried_after_a_growing_wait
     assert warned[:2] == [f"mqtt: {reason}; retrying"] * 2
 
 
+def test_a_refused_connack_is_a_failed_connect_before_the_drop_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusing CONNACK alone decides: paho may report the broker's close after the sync
+    thread looked (here: never), and the connection must not count as made meanwhile."""
+    monkeypatch.setattr(SyncSession, "on_disconnect", lambda self, *a: None)
+    with (
+        Broker(tmp_path / "auth-broker", users={"dev": "right"}) as broker,
+        Outbox(tmp_path / "q.db", big_limits()) as ob,
+    ):
+        no_pw = cfg(broker.port, username="dev", password_env="EDGE_NO_SUCH_PW", reconnect_min_s=5.0)
+        sync = MqttSync(no_pw, DEVICE, ob)
+        sync.start()
+        try:
+            wait_until(lambda: sync.last_error or sync.connects, 10, "the CONNACK's answer")
+        finally:
+            sync.stop()
+    assert (sync.connects, sync.last_error) == (0, "broker refused the connection: Not authorized")
+
+
 def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: Path) -> None:
     """A port that accepts TCP but never sends a CONNACK (a hung broker, a wrong service): the sync
     waits max(10 s, keepalive) for it (paho gives up after about the keepalive) -- not within 1.5 s --
@@ -292,7 +313,9 @@ def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: 
     port = silent.getsockname()[1]
     try:
         with Outbox(tmp_path / "q.db", big_limits()) as ob:
-            sync = MqttSync(cfg(port, keepalive_s=5), DEVICE, ob)
+            # a keepalive longer than the stop's join: paho gives up a CONNECT after about the
+            # keepalive, which would end a wait that ignores the stop
+            sync = MqttSync(cfg(port, keepalive_s=30), DEVICE, ob)
             sync.start()
             try:
                 wait_until(lambda: sync.connect_attempts == 1, 10, "the TCP connect")
@@ -306,6 +329,35 @@ def test_a_broker_that_never_answers_connect_is_waited_for_then_named(tmp_path: 
     assert took < 5.0, took  # not the rest of a 10 s wait (paho's thread takes up to 1 s to stop)
     assert sync.last_error == f"no CONNACK from 127.0.0.1:{port}"
     assert (sync.connects, sync.state) == (0, "disconnected")
+
+
+def test_a_stop_returns_after_its_timeout_when_the_sync_thread_hangs(tmp_path: Path, broker: Broker) -> None:
+    """The agent's shutdown must not hang on its sync thread: here the status for the "offline"
+    message never comes back while the thread stops; stop(0.5) returns anyway (the thread is a
+    daemon and goes on alone), and the thread ends once the status comes."""
+    release = threading.Event()
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+
+        def status() -> dict[str, Any]:
+            if sync._stop.is_set():
+                release.wait(30)  # hangs at the stop
+            return {"state": "running"}
+
+        sync = MqttSync(cfg(broker.port), DEVICE, ob, status_fn=status)
+        sync.start()
+        thread = sync._thread
+        assert thread is not None
+        try:
+            wait_connected(sync)
+            stopper = threading.Thread(target=sync.stop, args=(0.5,), daemon=True)
+            stopper.start()
+            stopper.join(10)
+            assert not stopper.is_alive(), "stop(0.5) waited for a hung sync thread"
+            assert thread.is_alive() and sync._thread is None
+        finally:
+            release.set()
+        thread.join(10)
+        assert not thread.is_alive()
 
 
 def test_a_drop_at_the_moment_of_stop_is_no_sync_failure(
@@ -327,7 +379,7 @@ def test_a_drop_at_the_moment_of_stop_is_no_sync_failure(
 
         sync = MqttSync(cfg(broker.port), DEVICE, ob, status_fn=status)
         sync.start()
-        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+        wait_connected(sync)
         before = {t.ident for t in threading.enumerate()}
         sync.stop()
         leftover = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from support import wait_until
-from support.mqtt import Broker, Collector
+from support.mqtt import Broker, Collector, wait_connected
 from support.outbox import big_limits
 
 from edge_agent.adapters.mqtt_sync import MqttSync
@@ -78,7 +78,7 @@ def test_a_rate_limit_counts_batches_and_pubacks_are_applied_while_it_holds(
         )
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             t0 = time.monotonic()
             assert sync.drain(20), sync.stats()
             took = time.monotonic() - t0
@@ -105,7 +105,7 @@ def test_a_stop_waits_for_in_flight_pubacks_so_nothing_is_sent_twice(
     with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
         sync = MqttSync(cfg(broker.port, batch_threshold=threshold, batch_max_messages=10), DEVICE, ob)
         sync.start()
-        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+        wait_connected(sync)
         assert broker.proc is not None
         broker.proc.send_signal(signal.SIGSTOP)
         try:
@@ -122,7 +122,7 @@ def test_a_stop_waits_for_in_flight_pubacks_so_nothing_is_sent_twice(
         again = MqttSync(cfg(broker.port, batch_threshold=threshold), DEVICE, ob)
         again.start()
         try:
-            wait_until(lambda: again.state == "connected", 10, "the second sync connected")
+            wait_connected(again)
             assert again.drain(5)
         finally:
             again.stop()
@@ -143,7 +143,7 @@ def test_a_stop_with_a_stalled_broker_ends_the_sync_within_its_grace(tmp_path: P
     with Outbox(tmp_path / "q.db", big_limits(), flush_interval_s=3600) as ob:
         sync = MqttSync(cfg(broker.port), DEVICE, ob, status_fn=lambda: {"state": "running"})
         sync.start()
-        wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+        wait_connected(sync)
         thread = sync._thread
         assert broker.proc is not None and thread is not None
         broker.proc.send_signal(signal.SIGSTOP)
@@ -212,7 +212,7 @@ def test_at_most_inflight_results_wait_for_their_puback(tmp_path: Path, broker: 
         sync = MqttSync(cfg(broker.port, inflight=7), DEVICE, ob)
         sync.start()
         try:
-            wait_until(lambda: sync.state == "connected", 10, "the sync connected")
+            wait_connected(sync)
             assert broker.proc is not None
             broker.proc.send_signal(signal.SIGSTOP)
             try:
