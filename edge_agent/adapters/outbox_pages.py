@@ -45,10 +45,16 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
 
 
 def _record(payload: bytes) -> list[Any]:
+    """The values of one record. Its header is read from its own bytes only and holds at most one
+    serial type per byte: the loop ends within the header whatever the bytes (a type running past
+    the header is damage), instead of resting on each varint moving forward."""
     hlen, i = _varint(payload, 0)
+    header = payload[:hlen]
     types = []
-    while i < hlen:
-        t, i = _varint(payload, i)
+    for _ in range(len(header)):
+        if i >= hlen:
+            break
+        t, i = _varint(header, i)
         types.append(t)
     out: list[Any] = []
     pos = hlen
