@@ -82,25 +82,44 @@ def _record(payload: bytes) -> list[Any]:
     return out
 
 
+def _checksum(data: bytes, s: tuple[int, int], big: bool) -> tuple[int, int]:
+    """SQLite's WAL checksum of ``data`` continued from ``s``: Fibonacci-weighted sums of its 32-bit
+    words (big-endian words when the WAL's magic says so), modulo 2^32."""
+    words = struct.unpack(f"{'>' if big else '<'}{len(data) // 4}I", data)
+    s0, s1 = s
+    for a, b in zip(words[::2], words[1::2]):
+        s0 = (s0 + a + s1) & 0xFFFFFFFF
+        s1 = (s1 + b + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
 def _wal_pages(wal: bytes, page_size: int) -> dict[int, bytes]:
-    """Page images of committed WAL frames with the header's salt (a frame after the last commit
-    frame belongs to a transaction that never committed). Frames of another page size are not pages
-    of this file: a damaged or crafted WAL header once gave 1-byte "pages" the scan indexed past."""
+    """Page images of the WAL's committed frames, read as SQLite recovers a WAL: a header whose
+    checksum fails means no WAL; frames are taken up to the first one of another salt, of page 0 or
+    whose cumulative checksum fails (a frame torn at power loss: part new, part old bytes), and only
+    up to the last commit frame before it (later frames belong to a transaction that never
+    committed). Frames of another page size are not pages of this file: a damaged or crafted WAL
+    header once gave 1-byte "pages" the scan indexed past."""
     if len(wal) < 32 or wal[:4] not in (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"):
         return {}
-    size = int.from_bytes(wal[8:12], "big") or page_size
-    if size != page_size:
+    size = int.from_bytes(wal[8:12], "big")
+    big = wal[3] == 0x83
+    s = _checksum(wal[:24], (0, 0), big)
+    if size != page_size or s != struct.unpack(">II", wal[24:32]):
         return {}
     salt = wal[16:24]
     pending: dict[int, bytes] = {}
     committed: dict[int, bytes] = {}
     at = 32
     while at + 24 + size <= len(wal):
-        head = wal[at : at + 24]
-        if head[8:16] != salt:
-            break
+        head, page = wal[at : at + 24], wal[at + 24 : at + 24 + size]
         pgno, commit = struct.unpack(">II", head[:8])
-        pending[pgno] = wal[at + 24 : at + 24 + size]
+        if head[8:16] != salt or pgno == 0:
+            break
+        s = _checksum(page, _checksum(head[:8], s, big), big)
+        if s != struct.unpack(">II", head[16:24]):
+            break
+        pending[pgno] = page
         if commit:
             committed.update(pending)
             pending = {}

@@ -287,15 +287,143 @@ def test_frames_of_an_older_wal_generation_are_not_taken() -> None:
     assert_reads_as_sqlite(found, db, wal)
 
 
+def _sums(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
+    """The WAL checksum as https://www.sqlite.org/fileformat2.html tells it (written again here so
+    the tests can seal WALs of their own; SQLite itself checks what they seal)."""
+    order = "big" if big else "little"
+    for k in range(0, len(data), 8):
+        s0 = (s0 + int.from_bytes(data[k : k + 4], order) + s1) % 2**32
+        s1 = (s1 + int.from_bytes(data[k + 4 : k + 8], order) + s0) % 2**32
+    return s0, s1
+
+
+def _seal(wal: bytes) -> bytes:
+    """``wal`` with its header's and every frame's checksums computed again, in the byte order its
+    magic says: what a writer would have written for these bytes."""
+    out, big = bytearray(wal), wal[3] == 0x83
+    size = int.from_bytes(wal[8:12], "big")
+    s = _sums(out[:24], 0, 0, big)
+    out[24:32] = s[0].to_bytes(4, "big") + s[1].to_bytes(4, "big")
+    at = 32
+    while at + 24 + size <= len(out):
+        s = _sums(out[at : at + 8] + out[at + 24 : at + 24 + size], *s, big)
+        out[at + 16 : at + 24] = s[0].to_bytes(4, "big") + s[1].to_bytes(4, "big")
+        at += 24 + size
+    return bytes(out)
+
+
+def _frame_pages(wal: bytes) -> list[tuple[int, int, int]]:
+    """(offset, page number, commit field) of each frame."""
+    size, at, out = int.from_bytes(wal[8:12], "big"), 32, []
+    while at + 24 + size <= len(wal):
+        out.append((at, int.from_bytes(wal[at : at + 4], "big"), int.from_bytes(wal[at + 4 : at + 8], "big")))
+        at += 24 + size
+    return out
+
+
 def test_a_wal_written_with_big_endian_checksums_is_read_too() -> None:
-    """0x377f0683 is the magic of a WAL written on a big-endian machine (a copy from one)."""
+    """0x377f0683 is the magic of a WAL whose checksums were computed on big-endian words (written
+    on such a machine): SQLite reads it anywhere, and so does the salvage."""
     with outbox_file(1024) as f:
+        f.checkpoint()  # the schema in the file, so SQLite can read it without the WAL
         f.put(rows_of(20))
+        f.put(rows_of(5, start=20))
         db, wal = f.image()
     assert wal[:4] == b"\x37\x7f\x06\x82"
-    found = scan(db, b"\x37\x7f\x06\x83" + wal[4:])
-    assert sorted(found.messages) == list(range(1, 21))
-    assert scan(db, b"\x37\x7f\x06\x84" + wal[4:]).messages == {}  # not a WAL: nothing from it
+    big = _seal(b"\x37\x7f\x06\x83" + wal[4:])
+    assert big[32:] != wal[32:] and sorted(committed(db, big)[0]) == list(range(1, 26))
+    assert_reads_as_sqlite(scan(db, big), db, big)
+    # the magic alone changed: the checksums no longer match, SQLite reads no WAL, nor does the scan
+    unsealed = b"\x37\x7f\x06\x83" + wal[4:]
+    assert committed(db, unsealed)[0] == {} and scan(db, unsealed).messages == {}
+    assert scan(db, _seal(b"\x37\x7f\x06\x84" + wal[4:])).messages == {}  # not a WAL: nothing from it
+
+
+def _three_commits() -> tuple[bytes, bytes, int]:
+    """Rows 1-60 committed to the WAL, then a delete of 1-50, then rows 61-70: three transactions
+    (page size 1024) after the schema's, and the index of the delete's first frame."""
+    with outbox_file(1024) as f:
+        f.checkpoint()  # the schema in the file: a file without its WAL is still an outbox
+        f.put(rows_of(60))
+        first = len(_frame_pages(f.image()[1]))
+        f.delete("id <= 50")
+        f.put(rows_of(10, start=60))
+        db, wal = f.image()
+    return db, wal, first
+
+
+@pytest.mark.parametrize("which", ["first", "commit"])
+@pytest.mark.parametrize("fill", ["zeros", "older"])
+def test_a_frame_torn_at_power_loss_ends_the_wal_there_as_in_sqlite(which: str, fill: str) -> None:
+    """A frame whose last half never reached the disk (zeros where the file grew, or the bytes of
+    that page's older image in its first half): its checksum fails, SQLite stops reading the WAL there and so must the
+    salvage; neither the torn transaction nor the one committed after it comes back."""
+    db, wal, first = _three_commits()
+    frames = _frame_pages(wal)
+    commits = [i for i, (_, _, c) in enumerate(frames) if c and i >= first]
+    assert len(commits) == 2 and first < commits[0]  # the delete's frames, then the last put's
+    k = first if which == "first" else commits[0]
+    at, pgno, _ = frames[k]
+    if fill == "zeros":  # the last half never written where the file grew
+        torn = wal[: at + 24 + 512] + bytes(512) + wal[at + 24 + 1024 :]
+    else:  # the first half still the page's newest earlier image (its frame, else the file's)
+        older = [a for a, p, _ in frames[:k] if p == pgno]
+        src = older[-1] + 24 if older else (pgno - 1) * 1024
+        head = (wal if older else db)[src : src + 512]
+        assert len(head) == 512
+        torn = wal[: at + 24] + head + wal[at + 24 + 512 :]
+    assert len(torn) == len(wal) and torn != wal
+    rows, _ = committed(db, torn)
+    assert sorted(rows) == list(range(1, 61))  # SQLite: the first transaction only
+    assert sorted(scan(db, wal).messages) == list(range(51, 71))  # untorn: all three
+    assert_reads_as_sqlite(scan(db, torn), db, torn)
+
+
+def test_a_wal_whose_header_checksum_fails_is_not_read() -> None:
+    """SQLite ignores the whole WAL when its header does not match its checksum (here one bit of the
+    checkpoint counter): the rows of the file alone, as of the last checkpoint."""
+    with outbox_file(1024) as f:
+        f.put(rows_of(40))
+        f.checkpoint()
+        f.delete("id <= 30")
+        f.put(rows_of(5, start=40))
+        db, wal = f.image()
+    bad = wal[:12] + bytes([wal[12] ^ 1]) + wal[13:]
+    assert sorted(committed(db, bad)[0]) == list(range(1, 41))
+    assert sorted(scan(db, wal).messages) == list(range(31, 46))
+    assert_reads_as_sqlite(scan(db, bad), db, bad)
+
+
+def test_a_frame_for_page_zero_ends_the_wal_as_in_sqlite() -> None:
+    """Page numbers start at 1: SQLite takes a frame for page 0 as the end of the WAL even with its
+    checksums right (a crafted WAL), and the scan must not read it as a page of rows."""
+    db, wal, first = _three_commits()
+    frames = _frame_pages(wal)
+    at = frames[first][0]
+    crafted = _seal(wal[:at] + bytes(4) + wal[at + 4 :])
+    rows, _ = committed(db, crafted)
+    assert sorted(rows) == list(range(1, 61))
+    assert_reads_as_sqlite(scan(db, crafted), db, crafted)
+
+
+_WAL_IMAGE: list[tuple[bytes, bytes]] = []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edits=st.lists(st.tuples(st.integers(0, 2**16), st.binary(min_size=1, max_size=16)), min_size=1, max_size=3),
+    cut=st.one_of(st.none(), st.integers(0, 2**16)),
+)
+def test_a_damaged_wal_reads_as_sqlite_reads_it(edits: list[tuple[int, bytes]], cut: Optional[int]) -> None:
+    """Whatever bytes of the WAL are damaged or cut (the file intact), the scan reads exactly the
+    rows SQLite reads: the committed transactions before the first damaged frame, never a row of a
+    frame SQLite rejects."""
+    if not _WAL_IMAGE:
+        db, wal, _ = _three_commits()
+        _WAL_IMAGE.append((db, wal))
+    db, wal = _WAL_IMAGE[0]
+    damaged = _damage(wal, edits, cut)
+    assert_reads_as_sqlite(scan(db, damaged), db, damaged)
 
 
 def test_a_65536_byte_page_is_told_by_its_header_as_1() -> None:
@@ -397,7 +525,7 @@ def test_a_hostile_wal_of_any_page_size_never_makes_the_scan_raise(
     for pgno, commit, data in frames:
         page = (data * (size // max(1, len(data)) + 1))[:size] if data else bytes(size)
         wal += pgno.to_bytes(4, "big") + commit.to_bytes(4, "big") + salt + bytes(8) + page
-    found = scan(db if header_db else bytes(100) + db[100:], wal)
+    found = scan(db if header_db else bytes(100) + db[100:], _seal(wal))  # checksums right: read
     assert isinstance(found.messages, dict)
 
 
