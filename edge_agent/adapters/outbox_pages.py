@@ -33,15 +33,14 @@ class PageScan:
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    """SQLite's varint at ``buf[i]``: up to 8 bytes of 7 bits, then a 9th of all 8 bits."""
     value = 0
-    for k in range(9):
+    for k in range(8):
         b = buf[i + k]
-        if k == 8:
-            return (value << 8) | b, i + 9
         value = (value << 7) | (b & 0x7F)
         if b < 0x80:
             return value, i + k + 1
-    raise IndexError("varint")
+    return (value << 8) | buf[i + 8], i + 9
 
 
 def _record(payload: bytes) -> list[Any]:
