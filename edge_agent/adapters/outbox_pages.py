@@ -92,23 +92,25 @@ def _checksum(data: bytes, s: tuple[int, int], big: bool) -> tuple[int, int]:
     return s0, s1
 
 
-def _wal_pages(wal: bytes, page_size: int) -> dict[int, bytes]:
-    """Page images of the WAL's committed frames, read as SQLite recovers a WAL: a header whose
+def _wal_pages(wal: bytes, page_size: int) -> tuple[dict[int, bytes], int]:
+    """Page images of the WAL's committed frames and the database's size in pages after the last
+    commit taken (0: none), read as SQLite recovers a WAL: a header whose
     checksum fails means no WAL; frames are taken up to the first one of another salt, of page 0 or
     whose cumulative checksum fails (a frame torn at power loss: part new, part old bytes), and only
     up to the last commit frame before it (later frames belong to a transaction that never
     committed). Frames of another page size are not pages of this file: a damaged or crafted WAL
     header once gave 1-byte "pages" the scan indexed past."""
     if len(wal) < 32 or wal[:4] not in (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"):
-        return {}
+        return {}, 0
     size = int.from_bytes(wal[8:12], "big")
     big = wal[3] == 0x83
     s = _checksum(wal[:24], (0, 0), big)
     if size != page_size or s != struct.unpack(">II", wal[24:32]):
-        return {}
+        return {}, 0
     salt = wal[16:24]
     pending: dict[int, bytes] = {}
     committed: dict[int, bytes] = {}
+    db_pages = 0
     at = 32
     while at + 24 + size <= len(wal):
         head, page = wal[at : at + 24], wal[at + 24 : at + 24 + size]
@@ -121,9 +123,9 @@ def _wal_pages(wal: bytes, page_size: int) -> dict[int, bytes]:
         pending[pgno] = page
         if commit:
             committed.update(pending)
-            pending = {}
+            pending, db_pages = {}, commit
         at += 24 + size
-    return committed
+    return committed, db_pages
 
 
 def _freelist(pages: dict[int, bytes], first: int, count: int) -> set[int]:
@@ -224,7 +226,10 @@ def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool)
         return result
     usable = ps - reserved
     pages = {n // ps + 1: db[n : n + ps] for n in range(0, len(db) - ps + 1, ps)}
-    pages.update(_wal_pages(wal or b"", ps))
+    from_wal, size = _wal_pages(wal or b"", ps)
+    pages.update(from_wal)
+    if size:  # pages past the size the last commit left (an incremental vacuum) are not the database's
+        pages = {n: page for n, page in pages.items() if n <= size}
     result.pages = len(pages)
     first = pages.get(1, b"")
     free: set[int] = set()
