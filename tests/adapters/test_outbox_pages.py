@@ -709,3 +709,19 @@ def test_a_row_id_of_nine_varint_bytes_reads_back(rowid: int) -> None:
         db, _ = f.image()
     assert_reads_as_sqlite(scan(db), db, b"")
     assert list(scan(db).messages) == [rowid]
+
+
+@pytest.mark.parametrize(
+    "when", [0.0, 1.0, 300.0, 2.0**20, 2.0**40, 2.0**47 - 1, -(2.0**47), 2.0**50, 1.7e9 + 0.5]
+)
+def test_a_whole_number_time_is_stored_as_an_integer_of_its_width_and_reads_back(when: float) -> None:
+    """SQLite stores a whole-number REAL within +-2^47 as the narrowest integer (0 and 1 without a
+    byte, up to 6 bytes), others as 8-byte floats: the width read for each serial type decides
+    where the next column (attempts) starts."""
+    with outbox_file(1024) as f:
+        f.put([("m", "t", b"\x01\x02", when, 2**40 + 3), ("n", "t", b"", when, 5)])
+        f.checkpoint()
+        db, _ = f.image()
+    found = scan(db)
+    assert [m[3:] for m in found.messages.values()] == [(when, 2**40 + 3), (when, 5)]
+    assert_reads_as_sqlite(found, db, b"")
