@@ -340,11 +340,13 @@ def test_a_wal_written_with_big_endian_checksums_is_read_too() -> None:
 
 
 def _three_commits() -> tuple[bytes, bytes, int]:
-    """Rows 1-60 committed to the WAL, then a delete of 1-50, then rows 61-70: three transactions
-    (page size 1024) after the schema's, and the index of the delete's first frame."""
+    """Rows 1-10 checkpointed into the file; rows 11-60 committed to the WAL, then a delete of 1-50,
+    then rows 61-70: three transactions (page size 1024), and the index of the delete's first
+    frame."""
     with outbox_file(1024) as f:
-        f.checkpoint()  # the schema in the file: a file without its WAL is still an outbox
-        f.put(rows_of(60))
+        f.put(rows_of(10))
+        f.checkpoint()  # the schema and rows 1-10 in the file: without its WAL still an outbox
+        f.put(rows_of(50, start=10))
         first = len(_frame_pages(f.image()[1]))
         f.delete("id <= 50")
         f.put(rows_of(10, start=60))
@@ -352,7 +354,7 @@ def _three_commits() -> tuple[bytes, bytes, int]:
     return db, wal, first
 
 
-@pytest.mark.parametrize("which", ["first", "commit"])
+@pytest.mark.parametrize("which", ["start", "first", "commit"])
 @pytest.mark.parametrize("fill", ["zeros", "older"])
 def test_a_frame_torn_at_power_loss_ends_the_wal_there_as_in_sqlite(which: str, fill: str) -> None:
     """A frame whose last half never reached the disk (zeros where the file grew, or the bytes of
@@ -362,7 +364,7 @@ def test_a_frame_torn_at_power_loss_ends_the_wal_there_as_in_sqlite(which: str, 
     frames = _frame_pages(wal)
     commits = [i for i, (_, _, c) in enumerate(frames) if c and i >= first]
     assert len(commits) == 2 and first < commits[0]  # the delete's frames, then the last put's
-    k = first if which == "first" else commits[0]
+    k = {"start": 0, "first": first, "commit": commits[0]}[which]
     at, pgno, _ = frames[k]
     if fill == "zeros":  # the last half never written where the file grew
         torn = wal[: at + 24 + 512] + bytes(512) + wal[at + 24 + 1024 :]
@@ -374,7 +376,8 @@ def test_a_frame_torn_at_power_loss_ends_the_wal_there_as_in_sqlite(which: str, 
         torn = wal[: at + 24] + head + wal[at + 24 + 512 :]
     assert len(torn) == len(wal) and torn != wal
     rows, _ = committed(db, torn)
-    assert sorted(rows) == list(range(1, 61))  # SQLite: the first transaction only
+    # SQLite: the first transaction only, or the file's rows when the WAL's first frame is torn
+    assert sorted(rows) == list(range(1, 11 if which == "start" else 61))
     assert sorted(scan(db, wal).messages) == list(range(51, 71))  # untorn: all three
     assert_reads_as_sqlite(scan(db, torn), db, torn)
 
