@@ -44,9 +44,11 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
 
 
 def _record(payload: bytes) -> list[Any]:
-    """The values of one record. Its header is read from its own bytes only and holds at most one
-    serial type per byte: the loop ends within the header whatever the bytes (a type running past
-    the header is damage), instead of resting on each varint moving forward."""
+    """The values of one record, or IndexError/ValueError when its bytes are damaged. The header is
+    read from its own bytes only, at most one serial type per byte: the loop ends within the header
+    whatever the bytes (a type running past the header is damage) instead of resting on each varint
+    moving forward. The values must fill the payload exactly, as SQLite requires: a damaged serial
+    type otherwise shifted every later column and made up a row of garbage."""
     hlen, i = _varint(payload, 0)
     header = payload[:hlen]
     types = []
@@ -72,12 +74,12 @@ def _record(payload: bytes) -> list[Any]:
         elif t >= 12:
             n = (t - 12) // 2 if t % 2 == 0 else (t - 13) // 2
             raw = payload[pos : pos + n]
-            if len(raw) != n:
-                raise IndexError("record runs past its payload")
             out.append(raw if t % 2 == 0 else raw.decode("utf-8"))
             pos += n
         else:
             raise ValueError(f"serial type {t}")
+    if pos != len(payload):
+        raise IndexError(f"record of {len(payload)} bytes holds {pos}")
     return out
 
 

@@ -728,3 +728,30 @@ def test_a_whole_number_time_is_stored_as_an_integer_of_its_width_and_reads_back
     found = scan(db)
     assert [m[3:] for m in found.messages.values()] == [(when, 2**40 + 3), (when, 5)]
     assert_reads_as_sqlite(found, db, b"")
+
+
+@pytest.mark.parametrize("blob_type", [b"\x81\x56", b"\x81\x52"])
+def test_a_damaged_serial_type_makes_no_row_up(blob_type: bytes) -> None:
+    """One serial type damaged (the payload's 100 bytes read as 101 or 99): every later column
+    shifts and the values no longer fill the record. SQLite calls the row malformed; the scan
+    counts it as damage instead of keeping a row of garbage (a 101-byte payload, a time of -5374)."""
+    with outbox_file(1024) as f:
+        f.put([(f"m{i}", "t", bytes([i]) * 100, float(1000 + i), 2) for i in range(5)])
+        f.checkpoint()
+        db, _ = f.image()
+    data = bytearray(db)
+    body = data.find(b"m3t")  # row 4's body starts with its msg_id and topic
+    blob = data.rfind(b"\x81\x54", 0, body)  # its payload's serial type: 12 + 2 * 100 = 212
+    assert 0 < body - blob < 10
+    data[blob : blob + 2] = blob_type
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "c.db").write_bytes(data)
+        conn = sqlite3.connect(str(Path(d) / "c.db"))
+        try:
+            with pytest.raises(sqlite3.DatabaseError, match="malformed"):
+                conn.execute("SELECT * FROM messages").fetchall()  # every column: the whole record
+        finally:
+            conn.close()
+    found = scan(bytes(data))
+    assert sorted(found.messages) == [1, 2, 3, 5] and found.damaged_pages == 1
+    assert found.messages[5] == ("m4", "t", bytes([4]) * 100, 1004.0, 2)
