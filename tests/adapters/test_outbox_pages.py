@@ -722,11 +722,17 @@ def test_a_whole_number_time_is_stored_as_an_integer_of_its_width_and_reads_back
     byte, up to 6 bytes), others as 8-byte floats: the width read for each serial type decides
     where the next column (attempts) starts."""
     with outbox_file(1024) as f:
-        f.put([("m", "t", b"\x01\x02", when, 2**40 + 3), ("n", "t", b"", when, 5)])
+        f.put(
+            [
+                ("m", "t", b"\x01\x02", when, 2**40 + 3),
+                ("n", "t", b"", when, 5),
+                ("o", "t", b"x", when, 2**60),
+            ]
+        )
         f.checkpoint()
         db, _ = f.image()
     found = scan(db)
-    assert [m[3:] for m in found.messages.values()] == [(when, 2**40 + 3), (when, 5)]
+    assert [m[3:] for m in found.messages.values()] == [(when, 2**40 + 3), (when, 5), (when, 2**60)]
     assert_reads_as_sqlite(found, db, b"")
 
 
