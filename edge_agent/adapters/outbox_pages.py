@@ -72,7 +72,7 @@ def _record(payload: bytes) -> list[Any]:
         elif t in (8, 9):
             out.append(t - 8)
         elif t >= 12:
-            n = (t - 12) // 2 if t % 2 == 0 else (t - 13) // 2
+            n = (t - 12) // 2  # a blob (even) or text (odd: (t - 13) / 2 is the same)
             raw = payload[pos : pos + n]
             out.append(raw if t % 2 == 0 else raw.decode("utf-8"))
             pos += n
