@@ -426,6 +426,31 @@ def test_pages_past_the_size_the_last_commit_left_are_not_read() -> None:
     assert_reads_as_sqlite(scan(db, wal), db, wal)
 
 
+@pytest.mark.parametrize("short", [1, 3, 4, 24, 30, 47, 1024])
+def test_a_wal_cut_inside_its_last_frame_reads_as_sqlite(short: int) -> None:
+    """Power lost while a frame was appended: the last frame is short by a few bytes, or its page
+    is cut inside. It is no frame (SQLite counts whole frames only) and nothing before it is lost."""
+    db, wal, _ = _three_commits()
+    cut = wal[: len(wal) - short]
+    assert sorted(committed(db, cut)[0]) == list(range(51, 61))  # the last put's commit frame cut
+    assert_reads_as_sqlite(scan(db, cut), db, cut)
+
+
+def test_a_committed_frame_for_a_page_past_the_database_is_not_read() -> None:
+    """A frame (checksums right, committed) for page 2^31 + 1 holding a copy of a leaf of deleted
+    rows: past the size the commit gives the database, so SQLite never reads it, nor may the scan
+    (a page number read as signed would make it page -2^31 + 1 and bring those rows back)."""
+    db, wal, first = _three_commits()
+    frames = _frame_pages(wal)
+    leaf = next(a for a, _, _ in frames[:first] if b"id-000010" in wal[a + 24 : a + 24 + 1024])  # row 11
+    size_now = frames[-1][2]
+    assert size_now > 0  # the WAL ends with a commit frame
+    extra = (2**31 + 1).to_bytes(4, "big") + size_now.to_bytes(4, "big") + wal[16:24] + bytes(8)
+    crafted = _seal(wal + extra + wal[leaf + 24 : leaf + 24 + 1024])
+    assert wal[leaf + 24] == 0x0D and sorted(committed(db, crafted)[0]) == list(range(51, 71))
+    assert_reads_as_sqlite(scan(db, crafted), db, crafted)
+
+
 _WAL_IMAGE: list[tuple[bytes, bytes]] = []
 
 
