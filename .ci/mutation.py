@@ -1,4 +1,4 @@
-"""Mutation testing per area with mutmut 3 (never in CI; see docs/testing.md).
+"""Mutation testing per area with mutmut 3, mypy strict first (never in CI; see docs/testing.md).
 
     python .ci/mutation.py --list
     python .ci/mutation.py AREA [--jobs 2] [--fresh] [--only 'edge_agent.adapters.outbox_claims*' ...]
@@ -267,6 +267,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/updates/test_receiver_rules.py",
             "tests/updates/test_receiver.py",
+            "tests/updates/test_receiver_suback.py",
             "tests/updates/test_model_store.py",
             "tests/updates/test_store_state.py",
         ],
@@ -557,6 +558,18 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
 }
 
+# mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
+# over the mutated copy first and counts what it rejects as "caught by type check" (killed)
+TYPE_CHECK = [
+    "mypy",
+    "edge_agent",
+    "--output",
+    "json",
+    "--no-warn-unused-ignores",
+    "--disable-error-code",
+    "no-redef",
+]
+
 LINE = re.compile(r"^\s*(edge_agent\.[\w.]+?)\.(x_\w+|xǁ\w+ǁ\w+)__mutmut_\d+: (.+)$")
 
 
@@ -583,6 +596,7 @@ def copy_tree(dst: Path) -> None:
 def configure(dst: Path, modules: list[str], tests: list[str]) -> None:
     text = (REPO / "pyproject.toml").read_text()
     extra = f"only_mutate = {modules!r}\npytest_add_cli_args_test_selection = {tests!r}\n"
+    extra += f"type_check_command = {TYPE_CHECK!r}\n"
     text = text.replace("[tool.mutmut]\n", "[tool.mutmut]\n" + extra.replace("'", '"'), 1)
     (dst / "pyproject.toml").write_text(text)
 
@@ -610,16 +624,19 @@ def score(dst: Path) -> int:
         print((proc.stderr or proc.stdout or "(no output)").strip()[-2000:])
         return 1
     print(
-        f"\n{'module':42} {'killed':>7} {'timeout':>7} {'survived':>8} {'no tests':>8} {'other':>6} {'score':>6}"
+        f"\n{'module':42} {'killed':>7} {'by mypy':>7} {'timeout':>7} {'survived':>8} {'no tests':>8} {'other':>6}"
+        f" {'score':>6}"
     )
     for mod, c in sorted(per.items()):
         # a segfault is a failed test run too: the mutant was noticed
-        killed, timeout = c["killed"] + c["caught by type check"] + c["segfault"], c["timeout"]
+        killed, typed, timeout = c["killed"] + c["segfault"], c["caught by type check"], c["timeout"]
         # other: not run to an end (suspicious, interrupted): not counted as killed
         total = sum(c.values())
-        other = total - killed - timeout - c["survived"] - c["no tests"]
-        pct = 100.0 * (killed + timeout) / total if total else 0.0
-        print(f"{mod:42} {killed:7} {timeout:7} {c['survived']:8} {c['no tests']:8} {other:6} {pct:5.1f}%")
+        other = total - killed - typed - timeout - c["survived"] - c["no tests"]
+        pct = 100.0 * (killed + typed + timeout) / total if total else 0.0
+        print(
+            f"{mod:42} {killed:7} {typed:7} {timeout:7} {c['survived']:8} {c['no tests']:8} {other:6} {pct:5.1f}%"
+        )
     if survivors:
         print("\nnot killed (inspect with: cd", dst, "&& mutmut show NAME):")
         print("\n".join(survivors))

@@ -184,10 +184,25 @@ class ModelReceiver:
         client.subscribe([(f"{b}/#", 1) for b in self.bases])
 
     def _on_subscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
-        if all(not r.is_failure for r in reasons):
-            self.subscribed.set()
-        else:
-            log.warning("model receiver: broker refused a subscription: %s", reasons)
+        # The SUBACK alone tells a refused filter (a broker ACL: no update ever arrives) or a grant
+        # cut to QoS 0 (`max_qos 0`: the broker keeps nothing for the offline device, so a package
+        # sent while it is away never completes). Either is shown in the status, not only logged.
+        filters = [f"{b}/#" for b in self.bases]
+        refused = [f"{f} ({r})" for f, r in zip(filters, reasons) if r.is_failure]
+        qos0 = [f for f, r in zip(filters, reasons) if not r.is_failure and r.value == 0]
+        if refused:
+            with self._lock:
+                self.last_error = "broker refused the subscription to " + ", ".join(refused)
+            log.warning("model receiver: %s", self.last_error)
+            return
+        if qos0:
+            with self._lock:
+                self.last_error = (
+                    f"broker granted only QoS 0 for {', '.join(qos0)}: chunks sent while the device "
+                    "is offline are not kept for it (raise the broker's max_qos to 1)"
+                )
+            log.warning("model receiver: %s", self.last_error)
+        self.subscribed.set()
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
         self.handle(msg.topic, msg.payload)

@@ -55,11 +55,12 @@ def pack(args: argparse.Namespace) -> int:
     from edge_agent.inference.guard import check_detector, describe
     from edge_agent.inference.pipeline import Classifier, Detector
 
-    if args.pkg_version is not None:
-        try:
-            parse_version(args.pkg_version)
-        except ValueError as exc:
-            raise ConfigError(f"--version: {exc}") from None
+    for flag, value in (("--version", args.pkg_version), ("--min-agent-version", args.min_agent_version)):
+        if value is not None:
+            try:
+                parse_version(value)
+            except ValueError as exc:
+                raise ConfigError(f"{flag}: {exc}") from None
     out_dir = Path(args.output).parent
     if not out_dir.is_dir():
         raise ModelError(f"-o {args.output}: the folder {out_dir} does not exist")
@@ -93,7 +94,8 @@ def pack(args: argparse.Namespace) -> int:
             probe.append(describe_file(p, f"probe/{p.name}"))
     stem = det_path.name[: -len(".onnx")] if det_path.name.endswith(".onnx") else det_path.name
     now = datetime.now(timezone.utc)
-    m = Manifest(
+    m = _manifest(
+        Manifest,
         name=args.name or stem.replace(" ", "_"),
         version=args.pkg_version or now.strftime("%Y%m%d.%H%M%S"),
         task="detect+classify" if args.classifier else "detect",
@@ -119,6 +121,25 @@ def pack(args: argparse.Namespace) -> int:
         f"{'signed' if sig else 'unsigned'}, detector sha256 {files['detector'].sha256[:16]}...\n"
     )
     return 0
+
+
+FLAG_OF = {"name": "--name", "version": "--version", "min_agent_version": "--min-agent-version"}
+
+
+def _manifest(cls: Any, **fields: Any) -> Any:
+    """The manifest, or one error naming the flag whose value its schema refuses (a --name with a
+    '/' or a space in it): never pydantic's traceback."""
+    from pydantic import ValidationError
+
+    try:
+        return cls(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "manifest"
+        value = fields.get(field)
+        raise ConfigError(
+            f"{FLAG_OF.get(field, field)} {str(value)[:60]!r}: {first['msg']} (the package manifest's rule)"
+        ) from None
 
 
 def _min_onnxruntime(sources: dict[str, Path]) -> str:

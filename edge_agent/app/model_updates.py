@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import queue
 import stat
@@ -82,6 +83,16 @@ def release_run_lock(cfg: Config) -> None:
     fd = _RUN_LOCKS.pop(str(model_switch.store_for(cfg).root / "run.lock"), None)
     if fd is not None:
         os.close(fd)
+
+
+def _arrival(path: Path) -> float:
+    """A package's place in the queue, oldest first. lstat, and a file gone since the listing
+    sorts last: a dangling symlink (refused as not a regular file when its turn comes) or a
+    package removed meanwhile must not fail the whole scan at every poll."""
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return math.inf
 
 
 class ModelUpdates:
@@ -274,7 +285,7 @@ class ModelUpdates:
     def scan_inbox(self) -> None:
         if not self.inbox.is_dir():
             return
-        for pkg in sorted(self.inbox.glob("*.pkg"), key=lambda p: p.stat().st_mtime):
+        for pkg in sorted(self.inbox.glob("*.pkg"), key=_arrival):
             if self._stop.is_set():
                 return
             self._take(pkg)

@@ -929,3 +929,18 @@ def test_the_ring_keeps_frames_at_the_configured_interval_in_the_documented_fold
         assert len(list(ring.glob("*.jpg"))) == 2 and a.updates.status()["ring_frames"] == 2
     finally:
         a.close()
+
+
+def test_a_dangling_symlink_in_the_inbox_is_refused_and_the_packages_after_it_still_install(
+    agent: Agent, tmp_path: Path
+) -> None:
+    """The scan sorted by the target's mtime: a link to nothing failed the whole scan at every
+    poll, so no package behind it was ever installed."""
+    link = inbox_dir(agent.cfg) / "gone.pkg"
+    link.symlink_to(tmp_path / "nothing-here.pkg")
+    agent.drop(pkg(tmp_path, "2.0"), {"origin": "cli", "force": True})
+    agent.updates.scan_inbox()
+    res = agent.result("gone.pkg")
+    assert (res["outcome"], res["detail"]) == ("refused", "gone.pkg is not a regular file")
+    assert agent.result("v2.0.pkg")["outcome"] == "switched"
+    assert agent.state().current is not None and "-2.0-" in agent.state().current

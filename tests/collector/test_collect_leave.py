@@ -99,3 +99,18 @@ def test_leave_without_a_group_is_refused_in_one_line(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(REPO)},
     )
     assert bad.returncode == 2 and "from 0.5 to 3600" in bad.stderr
+
+
+def test_a_leave_stopped_before_it_drained_says_so_and_exits_1(tmp_path: Path, broker: Broker) -> None:
+    """SIGTERM while leaving (the quiet time not reached): the session stays on the broker and
+    keeps collecting this member's share, so the operator must hear that the leave did not happen."""
+    col = CollectorProc(broker.port, sqlite_url(tmp_path / "a.db"), tmp_path / "a.log", "col-a", group="g")
+    col.args += ["--leave", "--quiet-s", "3600"]
+    col.start()
+    try:
+        wait_until(lambda: "leaving the group: unsubscribing from" in col.text(), 30, "the leave's connect")
+    finally:
+        rc = col.stop()
+    assert rc == 1, col.text()[-2000:]
+    assert "collector col-a: stopped before it left group 'g'" in col.text()
+    assert session_present(broker.port, "col-a")

@@ -267,8 +267,9 @@ class _Client:
         self.subscribed.append(topics)
 
 
-def _reason(failure: bool) -> Any:
-    return SimpleNamespace(is_failure=failure)
+def _reason(failure: bool, value: int = 1) -> Any:
+    """A paho ReasonCode's two fields the receiver reads (value: the granted QoS, or 0x80)."""
+    return SimpleNamespace(is_failure=failure, value=0x80 if failure else value)
 
 
 def test_subscriptions_on_connect_and_the_suback_event(make: Callable[..., Any]) -> None:
@@ -282,6 +283,11 @@ def test_subscriptions_on_connect_and_the_suback_event(make: Callable[..., Any])
     assert not rec.subscribed.is_set()  # one refused: a push to the group would be lost
     rec._on_subscribe(c, None, 1, [_reason(False), _reason(False)], None)
     assert rec.subscribed.is_set()
+    rec.last_error = None
+    rec._on_subscribe(c, None, 1, [_reason(False, 1), _reason(False, 0)], None)  # the group's cut to 0
+    assert rec.last_error is not None and rec.last_error.startswith(
+        "broker granted only QoS 0 for edge/groups/g/model/#: "
+    )
     rec._on_connect(c, None, None, _reason(False), None)  # a reconnect: wait for the new SUBACK
     assert not rec.subscribed.is_set()
 
@@ -414,17 +420,16 @@ def test_callback_refusals_are_logged_with_the_reason(
     rec, _, _ = make()
     caplog.set_level(logging.WARNING, logger="edge_agent.model_mqtt")
     rec._on_connect(_Client(), None, None, _Named("Not authorized", True), None)
-    rec._on_subscribe(
-        _Client(), None, 1, [_Named("Granted QoS 1", False), _Named("Not authorized", True)], None
-    )
+    rec._on_subscribe(_Client(), None, 1, [_Named("Not authorized", True, 135)], None)
     assert caplog.messages[0] == "model receiver: broker refused: Not authorized"
-    assert caplog.messages[1].startswith("model receiver: broker refused a subscription: [")
-    assert "Not authorized" in caplog.messages[1]
+    assert rec.last_error == f"broker refused the subscription to {BASE}/# (Not authorized)"
+    assert caplog.messages[1] == f"model receiver: {rec.last_error}"
+    assert not rec.subscribed.is_set()
 
 
 class _Named:
-    def __init__(self, text: str, failure: bool) -> None:
-        self.text, self.is_failure = text, failure
+    def __init__(self, text: str, failure: bool, value: int = 0) -> None:
+        self.text, self.is_failure, self.value = text, failure, value
 
     def __str__(self) -> str:
         return self.text
