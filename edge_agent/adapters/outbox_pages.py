@@ -33,22 +33,29 @@ class PageScan:
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    """SQLite's varint at ``buf[i]``: up to 8 bytes of 7 bits, then a 9th of all 8 bits."""
     value = 0
-    for k in range(9):
+    for k in range(8):
         b = buf[i + k]
-        if k == 8:
-            return (value << 8) | b, i + 9
         value = (value << 7) | (b & 0x7F)
         if b < 0x80:
             return value, i + k + 1
-    raise IndexError("varint")
+    return (value << 8) | buf[i + 8], i + 9
 
 
 def _record(payload: bytes) -> list[Any]:
+    """The values of one record, or IndexError/ValueError when its bytes are damaged. The header is
+    read from its own bytes only, at most one serial type per byte: the loop ends within the header
+    whatever the bytes (a type running past the header is damage) instead of resting on each varint
+    moving forward. The values must fill the payload exactly, as SQLite requires: a damaged serial
+    type otherwise shifted every later column and made up a row of garbage."""
     hlen, i = _varint(payload, 0)
+    header = payload[:hlen]
     types = []
-    while i < hlen:
-        t, i = _varint(payload, i)
+    for _ in range(len(header)):
+        if i >= hlen:
+            break
+        t, i = _varint(header, i)
         types.append(t)
     out: list[Any] = []
     pos = hlen
@@ -65,41 +72,62 @@ def _record(payload: bytes) -> list[Any]:
         elif t in (8, 9):
             out.append(t - 8)
         elif t >= 12:
-            n = (t - 12) // 2 if t % 2 == 0 else (t - 13) // 2
+            n = (t - 12) // 2  # a blob (even) or text (odd: (t - 13) / 2 is the same)
             raw = payload[pos : pos + n]
-            if len(raw) != n:
-                raise IndexError("record runs past its payload")
             out.append(raw if t % 2 == 0 else raw.decode("utf-8"))
             pos += n
         else:
             raise ValueError(f"serial type {t}")
+    if pos != len(payload):
+        raise IndexError(f"record of {len(payload)} bytes holds {pos}")
     return out
 
 
-def _wal_pages(wal: bytes, page_size: int) -> dict[int, bytes]:
-    """Page images of committed WAL frames with the header's salt (a frame after the last commit
-    frame belongs to a transaction that never committed). Frames of another page size are not pages
-    of this file: a damaged or crafted WAL header once gave 1-byte "pages" the scan indexed past."""
+def _checksum(data: bytes, s: tuple[int, int], big: bool) -> tuple[int, int]:
+    """SQLite's WAL checksum of ``data`` continued from ``s``: Fibonacci-weighted sums of its 32-bit
+    words (big-endian words when the WAL's magic says so), modulo 2^32."""
+    words = struct.unpack(f"{'>' if big else '<'}{len(data) // 4}I", data)
+    s0, s1 = s
+    for a, b in zip(words[::2], words[1::2]):
+        s0 = (s0 + a + s1) & 0xFFFFFFFF
+        s1 = (s1 + b + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def _wal_pages(wal: bytes, page_size: int) -> tuple[dict[int, bytes], int]:
+    """Page images of the WAL's committed frames and the database's size in pages after the last
+    commit taken (0: none), read as SQLite recovers a WAL: a header whose
+    checksum fails means no WAL; frames are taken up to the first one of another salt, of page 0 or
+    whose cumulative checksum fails (a frame torn at power loss: part new, part old bytes), and only
+    up to the last commit frame before it (later frames belong to a transaction that never
+    committed). Frames of another page size are not pages of this file: a damaged or crafted WAL
+    header once gave 1-byte "pages" the scan indexed past."""
     if len(wal) < 32 or wal[:4] not in (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"):
-        return {}
-    size = int.from_bytes(wal[8:12], "big") or page_size
-    if size != page_size:
-        return {}
+        return {}, 0
+    size = int.from_bytes(wal[8:12], "big")
+    big = wal[3] == 0x83
+    s = _checksum(wal[:24], (0, 0), big)
+    if size != page_size or s != struct.unpack(">II", wal[24:32]):
+        return {}, 0
     salt = wal[16:24]
     pending: dict[int, bytes] = {}
     committed: dict[int, bytes] = {}
+    db_pages = 0
     at = 32
     while at + 24 + size <= len(wal):
-        head = wal[at : at + 24]
-        if head[8:16] != salt:
-            break
+        head, page = wal[at : at + 24], wal[at + 24 : at + 24 + size]
         pgno, commit = struct.unpack(">II", head[:8])
-        pending[pgno] = wal[at + 24 : at + 24 + size]
+        if head[8:16] != salt or pgno == 0:
+            break
+        s = _checksum(page, _checksum(head[:8], s, big), big)
+        if s != struct.unpack(">II", head[16:24]):
+            break
+        pending[pgno] = page
         if commit:
             committed.update(pending)
-            pending = {}
+            pending, db_pages = {}, commit
         at += 24 + size
-    return committed
+    return committed, db_pages
 
 
 def _freelist(pages: dict[int, bytes], first: int, count: int) -> set[int]:
@@ -200,7 +228,10 @@ def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool)
         return result
     usable = ps - reserved
     pages = {n // ps + 1: db[n : n + ps] for n in range(0, len(db) - ps + 1, ps)}
-    pages.update(_wal_pages(wal or b"", ps))
+    from_wal, size = _wal_pages(wal or b"", ps)
+    pages.update(from_wal)
+    if size:  # pages past the size the last commit left (an incremental vacuum) are not the database's
+        pages = {n: page for n, page in pages.items() if n <= size}
     result.pages = len(pages)
     first = pages.get(1, b"")
     free: set[int] = set()

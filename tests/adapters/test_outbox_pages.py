@@ -287,15 +287,190 @@ def test_frames_of_an_older_wal_generation_are_not_taken() -> None:
     assert_reads_as_sqlite(found, db, wal)
 
 
+def _sums(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
+    """The WAL checksum as https://www.sqlite.org/fileformat2.html tells it (written again here so
+    the tests can seal WALs of their own; SQLite itself checks what they seal)."""
+    order = "big" if big else "little"
+    for k in range(0, len(data), 8):
+        s0 = (s0 + int.from_bytes(data[k : k + 4], order) + s1) % 2**32
+        s1 = (s1 + int.from_bytes(data[k + 4 : k + 8], order) + s0) % 2**32
+    return s0, s1
+
+
+def _seal(wal: bytes) -> bytes:
+    """``wal`` with its header's and every frame's checksums computed again, in the byte order its
+    magic says: what a writer would have written for these bytes."""
+    out, big = bytearray(wal), wal[3] == 0x83
+    size = int.from_bytes(wal[8:12], "big")
+    s = _sums(out[:24], 0, 0, big)
+    out[24:32] = s[0].to_bytes(4, "big") + s[1].to_bytes(4, "big")
+    at = 32
+    while at + 24 + size <= len(out):
+        s = _sums(out[at : at + 8] + out[at + 24 : at + 24 + size], *s, big)
+        out[at + 16 : at + 24] = s[0].to_bytes(4, "big") + s[1].to_bytes(4, "big")
+        at += 24 + size
+    return bytes(out)
+
+
+def _frame_pages(wal: bytes) -> list[tuple[int, int, int]]:
+    """(offset, page number, commit field) of each frame."""
+    size, at, out = int.from_bytes(wal[8:12], "big"), 32, []
+    while at + 24 + size <= len(wal):
+        out.append((at, int.from_bytes(wal[at : at + 4], "big"), int.from_bytes(wal[at + 4 : at + 8], "big")))
+        at += 24 + size
+    return out
+
+
 def test_a_wal_written_with_big_endian_checksums_is_read_too() -> None:
-    """0x377f0683 is the magic of a WAL written on a big-endian machine (a copy from one)."""
+    """0x377f0683 is the magic of a WAL whose checksums were computed on big-endian words (written
+    on such a machine): SQLite reads it anywhere, and so does the salvage."""
     with outbox_file(1024) as f:
+        f.checkpoint()  # the schema in the file, so SQLite can read it without the WAL
         f.put(rows_of(20))
+        f.put(rows_of(5, start=20))
         db, wal = f.image()
     assert wal[:4] == b"\x37\x7f\x06\x82"
-    found = scan(db, b"\x37\x7f\x06\x83" + wal[4:])
-    assert sorted(found.messages) == list(range(1, 21))
-    assert scan(db, b"\x37\x7f\x06\x84" + wal[4:]).messages == {}  # not a WAL: nothing from it
+    big = _seal(b"\x37\x7f\x06\x83" + wal[4:])
+    assert big[32:] != wal[32:] and sorted(committed(db, big)[0]) == list(range(1, 26))
+    assert_reads_as_sqlite(scan(db, big), db, big)
+    # the magic alone changed: the checksums no longer match, SQLite reads no WAL, nor does the scan
+    unsealed = b"\x37\x7f\x06\x83" + wal[4:]
+    assert committed(db, unsealed)[0] == {} and scan(db, unsealed).messages == {}
+    assert scan(db, _seal(b"\x37\x7f\x06\x84" + wal[4:])).messages == {}  # not a WAL: nothing from it
+
+
+def _three_commits() -> tuple[bytes, bytes, int]:
+    """Rows 1-10 checkpointed into the file; rows 11-60 committed to the WAL, then a delete of 1-50,
+    then rows 61-70: three transactions (page size 1024), and the index of the delete's first
+    frame."""
+    with outbox_file(1024) as f:
+        f.put(rows_of(10))
+        f.checkpoint()  # the schema and rows 1-10 in the file: without its WAL still an outbox
+        f.put(rows_of(50, start=10))
+        first = len(_frame_pages(f.image()[1]))
+        f.delete("id <= 50")
+        f.put(rows_of(10, start=60))
+        db, wal = f.image()
+    return db, wal, first
+
+
+@pytest.mark.parametrize("which", ["start", "first", "commit"])
+@pytest.mark.parametrize("fill", ["zeros", "older"])
+def test_a_frame_torn_at_power_loss_ends_the_wal_there_as_in_sqlite(which: str, fill: str) -> None:
+    """A frame whose last half never reached the disk (zeros where the file grew, or the bytes of
+    that page's older image in its first half): its checksum fails, SQLite stops reading the WAL there and so must the
+    salvage; neither the torn transaction nor the one committed after it comes back."""
+    db, wal, first = _three_commits()
+    frames = _frame_pages(wal)
+    commits = [i for i, (_, _, c) in enumerate(frames) if c and i >= first]
+    assert len(commits) == 2 and first < commits[0]  # the delete's frames, then the last put's
+    k = {"start": 0, "first": first, "commit": commits[0]}[which]
+    at, pgno, _ = frames[k]
+    if fill == "zeros":  # the last half never written where the file grew
+        torn = wal[: at + 24 + 512] + bytes(512) + wal[at + 24 + 1024 :]
+    else:  # the first half still the page's newest earlier image (its frame, else the file's)
+        older = [a for a, p, _ in frames[:k] if p == pgno]
+        src = older[-1] + 24 if older else (pgno - 1) * 1024
+        head = (wal if older else db)[src : src + 512]
+        assert len(head) == 512
+        torn = wal[: at + 24] + head + wal[at + 24 + 512 :]
+    assert len(torn) == len(wal) and torn != wal
+    rows, _ = committed(db, torn)
+    # SQLite: the first transaction only, or the file's rows when the WAL's first frame is torn
+    assert sorted(rows) == list(range(1, 11 if which == "start" else 61))
+    assert sorted(scan(db, wal).messages) == list(range(51, 71))  # untorn: all three
+    assert_reads_as_sqlite(scan(db, torn), db, torn)
+
+
+def test_a_wal_whose_header_checksum_fails_is_not_read() -> None:
+    """SQLite ignores the whole WAL when its header does not match its checksum (here one bit of the
+    checkpoint counter): the rows of the file alone, as of the last checkpoint."""
+    with outbox_file(1024) as f:
+        f.put(rows_of(40))
+        f.checkpoint()
+        f.delete("id <= 30")
+        f.put(rows_of(5, start=40))
+        db, wal = f.image()
+    bad = wal[:12] + bytes([wal[12] ^ 1]) + wal[13:]
+    assert sorted(committed(db, bad)[0]) == list(range(1, 41))
+    assert sorted(scan(db, wal).messages) == list(range(31, 46))
+    assert_reads_as_sqlite(scan(db, bad), db, bad)
+
+
+def test_a_frame_for_page_zero_ends_the_wal_as_in_sqlite() -> None:
+    """Page numbers start at 1: SQLite takes a frame for page 0 as the end of the WAL even with its
+    checksums right (a crafted WAL), and the scan must not read it as a page of rows."""
+    db, wal, first = _three_commits()
+    frames = _frame_pages(wal)
+    at = frames[first][0]
+    crafted = _seal(wal[:at] + bytes(4) + wal[at + 4 :])
+    rows, _ = committed(db, crafted)
+    assert sorted(rows) == list(range(1, 61))
+    assert_reads_as_sqlite(scan(db, crafted), db, crafted)
+
+
+def test_pages_past_the_size_the_last_commit_left_are_not_read() -> None:
+    """An incremental vacuum (the outbox runs one to give space back) moves the live rows to the
+    front and shrinks the database in a WAL commit; the file keeps its old tail, full of acked rows,
+    until a checkpoint truncates it. SQLite takes the size from the commit frame and never reads
+    that tail: a crash in between must not bring those rows back in a salvage."""
+    with outbox_file(1024) as f:
+        f.put(rows_of(300))
+        f.checkpoint()
+        f.delete("id <= 290")
+        f.conn.executescript("PRAGMA incremental_vacuum(1000);")
+        db, wal = f.image()
+    commits = [c for a, _, c in _frame_pages(wal) if c and wal[a + 8 : a + 16] == wal[16:24]]
+    assert commits[-1] < len(db) // 1024 - 40  # the file's tail is past the committed size
+    assert sorted(scan(db, wal).messages) == list(range(291, 301))
+    assert_reads_as_sqlite(scan(db, wal), db, wal)
+
+
+@pytest.mark.parametrize("short", [1, 3, 4, 24, 30, 47, 1024])
+def test_a_wal_cut_inside_its_last_frame_reads_as_sqlite(short: int) -> None:
+    """Power lost while a frame was appended: the last frame is short by a few bytes, or its page
+    is cut inside. It is no frame (SQLite counts whole frames only) and nothing before it is lost."""
+    db, wal, _ = _three_commits()
+    cut = wal[: len(wal) - short]
+    assert sorted(committed(db, cut)[0]) == list(range(51, 61))  # the last put's commit frame cut
+    assert_reads_as_sqlite(scan(db, cut), db, cut)
+
+
+def test_a_committed_frame_for_a_page_past_the_database_is_not_read() -> None:
+    """A frame (checksums right, committed) for page 2^31 + 1 holding a copy of a leaf of deleted
+    rows: past the size the commit gives the database, so SQLite never reads it, nor may the scan
+    (a page number read as signed would make it page -2^31 + 1 and bring those rows back)."""
+    db, wal, first = _three_commits()
+    frames = _frame_pages(wal)
+    leaf = next(a for a, _, _ in frames[:first] if b"id-000010" in wal[a + 24 : a + 24 + 1024])  # row 11
+    size_now = frames[-1][2]
+    assert size_now > 0  # the WAL ends with a commit frame
+    extra = (2**31 + 1).to_bytes(4, "big") + size_now.to_bytes(4, "big") + wal[16:24] + bytes(8)
+    crafted = _seal(wal + extra + wal[leaf + 24 : leaf + 24 + 1024])
+    assert wal[leaf + 24] == 0x0D and sorted(committed(db, crafted)[0]) == list(range(51, 71))
+    assert_reads_as_sqlite(scan(db, crafted), db, crafted)
+
+
+_WAL_IMAGE: list[tuple[bytes, bytes]] = []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, 2**16), st.binary(min_size=1, max_size=16)), min_size=1, max_size=3
+    ),
+    cut=st.one_of(st.none(), st.integers(0, 2**16)),
+)
+def test_a_damaged_wal_reads_as_sqlite_reads_it(edits: list[tuple[int, bytes]], cut: Optional[int]) -> None:
+    """Whatever bytes of the WAL are damaged or cut (the file intact), the scan reads exactly the
+    rows SQLite reads: the committed transactions before the first damaged frame, never a row of a
+    frame SQLite rejects."""
+    if not _WAL_IMAGE:
+        db, wal, _ = _three_commits()
+        _WAL_IMAGE.append((db, wal))
+    db, wal = _WAL_IMAGE[0]
+    damaged = _damage(wal, edits, cut)
+    assert_reads_as_sqlite(scan(db, damaged), db, damaged)
 
 
 def test_a_65536_byte_page_is_told_by_its_header_as_1() -> None:
@@ -397,7 +572,7 @@ def test_a_hostile_wal_of_any_page_size_never_makes_the_scan_raise(
     for pgno, commit, data in frames:
         page = (data * (size // max(1, len(data)) + 1))[:size] if data else bytes(size)
         wal += pgno.to_bytes(4, "big") + commit.to_bytes(4, "big") + salt + bytes(8) + page
-    found = scan(db if header_db else bytes(100) + db[100:], wal)
+    found = scan(db if header_db else bytes(100) + db[100:], _seal(wal))  # checksums right: read
     assert isinstance(found.messages, dict)
 
 
@@ -562,3 +737,52 @@ def test_a_row_id_of_nine_varint_bytes_reads_back(rowid: int) -> None:
         db, _ = f.image()
     assert_reads_as_sqlite(scan(db), db, b"")
     assert list(scan(db).messages) == [rowid]
+
+
+@pytest.mark.parametrize(
+    "when", [0.0, 1.0, 300.0, 2.0**20, 2.0**40, 2.0**47 - 1, -(2.0**47), 2.0**50, 1.7e9 + 0.5]
+)
+def test_a_whole_number_time_is_stored_as_an_integer_of_its_width_and_reads_back(when: float) -> None:
+    """SQLite stores a whole-number REAL within +-2^47 as the narrowest integer (0 and 1 without a
+    byte, up to 6 bytes), others as 8-byte floats: the width read for each serial type decides
+    where the next column (attempts) starts."""
+    with outbox_file(1024) as f:
+        f.put(
+            [
+                ("m", "t", b"\x01\x02", when, 2**40 + 3),
+                ("n", "t", b"", when, 5),
+                ("o", "t", b"x", when, 2**60),
+            ]
+        )
+        f.checkpoint()
+        db, _ = f.image()
+    found = scan(db)
+    assert [m[3:] for m in found.messages.values()] == [(when, 2**40 + 3), (when, 5), (when, 2**60)]
+    assert_reads_as_sqlite(found, db, b"")
+
+
+@pytest.mark.parametrize("blob_type", [b"\x81\x56", b"\x81\x52"])
+def test_a_damaged_serial_type_makes_no_row_up(blob_type: bytes) -> None:
+    """One serial type damaged (the payload's 100 bytes read as 101 or 99): every later column
+    shifts and the values no longer fill the record. SQLite calls the row malformed; the scan
+    counts it as damage instead of keeping a row of garbage (a 101-byte payload, a time of -5374)."""
+    with outbox_file(1024) as f:
+        f.put([(f"m{i}", "t", bytes([i]) * 100, float(1000 + i), 2) for i in range(5)])
+        f.checkpoint()
+        db, _ = f.image()
+    data = bytearray(db)
+    body = data.find(b"m3t")  # row 4's body starts with its msg_id and topic
+    blob = data.rfind(b"\x81\x54", 0, body)  # its payload's serial type: 12 + 2 * 100 = 212
+    assert 0 < body - blob < 10
+    data[blob : blob + 2] = blob_type
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "c.db").write_bytes(data)
+        conn = sqlite3.connect(str(Path(d) / "c.db"))
+        try:
+            with pytest.raises(sqlite3.DatabaseError, match="malformed"):
+                conn.execute("SELECT * FROM messages").fetchall()  # every column: the whole record
+        finally:
+            conn.close()
+    found = scan(bytes(data))
+    assert sorted(found.messages) == [1, 2, 3, 5] and found.damaged_pages == 1
+    assert found.messages[5] == ("m4", "t", bytes([4]) * 100, 1004.0, 2)
