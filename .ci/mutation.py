@@ -555,6 +555,36 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/outbox/test_mqtt_sync.py::test_newest_first_with_a_small_window",
         ],
     ),
+    # issue 19, night: the model tools and the onnxruntime adapter had no area
+    "tools-convert": (
+        ["edge_agent/tools/convert.py"],
+        ["tests/tools/test_model_convert.py"],
+    ),
+    "tools-quantize": (
+        ["edge_agent/tools/quantize.py", "edge_agent/tools/dequantize.py"],
+        [
+            "tests/tools/test_quantize.py",
+            "tests/tools/test_quantize_errors.py",
+            "tests/tools/test_quantize_inputs.py",
+        ],
+    ),
+    "tools-graph": (
+        ["edge_agent/tools/graph.py", "edge_agent/tools/export_check.py"],
+        ["tests/tools/test_graph.py", "tests/tools/test_export_check.py", "tests/tools/test_classifier.py"],
+    ),
+    "tools-bench": (
+        ["edge_agent/tools/bench.py"],
+        ["tests/tools/test_bench.py"],
+    ),
+    "runtime": (
+        ["edge_agent/adapters/runtime.py", "edge_agent/adapters/tensorrt.py", "edge_agent/adapters/board.py"],
+        [
+            "tests/adapters/test_runtime.py",
+            "tests/adapters/test_provider_fallback.py",
+            "tests/adapters/test_board_providers.py",
+            "tests/adapters/test_jetson_plan.py",
+        ],
+    ),
 }
 
 LINE = re.compile(r"^\s*(edge_agent\.[\w.]+?)\.(x_\w+|xǁ\w+ǁ\w+)__mutmut_\d+: (.+)$")
