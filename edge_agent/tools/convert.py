@@ -154,7 +154,10 @@ def _lower_node(model: Any, node: Any, target: int) -> Optional[str]:
         return None
     if op == "AveragePool":
         dil = _attr(node, "dilations")
-        return "uses dilations" if dil and any(d != 1 for d in dil) else None
+        if dil and any(d != 1 for d in dil):
+            return "uses dilations"
+        _drop_attr(node, "dilations")  # all 1: opset 16's checker refuses the attribute itself
+        return None
     if op in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"):
         bad = [a for a in ("saturate", "block_size", "output_dtype") if _attr(node, a) not in (None, 0, 1)]
         for name in ("saturate",):
