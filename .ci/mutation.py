@@ -566,6 +566,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/tools/test_quantize.py",
             "tests/tools/test_quantize_errors.py",
             "tests/tools/test_quantize_inputs.py",
+            "tests/tools/test_quantize_flags.py",
         ],
     ),
     "tools-graph": (
@@ -583,6 +584,8 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_provider_fallback.py",
             "tests/adapters/test_board_providers.py",
             "tests/adapters/test_jetson_plan.py",
+            "tests/adapters/test_runtime_session.py",
+            "tests/adapters/test_board_files.py",
         ],
     ),
 }
