@@ -575,7 +575,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "tools-bench": (
         ["edge_agent/tools/bench.py"],
-        ["tests/tools/test_bench.py"],
+        ["tests/tools/test_bench.py", "tests/tools/test_bench_parts.py"],
     ),
     "runtime": (
         ["edge_agent/adapters/runtime.py", "edge_agent/adapters/tensorrt.py", "edge_agent/adapters/board.py"],

@@ -1,0 +1,168 @@
+"""``bench``'s arithmetic and bookkeeping, in process (issue 19): warm-up runs are not samples,
+ratios are against the first model, the table shows what the report holds, the probe's JSON.
+
+Timings themselves are never asserted (no timed unit tests): only counts, ratios of given
+numbers and the report's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edge_agent.tools.bench import (
+    STAGES,
+    ModelBench,
+    _current_rss_mb,
+    _peak_rss_mb,
+    _probe_main,
+    bench_models,
+    default_image,
+    format_table,
+    percentiles,
+    report_json,
+    synthetic_image,
+)
+
+
+@pytest.mark.parametrize(("runs", "warmup"), [(3, 2), (2, 0)])
+def test_warmup_runs_are_not_samples(toy_dir: Path, runs: int, warmup: int) -> None:
+    img = synthetic_image(64, 64)
+    (b,) = bench_models(
+        [str(toy_dir / "toy-fp32.onnx")],
+        img,
+        runs=runs,
+        warmup=warmup,
+        measure_memory=False,
+        show_progress=False,
+    )
+    assert len(b.session_ms) == runs
+    assert {s: len(v) for s, v in b.stages_ms.items()} == dict.fromkeys(STAGES, runs)
+    assert (b.kind, b.quantization, b.path) == ("detect", "fp32", str(toy_dir / "toy-fp32.onnx"))
+    assert math.isnan(b.peak_rss_mb) and b.load_ms > 0
+    for i in range(runs):
+        parts = sum(b.stages_ms[s][i] for s in ("pre", "infer", "post"))
+        assert b.stages_ms["total"][i] == pytest.approx(parts)
+
+
+def test_a_classifier_is_benched_through_its_own_pipeline(color_classifier: Path) -> None:
+    (b,) = bench_models(
+        [str(color_classifier)],
+        synthetic_image(40, 50),
+        runs=2,
+        warmup=1,
+        measure_memory=False,
+        show_progress=False,
+    )
+    assert b.kind == "classify" and len(b.stages_ms["post"]) == 2
+    for i in range(2):
+        parts = sum(b.stages_ms[s][i] for s in ("pre", "infer", "post"))
+        assert b.stages_ms["total"][i] == pytest.approx(parts, rel=1e-6, abs=1e-6)
+
+
+def _bench(path: str, session: list[float], total: list[float]) -> ModelBench:
+    b = ModelBench(path, "detect", "fp32", load_ms=12.34, peak_rss_mb=100.04, model_rss_mb=20.06)
+    b.session_ms = session
+    b.stages_ms = {"pre": [1.0] * len(total), "infer": session, "post": [0.5] * len(total), "total": total}
+    return b
+
+
+def test_report_ratios_are_against_the_first_model() -> None:
+    a = _bench("/m/a.onnx", [10.0, 20.0, 30.0], [20.0, 20.0, 40.0])
+    b = _bench("/m/b.onnx", [5.0, 5.0, 5.0], [10.0, 10.0, 10.0])
+    rep = report_json([a, b], {"image": "x", "runs": 3})
+    assert rep["image"] == "x" and rep["runs"] == 3
+    first, second = rep["models"]
+    assert first["speedup_vs_first"] == {"session_run_p50": 1.0, "pipeline_p50": 1.0}
+    assert second["speedup_vs_first"] == {"session_run_p50": 4.0, "pipeline_p50": 2.0}
+    assert first["session_run_ms"] == {"p50": 20.0, "p90": 28.0, "p99": 29.8, "mean": 20.0}
+    assert first["images_per_s"] == round(1000.0 / (80.0 / 3), 2)
+    assert (first["load_ms"], first["peak_rss_mb"], first["model_rss_mb"]) == (12.3, 100.0, 20.1)
+    assert first["pipeline_ms"]["pre"]["p50"] == 1.0 and first["pipeline_ms"]["post"]["mean"] == 0.5
+
+
+def test_an_empty_bench_has_no_rate_and_nan_percentiles() -> None:
+    assert ModelBench("/m/a.onnx", "detect", "fp32").summary()["images_per_s"] is None
+    p = percentiles([])
+    assert math.isnan(p["p50"]) and math.isnan(p["p90"]) and math.isnan(p["p99"]) and p["mean"] == 0.0
+    assert percentiles([4.0]) == {"p50": 4.0, "p90": 4.0, "p99": 4.0, "mean": 4.0}
+
+
+def test_the_table_shows_the_report() -> None:
+    a = _bench("/m/" + "a" * 40 + ".onnx", [10.0, 20.0, 30.0], [20.0, 20.0, 40.0])
+    b = _bench("/m/b.onnx", [5.0, 5.0, 5.0], [10.0, 10.0, 10.0])
+    rep = report_json([a, b], {"image": "bus.jpg (640x480)", "runs": 3, "warmup": 1, "threads": None})
+    lines = format_table(rep).splitlines()
+    assert (
+        lines[0]
+        == "bench: bus.jpg (640x480) (3 runs after 1 warm-up, interleaved; threads default; times in ms)"
+    )
+    assert lines[1].split() == [
+        "model",
+        "quant",
+        "run",
+        "p50",
+        "p90",
+        "p99",
+        "pre",
+        "post",
+        "e2e",
+        "p50",
+        "img/s",
+        "load",
+        "RSS",
+        "MB",
+        "x",
+        "first",
+    ]
+    assert lines[2].split() == [
+        "a" * 34,
+        "fp32",
+        "20.00",
+        "28.00",
+        "29.80",
+        "1.00",
+        "0.50",
+        "20.00",
+        "37.5",
+        "12",
+        "20.1",
+        "1.00x",
+    ]
+    assert lines[3].split()[0] == "b.onnx" and lines[3].split()[-1] == "4.00x"
+    assert lines[-1] == "x first: median session.run speed-up against the first model (>1 = faster)"
+    rep["threads"] = 2
+    assert "threads 2;" in format_table(rep).splitlines()[0]
+
+
+def test_the_default_image_is_the_first_sample_else_synthetic(tmp_path: Path) -> None:
+    img, label = default_image(None)
+    assert label == "synthetic 640x480" and img.shape == (480, 640, 3)
+    assert np.array_equal(img, synthetic_image())
+    assert default_image(tmp_path / "missing")[1] == "synthetic 640x480"
+    (tmp_path / "notes.txt").write_text("no image")
+    assert default_image(tmp_path)[1] == "synthetic 640x480"
+    cv2.imwrite(str(tmp_path / "b.png"), np.full((10, 20, 3), 200, np.uint8))
+    cv2.imwrite(str(tmp_path / "a.PNG"), np.full((12, 16, 3), 50, np.uint8))
+    img, label = default_image(tmp_path)
+    assert label == str(tmp_path / "a.PNG") and img.shape == (12, 16, 3) and int(img.max()) == 50
+
+
+def test_synthetic_images_differ_by_seed_and_size() -> None:
+    a, b = synthetic_image(48, 64, seed=1), synthetic_image(48, 64, seed=2)
+    assert a.shape == (48, 64, 3) and not np.array_equal(a, b)
+    assert a.std() > 10  # texture and shapes, not a flat grey
+
+
+def test_the_probe_prints_one_json_line(toy_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _probe_main(["--probe", str(toy_dir / "toy-fp32.onnx"), "--runs", "2", "--threads", "1"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    got = json.loads(out[-1])
+    assert set(got) == {"load_ms", "peak_rss_mb", "model_rss_mb"} and got["load_ms"] > 0
+    assert got["peak_rss_mb"] >= got["model_rss_mb"]
+    assert _peak_rss_mb() >= _current_rss_mb() > 10
