@@ -567,6 +567,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/tools/test_quantize_errors.py",
             "tests/tools/test_quantize_inputs.py",
             "tests/tools/test_quantize_flags.py",
+            "tests/tools/test_dequantize_rules.py",
         ],
     ),
     "tools-graph": (
