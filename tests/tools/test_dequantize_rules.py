@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -118,3 +119,151 @@ def test_a_float_model_is_left_as_it_is() -> None:
     before = m.SerializeToString()
     out, note = to_float32(m, "fp32")
     assert note == "" and out.SerializeToString() == before
+
+
+def _every_qoperator_float_model(path: Any) -> Any:
+    rng = np.random.default_rng(0)
+
+    def w(name: str, shape: list[int]) -> Any:
+        return numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c2"], ["s2"]),
+        helper.make_node("Mul", ["c2", "s2"], ["m2"]),
+        helper.make_node("Add", ["m2", "r1"], ["a2"]),
+        helper.make_node("LeakyRelu", ["a2"], ["l2"], alpha=0.1),
+        helper.make_node("AveragePool", ["l2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("MaxPool", ["a2"], ["q2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Concat", ["p2", "q2"], ["cat"], axis=1),
+        helper.make_node("GlobalAveragePool", ["cat"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "w3", "b3"], ["gm"], transB=1),
+        helper.make_node("MatMul", ["gm", "w4"], ["y"]),
+    ]
+    inits = [
+        w("w1", [8, 3, 3, 3]),
+        w("b1", [8]),
+        w("w2", [8, 8, 3, 3]),
+        w("w3", [6, 16]),
+        w("b3", [6]),
+        w("w4", [6, 5]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return m
+
+
+QOPS = {
+    "QLinearConv",
+    "QLinearSigmoid",
+    "QLinearMul",
+    "QLinearAdd",
+    "QLinearLeakyRelu",
+    "QLinearAveragePool",
+    "QLinearConcat",
+    "QLinearGlobalAveragePool",
+    "QGemm",
+    "QLinearMatMul",
+}
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_every_qoperator_kind_comes_back_as_its_float_op(tmp_path: Any, per_channel: bool) -> None:
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    src = _every_qoperator_float_model(tmp_path / "f.onnx")
+    rng = np.random.default_rng(1)
+    calib = iter([{"x": rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)} for _ in range(8)])
+
+    class Reader:
+        def get_next(self) -> Any:
+            return next(calib, None)
+
+    q = tmp_path / "q.onnx"
+    quantize_static(
+        str(tmp_path / "f.onnx"),
+        str(q),
+        Reader(),  # type: ignore[arg-type]
+        quant_format=QuantFormat.QOperator,
+        per_channel=per_channel,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+    )
+    qm = onnx.load(str(q))
+    assert {n.op_type for n in qm.graph.node} >= QOPS
+    out, note = to_float32(qm, "qoperator_int8")
+    assert note.startswith("qoperator int8 model: dequantized back to FP32 first")
+    ops = [n.op_type for n in out.graph.node]
+    assert not [o for o in ops if o.startswith("Q") or o.endswith("Linear")], ops
+    assert {"Conv", "Relu", "Sigmoid", "Mul", "Add", "LeakyRelu", "AveragePool", "MaxPool", "Concat"} <= set(
+        ops
+    )
+    assert {"GlobalAveragePool", "Gemm", "MatMul"} <= set(ops)
+    assert out.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    for seed in range(4):
+        x = np.random.default_rng(10 + seed).uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+        want = _run(src, x)
+        # weights on the int8 grid, activations float: within 3 % of the output's scale
+        assert np.abs(_run(out, x) - want).max() < 0.03 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("op", ["QAttention", "QLinearSoftmax", "ConvIntegerX"])
+def test_an_operator_it_cannot_bring_back_is_named(op: str) -> None:
+    from edge_agent.errors import QuantizeError
+
+    node = helper.make_node(op, ["x"], ["y"], name="n1", domain="com.microsoft")
+    m = _model([node], [], [1, 2])
+    if op == "ConvIntegerX":
+        node = helper.make_node("MatMulInteger", ["x", "w"], ["y"], name="n1")
+        m = _model(
+            [node], [numpy_helper.from_array(np.ones((2, 2), np.int8), "w")], [1, 2], TensorProto.UINT8
+        )
+        with pytest.raises(
+            QuantizeError, match=r"^cannot dequantize MatMulInteger 'n1': no Cast -> Mul\(scale\) after it$"
+        ):
+            dequantize(m)
+        return
+    with pytest.raises(QuantizeError) as err:
+        dequantize(m)
+    assert (
+        str(err.value)
+        == f"cannot dequantize operator {op} (node 'n1'); quantize the FP32/FP16 source instead"
+    )
+
+
+def test_a_channels_last_pool_and_a_computed_scale_are_refused() -> None:
+    from edge_agent.errors import QuantizeError
+
+    c = [numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.uint8(0), "z")]
+    pool = helper.make_node(
+        "QLinearGlobalAveragePool",
+        ["x", "s", "z", "s", "z"],
+        ["y"],
+        name="gap",
+        domain="com.microsoft",
+        channels_last=1,
+    )
+    with pytest.raises(
+        QuantizeError, match=r"^cannot dequantize QLinearGlobalAveragePool 'gap' with channels_last$"
+    ):
+        dequantize(_model([pool], c, [1, 2, 2, 2], TensorProto.UINT8))
+    conv = helper.make_node("QLinearConv", ["x", "s", "z", "wq", "xs", "wz", "s", "z"], ["y"], name="cv")
+    consts = [
+        *c,
+        numpy_helper.from_array(np.ones((1, 2, 1, 1), np.int8), "wq"),
+        numpy_helper.from_array(np.int8(0), "wz"),
+    ]
+    relu = helper.make_node("Relu", ["x"], ["xs"])
+    with pytest.raises(QuantizeError, match=r"^cannot dequantize: scale 'xs' is not a constant$"):
+        dequantize(_model([relu, conv], consts, [1, 2, 2, 2], TensorProto.UINT8))
