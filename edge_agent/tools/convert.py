@@ -72,10 +72,10 @@ def target_limits(target: str) -> RuntimeLimits:
     if parse_version(target) is None:
         raise ConvertError(f"--target-ort {target!r}: expected an onnxruntime version such as 1.11 or 1.16")
     limits = limits_for(target)
-    if limits is None:
+    if limits is None:  # newer than the table (an older one gets the oldest row from limits_for)
         from edge_agent.core.ort_compat import TABLE
 
-        limits = TABLE[-1] if parse_version(target) > TABLE[-1].ort else TABLE[0]  # type: ignore[operator]
+        limits = TABLE[-1]
     return limits
 
 
@@ -138,7 +138,9 @@ def _lower_node(model: Any, node: Any, target: int) -> Optional[str]:
         for name in ("antialias", "axes", "keep_aspect_ratio_policy"):
             _drop_attr(node, name)
         return None
-    if op in _REDUCE and target < 18:
+    if op in _REDUCE:
+        if target >= 18:  # axes are an input from 18 on; ReduceMax/Min 20 only added types
+            return None
         if _attr(node, "noop_with_empty_axes"):
             return "uses noop_with_empty_axes"
         if len(node.input) > 1 and node.input[1]:

@@ -384,3 +384,157 @@ def test_a_model_the_checker_refuses_after_lowering_is_one_line() -> None:
         convert_model(m, "1.11")
     assert str(err.value).startswith("the converted model does not check at opset 16: ")
     assert "\n" not in str(err.value)
+
+
+def test_the_main_opset_is_kept_when_only_other_domains_have_nodes() -> None:
+    norm = helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="MAX")
+    m = _model([norm], opset=16, ir=8, extra_opsets={"ai.onnx.ml": 3, "com.microsoft": 1})
+    assert prune_opset_imports(m) == ["com.microsoft"]
+    assert {o.domain: o.version for o in m.opset_import} == {"": 16, "ai.onnx.ml": 3}
+
+
+def test_a_model_without_a_main_opset_import_converts() -> None:
+    norm = helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="MAX")
+    m = _model([norm], opset=16, ir=8, extra_opsets={"ai.onnx.ml": 3})
+    m.graph.output[0].type.CopyFrom(m.graph.input[0].type)
+    del m.opset_import[0]
+    out = convert_model(m, "1.11")
+    assert {o.domain: o.version for o in out.opset_import} == {"ai.onnx.ml": 3}
+
+
+def test_several_unused_imports_are_named_in_one_line() -> None:
+    m = _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        opset=16,
+        ir=8,
+        extra_opsets={"ai.onnx.ml": 5, "com.microsoft": 1},
+    )
+    lines: list[str] = []
+    convert_model(m, "1.11", lines.append)
+    assert lines == ["dropped unused opset imports: ai.onnx.ml, com.microsoft"]
+
+
+def test_the_axes_constant_is_the_one_named_not_the_first_constant() -> None:
+    other = helper.make_node("Constant", [], ["zero"], value=_i64("z", [0]))
+    const = helper.make_node("Constant", [], ["axes"], value=_i64("v", [2]))
+    node = helper.make_node("ReduceMax", ["x", "axes"], ["r"], keepdims=1)
+    add = helper.make_node("Add", ["r", "zf"], ["y"])
+    out = _lowered_like_the_original(_model([other, const, node, add], [_f32("zf", 0.0)]))
+    assert _attrs(out.graph.node[2])["axes"] == [2]
+
+
+def test_split_with_num_outputs_is_refused_with_its_reason() -> None:
+    split = helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2)
+    with pytest.raises(ConvertError) as err:
+        restamp(_model([split, helper.make_node("Add", ["a", "b"], ["y"])]), 16)
+    assert str(err.value) == (
+        "operator Split (opset 18 form) uses num_outputs: it has no opset-16 form; re-export the model for an older opset"
+    )
+
+
+def test_an_empty_axes_attribute_on_resize_is_dropped() -> None:
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")
+    node.attribute.append(onnx.AttributeProto(name="axes", type=onnx.AttributeProto.INTS))
+    m = _model([node], [_f32("scales", [1, 1, 2, 2])])
+    restamp(m, 16)
+    assert "axes" not in _attrs(m.graph.node[0])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+
+
+def test_reduce_keeps_its_axes_input_for_an_opset_18_target() -> None:
+    """ReduceMax changed at 20 (not its axes): lowered to 18, the axes stay an input, as 18 reads them."""
+    node = helper.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=1)
+    m = _model([node], [_i64("axes", [1])])
+    out = _lowered_like_the_original(m, target=18)
+    assert list(out.graph.node[0].input) == ["x", "axes"] and "axes" not in _attrs(out.graph.node[0])
+
+
+def test_lowering_goes_on_past_other_domains_and_unchanged_nodes() -> None:
+    ms = helper.make_node("FusedGemm", ["x", "x"], ["f"], domain="com.microsoft")
+    relu = helper.make_node("Relu", ["x"], ["r"])
+    red = helper.make_node("ReduceMax", ["r", "axes"], ["y"], keepdims=1)
+    m = _model([ms, relu, red], [_i64("axes", [1])], extra_opsets={"com.microsoft": 1})
+    restamp(m, 16)
+    assert list(m.graph.node[2].input) == ["r"] and _attrs(m.graph.node[2])["axes"] == [1]
+
+
+@pytest.mark.parametrize("op", ["QuantizeLinear", "CastLike"])
+def test_saturate_is_dropped_from_quantize_and_castlike(op: str) -> None:
+    if op == "QuantizeLinear":
+        node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], saturate=1)
+        tail = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])
+        inits = [_f32("s", 0.05), numpy_helper.from_array(np.uint8(128), "z")]
+    else:
+        node = helper.make_node("CastLike", ["x", "like"], ["q"], saturate=1)
+        tail = helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)
+        inits = [numpy_helper.from_array(np.array([1], np.float16), "like")]
+    m = _model([node, tail], inits)
+    restamp(m, 16)
+    assert "saturate" not in _attrs(m.graph.node[0])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    x = _x() * 3
+    want = np.clip(np.round(x / 0.05) + 128, 0, 255) - 128 if op == "QuantizeLinear" else x.astype(np.float16)
+    scale = 0.05 if op == "QuantizeLinear" else 1.0
+    np.testing.assert_allclose(_run(m, x), want.astype(np.float32) * scale, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "why"),
+    [
+        ("DequantizeLinear", {"block_size": 2}, "block_size"),
+        ("QuantizeLinear", {"output_dtype": TensorProto.UINT8}, "output_dtype"),
+        ("QuantizeLinear", {"block_size": 4, "output_dtype": TensorProto.INT8}, "block_size"),
+    ],
+)
+def test_opset_21_quantization_attributes_are_refused_naming_the_first(
+    op: str, attrs: dict[str, Any], why: str
+) -> None:
+    node = helper.make_node(op, ["x", "s"], ["y"], **attrs)
+    m = _model([node], [_f32("s", [0.1])], opset=21)
+    with pytest.raises(ConvertError) as err:
+        restamp(m, 16)
+    assert str(err.value) == (
+        f"operator {op} (opset 21 form) uses {why}: it has no opset-16 form; re-export the model for an older opset"
+    )
+
+
+def test_an_unnamed_node_with_a_subgraph_is_named_by_a_question_mark() -> None:
+    branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["o"])],
+        "b",
+        [],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+    )
+    loop = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)
+    with pytest.raises(ConvertError, match=r"^operator If \(\?\) has a subgraph: cannot lower it$"):
+        restamp(_model([loop], [numpy_helper.from_array(np.array(True), "c")]), 16)
+
+
+def _split18() -> Any:
+    split = helper.make_node("Split", ["x", "split"], ["a", "b"], axis=1)
+    cat = helper.make_node("Concat", ["b", "a"], ["y"], axis=1)
+    return _model([split, cat], [_i64("split", [1, 3])])
+
+
+def test_the_node_by_node_path_names_what_the_converter_said() -> None:
+    src = _split18()
+    lines: list[str] = []
+    out = convert_model(src, "1.11", lines.append)
+    assert lines == [
+        "opset 20 -> 16 (node by node; onnx's version converter said: No Adapter From Version 18 for Split)"
+    ]
+    x = _x()
+    np.testing.assert_array_equal(_run(out, x), _run(src, x))
+
+
+def test_the_checker_s_reason_is_in_the_refusal() -> None:
+    relu = helper.make_node("Relu", ["x"], ["y"])
+    m = _model([relu, helper.make_node("Relu", ["x"], ["y"])], opset=16, ir=8)
+    with pytest.raises(ConvertError) as err:
+        convert_model(m, "1.11")
+    assert str(err.value) == (
+        "the converted model does not check at opset 16: Graph must be in single static assignment (SSA) form, "
+        "however 'y' has been used as output names multiple times."
+    )
