@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 
 from edge_agent.adapters.board import BoardInfo
 from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.providers import CPU, CUDA, XNNPACK
+from edge_agent.core.providers import CPU, CUDA, TRT, XNNPACK
 from edge_agent.errors import ModelError
 
 X86 = BoardInfo("generic-x86", "test", "x86_64", 2)
@@ -276,3 +276,51 @@ def test_an_unreadable_model_path_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError) as err:
         OnnxModel(d, board=X86)
     assert str(err.value) == f"{d}: cannot read model: Is a directory"
+
+
+NANO = BoardInfo(
+    "jetson",
+    "NVIDIA Jetson Nano Developer Kit",
+    "aarch64",
+    4,
+    ("nvidia,p3450-0000", "nvidia,tegra210"),
+    "R32",
+)
+
+
+@pytest.mark.parametrize("kind", ["qdq_int8", "qoperator_int8", "dynamic_int8"])
+def test_every_quantized_float_source_is_refused_for_tensorrt(
+    quant_models: dict[str, Path], tmp_path: Path, kind: str
+) -> None:
+    fake = RecordingOrt(available=(TRT, CUDA, CPU))
+    with pytest.raises(ModelError) as err:
+        OnnxModel(
+            quant_models["qdq_int8"],
+            board=NANO,
+            state_dir=str(tmp_path),
+            float_source=quant_models[kind],
+            ort_module=fake,
+            system_root=tmp_path,
+        )
+    assert str(err.value) == (
+        f"{quant_models[kind]}: [detector] float_model must be an FP32/FP16 model, this one is {kind}"
+    )
+    assert fake.providers == []
+
+
+@pytest.mark.parametrize("kind", ["fp32", "fp16"])
+def test_a_float_source_is_what_tensorrt_gets(
+    quant_models: dict[str, Path], tmp_path: Path, kind: str
+) -> None:
+    fake = RecordingOrt(available=(TRT, CUDA, CPU))
+    m = OnnxModel(
+        quant_models["qdq_int8"],
+        board=NANO,
+        state_dir=str(tmp_path),
+        float_source=quant_models[kind],
+        ort_module=fake,
+        system_root=tmp_path,
+    )
+    assert m.info.path == str(quant_models[kind]) and m.info.quant_kind == kind
+    assert fake.providers[0][0] == [TRT, CUDA, CPU]
+    assert m.info.provider_reason.endswith(f"; FP16 engine from float source {quant_models[kind].name}")
