@@ -90,7 +90,7 @@ class OnnxModel:
         )
         self._engine: Optional[EngineBuild] = None
         if plan.names[0] == TRT:
-            data, graph, plan = self._tensorrt_plan(data, graph, plan, board, float_source, system_root)
+            data, graph, plan = self._tensorrt_plan(data, graph, plan, board, float_source)
             if plan.names[0] == TRT:
                 cache = engine_dir(state_dir, hashlib.sha256(data).hexdigest(), board, system_root)
                 keyed = plan_providers(
@@ -160,7 +160,6 @@ class OnnxModel:
         plan: ProviderPlan,
         board: BoardInfo,
         float_source: Optional[Union[str, Path]],
-        root: Union[str, Path],
     ) -> tuple[bytes, GraphSummary, ProviderPlan]:
         """TensorRT first on a GPU without INT8 and a quantized model: swap in the float source,
         or drop TensorRT with one line saying what to configure."""

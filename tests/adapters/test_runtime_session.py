@@ -324,3 +324,162 @@ def test_a_float_source_is_what_tensorrt_gets(
     assert m.info.path == str(quant_models[kind]) and m.info.quant_kind == kind
     assert fake.providers[0][0] == [TRT, CUDA, CPU]
     assert m.info.provider_reason.endswith(f"; FP16 engine from float source {quant_models[kind].name}")
+
+
+def _ort_error_names() -> list[str]:
+    from onnxruntime.capi import onnxruntime_pybind11_state as st
+
+    names = ["Fail", "InvalidArgument", "NoSuchFile", "NoModel", "InvalidProtobuf", "InvalidGraph"]
+    names += ["NotImplemented", "RuntimeException", "EPFail", "EngineError"]
+    return [n for n in names if hasattr(st, n)]
+
+
+@pytest.mark.parametrize("name", _ort_error_names())
+def test_each_onnxruntime_error_is_one_model_error(quant_models: dict[str, Path], name: str) -> None:
+    from onnxruntime.capi import onnxruntime_pybind11_state as st
+
+    exc = getattr(st, name)(f"{name} happened\ndetails")
+    with pytest.raises(ModelError) as err:
+        OnnxModel(quant_models["fp32"], board=X86, ort_module=RecordingOrt(fail={CPU: exc}))
+    assert str(err.value) == f"{quant_models['fp32']}: onnxruntime cannot load it: {name} happened"
+
+
+class _FailingRun:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def run(self, names: Any, feeds: Any) -> Any:
+        raise self.exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "line"),
+    [
+        (RuntimeError("bad shape\nat node 3"), "bad shape"),
+        (RuntimeError("  "), "RuntimeError"),
+        *[(n, f"{n} in run") for n in _ort_error_names()],
+    ],
+)
+def test_an_inference_failure_is_one_line(tmp_path: Path, exc: Any, line: str) -> None:
+    from onnxruntime.capi import onnxruntime_pybind11_state as st
+
+    if isinstance(exc, str):
+        exc = getattr(st, exc)(f"{exc} in run\nmore")
+    m = OnnxModel(_image_model(tmp_path, [1, 3, 8, 8], {}), board=X86)
+    m.session = _FailingRun(exc)
+    with pytest.raises(ModelError) as err:
+        m.run_single(np.zeros((1, 3, 8, 8), np.float32))
+    assert str(err.value) == f"{tmp_path / 'm.onnx'}: inference failed: {line}"
+
+
+def test_an_onnxruntime_without_a_version_attribute_still_loads(quant_models: dict[str, Path]) -> None:
+    class Bare(RecordingOrt):
+        def __getattribute__(self, name: str) -> Any:
+            if name == "__version__":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    m = OnnxModel(quant_models["fp32"], board=X86, ort_module=Bare())
+    assert m.info.providers == [CPU]
+
+
+def test_cpu_first_and_failing_is_final_even_with_more_providers(quant_models: dict[str, Path]) -> None:
+    fake = RecordingOrt(available=(CUDA, CPU), fail={CPU: _fail("cpu broke")})
+    with pytest.raises(ModelError, match=r": onnxruntime cannot load it: cpu broke$"):
+        OnnxModel(quant_models["fp32"], board=X86, provider="cpu,cuda", ort_module=fake)
+    assert [p for p, _ in fake.providers] == [[CPU, CUDA]]
+
+
+def test_a_failed_tensorrt_build_is_announced_once(
+    quant_models: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = RecordingOrt(available=(TRT, CUDA, CPU), fail={TRT: _fail("engine build failed")})
+    with caplog.at_level(logging.WARNING):
+        m = OnnxModel(
+            quant_models["fp32"], board=NANO, state_dir=str(tmp_path), ort_module=fake, system_root=tmp_path
+        )
+    assert m.info.providers == [CUDA, CPU]
+    assert sum("building the TensorRT FP16 engine" in r for r in caplog.messages) == 1
+
+
+def test_skipping_tensorrt_keeps_the_thread_count(quant_models: dict[str, Path], tmp_path: Path) -> None:
+    fake = RecordingOrt(available=(TRT, CUDA, CPU))
+    m = OnnxModel(
+        quant_models["qdq_int8"],
+        board=NANO,
+        threads=2,
+        state_dir=str(tmp_path),
+        ort_module=fake,
+        system_root=tmp_path,
+    )
+    assert fake.providers[0][0] == [CUDA, CPU] and fake.options[0].intra_op_num_threads == 2
+    assert "TensorRT skipped (qdq_int8 model, no INT8 on this GPU)" in m.info.provider_reason
+
+
+def test_the_skip_line_names_a_model_path_with_percent_signs(
+    quant_models: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    odd = tmp_path / "det%d-100%.onnx"
+    odd.write_bytes(quant_models["qdq_int8"].read_bytes())
+    with caplog.at_level(logging.WARNING):
+        OnnxModel(
+            odd, board=NANO, state_dir=str(tmp_path), ort_module=RecordingOrt(available=(TRT, CUDA, CPU))
+        )
+    lines = [m for m in caplog.messages if "no INT8 path in TensorRT" in m]
+    assert len(lines) == 1 and lines[0].startswith(f"{odd} is qdq_int8 and the ")
+
+
+def test_a_broken_float_source_is_named(quant_models: dict[str, Path], tmp_path: Path) -> None:
+    bad = tmp_path / "float.onnx"
+    bad.write_bytes(quant_models["fp32"].read_bytes()[:-40])
+    with pytest.raises(ModelError) as err:
+        OnnxModel(
+            quant_models["qdq_int8"],
+            board=NANO,
+            state_dir=str(tmp_path),
+            float_source=bad,
+            ort_module=RecordingOrt(available=(TRT, CUDA, CPU)),
+        )
+    assert str(err.value).startswith(f"{bad}: not an ONNX model or truncated")
+
+
+@pytest.mark.parametrize(
+    ("shape", "hw"),
+    [
+        ([1, 5, 3, 3], (5, 3)),  # NHWC, three columns
+        ([1, 1, 16, 3], (16, 3)),  # NCHW grey, three columns
+        ([1, 3, 16, 3], (16, 3)),  # NCHW colour, three columns
+        ([1, 3, 1, 40], (1, 40)),
+        ([1, 3, 40, 1], (40, 1)),
+        ([1, 3, 32, "w"], (640, 640)),
+        (["n", 12], (640, 640)),
+    ],
+)
+def test_input_hw_edge_layouts(tmp_path: Path, shape: list[Any], hw: tuple[int, int]) -> None:
+    m = OnnxModel(_image_model(tmp_path, shape, {}), board=X86, warmup=False)
+    assert m.input_hw() == hw
+    if len(shape) == 4 and all(isinstance(d, int) for d in shape):
+        assert m.dummy_inputs()["img"].shape == tuple(shape)
+
+
+def test_a_second_image_sized_input_keeps_its_own_shape(tmp_path: Path) -> None:
+    inputs = [
+        helper.make_tensor_value_info("img", TensorProto.FLOAT, [1, 3, 16, 16]),
+        helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["n", 1, 4, 6]),
+    ]
+    nodes = [
+        helper.make_node("ReduceMax", ["img"], ["y"], keepdims=0),
+        helper.make_node("Identity", ["mask"], ["z"]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, []),
+        helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 1, 4, 6]),
+    ]
+    mm = helper.make_model(
+        helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 13)]
+    )
+    mm.ir_version = 8
+    p = tmp_path / "two.onnx"
+    onnx.save(mm, str(p))
+    m = OnnxModel(p, board=X86)
+    assert {k: v.shape for k, v in m.dummy_inputs().items()} == {"img": (1, 3, 16, 16), "mask": (1, 1, 4, 6)}
