@@ -572,7 +572,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "tools-graph": (
         ["edge_agent/tools/graph.py", "edge_agent/tools/export_check.py"],
-        ["tests/tools/test_graph.py", "tests/tools/test_export_check.py", "tests/tools/test_classifier.py"],
+        [
+            "tests/tools/test_graph.py",
+            "tests/tools/test_graph_rules.py",
+            "tests/tools/test_export_check.py",
+            "tests/tools/test_export_check_parts.py",
+            "tests/tools/test_classifier.py",
+        ],
     ),
     "tools-bench": (
         ["edge_agent/tools/bench.py"],
