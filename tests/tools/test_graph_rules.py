@@ -115,6 +115,8 @@ def test_every_transposed_softmax_is_hoisted_exactly_with_negative_axes() -> Non
     assert hoist_transposed_softmax(m.graph) == 2
     onnx.checker.check_model(m)
     assert [n.op_type for n in m.graph.node] == ["Softmax", "Transpose", "Relu", "Softmax", "Transpose"]
+    # the names stay (quantize excludes the float tail by name, after the hoist)
+    assert [n.name for n in m.graph.node] == ["sm1", "tr1", "relu", "sm2", "tr2"]
     axes = [helper.get_attribute_value(n.attribute[0]) for n in m.graph.node if n.op_type == "Softmax"]
     assert axes == [2, 2]  # perm[-1 % 4] of [0, 3, 1, 2]; perm[1] of [0, 2, 1, 3]
     assert [vi.name for vi in m.graph.value_info] == ["s1"]  # t1 now has another shape: dropped
@@ -152,3 +154,36 @@ def test_a_transpose_used_elsewhere_or_as_an_output_is_not_hoisted() -> None:
         helper.make_node("Softmax", ["r"], ["y"], "sm"),
     ]
     assert hoist_transposed_softmax(_graph(after_relu, ["y"], [2, 3])) == 0
+
+
+def test_a_pair_after_other_softmaxes_is_still_found_and_the_default_axis_is_the_last() -> None:
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["rev"], "no_perm"),  # perm left to its default
+        helper.make_node("Softmax", ["rev"], ["srev"], "sm_rev"),
+        helper.make_node("Transpose", ["srev"], ["back"], "back"),
+        helper.make_node("Softmax", ["back"], ["s0"], "plain"),
+        helper.make_node("Transpose", ["s0"], ["t1"], "shared_tr", perm=[0, 2, 1]),
+        helper.make_node("Softmax", ["t1"], ["s1"], "sm_shared", axis=1),
+        helper.make_node("Relu", ["t1"], ["r1"], "second_user"),  # t1 has two consumers: no hoist
+        helper.make_node("Add", ["s1", "r1"], ["a"], "add"),
+        helper.make_node("Transpose", ["a"], ["t2"], "tr", perm=[0, 2, 1]),
+        helper.make_node("Softmax", ["t2"], ["y"], "sm"),  # no axis attribute: -1
+    ]
+    g = _graph(nodes, ["y"], [1, 3, 5])
+    g.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 5]))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(1).normal(0, 2, (1, 3, 5)).astype(np.float32)
+    before = _run(m, x)
+    assert hoist_transposed_softmax(m.graph) == 1
+    hoisted = next(n for n in m.graph.node if n.name == "sm")
+    assert list(hoisted.input) == ["a"] and helper.get_attribute_value(hoisted.attribute[0]) == 1  # perm[2]
+    np.testing.assert_allclose(_run(m, x), before, rtol=1e-6, atol=1e-7)
+
+
+def test_a_gemm_after_a_softmax_is_a_learned_layer() -> None:
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["s"], name="sm"),
+        helper.make_node("Gemm", ["s", "w"], ["g"], name="gemm"),
+        helper.make_node("Sigmoid", ["g"], ["y"], name="sig"),
+    ]
+    assert postprocess_tail_indices(_graph(nodes, ["y"], [1, 4])) == [2]
