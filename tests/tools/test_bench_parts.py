@@ -167,3 +167,62 @@ def test_the_probe_prints_one_json_line(toy_dir: Path, capsys: pytest.CaptureFix
     assert got["peak_rss_mb"] >= got["model_rss_mb"]
     # both in MiB (ru_maxrss and VmRSS are KiB); the kernel updates the peak lazily, so no order
     assert _peak_rss_mb() > 10 and _current_rss_mb() > 10
+
+
+def test_the_synthetic_image_is_the_same_picture_on_every_release() -> None:
+    """Bench figures are compared across releases and boards: the default picture must not move
+    (numpy's PCG64 stream and OpenCV's 8-bit GaussianBlur are both bit-exact by design)."""
+    import hashlib
+
+    assert hashlib.sha256(synthetic_image().tobytes()).hexdigest() == (
+        "e97db4558cfa1b4b850b164496cd754fe3032cf35d45a5ebee6d705ac4943dc4"
+    )
+    assert hashlib.sha256(synthetic_image(48, 64, seed=3).tobytes()).hexdigest() == (
+        "3d6fd79b3f6c3d61c90490af06ddc896044ad1b551f1ee2d409ea41d3da513e1"
+    )
+
+
+def test_summary_keys_and_rounding() -> None:
+    b = ModelBench("/m/a.onnx", "classify", "qdq_int8", load_ms=1.0)
+    b.session_ms = [1.23456]
+    b.stages_ms = {"pre": [0.11111], "infer": [1.23456], "post": [0.22222], "total": [3.0]}
+    s = b.summary()
+    assert (s["path"], s["kind"], s["quantization"]) == ("/m/a.onnx", "classify", "qdq_int8")
+    assert s["session_run_ms"]["p50"] == 1.235 and s["pipeline_ms"]["pre"]["mean"] == 0.111
+    assert s["images_per_s"] == 333.33
+
+
+def test_threads_and_provider_reach_every_model_load(
+    toy_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import edge_agent.adapters.runtime as runtime
+
+    seen: list[dict[str, object]] = []
+    real = runtime.OnnxModel
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(dict(kwargs))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runtime, "OnnxModel", spy)
+    path = str(toy_dir / "toy-fp32.onnx")
+    bench_models(
+        [path, path],
+        synthetic_image(64, 64),
+        runs=1,
+        warmup=0,
+        threads=1,
+        provider="cpu",
+        measure_memory=False,
+        show_progress=False,
+    )
+    assert [(k["provider"], k["threads"]) for k in seen] == [("cpu", 1), ("cpu", 1)]
+    seen.clear()
+    assert _probe_main(["--probe", path, "--provider", "cpu", "--threads", "2"]) == 0
+    assert seen == [{"provider": "cpu", "threads": 2, "warmup": False}]
+    capsys.readouterr()
+
+
+def test_rss_figures_are_mebibytes() -> None:
+    # a Python process with numpy and onnxruntime loaded: tens to hundreds of MiB, not KiB or GiB
+    assert 10 < _current_rss_mb() < 20_000 and 10 < _peak_rss_mb() < 20_000
