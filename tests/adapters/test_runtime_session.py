@@ -483,3 +483,48 @@ def test_a_second_image_sized_input_keeps_its_own_shape(tmp_path: Path) -> None:
     onnx.save(mm, str(p))
     m = OnnxModel(p, board=X86)
     assert {k: v.shape for k, v in m.dummy_inputs().items()} == {"img": (1, 3, 16, 16), "mask": (1, 1, 4, 6)}
+
+
+def test_the_keyed_tensorrt_plan_keeps_the_override_and_the_threads(
+    quant_models: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = RecordingOrt(available=(TRT, CUDA, CPU))
+    with caplog.at_level(logging.WARNING):
+        m = OnnxModel(
+            quant_models["fp32"],
+            board=NANO,
+            provider="tensorrt",
+            threads=2,
+            state_dir=str(tmp_path),
+            ort_module=fake,
+            system_root=tmp_path,
+        )
+    assert fake.providers[0][0] == [TRT, CPU] and fake.options[0].intra_op_num_threads == 2
+    assert fake.providers[0][1][0]["trt_engine_cache_path"].startswith(str(tmp_path / "trt-engines"))
+    assert m.info.provider_reason == "override: tensorrt"
+    name = Path(quant_models["fp32"]).name
+    assert any(r.startswith(f"{name}: building the TensorRT FP16 engine") for r in caplog.messages)
+
+
+def test_the_loaded_line_names_every_provider_used(
+    quant_models: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="edge_agent.adapters.runtime"):
+        m = OnnxModel(
+            quant_models["fp32"], board=X86, provider="cuda", ort_module=RecordingOrt(available=(CUDA, CPU))
+        )
+    assert any(f"on {CUDA}, {CPU} [override: cuda] in " in r for r in caplog.messages), caplog.messages
+    assert 0 < m.info.load_ms < 600_000
+    assert [(o.name, o.type) for o in m.info.outputs] == [("output0", "tensor(float)")]
+    assert m.info.metadata == {"task": "classify"}
+
+
+def test_the_dynamic_int8_warning_is_the_whole_line(
+    quant_models: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        OnnxModel(quant_models["dynamic_int8"], board=X86, ort_module=RecordingOrt())
+    assert caplog.messages == [
+        f"{quant_models['dynamic_int8']}: dynamic INT8 convolutions (ConvInteger x2) are usually slower than "
+        "FP32 on CPU (1.7-6x measured); make a static INT8 model with `edge-agent quantize`"
+    ]
