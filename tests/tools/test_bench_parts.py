@@ -226,3 +226,33 @@ def test_threads_and_provider_reach_every_model_load(
 def test_rss_figures_are_mebibytes() -> None:
     # a Python process with numpy and onnxruntime loaded: tens to hundreds of MiB, not KiB or GiB
     assert 10 < _current_rss_mb() < 20_000 and 10 < _peak_rss_mb() < 20_000
+
+
+def test_the_memory_probe_gets_the_provider_and_threads(
+    toy_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import edge_agent.tools.bench as bench
+
+    asked: list[tuple[str, object, object]] = []
+
+    def probe(path: str, provider: object, threads: object, runs: int = 3) -> dict[str, float]:
+        asked.append((path, provider, threads))
+        return {"load_ms": 7.0, "peak_rss_mb": 90.0, "model_rss_mb": 12.0}
+
+    monkeypatch.setattr(bench, "probe_memory", probe)
+    path = str(toy_dir / "toy-fp32.onnx")
+    (b,) = bench_models(
+        [path], synthetic_image(64, 64), runs=2, warmup=0, threads=3, provider="cpu", show_progress=False
+    )
+    assert asked == [(path, "cpu", 3)]
+    assert (b.load_ms, b.peak_rss_mb, b.model_rss_mb) == (7.0, 90.0, 12.0)
+    assert all(0 < t < 60_000 for t in b.session_ms)  # milliseconds of one run, not a clock reading
+
+
+def test_ratios_are_rounded_to_three_places() -> None:
+    a = _bench("/m/a.onnx", [10.0], [10.0])
+    b = _bench("/m/b.onnx", [3.0], [3.0])
+    assert report_json([a, b], {})["models"][1]["speedup_vs_first"] == {
+        "session_run_p50": 3.333,
+        "pipeline_p50": 3.333,
+    }
