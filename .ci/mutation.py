@@ -642,6 +642,46 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/test_model_cmd.py::test_rollback_with_nothing_to_go_back_to_exits_1_and_signals_nobody",
         ],
     ),
+    # issue 19, night: the model tools and the onnxruntime adapter had no area
+    "tools-convert": (
+        ["edge_agent/tools/convert.py"],
+        ["tests/tools/test_model_convert.py", "tests/tools/test_convert_ops.py"],
+    ),
+    "tools-quantize": (
+        ["edge_agent/tools/quantize.py", "edge_agent/tools/dequantize.py"],
+        [
+            "tests/tools/test_quantize.py",
+            "tests/tools/test_quantize_errors.py",
+            "tests/tools/test_quantize_inputs.py",
+            "tests/tools/test_quantize_flags.py",
+            "tests/tools/test_dequantize_rules.py",
+        ],
+    ),
+    "tools-graph": (
+        ["edge_agent/tools/graph.py", "edge_agent/tools/export_check.py"],
+        [
+            "tests/tools/test_graph.py",
+            "tests/tools/test_graph_rules.py",
+            "tests/tools/test_export_check.py",
+            "tests/tools/test_export_check_parts.py",
+            "tests/tools/test_classifier.py",
+        ],
+    ),
+    "tools-bench": (
+        ["edge_agent/tools/bench.py"],
+        ["tests/tools/test_bench.py", "tests/tools/test_bench_parts.py"],
+    ),
+    "runtime": (
+        ["edge_agent/adapters/runtime.py", "edge_agent/adapters/tensorrt.py", "edge_agent/adapters/board.py"],
+        [
+            "tests/adapters/test_runtime.py",
+            "tests/adapters/test_provider_fallback.py",
+            "tests/adapters/test_board_providers.py",
+            "tests/adapters/test_jetson_plan.py",
+            "tests/adapters/test_runtime_session.py",
+            "tests/adapters/test_board_files.py",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

@@ -90,10 +90,10 @@ class OnnxModel:
         )
         self._engine: Optional[EngineBuild] = None
         if plan.names[0] == TRT:
-            data, graph, plan = self._tensorrt_plan(data, graph, plan, board, float_source, system_root)
+            data, graph, plan = self._tensorrt_plan(data, graph, plan, board, float_source)
             if plan.names[0] == TRT:
                 cache = engine_dir(state_dir, hashlib.sha256(data).hexdigest(), board, system_root)
-                plan = plan_providers(
+                keyed = plan_providers(
                     board.kind,
                     available,
                     board.physical_cores,
@@ -103,6 +103,8 @@ class OnnxModel:
                     ort_version,
                     cache,
                 )
+                # the keyed cache path only: the reason keeps what _tensorrt_plan added (float source)
+                plan = ProviderPlan(keyed.providers, plan.reason, keyed.intra_op_threads, keyed.notes)
                 self._engine = EngineBuild(cache, self.path.name)
         self.session, used = self._create_session(ort, data, plan)
         meta = dict(self.session.get_modelmeta().custom_metadata_map)
@@ -158,7 +160,6 @@ class OnnxModel:
         plan: ProviderPlan,
         board: BoardInfo,
         float_source: Optional[Union[str, Path]],
-        root: Union[str, Path],
     ) -> tuple[bytes, GraphSummary, ProviderPlan]:
         """TensorRT first on a GPU without INT8 and a quantized model: swap in the float source,
         or drop TensorRT with one line saying what to configure."""

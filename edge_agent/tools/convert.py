@@ -72,10 +72,10 @@ def target_limits(target: str) -> RuntimeLimits:
     if parse_version(target) is None:
         raise ConvertError(f"--target-ort {target!r}: expected an onnxruntime version such as 1.11 or 1.16")
     limits = limits_for(target)
-    if limits is None:
+    if limits is None:  # newer than the table (an older one gets the oldest row from limits_for)
         from edge_agent.core.ort_compat import TABLE
 
-        limits = TABLE[-1] if parse_version(target) > TABLE[-1].ort else TABLE[0]  # type: ignore[operator]
+        limits = TABLE[-1]
     return limits
 
 
@@ -138,7 +138,9 @@ def _lower_node(model: Any, node: Any, target: int) -> Optional[str]:
         for name in ("antialias", "axes", "keep_aspect_ratio_policy"):
             _drop_attr(node, name)
         return None
-    if op in _REDUCE and target < 18:
+    if op in _REDUCE:
+        if target >= 18:  # axes are an input from 18 on; ReduceMax/Min 20 only added types
+            return None
         if _attr(node, "noop_with_empty_axes"):
             return "uses noop_with_empty_axes"
         if len(node.input) > 1 and node.input[1]:
@@ -154,7 +156,10 @@ def _lower_node(model: Any, node: Any, target: int) -> Optional[str]:
         return None
     if op == "AveragePool":
         dil = _attr(node, "dilations")
-        return "uses dilations" if dil and any(d != 1 for d in dil) else None
+        if dil and any(d != 1 for d in dil):
+            return "uses dilations"
+        _drop_attr(node, "dilations")  # all 1: opset 16's checker refuses the attribute itself
+        return None
     if op in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"):
         bad = [a for a in ("saturate", "block_size", "output_dtype") if _attr(node, a) not in (None, 0, 1)]
         for name in ("saturate",):

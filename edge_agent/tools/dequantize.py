@@ -45,6 +45,15 @@ def _deq(
     return out
 
 
+def _clamps_at_zero(zp: Optional[npt.NDArray[Any]]) -> bool:
+    """A QuantizeLinear with this zero point maps every negative value to 0 (no zero point: uint8 0)."""
+    if zp is None:
+        return True
+    if not np.issubdtype(zp.dtype, np.integer):
+        return False
+    return bool(np.all(np.asarray(zp) == np.iinfo(zp.dtype).min))
+
+
 def has_fp16(model: Any) -> bool:
     onnx = require_onnx()
     f16 = onnx.TensorProto.FLOAT16
@@ -168,7 +177,16 @@ def dequantize(model: Any) -> Any:
 
     for node in g.node:
         op, ins, outs = node.op_type, list(node.input), list(node.output)
-        if op == "QuantizeLinear" or op == "DynamicQuantizeLinear":
+        if op == "QuantizeLinear" and _clamps_at_zero(
+            consts.get(ins[2]) if len(ins) > 2 and ins[2] else None
+        ):
+            # onnxruntime's QDQ quantizer drops a Relu before a QuantizeLinear whose zero point is
+            # the type's minimum (the clamp at 0 is implicit): the float copy needs it back
+            new_nodes.append(
+                helper.make_node("Relu", [f(ins[0])], [f"{outs[0]}_relu"], name=f"{outs[0]}_relu")
+            )
+            alias[outs[0]] = f"{outs[0]}_relu"
+        elif op == "QuantizeLinear" or op == "DynamicQuantizeLinear":
             alias[outs[0]] = f(ins[0])
         elif op == "DequantizeLinear":
             axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
