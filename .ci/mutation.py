@@ -682,6 +682,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_board_files.py",
         ],
     ),
+    # issue 19, 2026-12-01: the CLI commands whose tests were only `edge-agent ...` subprocesses
+    # (every mutant "no tests"); now through cli.main in process
+    "app-track": (
+        ["edge_agent/app/track_infer.py", "edge_agent/app/track_cmd.py"],
+        ["tests/app/test_track_inproc.py"],
+    ),
+    "app-run": (["edge_agent/app/run_cmd.py"], ["tests/app/test_run_cmd.py"]),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
