@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 from collections.abc import Iterator
@@ -178,14 +179,18 @@ def test_a_state_dir_that_cannot_hold_the_queue_is_one_line(
     assert list(shut.iterdir()) == []
 
 
-def test_a_nested_state_dir_is_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_nested_state_dir_is_created_and_a_second_demo_adds_to_its_queue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     state = tmp_path / "a" / "b"
     assert main(["demo", "--state-dir", str(state), "--frames", "1"]) == 0
     assert len(rows(state / "outbox.db")) == 1
+    assert main(["demo", "--state-dir", str(state), "--frames", "2"]) == 0
+    assert len(rows(state / "outbox.db")) == 3
 
 
 def test_the_demo_falls_back_to_the_fp32_models_and_runs_without_a_classifier(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An install with only the FP32 files (the INT8 ones are made by `make demo-int8`)."""
     from edge_agent.app import assets
@@ -200,6 +205,13 @@ def test_the_demo_falls_back_to_the_fp32_models_and_runs_without_a_classifier(
     assert cfg.classifier is not None and cfg.classifier.model == str(fp32 / "demo-classifier.onnx")
     (fp32 / "demo-classifier.onnx").unlink()
     assert demo_config(tmp_path / "s", loop=False).classifier is None
+    assert main(["demo", "--state-dir", str(tmp_path / "s"), "--frames", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == f"  detector = {fp32 / 'demo-detector.onnx'}" and out[2].startswith("  queue = ")
+    found = [line for line in out if " found " in line]
+    assert len(found) == 2 and any(line.split()[1] != "0" for line in found)
+    shown = [d for line in found for d in line.split(" ms  ")[1].split(", ") if d]
+    assert shown and all(re.fullmatch(r"(circle|square|triangle) [01]\.\d\d", d) for d in shown), shown
 
 
 def test_run_reloads_the_config_file_it_was_given_on_sighup(tmp_path: Path) -> None:
