@@ -48,6 +48,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def track(capsys: pytest.CaptureFixture[str], w: dict[str, Path], *args: str) -> tuple[int, list[Any], str]:
     rc = main(["infer", "--track", "--json", "-m", str(w["det"]), "--conf", "0.6", *args])
     out, err = capsys.readouterr()
+    # one compact JSON object a line (what `jq -c` and line-based log shippers expect)
+    assert all(line == json.dumps(json.loads(line), separators=(",", ":")) for line in out.splitlines())
     return rc, [json.loads(line) for line in out.splitlines()], err
 
 
@@ -79,9 +81,13 @@ def test_the_events_the_counts_and_the_summary_of_a_crossing_and_a_dweller(
     assert by[("line_crossed", 1, "in")]["box"] == [27.8, 4.0, 43.8, 20.0]
     assert by[("line_crossed", 1, "out")]["ts"] == 2.0
     assert by[("zone_left", 2, None)]["dwell_s"] == 2.3 and by[("ended", 2, None)]["duration_s"] == 2.5
-    assert (
-        by[("ended", 1, None)]["best_box"] == [0.0, 4.0, 16.0, 20.0] and by[("ended", 1, None)]["ts"] == 2.5
-    )
+    assert by[("ended", 1, None)]["best_box"] == [0.0, 4.0, 16.0, 20.0]
+    assert by[("ended", 1, None)]["ts"] == 2.5
+    # what is printed is the event as queued, without the app's internal keys (the best crop)
+    assert set(by[("ended", 1, None)]) == {
+        "frame", "event", "object_id", "label", "confidence", "box", "ts", "duration_s", "first_seen",
+        "last_seen", "classes", "best_confidence", "best_box",
+    }  # fmt: skip
     assert lines[-1] == {
         "summary": {
             "frames": 26,
@@ -162,6 +168,10 @@ def test_the_tracker_section_of_the_config_reaches_the_tracker(
         ("004", "appeared", 1, None, None),
         ("004", "appeared", 2, None, None),
     ]
+    # the square moves 4 px a frame (IoU 0.6): a first association needing 0.7 loses it every frame
+    cfg.write_text(GEOMETRY + "[tracker]\nmatch_iou = 0.7\n")
+    rc, lines, _ = track(capsys, world, "--config", str(cfg), str(world["cam"]))
+    assert rc == 0 and lines[-1]["summary"]["objects"] == 10  # the sitter and 9 pieces of the mover
     cfg.write_text(GEOMETRY + "[tracker]\nnew_track = 1.0\nhigh = 1.0\n")
     rc, lines, _ = track(capsys, world, "--conf", "0.99", "--config", str(cfg), str(world["cam"]))
     assert rc == 0 and lines[-1]["summary"]["objects"] == 2
@@ -220,6 +230,32 @@ def test_a_frame_that_cannot_be_saved_is_one_line_and_exit_1(
     assert sorted(p.name for p in out.iterdir()) == ["0.jpg", "1.jpg", "1_1.jpg", "2.jpg"]
 
 
+def test_a_video_and_images_given_together_are_all_tracked(
+    capsys: pytest.CaptureFixture[str], world: dict[str, Path], tmp_path: Path
+) -> None:
+    video = tmp_path / "a.avi"
+    write_video(video, 10.0, [scene(x, sitter=False) for x in XS[:5]])
+    imgs = []
+    for i, x in enumerate(XS[5:8]):
+        imgs.append(tmp_path / f"b{i}.png")
+        cv2.imwrite(str(imgs[-1]), scene(x, sitter=False))
+    rc, lines, _ = track(capsys, world, str(video), *map(str, imgs))
+    assert rc == 0 and lines[-1]["summary"] == {"frames": 8, "objects": 1, "lines": {}, "zones": {}}
+
+
+@pytest.mark.parametrize("fps, duration", [(1.0, 12.0), (1000.0, 0.012)])
+def test_a_videos_own_rate_is_used_from_1_to_1000_fps(
+    capsys: pytest.CaptureFixture[str], world: dict[str, Path], tmp_path: Path, fps: float, duration: float
+) -> None:
+    video = tmp_path / "v.avi"
+    write_video(video, fps, [scene(x, sitter=False) for x in XS])
+    if cv2.VideoCapture(str(video)).get(cv2.CAP_PROP_FPS) != fps:
+        pytest.skip(f"this OpenCV build does not keep a rate of {fps} fps in an AVI")
+    rc, lines, _ = track(capsys, world, str(video))
+    # 13 frames: 12 intervals of 1 s, or of 1 ms (the 25 fps fallback would say 0.48)
+    assert rc == 0 and [e["duration_s"] for e in lines if e.get("event") == "ended"] == [duration]
+
+
 def test_no_frames_is_one_line_and_exit_1(
     capsys: pytest.CaptureFixture[str], world: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -231,6 +267,16 @@ def test_no_frames_is_one_line_and_exit_1(
         and err == f"edge-agent infer: error: no images or video frames found in {tmp_path / 'empty'}\n"
     )
     assert out == "0 frames, 0 objects\n"
+    (tmp_path / "empty2").mkdir()
+    assert (
+        main(["infer", "--track", "-m", str(world["det"]), str(tmp_path / "empty"), str(tmp_path / "empty2")])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"edge-agent infer: error: no images or video frames found in {tmp_path / 'empty'}, {tmp_path / 'empty2'}\n"
+    )
 
 
 def write_video(path: Path, fps: float, frames: list[np.ndarray]) -> None:
@@ -315,6 +361,14 @@ def test_track_writes_each_frames_tracks_and_says_how_many(
     assert err.startswith("7 frames, 1 tracks, ") and err.endswith(
         f" ms/frame -> {tmp_path / 'tracks.txt'}\n"
     )
+
+
+def test_track_of_an_empty_file_writes_an_empty_tracks_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rc, got, err = mot(capsys, tmp_path, [])
+    assert rc == 0 and got == [] and (tmp_path / "tracks.txt").read_text() == ""
+    assert err.startswith("0 frames, 0 tracks, ")
 
 
 def test_track_flags_reach_the_tracker(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
