@@ -101,7 +101,7 @@ def test_the_events_the_counts_and_the_summary_of_a_crossing_and_a_dweller(
 def test_fps_sets_the_frame_times_so_the_dwell_times(
     capsys: pytest.CaptureFixture[str], world: dict[str, Path]
 ) -> None:
-    rc, lines, _ = track(capsys, world, "--config", str(world["cfg"]), "--fps", "5", str(world["cam"]))
+    rc, lines, _ = track(capsys, world, "-c", str(world["cfg"]), "--fps", "5", str(world["cam"]))
     assert rc == 0
     by = {(e["event"], e["object_id"]): e for e in lines if "event" in e and e.get("direction") != "out"}
     # twice as long a frame: the zone's 1.0 s minimum is reached on frame 8, not 12; 25 frames = 5.0 s
@@ -439,3 +439,14 @@ def test_track_unreadable_and_unwritable_files_are_one_line(
         and err
         == f"edge-agent track: error: {tmp_path / 'no' / 't.txt'}: cannot write: No such file or directory\n"
     )
+
+
+@pytest.mark.parametrize("missing", ["-d", "-o"])
+def test_track_needs_its_detections_and_its_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, missing: str
+) -> None:
+    args = {"-d": str(tmp_path / "det.txt"), "-o": str(tmp_path / "t.txt")}
+    del args[missing]
+    with pytest.raises(SystemExit) as e:
+        main(["track", *[x for kv in args.items() for x in kv]])
+    assert e.value.code == 2 and "the following arguments are required" in capsys.readouterr().err
