@@ -247,3 +247,12 @@ def test_run_reloads_the_config_file_it_was_given_on_sighup(tmp_path: Path) -> N
     models = [json.dumps(json.loads(p)["models"]) for _, p in rows(db)]
     assert "demo-detector-int8" in models[0] and "demo-detector-int8" not in models[-1]
     assert "demo-detector" in models[-1]
+
+
+def test_the_demo_queue_goes_to_edge_agent_demo_in_the_current_folder_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--frames", "1"]) == 0
+    assert f"  queue = {tmp_path / 'edge-agent-demo' / 'outbox.db'} " in capsys.readouterr().out
+    assert len(rows(tmp_path / "edge-agent-demo" / "outbox.db")) == 1
