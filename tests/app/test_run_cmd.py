@@ -34,7 +34,10 @@ def _keep_signal_handlers() -> Iterator[None]:
 def rows(db: Path) -> list[tuple[str, str]]:
     con = sqlite3.connect(db)
     try:
-        return [(str(t), bytes(p).decode()) for t, p in con.execute("SELECT topic, payload FROM messages ORDER BY id")]
+        return [
+            (str(t), bytes(p).decode())
+            for t, p in con.execute("SELECT topic, payload FROM messages ORDER BY id")
+        ]
     finally:
         con.close()
 
@@ -87,7 +90,10 @@ def test_the_demo_config_is_the_bundled_models_on_the_samples_without_a_broker(t
     assert cfg.detector is not None and cfg.detector.model == str(MODELS / "demo-detector-int8.onnx")
     assert cfg.detector.conf_threshold == 0.4
     assert cfg.classifier is not None and cfg.classifier.crop_padding == 0.15
-    assert (cfg.queue.path, cfg.health.status_file) == (str(tmp_path / "outbox.db"), str(tmp_path / "status.json"))
+    assert (cfg.queue.path, cfg.health.status_file) == (
+        str(tmp_path / "outbox.db"),
+        str(tmp_path / "status.json"),
+    )
     assert cfg.device.id == "demo" and cfg.device.state_dir == str(tmp_path)
 
 
