@@ -586,6 +586,9 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_decode_and_grant.py",
             "tests/adapters/test_images.py",
             "tests/adapters/test_folder_source.py",
+            # CvCaptureSource's V4L2 and GStreamer branches on stand-ins that behave as OpenCV's
+            # backends, its network branch on the real FFmpeg (one real RTSP server, ~2.5 s)
+            "tests/adapters/test_capture_backends.py",
         ],
     ),
     # not tests/inference/test_guard.py (its run/doctor/infer checks are subprocesses); the

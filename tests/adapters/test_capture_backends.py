@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Union
 
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 from support import wait_until
 from support.capture import FakeGstCapture, FakeV4l2, RecordingCapture, V4l2Device, fourcc
+from support.rtsp import RtspServer, require_rtsp_server
 
 from edge_agent.adapters import camera_sources
 from edge_agent.adapters.camera import Camera
@@ -352,3 +354,61 @@ def test_an_rtsp_url_opens_over_the_configured_transport(
         CvCaptureSource(cfg, SourceKind.NETWORK, 1.5)
     assert str(e.value) == f"cannot open camera source '{scheme}://***@127.0.0.1:{closed_port}/s1' (network)"
     assert rec.opens == [(url, cv2.CAP_FFMPEG, ffmpeg_params(1500), o) for o in options]
+
+
+def test_an_rtsp_camera_that_accepts_and_never_answers_does_not_hang_the_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A listener that takes the connection and says nothing (a camera whose RTSP task hung): FFmpeg
+    gives up after camera.stall_timeout_s, and so does the transport probe after it."""
+    rec = RecordingCapture()
+    monkeypatch.setattr(camera_sources.cv2, "VideoCapture", rec)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)
+    url = f"rtsp://127.0.0.1:{silent.getsockname()[1]}/s1"
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            CvCaptureSource(
+                CameraConfig(source=url, rtsp_transport="tcp", stall_timeout_s=1.0), SourceKind.NETWORK, 1.0
+            )
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test thread
+            errors.append(exc)
+
+    t = threading.Thread(target=open_it, daemon=True)
+    t.start()
+    try:
+        t.join(60.0)  # a guard against a hang, not a timing: each side waits 1 s
+        assert not t.is_alive(), "the open (or the probe after it) hung on a silent server"
+    finally:
+        silent.close()
+    [err] = errors
+    assert isinstance(err, CameraError) and str(err) == f"cannot open camera source {url!r} (network)"
+    assert rec.opens == [(url, cv2.CAP_FFMPEG, ffmpeg_params(1000), "rtsp_transport;tcp")]
+
+
+@pytest.mark.slow
+def test_an_rtsp_camera_opens_and_the_log_names_it_without_its_password(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    require_rtsp_server()
+    srv = RtspServer(fps=15)
+    srv.start()
+    caplog.set_level(logging.INFO, logger="edge_agent")
+    url = srv.url.replace("rtsp://", "rtsp://admin:s3cret@")
+    try:
+        src = CvCaptureSource(CameraConfig(source=url, stall_timeout_s=5.0), SourceKind.NETWORK, 5.0)
+        try:
+            frame = src.read()
+        finally:
+            src.close()
+    finally:
+        srv.stop()
+    assert frame is not None and frame.shape == (240, 320, 3)
+    assert src.name == f"rtsp://***@127.0.0.1:{srv.port}/cam" and src.granted is None
+    lines = [r.getMessage() for r in caplog.records if "RTSP over" in r.getMessage()]
+    assert lines == [
+        f"camera rtsp://***@127.0.0.1:{srv.port}/cam: RTSP over TCP (camera.rtsp_transport = auto)"
+    ]
