@@ -11,6 +11,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Union
 
 import cv2
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 from support import wait_until
 from support.capture import FakeGstCapture, FakeV4l2, RecordingCapture, V4l2Device, fourcc
+from support.mjpeg import MjpegServer
 from support.rtsp import RtspServer, require_rtsp_server
 
 from edge_agent.adapters import camera_sources
@@ -412,3 +414,63 @@ def test_an_rtsp_camera_opens_and_the_log_names_it_without_its_password(
     assert lines == [
         f"camera rtsp://***@127.0.0.1:{srv.port}/cam: RTSP over TCP (camera.rtsp_transport = auto)"
     ]
+
+
+def test_an_http_mjpeg_camera_gets_the_configs_login_decode_target_and_pixel_cap(tmp_path: Path) -> None:
+    """Through build_source_factory, as the camera opens it: the credentials file logs in, the
+    model's size decodes 1280x720 parts at half scale, camera.max_pixels refuses a part over it."""
+    srv = MjpegServer(auth=("admin", "s3cret"), shape=(720, 1280))
+    cred = tmp_path / "cam.cred"
+    cred.write_text("admin:s3cret\n")
+    try:
+        factory, kind = build_source_factory(
+            CameraConfig(
+                source=srv.url, credentials_file=str(cred), stall_timeout_s=2.0, max_pixels=1280 * 720
+            ),
+            target=lambda: (360, 640),
+        )
+        assert kind is SourceKind.NETWORK
+        src = factory()
+        try:
+            img = src.read()
+            assert img is not None and img.shape == (360, 640, 3)
+            assert getattr(src, "full_size", None) == (1280, 720)
+        finally:
+            src.close()
+        capped, _ = build_source_factory(
+            CameraConfig(
+                source=srv.url, credentials_file=str(cred), stall_timeout_s=2.0, max_pixels=1280 * 720 - 1
+            )
+        )
+        src = capped()
+        try:
+            with pytest.raises(ImageError, match=r"1280x720 pixels .* exceeds the limit"):
+                src.read()
+        finally:
+            src.close()
+    finally:
+        srv.close()
+
+
+def test_an_https_url_in_any_case_is_read_by_the_mjpeg_reader(closed_port: int) -> None:
+    """https:// (any case) is ours first, like http:// (FFmpeg only when the answer is no multipart):
+    the error is the reader's "cannot connect", not FFmpeg's "cannot open"."""
+    for scheme in ("https", "HTTPS"):
+        url = f"{scheme}://127.0.0.1:{closed_port}/mjpg"
+        factory, _ = build_source_factory(CameraConfig(source=url, stall_timeout_s=2.0))
+        with pytest.raises(CameraError) as e:
+            factory()
+        assert str(e.value).startswith(f"camera {url!r}: cannot connect: ")
+
+
+def test_a_pipeline_that_starts_with_a_url_goes_to_gstreamer(gst: list[FakeGstCapture]) -> None:
+    """GStreamer takes a URI in place of a source element (``http://cam/live ! decodebin ! ...``):
+    with a "!" the source is a pipeline, not an HTTP camera for the MJPEG reader."""
+    pipeline = (
+        "http://127.0.0.1:9/live.ts ! decodebin ! videoconvert ! video/x-raw,width=64,height=48 ! appsink"
+    )
+    factory, kind = build_source_factory(CameraConfig(source=pipeline))
+    assert kind is SourceKind.GSTREAMER
+    src = factory()
+    assert [(c.pipeline, c.api) for c in gst] == [(pipeline, cv2.CAP_GSTREAMER)]
+    src.close()
