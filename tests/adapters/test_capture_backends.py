@@ -45,7 +45,7 @@ def jpeg(w: int, h: int, value: int = 90) -> bytes:
 
 def v4l2(
     monkeypatch: pytest.MonkeyPatch,
-    modes: dict[str, dict[tuple[int, int], list[int]]],
+    modes: dict[str, dict[tuple[int, int], list[float]]],
     path: str = "/dev/video0",
 ) -> tuple[FakeV4l2, V4l2Device]:
     device = V4l2Device(modes)
@@ -473,4 +473,19 @@ def test_a_pipeline_that_starts_with_a_url_goes_to_gstreamer(gst: list[FakeGstCa
     assert kind is SourceKind.GSTREAMER
     src = factory()
     assert [(c.pipeline, c.api) for c in gst] == [(pipeline, cv2.CAP_GSTREAMER)]
+    src.close()
+
+
+def test_a_film_rate_grant_is_shown_to_two_places(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A capture card at 24000/1001 fps: asked 24, granted 23.976..., within half a frame per
+    second of the ask (no warning); the log and the status say 23.98."""
+    caplog.set_level(logging.INFO, logger="edge_agent")
+    v4l2(monkeypatch, {"UYVY": {(720, 480): [24000 / 1001]}})
+    src = CvCaptureSource(CameraConfig(source=0, fps=24.0), SourceKind.DEVICE_INDEX, 2.0)
+    assert src.granted == {"fourcc": "UYVY", "width": 720, "height": 480, "fps": 23.98}
+    assert grant_lines(caplog) == [
+        (logging.WARNING, "camera 0: driver granted UYVY 720x480 @ 23.98 fps (asked: fourcc MJPG -> UYVY)")
+    ]
     src.close()

@@ -49,7 +49,7 @@ class V4l2Device:
     fails, as an unplugged camera's do.
     """
 
-    modes: dict[str, dict[tuple[int, int], list[int]]]
+    modes: dict[str, dict[tuple[int, int], list[float]]]
     frames: list[Optional[bytes]] = field(default_factory=list)
 
 
@@ -67,7 +67,7 @@ class FakeV4l2Capture:
         self.reads = 0
         self.palette = ""
         self.size = (0, 0)
-        self.fps = 30  # OpenCV's DEFAULT_V4L_FPS, re-asked at every (re)initialisation
+        self.fps: float = 30  # OpenCV's DEFAULT_V4L_FPS, re-asked at every (re)initialisation
         self.buffers = 4  # DEFAULT_V4L_BUFFERS
         self._want = (640, 480)  # DEFAULT_V4L_WIDTH x HEIGHT
         self._width_set = self._height_set = 0
@@ -87,7 +87,7 @@ class FakeV4l2Capture:
         self.size = min(sizes, key=lambda s: (abs(s[0] - w) + abs(s[1] - h), -s[0]))
         self._set_fps(self.fps)
 
-    def _set_fps(self, value: int) -> None:
+    def _set_fps(self, value: float) -> None:
         assert self.device is not None
         rates = self.device.modes[self.palette][self.size]
         self.fps = min(rates, key=lambda r: (abs(r - value), -r))
