@@ -622,6 +622,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_capture_backends.py::test_an_rtsp_url_opens_over_the_configured_transport",
             "tests/adapters/test_capture_backends.py::test_an_rtsp_camera_that_accepts_and_never_answers_does_not_hang_the_open",
             "tests/adapters/test_capture_backends.py::test_an_rtsp_camera_opens_and_the_log_names_it_without_its_password",
+            "tests/adapters/test_capture_backends.py::test_the_operators_ffmpeg_options_are_kept_and_the_transport_is_for_that_open_only",
         ],
     ),
     "app-infer": (["edge_agent/app/infer_cmd.py"], ["tests/app/test_infer_inproc.py"]),

@@ -489,3 +489,25 @@ def test_a_film_rate_grant_is_shown_to_two_places(
         (logging.WARNING, "camera 0: driver granted UYVY 720x480 @ 23.98 fps (asked: fourcc MJPG -> UYVY)")
     ]
     src.close()
+
+
+def test_the_operators_ffmpeg_options_are_kept_and_the_transport_is_for_that_open_only(
+    monkeypatch: pytest.MonkeyPatch, closed_port: int
+) -> None:
+    """OPENCV_FFMPEG_CAPTURE_OPTIONS is process-wide: an operator's own options go with the
+    transport into the open and are back as they were after it; unset stays unset."""
+    import os
+
+    rec = RecordingCapture()
+    monkeypatch.setattr(camera_sources.cv2, "VideoCapture", rec)
+    url = f"rtsp://127.0.0.1:{closed_port}/s1"
+    cfg = CameraConfig(source=url, rtsp_transport="udp", stall_timeout_s=1.0)
+    monkeypatch.delenv("OPENCV_FFMPEG_CAPTURE_OPTIONS", raising=False)
+    with pytest.raises(CameraError):
+        CvCaptureSource(cfg, SourceKind.NETWORK, 1.0)
+    assert "OPENCV_FFMPEG_CAPTURE_OPTIONS" not in os.environ
+    monkeypatch.setenv("OPENCV_FFMPEG_CAPTURE_OPTIONS", "rtsp_transport;tcp|stimeout;5000000")
+    with pytest.raises(CameraError):
+        CvCaptureSource(cfg, SourceKind.NETWORK, 1.0)
+    assert os.environ["OPENCV_FFMPEG_CAPTURE_OPTIONS"] == "rtsp_transport;tcp|stimeout;5000000"
+    assert [o[-1] for o in rec.opens] == ["rtsp_transport;udp", "stimeout;5000000|rtsp_transport;udp"]
