@@ -262,3 +262,37 @@ def test_a_silent_camera_is_given_up_after_the_timeout() -> None:
         assert not t.is_alive() and got == [None]
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize("length", ["1000000", "abc", "-5"])
+def test_a_content_length_that_is_no_size_is_not_waited_for(
+    camera: Callable[[Script], ScriptedCamera], length: str
+) -> None:
+    """A megabyte or more, or no number: the probe goes on with no body (the SETUP then goes to the
+    URL itself) instead of waiting for bytes that never come or failing on the header."""
+
+    def script(req: Request) -> bytes:
+        cseq = req.headers["CSeq"]
+        if req.method == "DESCRIBE":
+            body = b"v=0\r\nm=video 0 RTP/AVP 96\r\na=control:track9\r\n"
+            return f"RTSP/1.0 200 OK\r\nCSeq: {cseq}\r\nContent-Length: {length}\r\n\r\n".encode() + body
+        return reply("461 Unsupported Transport", cseq)
+
+    cam = camera(script)
+    assert probe_tcp_setup(f"rtsp://127.0.0.1:{cam.port}/s1", timeout_s=10.0) == 461
+    assert [(r.method, r.uri) for r in cam.requests][-1] == ("SETUP", f"rtsp://127.0.0.1:{cam.port}/s1")
+
+
+def test_an_sdp_with_a_blank_line_is_read_to_its_length(camera: Callable[[Script], ScriptedCamera]) -> None:
+    """The head ends at the first blank line; an SDP that has one of its own (some cameras end it
+    with one) is the body, read to its Content-Length."""
+    sdp = b"v=0\r\nm=video 0 RTP/AVP 96\r\na=control:trackID=0\r\n\r\n"
+
+    def script(req: Request) -> bytes:
+        if req.method == "DESCRIBE":
+            return reply("200 OK", req.headers["CSeq"], {}, sdp)
+        return reply("461 Unsupported Transport", req.headers["CSeq"])
+
+    cam = camera(script)
+    assert probe_tcp_setup(f"rtsp://127.0.0.1:{cam.port}/s1", timeout_s=10.0) == 461
+    assert cam.requests[-1].uri == f"rtsp://127.0.0.1:{cam.port}/s1/trackID=0"
