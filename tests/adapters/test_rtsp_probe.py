@@ -7,6 +7,7 @@ tests are in test_rtsp_transport.py; this one plays cameras that server cannot (
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import socket
 import threading
@@ -16,7 +17,7 @@ from typing import Optional
 
 import pytest
 
-from edge_agent.adapters.camera_rtsp import MAX_REPLY, probe_tcp_setup
+from edge_agent.adapters.camera_rtsp import MAX_REPLY, open_rtsp, probe_tcp_setup
 
 
 @dataclass
@@ -41,47 +42,57 @@ class ScriptedCamera:
     """Accepts one connection and answers each request with ``script(request)`` (None: close)."""
 
     script: Script
+    port: int = 0
     requests: list[Request] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)  # of the replies sent, in order
     closed_by_client: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
-        self.port: int = self.sock.getsockname()[1]
+        self.sock.bind(("127.0.0.1", self.port))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
-        try:
-            conn, _ = self.sock.accept()
-        except OSError:
-            return
-        with conn:
-            data = b""
-            while True:
-                while b"\r\n\r\n" not in data:
-                    try:
-                        chunk = conn.recv(4096)
-                    except OSError:
-                        chunk = b""
-                    if not chunk:
-                        self.closed_by_client.set()
-                        return
-                    data += chunk
-                head, _, data = data.partition(b"\r\n\r\n")
-                line, *rest = head.decode("utf-8").split("\r\n")
-                headers = dict(h.split(": ", 1) for h in rest)
-                req = Request(line, headers)
-                self.requests.append(req)
-                reply = self.script(req)
-                if reply is None:
+        while True:  # one connection after the other (FFmpeg's, then the probe's)
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                self._talk(conn)
+
+    def _talk(self, conn: socket.socket) -> None:
+        data = b""
+        while True:
+            while b"\r\n\r\n" not in data:
+                try:
+                    chunk = conn.recv(4096)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self.closed_by_client.set()
                     return
-                conn.sendall(reply)
+                data += chunk
+            head, _, data = data.partition(b"\r\n\r\n")
+            line, *rest = head.decode("utf-8").split("\r\n")
+            headers = dict(h.split(": ", 1) for h in rest if ": " in h)
+            req = Request(line, headers)
+            self.requests.append(req)
+            answer = self.script(req)
+            if answer is None:
+                return
+            self.statuses.append(answer.split(b" ", 2)[1].decode())
+            conn.sendall(answer)
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone does not)
         self.sock.close()
         self.thread.join(10)
+        assert not self.thread.is_alive()
 
 
 @pytest.fixture
@@ -165,6 +176,7 @@ def test_a_digest_camera_is_asked_describe_setup_teardown_each_answered_for_its_
     assert setup.headers["Transport"] == "RTP/AVP/TCP;unicast;interleaved=0-1"
     assert teardown.headers["Session"] == "8f3a"
     assert "Authorization" in setup.headers and "Authorization" in teardown.headers
+    assert cam.statuses == ["401", "200", "200", "200"]  # each answer accepted, the session closed
 
 
 def test_a_camera_that_refuses_tcp_gives_461_and_no_session_is_torn_down(
@@ -264,9 +276,11 @@ def test_a_silent_camera_is_given_up_after_the_timeout() -> None:
         silent.close()
 
 
-@pytest.mark.parametrize("length", ["1000000", "abc", "-5"])
+@pytest.mark.parametrize(
+    ("length", "with_body"), [("1000000", True), ("abc", False), ("abc", True), ("-5", True)]
+)
 def test_a_content_length_that_is_no_size_is_not_waited_for(
-    camera: Callable[[Script], ScriptedCamera], length: str
+    camera: Callable[[Script], ScriptedCamera], length: str, with_body: bool
 ) -> None:
     """A megabyte or more, or no number: the probe goes on with no body (the SETUP then goes to the
     URL itself) instead of waiting for bytes that never come or failing on the header."""
@@ -274,7 +288,7 @@ def test_a_content_length_that_is_no_size_is_not_waited_for(
     def script(req: Request) -> bytes:
         cseq = req.headers["CSeq"]
         if req.method == "DESCRIBE":
-            body = b"v=0\r\nm=video 0 RTP/AVP 96\r\na=control:track9\r\n"
+            body = b"v=0\r\nm=video 0 RTP/AVP 96\r\na=control:track9\r\n" if with_body else b""
             return f"RTSP/1.0 200 OK\r\nCSeq: {cseq}\r\nContent-Length: {length}\r\n\r\n".encode() + body
         return reply("461 Unsupported Transport", cseq)
 
@@ -296,3 +310,62 @@ def test_an_sdp_with_a_blank_line_is_read_to_its_length(camera: Callable[[Script
     cam = camera(script)
     assert probe_tcp_setup(f"rtsp://127.0.0.1:{cam.port}/s1", timeout_s=10.0) == 461
     assert cam.requests[-1].uri == f"rtsp://127.0.0.1:{cam.port}/s1/trackID=0"
+
+
+def test_a_401_without_a_challenge_gets_no_login(camera: Callable[[Script], ScriptedCamera]) -> None:
+    """No WWW-Authenticate: no scheme was asked for, so the password is not sent in any form."""
+    cam = camera(lambda req: reply("401 Unauthorized", req.headers["CSeq"]))
+    assert probe_tcp_setup(f"rtsp://admin:s3cret@127.0.0.1:{cam.port}/s1", timeout_s=10.0) == 401
+    assert [r.method for r in cam.requests] == ["DESCRIBE", "DESCRIBE"]
+    assert all("Authorization" not in r.headers for r in cam.requests)
+
+
+def test_a_url_that_is_not_rtsp_is_not_asked(camera: Callable[[Script], ScriptedCamera]) -> None:
+    cam = camera(lambda req: reply("200 OK", req.headers["CSeq"]))
+    for scheme in ("http", "rtsps", "rtmp"):
+        assert probe_tcp_setup(f"{scheme}://127.0.0.1:{cam.port}/s1", timeout_s=10.0) is None
+    assert cam.requests == []
+
+
+def test_an_sdp_that_is_not_utf8_is_still_read(camera: Callable[[Script], ScriptedCamera]) -> None:
+    """A camera named in Latin-1 (``s=Caméra``): the byte that is not UTF-8 does not end the probe."""
+    sdp = "v=0\r\ns=Caméra entrée\r\nm=video 0 RTP/AVP 96\r\na=control:video\r\n".encode("latin-1")
+
+    def script(req: Request) -> bytes:
+        if req.method == "DESCRIBE":
+            return reply("200 OK", req.headers["CSeq"], {}, sdp)
+        return reply("461 Unsupported Transport", req.headers["CSeq"])
+
+    cam = camera(script)
+    assert probe_tcp_setup(f"rtsp://127.0.0.1:{cam.port}/s1", timeout_s=10.0) == 461
+    assert cam.requests[-1].uri == f"rtsp://127.0.0.1:{cam.port}/s1/video"
+
+
+def test_a_url_without_a_port_is_asked_at_554() -> None:
+    """RTSP's port (RFC 2326). Binding 554 needs root (CI runs as root): skipped otherwise."""
+    try:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 554))
+    except OSError as exc:
+        pytest.skip(f"cannot listen on 127.0.0.1:554 here: {exc}")
+    sock.close()
+    srv = ScriptedCamera(lambda req: reply("404 Not Found", req.headers["CSeq"]), port=554)
+    try:
+        assert probe_tcp_setup("rtsp://127.0.0.1/s1", timeout_s=10.0) == 404
+        assert [r.uri for r in srv.requests] == ["rtsp://127.0.0.1/s1"]
+    finally:
+        srv.close()
+
+
+def test_udp_never_asks_about_tcp_and_auto_asks_once(camera: Callable[[Script], ScriptedCamera]) -> None:
+    """``rtsp_transport = "udp"``: one FFmpeg open, no probe. ``auto``: FFmpeg over TCP fails, the
+    probe asks (edge-agent's own DESCRIBE), the 461 sends FFmpeg to UDP."""
+    import cv2
+
+    params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, 2000, cv2.CAP_PROP_READ_TIMEOUT_MSEC, 2000]
+    for transport, probes in (("udp", 0), ("auto", 1)):
+        cam = camera(lambda req: reply("461 Unsupported Transport", req.headers["CSeq"]))
+        cap = open_rtsp(f"rtsp://127.0.0.1:{cam.port}/s1", "cam", transport, params, 5.0)
+        assert not cap.isOpened()
+        ours = [r for r in cam.requests if r.headers.get("User-Agent") == "edge-agent"]
+        assert [r.method for r in ours] == ["DESCRIBE"] * probes, transport
