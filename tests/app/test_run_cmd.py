@@ -6,6 +6,7 @@ tests/cli and tests/app/test_runtime_imports.py."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 from collections.abc import Iterator
@@ -117,3 +118,20 @@ def test_run_without_a_detector_is_one_error_naming_the_config(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(cfg) in err[0] and "detector" in err[0]
     assert not (state / "outbox.db").exists()
+
+
+def test_demo_into_a_folder_it_cannot_write_is_one_line_before_anything_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # /proc/sys: a folder that exists and that even root cannot write (a 0500 folder would not do:
+    # root writes anywhere its file system lets it)
+    target = Path("/proc/sys")
+    if os.access(target, os.W_OK):
+        pytest.skip("/proc/sys is writable here: no folder to test an unwritable state dir with")
+    assert main(["demo", "--state-dir", str(target), "--frames", "1"]) != 0
+    out, err = capsys.readouterr()
+    assert (
+        err.strip()
+        == "edge-agent demo: error: --state-dir /proc/sys: not writable by this user; choose another folder"
+    )
+    assert out == ""  # nothing loaded, nothing printed
