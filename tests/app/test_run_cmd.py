@@ -256,3 +256,20 @@ def test_the_demo_queue_goes_to_edge_agent_demo_in_the_current_folder_by_default
     assert main(["demo", "--frames", "1"]) == 0
     assert f"  queue = {tmp_path / 'edge-agent-demo' / 'outbox.db'} " in capsys.readouterr().out
     assert len(rows(tmp_path / "edge-agent-demo" / "outbox.db")) == 1
+
+
+def test_demo_into_a_folder_it_cannot_write_is_one_line_before_anything_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # /proc/sys: a folder that exists and that even root cannot write (a 0500 folder would not do:
+    # root writes anywhere its file system lets it)
+    target = Path("/proc/sys")
+    if os.access(target, os.W_OK):
+        pytest.skip("/proc/sys is writable here: no folder to test an unwritable state dir with")
+    assert main(["demo", "--state-dir", str(target), "--frames", "1"]) != 0
+    out, err = capsys.readouterr()
+    assert (
+        err.strip()
+        == "edge-agent demo: error: --state-dir /proc/sys: not writable by this user; choose another folder"
+    )
+    assert out == ""  # nothing loaded, nothing printed
