@@ -1,0 +1,293 @@
+"""What ``quantize`` hands onnxruntime and what the INT8 file then holds (issue 19).
+
+The real quantizer runs every time; a recorder keeps the arguments it was called with, so a flag
+that never reaches it (``--reduce-range``, ``--method``, the float tail's exclusions, per-channel
+weights, U8S8 on both targets) fails here, and the written model is read back for the same facts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime.quantization as oq
+import pytest
+from onnx import numpy_helper
+
+from edge_agent.adapters.images import read_image
+from edge_agent.core.preprocess import preprocess_detector
+from edge_agent.errors import QuantizeError
+from edge_agent.tools.quantize import _Reader, image_files, pick_samples, quantize_model
+
+TAIL = {  # the toy detector's float tail (tests/support/toolchain.py): never quantized
+    "head/reshape",
+    "head/split",
+    "head/box_sigmoid",
+    "head/box_scale",
+    "head/cls_sigmoid",
+    "head/concat",
+}
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every quantize_static call's arguments; the real quantizer still runs."""
+    seen: list[dict[str, Any]] = []
+    real = oq.quantize_static
+
+    def recording(src: str, dst: str, reader: Any, **kw: Any) -> Any:
+        seen.append(dict(kw, src=src, dst=dst))
+        return real(src, dst, reader, **kw)
+
+    recording.__signature__ = inspect.signature(real)  # type: ignore[attr-defined]  # quantize_model reads it
+    monkeypatch.setattr(oq, "quantize_static", recording)
+    return seen
+
+
+def _meta(path: Path) -> dict[str, str]:
+    return {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "reduce_range", "naive", "calib"),
+    [
+        ("minmax", "x86", False, False, oq.CalibrationMethod.MinMax),
+        ("entropy", "arm64", True, False, oq.CalibrationMethod.Entropy),
+        ("percentile", "x86", False, True, oq.CalibrationMethod.Percentile),
+    ],
+)
+def test_every_option_reaches_the_quantizer(
+    toy_dir: Path,
+    tmp_path: Path,
+    calls: list[dict[str, Any]],
+    method: Any,
+    target: Any,
+    reduce_range: bool,
+    naive: bool,
+    calib: Any,
+) -> None:
+    out = tmp_path / "q.onnx"
+    files = image_files(toy_dir / "calib")[:3]
+    res = quantize_model(
+        toy_dir / "toy-fp32.onnx",
+        out,
+        files,
+        method=method,
+        target=target,
+        reduce_range=reduce_range,
+        naive=naive,
+        progress=False,
+    )
+    assert len(calls) == 1
+    kw = calls[0]
+    assert kw["quant_format"] == oq.QuantFormat.QDQ and kw["per_channel"] is True
+    assert kw["reduce_range"] is reduce_range and kw["calibrate_method"] == calib
+    # U8S8 on both targets (module docstring)
+    assert (kw["activation_type"], kw["weight_type"]) == (oq.QuantType.QUInt8, oq.QuantType.QInt8)
+    assert sorted(kw["nodes_to_exclude"]) == ([] if naive else sorted(TAIL))
+    assert sorted(res.excluded_nodes) == sorted(kw["nodes_to_exclude"])
+    assert kw["extra_options"] == ({"CalibPercentile": 99.999} if method == "percentile" else {})
+    assert kw["calibration_providers"] == ["CPUExecutionProvider"]
+    q = json.loads(_meta(out)["quantization"])
+    assert q == {
+        "format": "QDQ",
+        "method": method,
+        "target": target,
+        "activation_type": "uint8",
+        "weight_type": "int8 per-channel",
+        "reduce_range": reduce_range,
+        "samples": 3,
+        "excluded_nodes": 0 if naive else 6,
+        "naive": naive,
+        "softmax_hoisted": 0,
+        "task": "detect",
+        "edge_agent_version": q["edge_agent_version"],
+        "source": "toy-fp32.onnx",
+        "source_quantization": "fp32",
+    }
+    from edge_agent import __version__
+
+    assert q["edge_agent_version"] == __version__ and res.samples == 3 and res.output == out
+    assert res.settings == q
+
+
+def test_weights_are_int8_per_output_channel_and_activations_uint8(toy_dir: Path, tmp_path: Path) -> None:
+    """What the INT8 file holds: one weight scale per output channel on axis 0 (a single scale per
+    tensor, or the input-channel axis, would be a different and less accurate model)."""
+    out = tmp_path / "q.onnx"
+    quantize_model(toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "calib")[:3], progress=False)
+    m = onnx.load(str(out))
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    producer = {o: n for n in m.graph.node for o in n.output}
+    convs = {n.name: n for n in m.graph.node if n.op_type == "Conv"}
+    for name, out_ch in (("stem/conv", 16), ("body/conv", 24), ("head/conv", 7)):
+        dq = producer[convs[name].input[1]]
+        assert dq.op_type == "DequantizeLinear"
+        w, scale = inits[dq.input[0]], inits[dq.input[1]]
+        assert w.dtype == np.int8 and w.shape[0] == out_ch
+        assert scale.shape == (out_ch,)
+        assert next(a.i for a in dq.attribute if a.name == "axis") == 0
+        act = producer[convs[name].input[0]]
+        assert inits[act.input[2]].dtype == np.uint8  # the activation's zero point
+
+
+def test_the_int8_model_computes_what_the_float_one_does(toy_dir: Path, tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    out = tmp_path / "q.onnx"
+    quantize_model(toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "calib"), progress=False)
+    x = preprocess_detector(read_image(image_files(toy_dir / "val")[0]), (64, 64))[0]
+    f = ort.InferenceSession(str(toy_dir / "toy-fp32.onnx")).run(None, {"images": x})[0]
+    q = ort.InferenceSession(str(out)).run(None, {"images": x})[0]
+    assert np.abs(q[:, 4:] - f[:, 4:]).max() < 0.05  # scores 0..1
+    assert np.abs(q[:, :4] - f[:, :4]).max() < 3.0  # boxes in pixels of 64
+
+
+def test_the_reader_feeds_each_image_once_then_stops(
+    toy_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = image_files(toy_dir / "calib")[:3]
+    seen: list[int] = []
+    r = _Reader("images", files, lambda img: np.full((1,), img.shape[1], np.float32), progress=True)
+    for _ in range(3):
+        got = r.get_next()
+        assert got is not None and list(got) == ["images"]
+        seen.append(int(got["images"][0]))
+    assert seen == [read_image(f).shape[1] for f in files]
+    assert r.get_next() is None and r.get_next() is None and r.i == 3
+    assert "calibrating" in capsys.readouterr().err
+    r.rewind()
+    assert r.i == 0 and r.get_next() is not None and r.i == 1
+
+
+def test_the_sample_count_is_the_images_given(toy_dir: Path, tmp_path: Path) -> None:
+    for n in (1, 5):
+        out = tmp_path / f"q{n}.onnx"
+        res = quantize_model(
+            toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "calib")[:n], progress=False
+        )
+        assert res.samples == n and json.loads(_meta(out)["quantization"])["samples"] == n
+
+
+def test_pick_samples_spreads_over_the_list_without_repeats() -> None:
+    files = [Path(f"{i}.jpg") for i in range(5)]
+    assert pick_samples(files, 5) == files and pick_samples(files, 9) == files
+    assert pick_samples(files, -1) == files
+    assert pick_samples(files, 4) == [files[0], files[1], files[3], files[4]]
+    assert pick_samples(files, 1) == [files[0]]
+    assert pick_samples(files, 2) == [files[0], files[4]]
+
+
+def test_image_files_walks_class_folders_and_any_suffix_case(tmp_path: Path) -> None:
+    import cv2
+
+    for rel in ("b/2.JPG", "a/1.png", "a/sub/3.jpeg", "0.jpg"):
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(p.with_suffix(".png")), np.zeros((4, 4, 3), np.uint8))
+        p.with_suffix(".png").rename(p)
+    (tmp_path / "a" / "notes.txt").write_text("x")
+    (tmp_path / "dir.jpg").mkdir()
+    assert [p.relative_to(tmp_path).as_posix() for p in image_files(tmp_path)] == [
+        "0.jpg",
+        "a/1.png",
+        "a/sub/3.jpeg",
+        "b/2.JPG",
+    ]
+    with pytest.raises(QuantizeError) as e:
+        image_files(tmp_path / "a" / "sub" / "none")
+    assert str(e.value) == f"{tmp_path / 'a' / 'sub' / 'none'}: not a directory of images"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(QuantizeError) as e:
+        image_files(empty)
+    assert str(e.value).startswith(f"{empty}: no images found (looked for .")
+
+
+def test_no_calibration_images_is_refused(toy_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(QuantizeError) as e:
+        quantize_model(toy_dir / "toy-fp32.onnx", tmp_path / "q.onnx", [], progress=False)
+    assert str(e.value) == "no calibration images"
+
+
+def test_an_interrupt_leaves_nothing_and_is_not_reworded(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(_src: str, dst: str, *_a: object, **_k: object) -> None:
+        Path(dst).write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(oq, "quantize_static", interrupted)
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        quantize_model(
+            toy_dir / "toy-fp32.onnx", out / "q.onnx", image_files(toy_dir / "calib")[:2], progress=False
+        )
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("exc", "line"),
+    [
+        (RuntimeError("first line\nsecond line"), "first line"),
+        (ValueError(""), "ValueError"),
+        (RuntimeError("  \n "), "RuntimeError"),
+    ],
+)
+def test_an_onnxruntime_failure_is_its_first_line_naming_the_model(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: Exception, line: str
+) -> None:
+    def failing(*_a: object, **_k: object) -> None:
+        raise exc
+
+    monkeypatch.setattr(oq, "quantize_static", failing)
+    src = toy_dir / "toy-fp32.onnx"
+    with pytest.raises(QuantizeError) as e:
+        quantize_model(src, tmp_path / "q.onnx", image_files(toy_dir / "calib")[:1], progress=False)
+    # an FP32 source: no hint about quantizing the FP32 source instead
+    assert str(e.value) == f"{src}: quantization failed in onnxruntime: {line}"
+
+
+def test_a_failure_naming_the_temp_files_names_the_users_model(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(src: str, *_a: object, **_k: object) -> None:
+        tmp = Path(src).parent
+        raise RuntimeError(f"Load model from {tmp / 'float32.onnx'} failed; also {tmp / 'pre.onnx'}")
+
+    monkeypatch.setattr(oq, "quantize_static", failing)
+    src = toy_dir / "toy-fp32.onnx"
+    with pytest.raises(QuantizeError) as e:
+        quantize_model(src, tmp_path / "q.onnx", image_files(toy_dir / "calib")[:1], progress=False)
+    assert str(e.value) == (
+        f"{src}: quantization failed in onnxruntime: Load model from <FP32 copy of toy-fp32.onnx> failed; "
+        "also <temp dir>/pre.onnx"
+    )
+
+
+def test_an_edge_agent_error_naming_the_temp_dir_is_reworded(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our own one-line errors pass as they are unless they name the temp dir (then: the model)."""
+
+    def failing(src: str, *_a: object, **_k: object) -> None:
+        raise QuantizeError(f"{Path(src).parent / 'pre.onnx'}: bad")
+
+    monkeypatch.setattr(oq, "quantize_static", failing)
+    src = toy_dir / "toy-fp32.onnx"
+    with pytest.raises(QuantizeError) as e:
+        quantize_model(src, tmp_path / "q.onnx", image_files(toy_dir / "calib")[:1], progress=False)
+    assert str(e.value) == f"{src}: <temp dir>/pre.onnx: bad"
+
+    def plain(*_a: object, **_k: object) -> None:
+        raise QuantizeError("calib/x.jpg: empty file")
+
+    monkeypatch.setattr(oq, "quantize_static", plain)
+    with pytest.raises(QuantizeError) as e:
+        quantize_model(src, tmp_path / "q.onnx", image_files(toy_dir / "calib")[:1], progress=False)
+    assert str(e.value) == "calib/x.jpg: empty file"
