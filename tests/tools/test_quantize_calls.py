@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -291,3 +293,161 @@ def test_an_edge_agent_error_naming_the_temp_dir_is_reworded(
     with pytest.raises(QuantizeError) as e:
         quantize_model(src, tmp_path / "q.onnx", image_files(toy_dir / "calib")[:1], progress=False)
     assert str(e.value) == "calib/x.jpg: empty file"
+
+
+# ---- pre-processing, in process (the subprocess tests in test_quantize_inputs.py see the same
+# branches from outside; mutation testing credits only these) ------------------------------------
+
+
+def _opset(path: Path) -> int:
+    return next(o.version for o in onnx.load(str(path)).opset_import if o.domain in ("", "ai.onnx"))
+
+
+@pytest.fixture
+def pre_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any], str]]:
+    """quant_pre_process calls: (input, output, options, working dir); the real one runs."""
+    import onnxruntime.quantization.shape_inference as si
+
+    seen: list[tuple[str, str, dict[str, Any], str]] = []
+    real = si.quant_pre_process
+
+    def recording(src: str, dst: str, **kw: Any) -> Any:
+        seen.append((src, dst, kw, os.getcwd()))
+        return real(src, dst, **kw)
+
+    monkeypatch.setattr(si, "quant_pre_process", recording)
+    return seen
+
+
+def test_preprocess_without_sympy_skips_only_the_symbolic_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pre_calls: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    from support.toolchain import build_toy_detector
+
+    from edge_agent.tools import quantize
+
+    src = build_toy_detector(tmp_path / "old.onnx", opset=11)
+    monkeypatch.setattr(quantize, "_have_sympy", lambda: False)
+    out = tmp_path / "work" / "pre.onnx"
+    out.parent.mkdir()
+    here = os.getcwd()
+    caplog.set_level(logging.INFO, logger="edge_agent.tools.quantize")
+    quantize.preprocess_for_quantization(src, out)
+    assert os.getcwd() == here
+    assert len(pre_calls) == 1
+    first_in, first_out, kw, cwd = pre_calls[0]
+    assert kw == {"skip_symbolic_shape": True} and Path(first_out) == out.resolve()
+    assert cwd == str(out.parent.resolve())  # its debris goes beside the output, not into the user's cwd
+    assert _opset(Path(first_in)) == 13 and _opset(out) == 13  # per-channel QDQ needs 13, no more
+    onnx.checker.check_model(str(out))
+    assert "converting opset 11 -> 13" in caplog.text and "sympy is not installed" in caplog.text
+
+
+def test_preprocess_retries_without_the_symbolic_pass_when_it_fails(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import onnxruntime.quantization.shape_inference as si
+
+    from edge_agent.tools import quantize
+
+    seen: list[tuple[str, dict[str, Any]]] = []
+    real = si.quant_pre_process
+
+    def symbolic_fails(src: str, dst: str, **kw: Any) -> Any:
+        seen.append((src, kw))
+        if not kw.get("skip_symbolic_shape"):
+            raise Exception("Incomplete symbolic shape inference\nsecond line")
+        return real(src, dst, **kw)
+
+    monkeypatch.setattr(si, "quant_pre_process", symbolic_fails)
+    monkeypatch.setattr(quantize, "_have_sympy", lambda: True)
+    caplog.set_level(logging.INFO, logger="edge_agent.tools.quantize")
+    quantize.preprocess_for_quantization(toy_dir / "toy-fp32.onnx", tmp_path / "pre.onnx")
+    # both from the same file (a ModelProto the first attempt touched cannot be retried)
+    assert [kw for _, kw in seen] == [{}, {"skip_symbolic_shape": True}] and seen[0][0] == seen[1][0]
+    onnx.checker.check_model(str(tmp_path / "pre.onnx"))
+    warn = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warn == [
+        "symbolic shape inference failed (Incomplete symbolic shape inference); pre-processing without it"
+    ]
+
+
+def test_preprocess_failure_without_a_message_is_named_by_its_type(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import onnxruntime.quantization.shape_inference as si
+
+    from edge_agent.tools import quantize
+
+    real = si.quant_pre_process
+
+    def fails(src: str, dst: str, **kw: Any) -> Any:
+        if not kw:
+            raise KeyError()
+        return real(src, dst, **kw)
+
+    monkeypatch.setattr(si, "quant_pre_process", fails)
+    monkeypatch.setattr(quantize, "_have_sympy", lambda: True)
+    quantize.preprocess_for_quantization(toy_dir / "toy-fp32.onnx", tmp_path / "pre.onnx")
+    assert "symbolic shape inference failed (KeyError)" in caplog.text
+
+
+def test_an_onnxruntime_without_quant_pre_process_still_gets_opset_13(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """onnxruntime 1.11 (JetPack 4) has no quant_pre_process: the opset upgrade alone, said once."""
+    import sys
+
+    import onnxruntime
+    from support.toolchain import build_toy_detector
+
+    from edge_agent.tools.quantize import preprocess_for_quantization
+
+    src = build_toy_detector(tmp_path / "old.onnx", opset=11)
+    monkeypatch.setitem(sys.modules, "onnxruntime.quantization.shape_inference", None)
+    caplog.set_level(logging.INFO, logger="edge_agent.tools.quantize")
+    preprocess_for_quantization(src, tmp_path / "pre.onnx")
+    assert _opset(tmp_path / "pre.onnx") == 13
+    warn = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warn) == 1 and f"onnxruntime {onnxruntime.__version__} has no quant_pre_process" in warn[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.onnx", "pre.onnx"]
+
+
+def test_a_model_at_opset_13_or_newer_is_not_converted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from support.toolchain import toy_detector_model
+
+    from edge_agent.tools.quantize import _upgrade_opset
+
+    caplog.set_level(logging.INFO, logger="edge_agent.tools.quantize")
+    for opset in (13, 17):
+        m = toy_detector_model(opset=opset)
+        assert _upgrade_opset(onnx, m) is m
+    assert "converting" not in caplog.text
+    old = toy_detector_model(opset=12)
+    up = _upgrade_opset(onnx, old)
+    assert next(o.version for o in up.opset_import if o.domain == "") == 13
+    assert "converting opset 12 -> 13 (per-channel QDQ needs 13)" in caplog.text
+
+
+def test_have_sympy_is_whether_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from edge_agent.tools.quantize import _have_sympy
+
+    monkeypatch.setitem(sys.modules, "sympy", None)
+    assert _have_sympy() is False
+    monkeypatch.setitem(sys.modules, "sympy", types.ModuleType("sympy"))
+    assert _have_sympy() is True
+
+
+def test_the_working_dir_comes_back_after_a_failure(tmp_path: Path) -> None:
+    from edge_agent.tools.quantize import _working_dir
+
+    here = os.getcwd()
+    with pytest.raises(RuntimeError), _working_dir(tmp_path):
+        assert os.getcwd() == str(tmp_path)
+        raise RuntimeError
+    assert os.getcwd() == here

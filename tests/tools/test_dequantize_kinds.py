@@ -1,0 +1,209 @@
+"""Dequantizing what onnxruntime's own quantizers write (issue 19): dynamic INT8 MatMul and Conv with
+per-tensor and per-channel weights (int8 and uint8), a QDQ graph whose output is a
+DequantizeLinear, FP16 types everywhere. The float copy is compared with numpy's arithmetic on
+the dequantized weights, so a scale on the wrong axis or a zero point dropped fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from edge_agent.tools.dequantize import dequantize, fp16_to_fp32, has_fp16, to_float32
+
+
+def _run(m: Any, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return np.asarray(s.run(None, feeds)[0])
+
+
+def _float_model(node: Any, w: np.ndarray, x_shape: list[int], y_shape: list[int]) -> Any:
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        [numpy_helper.from_array(w, "w")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _dynamic(tmp_path: Path, m: Any, per_channel: bool, wtype: str, ops: list[str]) -> Any:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    onnx.save(m, str(tmp_path / "f.onnx"))
+    quantize_dynamic(
+        str(tmp_path / "f.onnx"),
+        str(tmp_path / "d.onnx"),
+        per_channel=per_channel,
+        weight_type=getattr(QuantType, wtype),
+        op_types_to_quantize=ops,
+    )
+    return onnx.load(str(tmp_path / "d.onnx"))
+
+
+def _weight(q: Any, axis: int) -> np.ndarray:
+    """The quantized model's weight as the int grid says: (w_q - zp) * scale along ``axis``."""
+    inits = {i.name: numpy_helper.to_array(i) for i in q.graph.initializer}
+    wq = next(v for k, v in inits.items() if k.endswith("_quantized"))
+    s = next(v for k, v in inits.items() if k.endswith("_scale") and k.startswith("w"))
+    z = next(v for k, v in inits.items() if k.endswith("_zero_point") and k.startswith("w"))
+    shape = [1] * wq.ndim
+    shape[axis] = s.size
+    out: np.ndarray = (wq.astype(np.float32) - z.astype(np.float32).reshape(shape)) * s.reshape(shape)
+    return out
+
+
+@pytest.mark.parametrize("wtype", ["QInt8", "QUInt8"])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_a_dynamic_matmul_comes_back_with_its_weights_per_column(
+    tmp_path: Path, per_channel: bool, wtype: str
+) -> None:
+    rng = np.random.default_rng(0)
+    # columns of very different magnitude: a per-column scale applied per row is far off
+    w = (rng.normal(0, 1, (6, 5)) * np.linspace(0.1, 3, 5)).astype(np.float32)
+    src = _float_model(helper.make_node("MatMul", ["x", "w"], ["y"]), w, [2, 6], [2, 5])
+    q = _dynamic(tmp_path, src, per_channel, wtype, ["MatMul"])
+    assert "MatMulInteger" in [n.op_type for n in q.graph.node]
+    wd = _weight(q, 1)
+    out, note = to_float32(q, "dynamic_int8")
+    assert note.startswith("dynamic int8 model: dequantized back to FP32 first")
+    # the scale products and DynamicQuantizeLinear are gone, only the float weight is left
+    assert [n.op_type for n in out.graph.node] == ["MatMul", "Identity"]
+    assert [numpy_helper.to_array(i).dtype for i in out.graph.initializer] == [np.float32]
+    x = rng.normal(0, 1, (2, 6)).astype(np.float32)
+    np.testing.assert_allclose(_run(out, {"x": x}), x @ wd, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_run(out, {"x": x}), x @ w, atol=0.05 * np.abs(x @ w).max())
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_a_dynamic_conv_comes_back_with_its_weights_per_output_channel(
+    tmp_path: Path, per_channel: bool
+) -> None:
+    rng = np.random.default_rng(1)
+    w = (rng.normal(0, 1, (4, 3, 3, 3)) * np.array([0.05, 0.5, 1.0, 4.0]).reshape(4, 1, 1, 1)).astype(
+        np.float32
+    )
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    src = _float_model(conv, w, [1, 3, 6, 6], [1, 4, 6, 6])
+    q = _dynamic(tmp_path, src, per_channel, "QUInt8", ["Conv"])
+    assert "ConvInteger" in [n.op_type for n in q.graph.node]
+    wd = _weight(q, 0)
+    out, _ = to_float32(q, "dynamic_int8")
+    assert [n.op_type for n in out.graph.node] == ["Conv", "Identity"]
+    x = rng.normal(0, 1, (1, 3, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(
+        _run(out, {"x": x}), _run(_float_model(conv, wd, [1, 3, 6, 6], [1, 4, 6, 6]), {"x": x}), atol=1e-4
+    )
+    # the padding (an attribute of the ConvInteger) is kept: same output shape and close to the float
+    want = _run(src, {"x": x})
+    assert np.abs(_run(out, {"x": x}) - want).max() < 0.05 * np.abs(want).max()
+
+
+def test_a_graph_output_made_by_a_dequantize_linear_is_kept_as_float(tmp_path: Path) -> None:
+    """QDQ around the last op: the output name stays, its type becomes float, the clamp stays."""
+    s = numpy_helper.from_array(np.float32(0.05), "s")
+    z = numpy_helper.from_array(np.uint8(128), "z")
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["sq"]),
+        helper.make_node("QuantizeLinear", ["sq", "s", "z"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [s, z],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    out = dequantize(m)
+    assert [n.op_type for n in out.graph.node] == ["Mul", "Identity"]
+    assert [o.name for o in out.graph.output] == ["y"] and not list(out.graph.initializer)
+    x = np.array([[-3.0, -0.5, 0.5, 2.0]], np.float32)
+    np.testing.assert_allclose(_run(out, {"x": x}), x * x)
+
+
+def test_fp16_inputs_value_info_and_dtype_attributes_become_float32() -> None:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("EyeLike", ["r"], ["e"], dtype=TensorProto.FLOAT16),
+        helper.make_node("Add", ["r", "e"], ["y"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 2])],
+        value_info=[helper.make_tensor_value_info("r", TensorProto.FLOAT16, [2, 2])],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    assert has_fp16(m)  # no initializer at all: found by the input's type
+    fp16_to_fp32(m)
+    assert not has_fp16(m)
+    assert m.graph.value_info[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert m.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    x = np.array([[-1.0, 2.0], [3.0, -4.0]], np.float32)
+    np.testing.assert_allclose(_run(m, {"x": x}), np.maximum(x, 0) + np.eye(2, dtype=np.float32))
+
+
+def test_has_fp16_looks_at_initializers_inputs_and_outputs() -> None:
+    def model(init_dt: Any, in_t: int, out_t: int) -> Any:
+        g = helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])],
+            "g",
+            [helper.make_tensor_value_info("x", in_t, [1])],
+            [helper.make_tensor_value_info("y", out_t, [1])],
+            [numpy_helper.from_array(np.zeros(1, init_dt), "k")],
+        )
+        return helper.make_model(g)
+
+    f, h = TensorProto.FLOAT, TensorProto.FLOAT16
+    assert not has_fp16(model(np.float32, f, f))
+    assert has_fp16(model(np.float16, f, f))
+    assert has_fp16(model(np.float32, h, f))
+    assert has_fp16(model(np.float32, f, h))
+
+
+def test_a_quantized_model_with_fp16_parts_gets_both_steps() -> None:
+    """A 'mixed' or INT8 model that also carries FP16 tensors: FP16 fixed, then dequantized."""
+    nodes = [
+        helper.make_node("DequantizeLinear", ["wq", "ws"], ["w"]),
+        helper.make_node("Cast", ["w"], ["wh"], to=TensorProto.FLOAT16),
+        helper.make_node("Cast", ["wh"], ["wf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "wf"], ["m"]),
+        helper.make_node("Add", ["m", "h"], ["y"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+        [
+            numpy_helper.from_array(np.array([10, -20], np.int8), "wq"),
+            numpy_helper.from_array(np.float32(0.5), "ws"),
+            numpy_helper.from_array(np.array([0.25, 0.5], np.float32), "h"),
+        ],
+    )
+    g.initializer.append(numpy_helper.from_array(np.array([1.0, 1.0], np.float16), "unused16"))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    for kind in ("mixed", "qdq_int8"):
+        mm = onnx.ModelProto()
+        mm.CopyFrom(m)
+        out, note = to_float32(mm, kind)
+        assert note.startswith(f"{kind.replace('_', ' ')} model: dequantized back to FP32 first")
+        assert not has_fp16(out) and "DequantizeLinear" not in [n.op_type for n in out.graph.node]
+        x = np.array([[1.0, 2.0]], np.float32)
+        np.testing.assert_allclose(_run(out, {"x": x}), x * np.array([5.0, -10.0]) + np.array([0.25, 0.5]))
