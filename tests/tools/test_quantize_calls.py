@@ -451,3 +451,81 @@ def test_the_working_dir_comes_back_after_a_failure(tmp_path: Path) -> None:
         assert os.getcwd() == str(tmp_path)
         raise RuntimeError
     assert os.getcwd() == here
+
+
+# ---- calibration sees what the runtime feeds: letterbox for YOLO, stretch for RT-DETR ------------
+
+
+def _rtdetr_like(path: Path) -> Path:
+    """[1, 2 queries, 4 + 3 classes] from a 32x32 input; metadata names it an RT-DETR."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        onnx.helper.make_node("Conv", ["images", "wc"], ["c"]),
+        onnx.helper.make_node("Flatten", ["c"], ["f"]),
+        onnx.helper.make_node("MatMul", ["f", "wm"], ["m"]),
+        onnx.helper.make_node("Reshape", ["m", "shape"], ["r"]),
+        onnx.helper.make_node("Sigmoid", ["r"], ["output0"]),
+    ]
+    g = onnx.helper.make_graph(
+        nodes,
+        "rtdetr",
+        [onnx.helper.make_tensor_value_info("images", onnx.TensorProto.FLOAT, [1, 3, 32, 32])],
+        [onnx.helper.make_tensor_value_info("output0", onnx.TensorProto.FLOAT, [1, 2, 7])],
+        [
+            numpy_helper.from_array(rng.normal(0, 0.5, (2, 3, 1, 1)).astype(np.float32), "wc"),
+            numpy_helper.from_array(rng.normal(0, 0.05, (2048, 14)).astype(np.float32), "wm"),
+            numpy_helper.from_array(np.array([1, 2, 7], np.int64), "shape"),
+        ],
+    )
+    m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    for k, v in {
+        "task": "detect",
+        "model": "rtdetr-l",
+        "imgsz": "[32, 32]",
+        "names": "{0: 'a', 1: 'b', 2: 'c'}",
+    }.items():
+        m.metadata_props.add(key=k, value=v)
+    onnx.save(m, str(path))
+    return path
+
+
+def _dark_wide(folder: Path, n: int = 2) -> list[Path]:
+    """Dark, twice as wide as high: letterboxing adds grey (114) bars, stretching adds nothing."""
+    import cv2
+
+    folder.mkdir()
+    out = []
+    for i in range(n):
+        p = folder / f"{i}.png"
+        cv2.imwrite(str(p), np.full((32, 64, 3), 20 + 10 * i, np.uint8))
+        out.append(p)
+    return out
+
+
+def _input_scale(path: Path) -> float:
+    m = onnx.load(str(path))
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "images")
+    return float(inits[q.input[1]])
+
+
+def test_an_rtdetr_is_calibrated_on_stretched_images(tmp_path: Path) -> None:
+    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.tools.quantize import make_preprocess
+
+    src = _rtdetr_like(tmp_path / "rtdetr.onnx")
+    files = _dark_wide(tmp_path / "calib")
+    img = read_image(files[1])
+    blob = make_preprocess(OnnxModel(src, warmup=False))(img)
+    np.testing.assert_array_equal(blob, preprocess_detector(img, (32, 32), stretch=True)[0])
+    out = tmp_path / "q.onnx"
+    quantize_model(src, out, files, progress=False)
+    # the brightest calibration pixel is 30: no letterbox grey (114) in the range
+    assert _input_scale(out) == pytest.approx(30 / 255 / 255, rel=1e-3)
+
+
+def test_a_yolo_detector_is_calibrated_on_letterboxed_images(toy_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "q.onnx"
+    quantize_model(toy_dir / "toy-fp32.onnx", out, _dark_wide(tmp_path / "calib"), progress=False)
+    assert _input_scale(out) == pytest.approx(114 / 255 / 255, rel=1e-3)
