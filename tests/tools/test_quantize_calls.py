@@ -529,3 +529,48 @@ def test_a_yolo_detector_is_calibrated_on_letterboxed_images(toy_dir: Path, tmp_
     out = tmp_path / "q.onnx"
     quantize_model(toy_dir / "toy-fp32.onnx", out, _dark_wide(tmp_path / "calib"), progress=False)
     assert _input_scale(out) == pytest.approx(114 / 255 / 255, rel=1e-3)
+
+
+def test_for_a_nano_the_metadata_and_the_arithmetic_survive_the_lowering(
+    toy_dir: Path, tmp_path: Path
+) -> None:
+    """``--target-ort 1.11``: lowered before and after the quantizer, still the same detector with the
+    same names/imgsz/stride, and stamped for 1.11 in its settings."""
+    import onnxruntime as ort
+
+    out = tmp_path / "q.onnx"
+    res = quantize_model(
+        toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "calib")[:4], progress=False, target_ort="1.11"
+    )
+    meta = _meta(out)
+    assert {k: meta[k] for k in ("task", "imgsz", "stride")} == {
+        "task": "detect",
+        "imgsz": "[64, 64]",
+        "stride": "4",
+    }
+    q = json.loads(meta["quantization"])
+    assert q["target_ort"] == "1.11" and res.settings["target_ort"] == "1.11" and q["samples"] == 4
+    assert sorted(res.excluded_nodes) == sorted(TAIL)
+    x = preprocess_detector(read_image(image_files(toy_dir / "val")[1]), (64, 64))[0]
+    f = ort.InferenceSession(str(toy_dir / "toy-fp32.onnx")).run(None, {"images": x})[0]
+    got = ort.InferenceSession(str(out)).run(None, {"images": x})[0]
+    assert np.abs(got[:, 4:] - f[:, 4:]).max() < 0.05
+
+
+def test_the_source_metadata_wins_over_what_the_quantizer_writes(tmp_path: Path) -> None:
+    from edge_agent.tools.quantize import _write_metadata
+
+    src, dst = tmp_path / "src.onnx", tmp_path / "dst.onnx"
+    from support.toolchain import toy_detector_model
+
+    m = toy_detector_model()
+    onnx.save(m, str(src))
+    del m.metadata_props[:]
+    for k, v in {"names": "stale", "producer_note": "from the quantizer"}.items():
+        m.metadata_props.add(key=k, value=v)
+    onnx.save(m, str(dst))
+    _write_metadata(onnx, src, dst, {"b": 1, "a": [2]})
+    meta = _meta(dst)
+    assert meta["names"] == "{0: 'c0', 1: 'c1', 2: 'c2'}" and meta["producer_note"] == "from the quantizer"
+    assert meta["quantization"] == '{"a": [2], "b": 1}' and meta["task"] == "detect"
+    assert len(onnx.load(str(dst)).metadata_props) == len(meta)  # each key once
