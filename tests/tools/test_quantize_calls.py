@@ -574,3 +574,36 @@ def test_the_source_metadata_wins_over_what_the_quantizer_writes(tmp_path: Path)
     assert meta["names"] == "{0: 'c0', 1: 'c1', 2: 'c2'}" and meta["producer_note"] == "from the quantizer"
     assert meta["quantization"] == '{"a": [2], "b": 1}' and meta["task"] == "detect"
     assert len(onnx.load(str(dst)).metadata_props) == len(meta)  # each key once
+
+
+def test_the_output_checks_name_the_path_and_what_is_wrong(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge_agent.tools import quantize
+    from edge_agent.tools.quantize import check_output
+
+    check_output(tmp_path / "new.onnx")  # a writable folder: fine
+    monkeypatch.chdir(tmp_path)
+    check_output(Path("bare.onnx"))  # no folder given: the working directory
+    for dst, line in (
+        (tmp_path, f"{tmp_path}: is a directory; give the output file's path (-o DIR/NAME.onnx)"),
+        (
+            tmp_path / "no" / "q.onnx",
+            f"{tmp_path / 'no' / 'q.onnx'}: the output folder {tmp_path / 'no'} does not exist",
+        ),
+    ):
+        with pytest.raises(QuantizeError) as e:
+            check_output(dst)
+        assert str(e.value) == line
+    # root passes every permission check, so the refusal of a read-only folder is asked of os.access
+    asked: list[tuple[str, int]] = []
+
+    def read_only(path: Any, mode: int) -> bool:
+        asked.append((str(path), mode))
+        return not mode & os.W_OK
+
+    monkeypatch.setattr(quantize.os, "access", read_only)
+    with pytest.raises(QuantizeError) as e:
+        check_output(tmp_path / "q.onnx")
+    assert str(e.value) == f"{tmp_path / 'q.onnx'}: the output folder {tmp_path} is not writable"
+    assert asked == [(str(tmp_path), os.W_OK | os.X_OK)]
