@@ -655,6 +655,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/tools/test_quantize_inputs.py",
             "tests/tools/test_quantize_flags.py",
             "tests/tools/test_dequantize_rules.py",
+            "tests/tools/test_quantize_calls.py",
+            "tests/tools/test_dequantize_kinds.py",
+            "tests/tools/test_classifier.py::test_quantize_and_validate_a_classifier",
+            "tests/tools/test_model_convert.py::test_quantize_for_a_nano_stamps_only_what_1_11_reads",
         ],
     ),
     "tools-graph": (
