@@ -607,3 +607,28 @@ def test_the_output_checks_name_the_path_and_what_is_wrong(
         check_output(tmp_path / "q.onnx")
     assert str(e.value) == f"{tmp_path / 'q.onnx'}: the output folder {tmp_path} is not writable"
     assert asked == [(str(tmp_path), os.W_OK | os.X_OK)]
+
+
+def test_a_model_without_node_names_still_keeps_its_tail_float(tmp_path: Path) -> None:
+    """Exporters often leave nodes unnamed, and the quantizer excludes by name: the tail must be
+    found and excluded all the same (named first, the names saved with the model it quantizes)."""
+    from support.toolchain import toy_detector_model
+
+    m = toy_detector_model()
+    for n in m.graph.node:
+        n.name = ""
+    src = tmp_path / "unnamed.onnx"
+    onnx.save(m, str(src))
+    calib = tmp_path / "calib"
+    from support.toolchain import write_scenes
+
+    out = tmp_path / "q.onnx"
+    res = quantize_model(src, out, write_scenes(calib, 3, seed=0), progress=False)
+    assert len(res.excluded_nodes) == 6 and all(res.excluded_nodes)
+    q = onnx.load(str(out))
+    producer = {o: n for n in q.graph.node for o in n.output}
+    final = producer["output0"]
+    assert final.op_type == "Concat"
+    assert {producer[i].op_type for i in final.input} == {"Mul", "Sigmoid"}
+    tail = {"flat", "box_raw", "cls_raw", "box_sig", "box_px", "cls", "output0"}
+    assert not tail & {i for n in q.graph.node if n.op_type == "QuantizeLinear" for i in n.input}
