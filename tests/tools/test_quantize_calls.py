@@ -164,6 +164,10 @@ def test_the_reader_feeds_each_image_once_then_stops(
     assert "calibrating" in capsys.readouterr().err
     r.rewind()
     assert r.i == 0 and r.get_next() is not None and r.i == 1
+    quiet = _Reader("images", files, lambda img: np.zeros((1,), np.float32), progress=False)
+    while quiet.get_next() is not None:
+        pass
+    assert capsys.readouterr().err == ""  # --no-progress (and -q) print no bar
 
 
 def test_the_sample_count_is_the_images_given(toy_dir: Path, tmp_path: Path) -> None:
@@ -429,6 +433,10 @@ def test_a_model_at_opset_13_or_newer_is_not_converted(
     up = _upgrade_opset(onnx, old)
     assert next(o.version for o in up.opset_import if o.domain == "") == 13
     assert "converting opset 12 -> 13 (per-channel QDQ needs 13)" in caplog.text
+    # the main domain may be spelled "ai.onnx" (the same operator set)
+    spelled = toy_detector_model(opset=11)
+    spelled.opset_import[0].domain = "ai.onnx"
+    assert next(o.version for o in _upgrade_opset(onnx, spelled).opset_import if o.domain == "ai.onnx") == 13
 
 
 def test_have_sympy_is_whether_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
