@@ -686,6 +686,18 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_board_files.py",
         ],
     ),
+    # dequantize.py alone (issue 19, 2026-12-01): tools-quantize takes over an hour for both modules, so
+    # the two run as separate copies; these are the tests that reach dequantize.py in process
+    "tools-dequantize": (
+        ["edge_agent/tools/dequantize.py"],
+        [
+            "tests/tools/test_dequantize_rules.py",
+            "tests/tools/test_dequantize_kinds.py",
+            "tests/tools/test_quantize_inputs.py",
+            "tests/tools/test_quantize_flags.py",
+            "tests/tools/test_quantize_errors.py",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
