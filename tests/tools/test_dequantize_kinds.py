@@ -207,3 +207,46 @@ def test_a_quantized_model_with_fp16_parts_gets_both_steps() -> None:
         assert not has_fp16(out) and "DequantizeLinear" not in [n.op_type for n in out.graph.node]
         x = np.array([[1.0, 2.0]], np.float32)
         np.testing.assert_allclose(_run(out, {"x": x}), x * np.array([5.0, -10.0]) + np.array([0.25, 0.5]))
+
+
+@pytest.mark.parametrize("zp", [0, 3])
+def test_a_dynamic_conv_with_per_channel_scales_comes_back(zp: int) -> None:
+    """A per-output-channel dynamic INT8 Conv as it must be written to compute: scales ``[C, 1, 1]``
+    (the Mul after the Cast broadcasts over NCHW) and one zero point for all channels. Its float copy
+    failed with a numpy broadcast error, reported as "quantization failed in onnxruntime"."""
+    rng = np.random.default_rng(2)
+    w = (rng.normal(0, 1, (4, 3, 3, 3)) * np.array([0.05, 0.5, 1.0, 4.0]).reshape(4, 1, 1, 1)).astype(
+        np.float32
+    )
+    s = (np.abs(w).reshape(4, -1).max(1) / 120).astype(np.float32)
+    wq = (np.round(w / s.reshape(4, 1, 1, 1)) + zp).astype(np.int8)
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("Mul", ["xs", "ws"], ["sprod"]),
+        helper.make_node("ConvInteger", ["xq", "wq", "xz", "wz"], ["ci"], pads=[1, 1, 1, 1]),
+        helper.make_node("Cast", ["ci"], ["cf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["cf", "sprod"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(wq, "wq"),
+        numpy_helper.from_array(s.reshape(4, 1, 1), "ws"),
+        numpy_helper.from_array(np.int8(zp), "wz"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])],
+        inits,
+    )
+    q = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    q.ir_version = 8
+    x = rng.normal(0, 1, (1, 3, 6, 6)).astype(np.float32)
+    want = _run(q, {"x": x})  # the INT8 model itself (activations quantized on the fly)
+    out, _ = to_float32(q, "dynamic_int8")
+    assert [n.op_type for n in out.graph.node] == ["Conv", "Identity"]
+    wd = (wq.astype(np.float32) - zp) * s.reshape(4, 1, 1, 1)
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    exact = _run(_float_model(conv, wd, [1, 3, 6, 6], [1, 4, 6, 6]), {"x": x})
+    np.testing.assert_allclose(_run(out, {"x": x}), exact, atol=1e-4)
+    assert np.abs(_run(out, {"x": x}) - want).max() < 0.03 * np.abs(want).max()
