@@ -66,7 +66,7 @@ BUGS = [
     # the failure's hint given for an FP32 source too
     ("h16", QU, '            if src_kind != "fp32"\n            else ""', '            if True\n            else ""', T),
     # dequantize: the weight zero point ignored
-    ("d1", DQ, "z = np.zeros_like(s) if zp is None else np.asarray(zp, np.float32)", "z = np.zeros_like(s)", T),
+    ("d1", DQ, "z = np.zeros((), np.float32) if zp is None else np.asarray(zp, np.float32)", "z = np.zeros((), np.float32)", T),
     # dequantize: MatMulInteger's per-column scales taken per row
     ("d2", DQ, 'integer_op(node, "MatMul", 1)', 'integer_op(node, "MatMul", 0)', T),
     # dequantize: QLinearConv's int32 bias scaled by the weight scale only
