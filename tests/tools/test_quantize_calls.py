@@ -646,3 +646,64 @@ def test_a_model_without_node_names_still_keeps_its_tail_float(tmp_path: Path) -
     assert {producer[i].op_type for i in final.input} == {"Mul", "Sigmoid"}
     tail = {"flat", "box_raw", "cls_raw", "box_sig", "box_px", "cls", "output0"}
     assert not tail & {i for n in q.graph.node if n.op_type == "QuantizeLinear" for i in n.input}
+
+
+def test_the_models_quantize_only_inspects_are_cpu_sessions_without_warm_up(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source and the float reference are opened to read their kind, input and metadata: on a
+    Jetson the default provider would build a TensorRT engine (minutes) and warm it up for nothing."""
+    from edge_agent.adapters import runtime
+
+    made: list[tuple[str, Any, Any]] = []
+    real = runtime.OnnxModel
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, path: Any, *a: Any, **kw: Any) -> None:
+            made.append((Path(path).name, kw.get("provider", "<default>"), kw.get("warmup", "<default>")))
+            super().__init__(path, *a, **kw)
+
+    monkeypatch.setattr(runtime, "OnnxModel", Recording)
+    quantize_model(
+        toy_dir / "toy-fp32.onnx", tmp_path / "q.onnx", image_files(toy_dir / "calib")[:2], progress=False
+    )
+    assert len(made) == 2 and made[0][0] == "toy-fp32.onnx"
+    assert {(p, w) for _, p, w in made} == {("cpu", False)}
+
+
+def test_a_quantized_source_is_logged_with_what_was_done_to_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A library caller (no CLI) learns from the log that the FP32 copy came from an INT8 model, and
+    the Nano lowering says what it did."""
+    from onnxruntime.quantization import QuantFormat, quantize_static
+    from support.toolchain import write_scenes
+
+    calib = write_scenes(tmp_path / "calib", 3, seed=1)
+    feeds = iter([{"images": preprocess_detector(read_image(f), (64, 64))[0]} for f in calib])
+
+    class Reader:
+        def get_next(self) -> Any:
+            return next(feeds, None)
+
+    from support.toolchain import build_toy_detector
+
+    fp32 = build_toy_detector(tmp_path / "toy.onnx")
+    qdq = tmp_path / "toy-qdq.onnx"
+    quantize_static(str(fp32), str(qdq), Reader(), quant_format=QuantFormat.QDQ)  # type: ignore[arg-type]
+    caplog.set_level(logging.INFO, logger="edge_agent.tools.quantize")
+    quantize_model(qdq, tmp_path / "q.onnx", calib, progress=False, target_ort="1.11")
+    lines = [r.getMessage() for r in caplog.records if r.name == "edge_agent.tools.quantize"]
+    assert any(
+        m.startswith("toy-qdq.onnx: qdq int8 model: dequantized back to FP32 first; the result's accuracy")
+        for m in lines
+    ), lines
+    assert "opset 17 -> 16 (onnx version converter)" in lines  # convert's own lines reach the log
+
+
+def test_reduce_range_is_off_unless_asked(toy_dir: Path, tmp_path: Path, calls: list[dict[str, Any]]) -> None:
+    """Full 8-bit weights by default; 7-bit only with --reduce-range (accuracy costs)."""
+    out = tmp_path / "q.onnx"
+    res = quantize_model(toy_dir / "toy-fp32.onnx", out, image_files(toy_dir / "calib")[:2], progress=False)
+    assert calls[0]["reduce_range"] is False and res.settings["reduce_range"] is False
+    assert (res.settings["method"], res.settings["target"]) == ("minmax", "x86")
