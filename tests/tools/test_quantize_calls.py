@@ -451,6 +451,9 @@ def test_a_model_at_opset_13_or_newer_is_not_converted(
     spelled = toy_detector_model(opset=11)
     spelled.opset_import[0].domain = "ai.onnx"
     assert next(o.version for o in _upgrade_opset(onnx, spelled).opset_import if o.domain == "ai.onnx") == 13
+    new_spelled = toy_detector_model(opset=17)
+    new_spelled.opset_import[0].domain = "ai.onnx"
+    assert _upgrade_opset(onnx, new_spelled) is new_spelled  # never down-converted to 13
 
 
 def test_have_sympy_is_whether_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
