@@ -250,3 +250,182 @@ def test_a_dynamic_conv_with_per_channel_scales_comes_back(zp: int) -> None:
     exact = _run(_float_model(conv, wd, [1, 3, 6, 6], [1, 4, 6, 6]), {"x": x})
     np.testing.assert_allclose(_run(out, {"x": x}), exact, atol=1e-4)
     assert np.abs(_run(out, {"x": x}) - want).max() < 0.03 * np.abs(want).max()
+
+
+def _graph_model(
+    nodes: list[Any],
+    inits: list[Any],
+    x_shape: list[int],
+    y_shape: Any = None,
+    x_type: int = TensorProto.FLOAT,
+) -> Any:
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", x_type, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_a_qdq_weight_given_by_constant_nodes_is_folded() -> None:
+    """PyTorch's QDQ export gives weights, scales and zero points as Constant nodes, not initializers."""
+    wq = np.array([[10, -20, 30], [40, 50, -60]], np.int8)
+    consts = {"wq": wq, "ws": np.float32(0.5), "wz": np.int8(4)}
+    nodes = [
+        helper.make_node("Constant", [], [k], value=numpy_helper.from_array(v, f"{k}_value"))
+        for k, v in consts.items()
+    ]
+    nodes += [
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"]),
+        helper.make_node("MatMul", ["x", "w"], ["y"]),
+    ]
+    m = _graph_model(nodes, [], [1, 2])
+    out = dequantize(m)
+    assert [n.op_type for n in out.graph.node] == ["MatMul"]
+    x = np.array([[1.0, 2.0]], np.float32)
+    np.testing.assert_allclose(_run(out, {"x": x}), x @ ((wq.astype(np.float32) - 4) * 0.5))
+
+
+def _conv_integer_model(
+    w_zero_point: bool, scale_from_input: bool = False, computed_weight: bool = False
+) -> Any:
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"])]
+    nodes.append(helper.make_node("Mul", ["xs", "sx" if scale_from_input else "ws"], ["sprod"]))
+    w_in = "wq"
+    if computed_weight:
+        nodes.append(helper.make_node("Neg", ["wq"], ["wneg"]))
+        w_in = "wneg"
+    ins = ["xq", w_in, "xz"] + (["wz"] if w_zero_point else [])
+    nodes += [
+        helper.make_node("ConvInteger", ins, ["ci"], name="ci"),
+        helper.make_node("Cast", ["ci"], ["cf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["cf", "sprod"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([[[[3]], [[-5]]], [[[7]], [[2]]]], np.int8), "wq"),
+        numpy_helper.from_array(np.float32(0.25), "ws"),
+        numpy_helper.from_array(np.int8(1), "wz"),
+    ]
+    m = _graph_model(nodes, inits, [1, 2, 3, 3], [1, 2, 3, 3])
+    if scale_from_input:
+        m.graph.input.append(helper.make_tensor_value_info("sx", TensorProto.FLOAT, []))
+    return m
+
+
+@pytest.mark.parametrize("w_zero_point", [False, True])
+def test_a_conv_integer_with_or_without_its_weight_zero_point(w_zero_point: bool) -> None:
+    """ConvInteger's w_zero_point is optional (three inputs): absent means 0."""
+    m = _conv_integer_model(w_zero_point)
+    out, _ = to_float32(m, "dynamic_int8")
+    zp = 1.0 if w_zero_point else 0.0
+    w = (np.array([[[[3]], [[-5]]], [[[7]], [[2]]]], np.float32) - zp) * 0.25
+    x = np.random.default_rng(3).normal(0, 1, (1, 2, 3, 3)).astype(np.float32)
+    exact = _run(
+        _float_model(helper.make_node("Conv", ["x", "w"], ["y"]), w, [1, 2, 3, 3], [1, 2, 3, 3]), {"x": x}
+    )
+    np.testing.assert_allclose(_run(out, {"x": x}), exact, atol=1e-5)
+
+
+def test_a_conv_integer_it_cannot_read_is_refused_in_one_line() -> None:
+    from edge_agent.errors import QuantizeError
+
+    with pytest.raises(QuantizeError) as e:
+        dequantize(_conv_integer_model(True, scale_from_input=True))
+    assert str(e.value) == "cannot dequantize ConvInteger 'ci': weight scale not found"
+    with pytest.raises(QuantizeError) as e:
+        dequantize(_conv_integer_model(True, computed_weight=True))
+    assert str(e.value) == "cannot dequantize: weight 'wneg' is not a constant"
+
+
+def test_two_conv_integers_on_one_quantized_input_keep_their_own_weights() -> None:
+    """Both ConvIntegers read the same DynamicQuantizeLinear (and its zero point): each float Conv
+    gets its own weight, never the other one's."""
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("Mul", ["xs", "ws"], ["sprod"]),
+    ]
+    for k in ("a", "b"):
+        nodes += [
+            helper.make_node("ConvInteger", ["xq", f"w{k}", "xz"], [f"ci{k}"]),
+            helper.make_node("Cast", [f"ci{k}"], [f"cf{k}"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [f"cf{k}", "sprod"], [f"y{k}"]),
+        ]
+    nodes.append(helper.make_node("Concat", ["ya", "yb"], ["y"], axis=1))
+    wa = np.array([[[[2]], [[0]]]], np.int8)
+    wb = np.array([[[[0]], [[-3]]]], np.int8)
+    inits = [
+        numpy_helper.from_array(wa, "wa"),
+        numpy_helper.from_array(wb, "wb"),
+        numpy_helper.from_array(np.float32(0.5), "ws"),
+    ]
+    out, _ = to_float32(_graph_model(nodes, inits, [1, 2, 2, 2], [1, 2, 2, 2]), "dynamic_int8")
+    x = np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2)
+    got = _run(out, {"x": x})
+    np.testing.assert_allclose(got[:, 0], x[:, 0] * 1.0)
+    np.testing.assert_allclose(got[:, 1], x[:, 1] * -1.5)
+
+
+def test_two_channels_are_per_channel_too() -> None:
+    """Two scales and two zero points along axis 0 of a [2, 3] weight (not broadcast on the last axis)."""
+    wq = np.array([[10, 20, 30], [-10, -20, -30]], np.int8)
+    inits = [
+        numpy_helper.from_array(wq, "wq"),
+        numpy_helper.from_array(np.array([0.5, 2.0], np.float32), "ws"),
+        numpy_helper.from_array(np.array([1, -1], np.int8), "wz"),
+    ]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+        helper.make_node("Gemm", ["x", "w"], ["y"], transB=1),
+    ]
+    out = dequantize(_graph_model(nodes, inits, [1, 3]))
+    x = np.array([[1.0, 1.0, 1.0]], np.float32)
+    want = x @ ((wq.astype(np.float32) - np.array([[1], [-1]])) * np.array([[0.5], [2.0]])).T
+    np.testing.assert_allclose(_run(out, {"x": x}), want)
+
+
+def test_fp16_leaves_integer_casts_alone() -> None:
+    """Only float16 types become float32: a Cast to int64 (indices, shapes) stays int64."""
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xi"], to=TensorProto.INT64),
+        helper.make_node("Cast", ["xi"], ["xh"], to=TensorProto.FLOAT16),
+        helper.make_node("Cast", ["xh"], ["y"], to=TensorProto.FLOAT),
+    ]
+    m = _graph_model(nodes, [numpy_helper.from_array(np.zeros(1, np.float16), "unused")], [1, 3])
+    fp16_to_fp32(m)
+    assert [helper.get_attribute_value(n.attribute[0]) for n in m.graph.node] == [
+        TensorProto.INT64,
+        TensorProto.FLOAT,
+        TensorProto.FLOAT,
+    ]
+    x = np.array([[1.7, -2.2, 3.9]], np.float32)
+    np.testing.assert_allclose(_run(m, {"x": x}), np.trunc(x))
+
+
+def test_a_qlinear_matmul_with_a_constant_uint8_operand_keeps_its_zero_point() -> None:
+    """QOperator with a constant operand quantized as an activation (uint8, zero point 128)."""
+    s = numpy_helper.from_array
+    b = np.array([[128, 200], [10, 128]], np.uint8)
+    inits = [
+        s(np.float32(0.1), "xs"),
+        s(np.uint8(128), "xz"),
+        s(b, "bq"),
+        s(np.float32(0.05), "bs"),
+        s(np.uint8(128), "bz"),
+        s(np.float32(0.05), "ys"),
+        s(np.uint8(128), "yz"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("QLinearMatMul", ["xq", "xs", "xz", "bq", "bs", "bz", "ys", "yz"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"]),
+    ]
+    q = _graph_model(nodes, inits, [1, 2])
+    x = np.array([[1.0, -0.5]], np.float32)
+    out = dequantize(_graph_model(nodes, inits, [1, 2]))
+    want = x @ ((b.astype(np.float32) - 128) * 0.05)
+    np.testing.assert_allclose(_run(out, {"x": x}), want, atol=1e-6)
+    np.testing.assert_allclose(_run(q, {"x": x}), want, atol=0.026)  # the INT8 model, within an output step
