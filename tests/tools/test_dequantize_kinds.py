@@ -429,3 +429,23 @@ def test_a_qlinear_matmul_with_a_constant_uint8_operand_keeps_its_zero_point() -
     want = x @ ((b.astype(np.float32) - 128) * 0.05)
     np.testing.assert_allclose(_run(out, {"x": x}), want, atol=1e-6)
     np.testing.assert_allclose(_run(q, {"x": x}), want, atol=0.026)  # the INT8 model, within an output step
+
+
+def test_a_constant_operand_with_a_computed_scale_is_refused_naming_the_scale() -> None:
+    from edge_agent.errors import QuantizeError
+
+    s = numpy_helper.from_array
+    inits = [s(np.float32(0.1), "xs"), s(np.uint8(128), "z"), s(np.array([[1, 2]], np.uint8), "bq")]
+    nodes = [
+        helper.make_node("Relu", ["xs"], ["bs"]),
+        helper.make_node(
+            "QLinearAdd",
+            ["x", "xs", "z", "bq", "bs", "z", "xs", "z"],
+            ["y"],
+            domain="com.microsoft",
+            name="add",
+        ),
+    ]
+    with pytest.raises(QuantizeError) as e:
+        dequantize(_graph_model(nodes, inits, [1, 2], x_type=TensorProto.UINT8))
+    assert str(e.value) == "cannot dequantize: scale 'bs' is not a constant"
