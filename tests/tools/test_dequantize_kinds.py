@@ -205,6 +205,9 @@ def test_a_quantized_model_with_fp16_parts_gets_both_steps() -> None:
         out, note = to_float32(mm, kind)
         assert note.startswith(f"{kind.replace('_', ' ')} model: dequantized back to FP32 first")
         assert not has_fp16(out) and "DequantizeLinear" not in [n.op_type for n in out.graph.node]
+        # no float16 left anywhere, not even as a Cast target in the middle of the graph
+        casts = [helper.get_attribute_value(n.attribute[0]) for n in out.graph.node if n.op_type == "Cast"]
+        assert casts == [TensorProto.FLOAT, TensorProto.FLOAT]
         x = np.array([[1.0, 2.0]], np.float32)
         np.testing.assert_allclose(_run(out, {"x": x}), x * np.array([5.0, -10.0]) + np.array([0.25, 0.5]))
 
