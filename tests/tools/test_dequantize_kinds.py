@@ -452,3 +452,17 @@ def test_a_constant_operand_with_a_computed_scale_is_refused_naming_the_scale() 
     with pytest.raises(QuantizeError) as e:
         dequantize(_graph_model(nodes, inits, [1, 2], x_type=TensorProto.UINT8))
     assert str(e.value) == "cannot dequantize: scale 'bs' is not a constant"
+
+
+def test_a_per_channel_dequantize_linear_without_axis_uses_axis_1() -> None:
+    """The operator's default axis is 1: four column scales of a [3, 4] MatMul weight."""
+    wq = np.arange(12, dtype=np.int8).reshape(3, 4) - 6
+    s = np.array([0.1, 0.2, 0.4, 0.8], np.float32)
+    inits = [numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(s, "ws")]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["wq", "ws"], ["w"]),
+        helper.make_node("MatMul", ["x", "w"], ["y"]),
+    ]
+    out = dequantize(_graph_model(nodes, inits, [1, 3]))
+    x = np.array([[1.0, -1.0, 2.0]], np.float32)
+    np.testing.assert_allclose(_run(out, {"x": x}), x @ (wq.astype(np.float32) * s), rtol=1e-6)
