@@ -143,10 +143,18 @@ def _freelist(pages: dict[int, bytes], first: int, count: int) -> set[int]:
     return free
 
 
-def _cells(pages: dict[int, bytes], pgno: int, usable: int) -> list[tuple[int, bytes]]:
-    page = pages[pgno]
+def _cells(pages: dict[int, bytes], pgno: int, usable: int, chains: list[int]) -> list[tuple[int, bytes]]:
+    """The (rowid, payload) cells of one table-leaf page, or IndexError when its bytes are damaged.
+    Read within the usable size, as SQLite does (the reserved bytes at the end are no cell's); more
+    cells than the page can hold is damage (SQLite's MX_CELL). ``chains`` holds the overflow pages
+    the whole scan may still read: a valid file reads each once, but every cell pointer of a
+    crafted page may point at the same cell with a chain through the whole file (2 MiB took 14 s,
+    growing with the square of the size), so past the budget a chain is damage."""
+    page = pages[pgno][:usable]
     h = 100 if pgno == 1 else 0
     ncells = int.from_bytes(page[h + 3 : h + 5], "big")
+    if ncells > (len(pages[pgno]) - 8) // 6:
+        raise IndexError(f"{ncells} cells on a page")
     cells = []
     for c in range(ncells):
         ptr = int.from_bytes(page[h + 8 + 2 * c : h + 10 + 2 * c], "big")
@@ -163,13 +171,14 @@ def _cells(pages: dict[int, bytes], pgno: int, usable: int) -> list[tuple[int, b
             nxt = int.from_bytes(page[i + local : i + local + 4], "big")
             seen: set[int] = set()
             while len(payload) < size:
-                if nxt not in pages or nxt in seen:
+                if nxt not in pages or nxt in seen or chains[0] <= 0:
                     raise IndexError(f"overflow page {nxt} missing")
                 seen.add(nxt)
+                chains[0] -= 1
                 ov = pages[nxt]
                 payload += ov[4 : 4 + min(usable - 4, size - len(payload))]
                 nxt = int.from_bytes(ov[:4], "big")
-        if len(payload) != size:
+        if len(payload) != size or i + local + (4 if local < size else 0) > usable:
             raise IndexError("cell runs past its page")
         cells.append((rowid, bytes(payload)))
     return cells
@@ -183,10 +192,9 @@ def _ptrmap_free(pages: dict[int, bytes], usable: int) -> Optional[set[int]]:
     last = max(pages, default=0)
     free: set[int] = set()
     checked = plausible = 0
-    for pm in range(2, last + 1, per + 1):
-        page = pages.get(pm)
-        if page is None:
-            continue
+    # the map pages the file has (a WAL frame may name page 2^32 - 1: no stepping up to it)
+    for pm in sorted(p for p in pages if p >= 2 and (p - 2) % (per + 1) == 0):
+        page = pages[pm]
         for k in range(min(per, last - pm)):
             kind, parent = page[5 * k], int.from_bytes(page[5 * k + 1 : 5 * k + 5], "big")
             checked += 1
@@ -241,13 +249,14 @@ def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool)
         mapped = _ptrmap_free(pages, usable)
         result.ptrmap = mapped is not None
         free = mapped or set()
+    chains = [4 * len(pages)]  # overflow pages to read in all (see _cells)
     for pgno in sorted(pages):
         page = pages[pgno]
         h = 100 if pgno == 1 else 0
         if pgno in free or page[h] != TABLE_LEAF:
             continue
         try:
-            cells = _cells(pages, pgno, usable)
+            cells = _cells(pages, pgno, usable, chains)
         except (IndexError, ValueError, struct.error):
             result.damaged_pages += 1
             continue
