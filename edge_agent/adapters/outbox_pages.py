@@ -144,16 +144,15 @@ def _freelist(pages: dict[int, bytes], first: int, count: int) -> set[int]:
 
 
 def _cells(pages: dict[int, bytes], pgno: int, usable: int, chains: list[int]) -> list[tuple[int, bytes]]:
-    """The (rowid, payload) cells of one table-leaf page, or IndexError when its bytes are damaged.
-    Read within the usable size, as SQLite does (the reserved bytes at the end are no cell's); more
-    cells than the page can hold is damage (SQLite's MX_CELL). ``chains`` holds the overflow pages
-    the whole scan may still read: a valid file reads each once, but every cell pointer of a
-    crafted page may point at the same cell with a chain through the whole file (2 MiB took 14 s,
-    growing with the square of the size), so past the budget a chain is damage."""
-    page = pages[pgno][:usable]
+    """The (rowid, payload) cells of one table-leaf page, or IndexError when its bytes are damaged:
+    more cells than a page can hold is damage (SQLite's MX_CELL, as it reads a page). ``chains``
+    holds the overflow pages the whole scan may still read: a valid file reads each once, but every
+    cell pointer of a crafted page may point at the same cell with a chain through the whole file
+    (2 MiB took 14 s, growing with the square of the size), so past that budget a chain is damage."""
+    page = pages[pgno]
     h = 100 if pgno == 1 else 0
     ncells = int.from_bytes(page[h + 3 : h + 5], "big")
-    if ncells > (len(pages[pgno]) - 8) // 6:
+    if ncells > (len(page) - 8) // 6:
         raise IndexError(f"{ncells} cells on a page")
     cells = []
     for c in range(ncells):
@@ -178,7 +177,7 @@ def _cells(pages: dict[int, bytes], pgno: int, usable: int, chains: list[int]) -
                 ov = pages[nxt]
                 payload += ov[4 : 4 + min(usable - 4, size - len(payload))]
                 nxt = int.from_bytes(ov[:4], "big")
-        if len(payload) != size or i + local + (4 if local < size else 0) > usable:
+        if len(payload) != size:
             raise IndexError("cell runs past its page")
         cells.append((rowid, bytes(payload)))
     return cells
