@@ -1,0 +1,179 @@
+"""The salvage page reader's bounds against crafted and damaged pages (issue 19): a cell count no
+page can hold, cells that all point at one cell with a long overflow chain, an overflow chain that
+loops; each ends at once, counted as damage, and the rows of the file's other pages are still read
+exactly as SQLite reads them."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.sqlite_file import committed, outbox_file, rows_of
+
+from edge_agent.adapters import outbox_pages
+from edge_agent.adapters.outbox_pages import _varint, scan
+
+
+def _cell_heads(db: bytes, ps: int, pgno: int) -> list[tuple[int, int]]:
+    """(rowid, column count) of each cell of a leaf, read with SQLite's varints only."""
+    page, out = db[(pgno - 1) * ps : pgno * ps], []
+    for ptr in _pointers(db, ps, pgno):
+        _, i = _varint(page, ptr)
+        rowid, i = _varint(page, i)
+        hlen, k = _varint(page, i)
+        columns = 0
+        while k < i + hlen:
+            _, k = _varint(page, k)
+            columns += 1
+        out.append((rowid, columns))
+    return out
+
+
+def _rows_on(db: bytes, ps: int, pgno: int) -> set[int]:
+    return {rowid for rowid, _ in _cell_heads(db, ps, pgno)}
+
+
+def _leaves(db: bytes, ps: int) -> list[int]:
+    """The messages table's leaf pages (not the schema's, meta's or sqlite_sequence's)."""
+    return [
+        n
+        for n in range(2, len(db) // ps + 1)
+        if db[(n - 1) * ps] == 0x0D and any(cols == 8 for _, cols in _cell_heads(db, ps, n))
+    ]
+
+
+def _pointers(db: bytes, ps: int, pgno: int) -> list[int]:
+    at = (pgno - 1) * ps
+    n = int.from_bytes(db[at + 3 : at + 5], "big")
+    return [int.from_bytes(db[at + 8 + 2 * c : at + 10 + 2 * c], "big") for c in range(n)]
+
+
+def _set_pointers(db: bytearray, ps: int, pgno: int, ptrs: list[int]) -> None:
+    at = (pgno - 1) * ps
+    assert 8 + 2 * len(ptrs) <= min(_pointers(bytes(db), ps, pgno))  # the array ends before any cell
+    db[at + 3 : at + 5] = len(ptrs).to_bytes(2, "big")
+    db[at + 8 : at + 8 + 2 * len(ptrs)] = b"".join(p.to_bytes(2, "big") for p in ptrs)
+
+
+def _sqlite_reads(db: bytes) -> bool:
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "c.db").write_bytes(db)
+        conn = sqlite3.connect(str(Path(d) / "c.db"))
+        try:
+            conn.execute("SELECT * FROM messages").fetchall()
+            return True
+        except sqlite3.DatabaseError as e:
+            assert "malformed" in str(e)
+            return False
+        finally:
+            conn.close()
+
+
+def _small_leaf_file() -> tuple[bytes, int]:
+    """A 512-byte-page file whose last leaf holds few rows: room for a long cell pointer array."""
+    with outbox_file(512) as f:
+        f.put(rows_of(40, size=20))
+        f.checkpoint()
+        db, _ = f.image()
+    leaf = min(_leaves(db, 512), key=lambda n: len(_pointers(db, 512, n)))
+    assert 1 <= len(_pointers(db, 512, leaf)) < 84
+    return db, leaf
+
+
+@pytest.mark.parametrize("count", [84, 85])
+def test_a_cell_count_past_what_a_page_holds_is_damage_as_in_sqlite(count: int) -> None:
+    """(512 - 8) / 6 = 84 cells fit a 512-byte page (SQLite's MX_CELL: each cell at least 4 bytes
+    and its 2-byte pointer). With 84 pointers SQLite reads the page (here the leaf's own cells over
+    and over) and so does the scan; with 85 SQLite calls the file malformed and the scan counts the
+    page as damage, keeping every other page's rows."""
+    db, leaf = _small_leaf_file()
+    own = _pointers(db, 512, leaf)
+    data = bytearray(db)
+    _set_pointers(data, 512, leaf, [own[c % len(own)] for c in range(count)])
+    found = scan(bytes(data))
+    rows, _ = committed(db, b"")
+    if count == 84:
+        assert _sqlite_reads(bytes(data))
+        assert found.messages == committed(bytes(data), b"")[0] == rows and found.damaged_pages == 0
+    else:
+        assert not _sqlite_reads(bytes(data))
+        lost = _rows_on(db, 512, leaf)
+        assert lost and found.damaged_pages == 1
+        assert found.messages == {k: v for k, v in rows.items() if k not in lost}
+
+
+class _Counted(dict):  # type: ignore[type-arg]
+    """The scan's pages, counting every page read but the one of the leaf being read."""
+
+    reads = 0
+    leaf = 0
+
+    def __getitem__(self, key: Any) -> bytes:
+        if key != _Counted.leaf:
+            _Counted.reads += 1
+        value: bytes = super().__getitem__(key)
+        return value
+
+
+def test_cells_that_all_point_at_one_long_chain_read_at_most_four_times_the_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A crafted leaf whose every cell pointer names the same cell with a 10-page overflow chain:
+    read per pointer, a 4 MiB file of such pages takes minutes (the square of its size). The scan
+    reads overflow pages up to 4 times the file's page count in all, then counts the page as damage."""
+    with outbox_file(4096) as f:
+        f.put([("big", "t", bytes(range(256)) * 160, 1.0, 0)])  # 40 960 bytes: a 10-page chain
+        f.put(rows_of(3, size=50, start=10))
+        f.checkpoint()
+        db, _ = f.image()
+    rows, _ = committed(db, b"")
+    leaf = _leaves(db, 4096)
+    assert len(leaf) == 1 and len(_pointers(db, 4096, leaf[0])) == 4
+    assert scan(db).messages == rows
+    data = bytearray(db)
+    big = _pointers(db, 4096, leaf[0])[0]
+    _set_pointers(data, 4096, leaf[0], [big] * 100)
+    cells = outbox_pages._cells
+    _Counted.reads = 0
+
+    def counted(pages: dict[int, bytes], pgno: int, *rest: Any) -> Any:
+        _Counted.leaf = pgno
+        return cells(_Counted(pages), pgno, *rest)
+
+    monkeypatch.setattr(outbox_pages, "_cells", counted)
+    found = scan(bytes(data))
+    assert found.pages == len(db) // 4096 < 20
+    assert _Counted.reads == 4 * found.pages  # 100 pointers x 10 pages without the bound
+    assert found.damaged_pages == 1 and found.messages == {}
+
+
+def test_an_overflow_chain_that_loops_is_damage_and_later_chains_are_still_read() -> None:
+    """A row's overflow chain whose second page points back at its first: the scan counts that
+    leaf as damage at the loop (not after reading the loop until the file's budget is spent) and
+    reads every other leaf's rows as SQLite does, a later row's 4-page chain included."""
+    pattern = bytes(range(256)) * 16  # 4096 bytes: a 4-page chain at 1024-byte pages
+    with outbox_file(1024) as f:
+        f.put([("big", "t", pattern, 1.0, 0)])
+        f.put(rows_of(60, size=100))
+        f.put([("late", "t", pattern[::-1], 2.0, 0)])
+        f.checkpoint()
+        db, _ = f.image()
+    rows, _ = committed(db, b"")
+    pages = {n // 1024 + 1: db[n : n + 1024] for n in range(0, len(db), 1024)}
+    big = next(k for k, v in rows.items() if v[0] == "big")
+    holder = next(n for n in _leaves(db, 1024) if big in _rows_on(db, 1024, n))
+    lost = _rows_on(db, 1024, holder)
+    assert lost != set(rows) and max(rows) not in lost  # the late row is on another leaf
+    # the chain: pages holding 8 increasing bytes of the pattern, the first one named by no other
+    chain = {n for n, page in pages.items() if page[4:12] in pattern}
+    first = next(n for n in chain if all(int.from_bytes(pages[m][:4], "big") != n for m in chain))
+    second = int.from_bytes(pages[first][:4], "big")
+    assert second in chain
+    data = bytearray(db)
+    data[(second - 1) * 1024 : (second - 1) * 1024 + 4] = first.to_bytes(4, "big")
+    found = scan(bytes(data))
+    assert found.damaged_pages == 1
+    assert found.messages == {k: v for k, v in rows.items() if k not in lost}
