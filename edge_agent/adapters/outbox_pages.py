@@ -208,17 +208,28 @@ def _ptrmap_free(pages: dict[int, bytes], usable: int) -> Optional[set[int]]:
     return free if checked and plausible >= 0.95 * checked else None
 
 
+def _usable(ps: int, reserved: int) -> bool:
+    """A page size SQLite can have (a power of two from 512 to 65536) leaving at least 480 bytes."""
+    return 512 <= ps <= 65536 and not ps & (ps - 1) and reserved <= ps - 480
+
+
 def scan(db: bytes, wal: Optional[bytes] = None) -> PageScan:
     """Every readable outbox row and counter in a (possibly truncated or overwritten) file image."""
-    if db[:16] == HEADER:
-        ps = int.from_bytes(db[16:18], "big")
-        return _scan(db, wal, 65536 if ps == 1 else ps, db[20], header=True)
-    if wal and len(wal) >= 32:
-        return _scan(db, wal, int.from_bytes(wal[8:12], "big") or 4096, 0, header=False)
-    # no header anywhere (its first bytes overwritten): a damaged header is damage like any other.
-    # The page size is the one whose pointer map reads as one (the outbox's files are auto_vacuum);
-    # "the most rows" would pick a wrong size whose cut-up map hides the free pages, and bring
-    # acknowledged rows back. Only a file without a readable map falls back to the most rows.
+    ps = 65536 if db[16:18] == b"\x00\x01" else int.from_bytes(db[16:18], "big")
+    if db[:16] == HEADER and _usable(ps, db[20]):
+        return _scan(db, wal, ps, db[20], header=True)
+    ps = int.from_bytes(wal[8:12], "big") if wal and len(wal) >= 32 else 0
+    if (
+        wal
+        and _usable(ps, 0)
+        and _checksum(wal[:24], (0, 0), wal[3] == 0x83) == struct.unpack(">II", wal[24:32])
+    ):
+        return _scan(db, wal, ps, 0, header=False)
+    # no header anywhere (its first bytes overwritten, or a page size no file has: damage like any
+    # other; SQLite would not open the file at all). The page size is the one whose pointer map
+    # reads as one (the outbox's files are auto_vacuum); "the most rows" would pick a wrong size
+    # whose cut-up map hides the free pages, and bring acknowledged rows back. Only a file without
+    # a readable map falls back to the most rows.
     best = PageScan()
     for ps in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
         found = _scan(db, wal, ps, 0, header=False)
@@ -231,7 +242,7 @@ def scan(db: bytes, wal: Optional[bytes] = None) -> PageScan:
 
 def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool) -> PageScan:
     result = PageScan(page_size=ps)
-    if ps < 512 or ps > 65536 or ps & (ps - 1) or reserved >= ps - 480:
+    if not _usable(ps, reserved):
         return result
     usable = ps - reserved
     pages = {n // ps + 1: db[n : n + ps] for n in range(0, len(db) - ps + 1, ps)}
