@@ -255,6 +255,8 @@ def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool)
     free: set[int] = set()
     if header or first[:16] == HEADER:  # a WAL copy of page 1 brings its header back
         free = _freelist(pages, *struct.unpack(">II", first[32:40])) if len(first) >= 100 else set()
+        if first[52:56] != bytes(4):  # auto_vacuum: the map tells the free pages a damaged trunk hides
+            free |= _ptrmap_free(pages, usable) or set()
     else:
         mapped = _ptrmap_free(pages, usable)
         result.ptrmap = mapped is not None
