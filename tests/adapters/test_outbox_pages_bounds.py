@@ -275,3 +275,19 @@ def test_a_damaged_freelist_trunk_brings_no_acked_row_back(junk: str) -> None:
     rows, _ = committed(bytes(data), b"")
     assert sorted(rows) == list(range(2901, 3001))
     assert scan(bytes(data)).messages == rows
+
+
+def test_a_pointer_map_page_damaged_to_say_every_page_is_free_hides_no_row_while_the_freelist_reads() -> None:
+    """The map is asked only when the freelist's walk misses pages its header counts: a map page
+    rewritten to call every page free (plausible: kind 2, parent 0) beside an intact freelist
+    changes nothing; the scan reads what SQLite reads."""
+    with outbox_file(512) as f:
+        f.put(rows_of(3000, size=60))
+        f.delete("id <= 2900")
+        f.checkpoint()
+        db, _ = f.image()
+    data = bytearray(db)
+    data[512:1024] = b"\x02\x00\x00\x00\x00" * 102 + bytes(2)  # page 2: the first map page
+    rows, _ = committed(bytes(data), b"")
+    assert sorted(rows) == list(range(2901, 3001))
+    assert scan(bytes(data)).messages == rows
