@@ -254,11 +254,11 @@ def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool)
     first = pages.get(1, b"")
     free: set[int] = set()
     if header or first[:16] == HEADER:  # a WAL copy of page 1 brings its header back
-        trunk, count = struct.unpack(">II", first[32:40]) if len(first) >= 100 else (0, 0)
-        free = _freelist(pages, trunk, count)
-        if len(free) != count and first[52:56] != bytes(4):
-            # a damaged freelist (its walk misses pages the header counts) in an auto_vacuum file:
-            # the pointer map tells the free pages a damaged trunk hid, acked rows on them
+        free = _freelist(pages, *struct.unpack(">II", first[32:40])) if len(first) >= 100 else set()
+        if first[52:56] != bytes(4):
+            # auto_vacuum (the outbox's files): the pointer map tells the free pages a damaged trunk
+            # (or one wrong slot in it) would hide, acked rows on them. A map rewritten to call live
+            # pages free hides their rows instead: counted lost, never delivered twice.
             free |= _ptrmap_free(pages, usable) or set()
     else:
         mapped = _ptrmap_free(pages, usable)
