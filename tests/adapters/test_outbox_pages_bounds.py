@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from hypothesis import given, settings
@@ -76,37 +76,40 @@ def _sqlite_reads(db: bytes) -> bool:
             conn.close()
 
 
-def _small_leaf_file() -> tuple[bytes, int]:
-    """A 512-byte-page file whose last leaf holds few rows: room for a long cell pointer array."""
-    with outbox_file(512) as f:
-        f.put(rows_of(40, size=20))
+def _small_leaf_file(ps: int, rows: int) -> tuple[bytes, int]:
+    """A file whose last leaf holds few rows: room for a long cell pointer array."""
+    with outbox_file(ps) as f:
+        f.put(rows_of(rows, size=20))
         f.checkpoint()
         db, _ = f.image()
-    leaf = min(_leaves(db, 512), key=lambda n: len(_pointers(db, 512, n)))
-    assert 1 <= len(_pointers(db, 512, leaf)) < 84
+    leaf = min(_leaves(db, ps), key=lambda n: len(_pointers(db, ps, n)))
+    assert 1 <= len(_pointers(db, ps, leaf)) < 20
     return db, leaf
 
 
-@pytest.mark.parametrize("count", [84, 85])
-def test_a_cell_count_past_what_a_page_holds_is_damage_as_in_sqlite(count: int) -> None:
-    """(512 - 8) / 6 = 84 cells fit a 512-byte page (SQLite's MX_CELL: each cell at least 4 bytes
-    and its 2-byte pointer). With 84 pointers SQLite reads the page (here the leaf's own cells over
-    and over) and so does the scan; with 85 SQLite calls the file malformed and the scan counts the
-    page as damage, keeping every other page's rows."""
-    db, leaf = _small_leaf_file()
-    own = _pointers(db, 512, leaf)
+@pytest.mark.parametrize(
+    ("ps", "rows", "count"), [(512, 40, 84), (512, 40, 85), (4096, 70, 681), (4096, 70, 682)]
+)
+def test_a_cell_count_past_what_a_page_holds_is_damage_as_in_sqlite(ps: int, rows: int, count: int) -> None:
+    """(512 - 8) / 6 = 84 cells fit a 512-byte page, 681 a 4096-byte one (SQLite's MX_CELL: each
+    cell at least 4 bytes and its 2-byte pointer). With that many pointers SQLite reads the page
+    (here the leaf's own cells over and over) and so does the scan; with one more SQLite calls the
+    file malformed and the scan counts the page as damage, keeping every other page's rows (682 =
+    0x2AA: the count's high byte matters)."""
+    db, leaf = _small_leaf_file(ps, rows)
+    own = _pointers(db, ps, leaf)
     data = bytearray(db)
-    _set_pointers(data, 512, leaf, [own[c % len(own)] for c in range(count)])
+    _set_pointers(data, ps, leaf, [own[c % len(own)] for c in range(count)])
     found = scan(bytes(data))
-    rows, _ = committed(db, b"")
-    if count == 84:
+    kept, _ = committed(db, b"")
+    if count == (ps - 8) // 6:
         assert _sqlite_reads(bytes(data))
-        assert found.messages == committed(bytes(data), b"")[0] == rows and found.damaged_pages == 0
+        assert found.messages == committed(bytes(data), b"")[0] == kept and found.damaged_pages == 0
     else:
         assert not _sqlite_reads(bytes(data))
-        lost = _rows_on(db, 512, leaf)
+        lost = _rows_on(db, ps, leaf)
         assert lost and found.damaged_pages == 1
-        assert found.messages == {k: v for k, v in rows.items() if k not in lost}
+        assert found.messages == {k: v for k, v in kept.items() if k not in lost}
 
 
 class _Counted(dict):  # type: ignore[type-arg]
@@ -319,3 +322,46 @@ def test_no_damage_to_the_freelist_trunks_brings_an_acked_row_back(
         data[start : start + len(junk)] = junk
     found = scan(bytes(data))
     assert set(found.messages) <= set(rows)
+
+
+def _map_image(extra: Optional[tuple[int, int]]) -> bytes:
+    """102 pages of 512 bytes, no header, rows nowhere: page 2 is a pointer map of 100 entries
+    (pages 3-102), 95 of them plausible (a root, a free page, overflow and b-tree pages whose
+    parent is in the file), 5 not (kind 9): exactly the 95 % a map needs. ``extra`` (kind, parent)
+    replaces one more plausible entry."""
+    entries = []
+    for k in range(100):
+        kind = (1, 2, 3, 4, 5)[k % 5]
+        parent = 0 if kind <= 2 else 3 + k % 50
+        entries.append((9, 0) if k >= 95 else (kind, parent))
+    if extra is not None:
+        entries[10] = extra
+    page = b"".join(bytes([kind]) + parent.to_bytes(4, "big") for kind, parent in entries)
+    return bytes(512) + page.ljust(512, b"\0") + bytes(512 * 100)
+
+
+@pytest.mark.parametrize(
+    ("extra", "is_map"),
+    [
+        (None, True),  # 95 of 100: the threshold itself
+        ((1, 0), True),  # a root page (kind 1) has no parent
+        ((2, 0), True),  # a free page
+        ((3, 7), True),  # the first overflow page of a cell on page 7
+        ((4, 7), True),  # a later overflow page
+        ((5, 1), True),  # a b-tree page under page 1 (the schema's tree)
+        ((5, 102), True),  # ... under the file's last page
+        ((1, 3), False),  # a root with a parent
+        ((2, 3), False),  # a free page with a parent
+        ((7, 5), False),  # no such kind
+        ((5, 0), False),  # a b-tree page without a parent
+        ((5, 103), False),  # a parent past the file's end
+        ((5, 2**24 + 5), False),  # ... far past it (not read from 3 of its 4 bytes)
+    ],
+)
+def test_a_pointer_map_is_believed_from_95_percent_plausible_entries(
+    extra: Optional[tuple[int, int]], is_map: bool
+) -> None:
+    """Without a header the free pages come from the pointer map only when its entries read as
+    one (95 % plausible): fewer, and the pages are no map (a wrong page size's cut-up pages, or
+    garbage) whose "free" entries would hide live rows or, at the wrong size, free none."""
+    assert scan(_map_image(extra)).ptrmap is is_map
