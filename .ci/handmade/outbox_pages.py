@@ -16,8 +16,22 @@ BUGS = [
     ("pg2", PG, "if head[8:16] != salt or pgno == 0:", "if pgno == 0:", T),
     # pages past the size the last commit left are read (an incremental vacuum in the WAL)
     ("pg3", PG, "    if size:  #", "    if False:  #", T),
-    # the oldest committed frame of a page wins instead of the newest
-    ("pg4", PG, "        pending[pgno] = page\n", "        pending.setdefault(pgno, page)\n", T),
+    # the oldest committed frame of a page wins instead of the newest (a later commit's page lost)
+    (
+        "pg4",
+        PG,
+        "            committed.update(pending)\n",
+        "            committed = {**pending, **committed}\n",
+        T,
+    ),
+    # a frame whose checksum fails is taken (a frame torn at power loss, part new part old bytes)
+    (
+        "pg2b",
+        PG,
+        '        if s != struct.unpack(">II", head[16:24]):\n            break\n',
+        "",
+        T,
+    ),
     # the frame checksum restarts at each frame instead of running on
     (
         "pg5",
