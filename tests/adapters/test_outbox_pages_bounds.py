@@ -365,3 +365,31 @@ def test_a_pointer_map_is_believed_from_95_percent_plausible_entries(
     one (95 % plausible): fewer, and the pages are no map (a wrong page size's cut-up pages, or
     garbage) whose "free" entries would hide live rows or, at the wrong size, free none."""
     assert scan(_map_image(extra)).ptrmap is is_map
+
+
+@pytest.mark.parametrize("ps", [512, 1024, 4096])
+def test_payloads_at_both_local_size_bounds_read_as_sqlite(ps: int) -> None:
+    """A record of exactly usable - 35 bytes stays on its page; one of 2 * usable - 39 spills so
+    that its part on the page is again exactly usable - 35 (SQLite's surplus rule). Rows around
+    both sizes, byte by byte, read as SQLite reads them."""
+    with outbox_file(ps) as f:
+        lengths = [n for bound in (ps - 35, 2 * ps - 39) for n in range(bound - 40, bound)]
+        f.put([(f"m{n}", "t", bytes([n % 256]) * n, 2.0, 0) for n in lengths])
+        f.checkpoint()
+        db, _ = f.image()
+    rows, _ = committed(db, b"")
+    assert len(rows) == 80 and scan(db).messages == rows
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="reserved bytes are set with the sqlite3 shell")
+def test_a_65536_byte_page_with_reserved_bytes_reads_back() -> None:
+    """The header stores 65536 as 1; read as a damaged size, the page size would still be found,
+    but without the header's reserved bytes: the rows spilling to overflow pages would be cut
+    wrongly."""
+    with outbox_file(65536, 200) as f:
+        f.put([(f"m{i}", "t", bytes([i]) * s, 2.0, 0) for i, s in enumerate([65300, 65400, 140000, 100])])
+        f.checkpoint()
+        db, _ = f.image()
+    assert db[16:18] == b"\x00\x01" and db[20] == 200
+    rows, _ = committed(db, b"")
+    assert len(rows) == 4 and scan(db).messages == rows
