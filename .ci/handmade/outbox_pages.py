@@ -43,7 +43,7 @@ BUGS = [
     # the freelist is not consulted
     ("pg6", PG, "if pgno in free or page[h] != TABLE_LEAF:", "if page[h] != TABLE_LEAF:", T),
     # the pointer map is not asked beside an intact header
-    ("pg7", PG, "            free |= _ptrmap_free(pages, usable) or set()\n", "", T),
+    ("pg7", PG, "            free |= _ptrmap_free(pages, usable) or set()\n", "            pass\n", T),
     # reserved bytes ignored: the usable size is the page size
     ("pg8", PG, "    usable = ps - reserved\n", "    usable = ps\n", T),
     # the local payload bound moved by one
