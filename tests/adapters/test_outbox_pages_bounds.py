@@ -393,3 +393,16 @@ def test_a_65536_byte_page_with_reserved_bytes_reads_back() -> None:
     assert db[16:18] == b"\x00\x01" and db[20] == 200
     rows, _ = committed(db, b"")
     assert len(rows) == 4 and scan(db).messages == rows
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="reserved bytes are set with the sqlite3 shell")
+def test_seven_reserved_bytes_at_1024_read_back() -> None:
+    """With 1017 usable bytes the smallest local part, (usable - 12) * 32 // 255 - 23, is 103; one
+    byte less in the product gives 102: the rows that spill with that part cut at the wrong byte."""
+    with outbox_file(1024, 7) as f:
+        f.put([(f"m{n}", "t", bytes([n % 256]) * n, 2.0, 0) for n in range(1000, 3100, 37)])
+        f.checkpoint()
+        db, _ = f.image()
+    assert db[20] == 7
+    rows, _ = committed(db, b"")
+    assert len(rows) == 57 and scan(db).messages == rows
