@@ -587,6 +587,9 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_decode_and_grant.py",
             "tests/adapters/test_images.py",
             "tests/adapters/test_folder_source.py",
+            # CvCaptureSource's V4L2 and GStreamer branches on stand-ins that behave as OpenCV's
+            # backends, its network branch on the real FFmpeg (one real RTSP server, ~2.5 s)
+            "tests/adapters/test_capture_backends.py",
         ],
     ),
     # not tests/inference/test_guard.py (its run/doctor/infer checks are subprocesses); the
@@ -610,7 +613,19 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_host_probes.py",
         ],
     ),
-    "camera-rtsp": (["edge_agent/adapters/camera_rtsp.py"], ["tests/adapters/test_rtsp_transport.py"]),
+    # the real gst-rtsp-server (UDP only, TCP) and scripted cameras on loopback for the probe's
+    # logins, SDPs and bounds; the capture source's RTSP opens on the real FFmpeg
+    "camera-rtsp": (
+        ["edge_agent/adapters/camera_rtsp.py"],
+        [
+            "tests/adapters/test_rtsp_transport.py",
+            "tests/adapters/test_rtsp_probe.py",
+            "tests/adapters/test_capture_backends.py::test_an_rtsp_url_opens_over_the_configured_transport",
+            "tests/adapters/test_capture_backends.py::test_an_rtsp_camera_that_accepts_and_never_answers_does_not_hang_the_open",
+            "tests/adapters/test_capture_backends.py::test_an_rtsp_camera_opens_and_the_log_names_it_without_its_password",
+            "tests/adapters/test_capture_backends.py::test_the_operators_ffmpeg_options_are_kept_and_the_transport_is_for_that_open_only",
+        ],
+    ),
     "app-infer": (["edge_agent/app/infer_cmd.py"], ["tests/app/test_infer_inproc.py"]),
     # what a model file says about itself (names, labels file, imgsz, inspect's JSON): pure parsing
     # and the loads of test_runtime.py's tiny models

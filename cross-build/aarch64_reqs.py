@@ -28,8 +28,9 @@ except ImportError:  # hosts without the packaging distribution still have pip's
     from pip._vendor.packaging.requirements import Requirement  # type: ignore[assignment]
 
 # Host-only tools in the dev extra: linters/type checkers never run on the board, torch is a
-# dev-only extra that would pull gigabytes of aarch64 wheels.
-HOST_ONLY = ("ruff", "mypy", "torch", "types-")
+# dev-only extra that would pull gigabytes of aarch64 wheels, and the emulated smoke subset runs
+# in one process (pytest-xdist would only change the cached environment's key and rebuild it).
+HOST_ONLY = ("ruff", "mypy", "torch", "types-", "pytest-xdist")
 
 
 def target_env(python: str) -> dict[str, str]:

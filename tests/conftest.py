@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +53,18 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         yield b
     finally:
         b.stop()
+
+
+@pytest.fixture
+def notify_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    """A real, non-blocking sd_notify socket named by $NOTIFY_SOCKET (read it with
+    ``support.notify.received``)."""
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(path))
+        sock.setblocking(False)
+        monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+        yield sock
 
 
 @pytest.fixture(scope="session")

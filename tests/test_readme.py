@@ -8,7 +8,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 CI = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-TEST_COMMAND = "ruff check . && ruff format --check . && mypy && python -m pytest"
+TEST_COMMAND = "ruff check . && ruff format --check . && mypy && python -m pytest -n auto"
 
 
 def test_readme_is_a_guide_not_a_report() -> None:

@@ -93,7 +93,9 @@ def probe_tcp_setup(url: str, timeout_s: float = 5.0) -> Optional[int]:
     challenge = ""  # a Digest challenge, answered anew for each request's method and URI
 
     def auth(method: str, uri: str) -> dict[str, str]:
-        if user is None:
+        # nothing before the camera's 401 says which login it takes: Basic sent unasked would put
+        # the password on the wire in the clear to a camera that wants Digest (FFmpeg waits too)
+        if user is None or not challenge:
             return {}
         digest = digest_authorization(challenge, user, password, method, uri)
         if digest is not None:

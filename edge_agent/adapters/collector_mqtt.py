@@ -28,6 +28,8 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from edge_agent.adapters.mqtt_connect import suback_problems
+
 log = logging.getLogger("edge_agent.collector")
 
 
@@ -140,8 +142,7 @@ class Subscriber:
         # Only the SUBACK tells a refused filter (a broker ACL) or a QoS cut to 0 (`max_qos 0`): the
         # first leaves the collector waiting for messages that never come, the second loses the
         # message in flight when it dies (QoS 0 is never redelivered). Both must be seen.
-        refused = [f"{f} ({r})" for f, r in zip(self.filters, reasons) if r.is_failure]
-        qos0 = [f for f, r in zip(self.filters, reasons) if not r.is_failure and r.value == 0]
+        refused, qos0 = suback_problems(self.filters, reasons)
         if refused:
             self.last_error = "broker refused the subscription to " + ", ".join(refused)
             log.error("collector: %s", self.last_error)

@@ -42,7 +42,7 @@ from edge_agent.adapters.model_transfer_disk import (
     read_done,
     remove_path,
 )
-from edge_agent.adapters.mqtt_connect import read_password, tls_context
+from edge_agent.adapters.mqtt_connect import read_password, suback_problems, tls_context
 from edge_agent.adapters.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
 from edge_agent.core.config import Config
 from edge_agent.core.model_package import (
@@ -188,8 +188,7 @@ class ModelReceiver:
         # cut to QoS 0 (`max_qos 0`: the broker keeps nothing for the offline device, so a package
         # sent while it is away never completes). Either is shown in the status, not only logged.
         filters = [f"{b}/#" for b in self.bases]
-        refused = [f"{f} ({r})" for f, r in zip(filters, reasons) if r.is_failure]
-        qos0 = [f for f, r in zip(filters, reasons) if not r.is_failure and r.value == 0]
+        refused, qos0 = suback_problems(filters, reasons)
         if refused:
             with self._lock:
                 self.last_error = "broker refused the subscription to " + ", ".join(refused)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import ssl
 from pathlib import Path
-from typing import Optional
+from typing import Any, List, Optional, Sequence, Tuple
 
 from edge_agent.core.config import MqttConfig
 from edge_agent.errors import SyncError
@@ -63,3 +63,21 @@ def describe_connect_error(cfg: MqttConfig, exc: OSError) -> str:
         # OpenSSL's errors carry a reason; an SSLError raised by Python code (or paho) may not
         return f"TLS handshake with {where} failed: {getattr(exc, 'reason', None) or exc}"
     return f"cannot connect to {where}: {exc.strerror or exc}"
+
+
+def suback_problems(filters: Sequence[str], reasons: Sequence[Any]) -> Tuple[List[str], List[str]]:
+    """The filters a SUBACK refused (with the broker's reason) and those granted only QoS 0.
+
+    Only the SUBACK tells either: a refused filter (an ACL) never delivers, a QoS 0 grant keeps
+    nothing for an offline client. A SUBACK with fewer codes than filters (a broken broker) leaves
+    the rest unanswered: they are refused, not assumed granted."""
+    refused: List[str] = []
+    qos0: List[str] = []
+    for i, topic in enumerate(filters):
+        if i >= len(reasons):
+            refused.append(f"{topic} (no reason code in the SUBACK)")
+        elif reasons[i].is_failure:
+            refused.append(f"{topic} ({reasons[i]})")
+        elif reasons[i].value == 0:
+            qos0.append(topic)
+    return refused, qos0

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional
 
 import pytest
+from support.notify import received
 
 from edge_agent.adapters.board import BoardInfo, detect_board, physical_cores
 from edge_agent.adapters.tensorrt import (
@@ -206,27 +206,8 @@ def test_engine_dir_without_tensorrt_files_says_unknown(tmp_path: Path) -> None:
     )
 
 
-@pytest.fixture
-def notify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
-    path = tmp_path / "notify.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        sock.bind(str(path))
-        sock.setblocking(False)
-        monkeypatch.setenv("NOTIFY_SOCKET", str(path))
-        yield sock
-
-
-def _datagrams(sock: socket.socket) -> list[str]:
-    out = []
-    while True:
-        try:
-            out.append(sock.recv(4096).decode())
-        except BlockingIOError:
-            return out
-
-
 def test_a_cold_engine_build_extends_the_start_timeout_and_says_so(
-    tmp_path: Path, notify: socket.socket, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, notify_socket: socket.socket, caplog: pytest.LogCaptureFixture
 ) -> None:
     cache = tmp_path / "state/trt-engines/x"
     build = EngineBuild(str(cache), "det.onnx")
@@ -234,7 +215,7 @@ def test_a_cold_engine_build_extends_the_start_timeout_and_says_so(
     with caplog.at_level(logging.INFO, logger="edge_agent.adapters.tensorrt"):
         build.start()
         assert cache.is_dir()
-        assert _datagrams(notify) == [f"EXTEND_TIMEOUT_USEC={FIRST_BUILD_EXTEND_S * 1_000_000}"]
+        assert received(notify_socket) == [f"EXTEND_TIMEOUT_USEC={FIRST_BUILD_EXTEND_S * 1_000_000}"]
         assert FIRST_BUILD_EXTEND_S == 30 * 60
         took = build.finish(["TensorrtExecutionProvider", "CPUExecutionProvider"])
     assert 0 <= took < 60
@@ -250,7 +231,7 @@ def test_a_cold_engine_build_extends_the_start_timeout_and_says_so(
 
 
 def test_a_warm_cache_is_a_quiet_load_and_no_tensorrt_no_line(
-    tmp_path: Path, notify: socket.socket, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, notify_socket: socket.socket, caplog: pytest.LogCaptureFixture
 ) -> None:
     cache = tmp_path / "warm"
     cache.mkdir()
@@ -260,7 +241,7 @@ def test_a_warm_cache_is_a_quiet_load_and_no_tensorrt_no_line(
     with caplog.at_level(logging.INFO, logger="edge_agent.adapters.tensorrt"):
         build.start()
         build.finish(["TensorrtExecutionProvider"])
-    assert _datagrams(notify) == []
+    assert received(notify_socket) == []
     assert [(r.levelno, r.getMessage().split(" in ")[0]) for r in caplog.records] == [
         (logging.INFO, "det.onnx: TensorRT engine loaded from " + str(cache))
     ]

@@ -336,3 +336,31 @@ def test_a_missing_folder_and_a_missing_gstreamer_are_named(
         "GStreamer (cv2.getBuildInformation() shows GStreamer: NO); use the distro's python3-opencv "
         "or a V4L2 source"
     )
+
+
+def test_after_a_good_image_the_bound_on_broken_ones_starts_again(tmp_path: Path) -> None:
+    """Both files break after the first was read: the source gives up after the same bound as a
+    folder broken from the start (a full pass and one more), counted from the last good image."""
+    d = folder(tmp_path, ["1.png", "2.png"])
+    s = FolderSourceFactory(str(d), loop=True)()
+    assert value(s.read()) == 10
+    for n in ("1.png", "2.png"):
+        (d / n).write_bytes(b"\xff\xd8junk")
+    skipped = []
+    with pytest.raises(CameraError, match="no readable image in a full pass"):
+        for _ in range(10):
+            try:
+                s.read()
+            except ImageError:
+                skipped.append(s.current_name)
+    assert skipped == ["2.png", "1.png", "2.png"]
+
+
+def test_the_models_size_reaches_a_folder_camera_through_the_factory(tmp_path: Path) -> None:
+    d = tmp_path / "big"
+    d.mkdir()
+    assert cv2.imwrite(str(d / "a.jpg"), np.full((480, 640, 3), 90, np.uint8))
+    factory, _ = build_source_factory(CameraConfig(source=str(d)), target=lambda: (64, 64))
+    s = factory()
+    img = s.read()
+    assert img is not None and img.shape == (60, 80, 3) and s.full_size == (640, 480)

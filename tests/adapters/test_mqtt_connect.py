@@ -11,10 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.reasoncodes import ReasonCode
 from support import free_port, wait_until
 from support.mqtt import Broker, TlsFiles, require_mosquitto
 
-from edge_agent.adapters.mqtt_connect import describe_connect_error, read_password, tls_context
+from edge_agent.adapters.mqtt_connect import (
+    describe_connect_error,
+    read_password,
+    suback_problems,
+    tls_context,
+)
 from edge_agent.adapters.mqtt_probe import probe_broker
 from edge_agent.core.config import MqttConfig
 from edge_agent.errors import SyncError
@@ -270,3 +279,34 @@ def test_a_tls_failure_is_described_by_openssls_reason_not_its_source_line(tls_f
     finally:
         srv.close()
         t.join(5)
+
+
+def _suback(*codes: int) -> list[ReasonCode]:
+    return [ReasonCode(PacketTypes.SUBACK, identifier=c) for c in codes]
+
+
+def test_a_suback_splits_refused_filters_and_qos_0_grants_from_good_ones() -> None:
+    filters = ["a/#", "b/#", "c/#", "d/#"]
+    # 0x87 Not authorized (an ACL), 0 = granted QoS 0, 1 and 2 = granted as asked or better
+    refused, qos0 = suback_problems(filters, _suback(0x87, 0, 1, 2))
+    assert refused == ["a/# (Not authorized)"]
+    assert qos0 == ["b/#"]
+    assert suback_problems(filters, _suback(1, 1, 2, 1)) == ([], [])
+
+
+def test_a_suback_with_fewer_codes_than_filters_leaves_no_filter_assumed_granted() -> None:
+    refused, qos0 = suback_problems(["a/#", "b/#", "c/#"], _suback(1))
+    assert refused == ["b/# (no reason code in the SUBACK)", "c/# (no reason code in the SUBACK)"]
+    assert qos0 == []
+
+
+@given(st.lists(st.sampled_from([0, 1, 2, 0x80, 0x87, 0x8F, 0x91, 0x97, 0x9E, 0xA1, 0xA2]), max_size=6))
+def test_every_filter_is_either_good_refused_or_qos_0_never_two(codes: list[int]) -> None:
+    filters = [f"t{i}/#" for i in range(4)]
+    refused, qos0 = suback_problems(filters, _suback(*codes))
+    named = [r.split(" ")[0] for r in refused] + qos0
+    assert len(named) == len(set(named))
+    for i, topic in enumerate(filters):
+        code = codes[i] if i < len(codes) else None
+        assert (topic in qos0) == (code == 0)
+        assert (topic in [r.split(" ")[0] for r in refused]) == (code is None or code >= 0x80)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+from support.notify import received
 
 from edge_agent.adapters.board import BoardInfo
 from edge_agent.adapters.runtime import OnnxModel
@@ -88,26 +88,6 @@ def nano_root(tmp_path: Path) -> Path:
     return tmp_path / "root"
 
 
-@pytest.fixture
-def notify_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
-    """A real sd_notify socket: what the agent would tell systemd."""
-    path = tmp_path / "notify.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        sock.bind(str(path))
-        sock.setblocking(False)
-        monkeypatch.setenv("NOTIFY_SOCKET", str(path))
-        yield sock
-
-
-def _received(sock: socket.socket) -> list[str]:
-    out = []
-    while True:
-        try:
-            out.append(sock.recv(4096).decode())
-        except BlockingIOError:
-            return out
-
-
 def test_failed_tensorrt_reaches_our_fallback_with_aligned_options(
     quant_models: dict[str, Path], tmp_path: Path, nano_root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -170,7 +150,7 @@ def test_nano_builds_fp16_engine_from_the_float_source_once(
     }
     assert m.info.sha256 == fp32_sha and m.info.path == str(quant_models["fp32"])
     assert "no INT8 path in TensorRT: building an FP16 engine from its float source" in caplog.text
-    assert _received(notify_socket) == [f"EXTEND_TIMEOUT_USEC={30 * 60 * 1_000_000}"]
+    assert received(notify_socket) == [f"EXTEND_TIMEOUT_USEC={30 * 60 * 1_000_000}"]
     assert "TensorRT engine built in" in caplog.text
     # second start: the engine is cached for this model + TensorRT + GPU -> no timeout extension
     caplog.clear()
@@ -183,7 +163,7 @@ def test_nano_builds_fp16_engine_from_the_float_source_once(
             ort_module=FakeGpuOrt(),
             system_root=nano_root,
         )
-    assert _received(notify_socket) == []
+    assert received(notify_socket) == []
     assert "TensorRT engine loaded from" in caplog.text and "built in" not in caplog.text
 
 

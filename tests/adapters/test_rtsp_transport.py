@@ -98,7 +98,10 @@ def test_auto_falls_back_to_udp_on_461_and_logs_it(
     finally:
         cam.stop()
     used = [r.getMessage() for r in caplog.records if "RTSP over" in r.getMessage()]
-    assert used and "RTSP over UDP (the server answers 461 Unsupported Transport to TCP" in used[0]
+    assert used == [
+        f"camera {udp_only.url}: RTSP over UDP (the server answers 461 Unsupported Transport to TCP; "
+        'camera.rtsp_transport = "auto")'
+    ]
 
 
 @pytest.mark.slow
@@ -145,7 +148,7 @@ def test_auto_stays_on_tcp_when_the_server_offers_it(caplog: pytest.LogCaptureFi
         cam.stop()
         srv.stop()
     used = [r.getMessage() for r in caplog.records if "RTSP over" in r.getMessage()]
-    assert used and "RTSP over TCP (camera.rtsp_transport = auto)" in used[0]
+    assert used == [f"camera {srv.url}: RTSP over TCP (camera.rtsp_transport = auto)"]
 
 
 @pytest.mark.slow

@@ -16,6 +16,10 @@ from edge_agent.adapters.collector_db import CollectorDb
 
 pytestmark = pytest.mark.slow
 DEVICES, PER_DEVICE = 5, 200
+# the kill at 200 rows must come mid-ingest: unthrottled, 1000 rows were all in before a loaded
+# machine's poll saw the 200th (CI under pytest -n 2, 2026-12-01). At 40 a second per device
+# the last 800 take at least 4 s after it (a loaded poll here saw up to 189 rows late).
+KILL_RATE = 40.0
 
 
 def check(f: dict[str, object], url: str, per_device: int) -> None:
@@ -39,7 +43,15 @@ def test_sqlite_collector_killed_mid_ingest_stores_every_result_once(tmp_path: P
     url = sqlite_url(tmp_path / "fleet.db")
     # batched drains 1000 results in a blink: more of them so the kill lands mid-ingest
     per = 2000 if batch else PER_DEVICE
-    f = outage_run(tmp_path, url, devices=DEVICES, per_device=per, batch=batch, kill_at=1 if batch else 200)
+    f = outage_run(
+        tmp_path,
+        url,
+        devices=DEVICES,
+        per_device=per,
+        batch=batch,
+        kill_at=1 if batch else 200,
+        rate=0 if batch else KILL_RATE,
+    )
     check(f, url, per)
     print(
         f"\nsqlite {'batched' if batch else 'single'}: {f['n']} results in {f['took']:.1f} s (killed at {f['at_kill']})"
@@ -52,6 +64,14 @@ def test_postgres_two_collectors_shared_one_killed(tmp_path: Path, postgres: Pos
         db.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
     finally:
         db.close()
-    f = outage_run(tmp_path, postgres.url, devices=DEVICES, per_device=PER_DEVICE, group="g1", kill_at=200)
+    f = outage_run(
+        tmp_path,
+        postgres.url,
+        devices=DEVICES,
+        per_device=PER_DEVICE,
+        group="g1",
+        kill_at=200,
+        rate=KILL_RATE,
+    )
     check(f, postgres.url, PER_DEVICE)
     print(f"\npostgresql shared x2: {f['n']} results in {f['took']:.1f} s (killed at {f['at_kill']})")

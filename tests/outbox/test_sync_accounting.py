@@ -54,6 +54,19 @@ class QosWatch:
         self.client.loop_stop()
 
 
+# what `edge-agent status` shows of the sync before its first connect
+BEFORE_FIRST_CONNECT = {
+    "state": "disconnected",
+    "last_sync": None,
+    "last_error": None,
+    "connect_attempts": 0,
+    "connects": 0,
+    "published": 0,
+    "acked": 0,
+    "thread_restarts": 0,
+}
+
+
 def fill_lines(ob: Outbox, n: int, line: int = LINE) -> list[str]:
     """``n`` rows whose batch lines are exactly ``line`` bytes (a fresh outbox numbers them 1..n)."""
     ids = []
@@ -164,16 +177,7 @@ def test_results_one_by_one_are_qos_1_and_the_figures_add_up(tmp_path: Path, bro
         ids = [ob.put(f"edge/{DEVICE}/detections", {"n": i}) for i in range(30)]
         ob.flush()
         sync = MqttSync(fast_cfg(broker.port, inflight=4), DEVICE, ob, status_fn=lambda: {"state": "running"})
-        assert sync.stats() == {
-            "state": "disconnected",
-            "last_sync": None,
-            "last_error": None,
-            "connect_attempts": 0,
-            "connects": 0,
-            "published": 0,
-            "acked": 0,
-            "thread_restarts": 0,
-        }
+        assert sync.stats() == BEFORE_FIRST_CONNECT
         assert sync.publish_status({"state": "running"}) is False  # not connected: not sent
         sync.start()
         try:
@@ -224,16 +228,7 @@ def test_a_drain_without_a_running_sync_thread_gives_up_at_once_and_keeps_the_ro
     answers: list[bool] = []
     with Outbox(tmp_path / "q.db", big_limits()) as ob:
         sync = MqttSync(fast_cfg(broker.port), DEVICE, ob)
-        assert sync.stats() == {  # what `edge-agent status` shows before the first connect
-            "state": "disconnected",
-            "last_sync": None,
-            "last_error": None,
-            "connect_attempts": 0,
-            "connects": 0,
-            "published": 0,
-            "acked": 0,
-            "thread_restarts": 0,
-        }
+        assert sync.stats() == BEFORE_FIRST_CONNECT
         assert sync.publish_status({"state": "running"}) is False  # not connected: nothing sent
         ob.put(f"edge/{DEVICE}/detections", {"n": 0})
 

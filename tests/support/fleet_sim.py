@@ -80,6 +80,7 @@ def main() -> int:
     ap.add_argument("--batch-max", type=int, default=500)
     ap.add_argument("--wait-go", action="store_true", help="start syncing only after a line on stdin")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--rate", type=float, default=0.0, help="each device's rate_limit_per_s (0: none)")
     a = ap.parse_args()
     t0 = time.time()
     boxes, syncs = [], []
@@ -98,6 +99,7 @@ def main() -> int:
             batch_threshold=a.batch_threshold,
             batch_max_messages=a.batch_max,
             status_interval_s=5,
+            rate_limit_per_s=a.rate,
         )
         sync = MqttSync(cfg, dev, ob, status_fn=status_fn(dev, ob, holder, t0))
         holder.append(sync)

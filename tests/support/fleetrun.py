@@ -46,6 +46,7 @@ def outage_run(
     batch_max: int = 20,
     group: str = "",
     kill_at: int = 1,
+    rate: float = 0.0,
     timeout: float = 240,
     poll: float = 0.02,
 ) -> dict[str, Any]:
@@ -92,6 +93,8 @@ def outage_run(
                         str(batch_max),
                         "--timeout",
                         str(timeout),
+                        "--rate",
+                        str(rate),
                         *(["--wait-go"] if group else []),
                     ],
                     stdin=subprocess.PIPE,
