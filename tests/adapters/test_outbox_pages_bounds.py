@@ -407,3 +407,15 @@ def test_seven_reserved_bytes_at_1024_read_back() -> None:
     assert db[20] == 7
     rows, _ = committed(db, b"")
     assert len(rows) == 57 and scan(db).messages == rows
+
+
+@pytest.mark.parametrize("page_size", [1024, 4096])
+def test_without_a_header_the_wal_says_the_page_size_and_every_row_reads_as_sqlite(page_size: int) -> None:
+    """The file's first bytes overwritten, its WAL intact: the WAL's page size (no reserved bytes:
+    the outbox's files have none) reads every row, overflowing ones included, as SQLite read the
+    file and WAL before the damage, and no acked row."""
+    db, wal = _acked_and_wal_rows(page_size)
+    rows, _ = committed(db, wal)
+    found = scan(bytes(100) + db[100:], wal)
+    assert found.page_size == page_size and len(rows) == 213
+    assert found.messages == rows
