@@ -419,3 +419,13 @@ def test_without_a_header_the_wal_says_the_page_size_and_every_row_reads_as_sqli
     found = scan(bytes(100) + db[100:], wal)
     assert found.page_size == page_size and len(rows) == 213
     assert found.messages == rows
+
+
+@pytest.mark.parametrize("page_size", [16384, 32768, 65536])
+def test_without_a_header_the_large_page_sizes_are_found_too(page_size: int) -> None:
+    """Every page size SQLite has is tried when the header is gone, the largest ones too."""
+    db, _ = _acked_and_wal_rows(page_size)
+    rows, _ = committed(db, b"")
+    found = scan(bytes(100) + db[100:])
+    assert found.page_size == page_size and found.ptrmap and len(rows) == 203
+    assert found.messages == rows
