@@ -429,3 +429,25 @@ def test_without_a_header_the_large_page_sizes_are_found_too(page_size: int) -> 
     found = scan(bytes(100) + db[100:])
     assert found.page_size == page_size and found.ptrmap and len(rows) == 203
     assert found.messages == rows
+
+
+def test_every_damaged_page_and_record_is_counted() -> None:
+    """Without a row count the salvage reports the damage it counted as the loss (a lower bound):
+    two leaves with an impossible cell count and two records of other leaves whose payload length
+    no longer fills them count 4, each one."""
+    with outbox_file(1024) as f:
+        f.put([(f"m{i}", "t", bytes([i]) * 100, float(1000 + i), 2) for i in range(60)])
+        f.checkpoint()
+        db, _ = f.image()
+    data = bytearray(db)
+    leaves = _leaves(db, 1024)
+    assert len(leaves) >= 4
+    for leaf in leaves[:2]:
+        at = (leaf - 1) * 1024
+        data[at + 3 : at + 5] = (1024 // 6).to_bytes(2, "big")  # past (1024 - 8) // 6 = 169
+    for leaf in leaves[2:4]:
+        blob = data.find(b"\x81\x54", (leaf - 1) * 1024, leaf * 1024)  # a payload's serial type (100 bytes)
+        assert blob > 0
+        data[blob : blob + 2] = b"\x81\x56"  # 101 bytes: the record no longer fills its payload
+    found = scan(bytes(data))
+    assert found.damaged_pages == 4
