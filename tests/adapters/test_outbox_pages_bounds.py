@@ -451,3 +451,21 @@ def test_every_damaged_page_and_record_is_counted() -> None:
         data[blob : blob + 2] = b"\x81\x56"  # 101 bytes: the record no longer fills its payload
     found = scan(bytes(data))
     assert found.damaged_pages == 4
+
+
+def test_without_a_header_and_no_page_1_in_the_wal_the_pointer_map_keeps_acked_rows_out() -> None:
+    """A WAL holding only a leaf (an attempts count written back) brings no header back: the free
+    pages still come from the pointer map, not from the zeroed header's empty freelist."""
+    with outbox_file(4096) as f:
+        f.put(rows_of(300))
+        f.delete("id <= 150")  # whole leaves freed, their acked rows still on them
+        f.checkpoint()
+        f.conn.execute("UPDATE messages SET attempts = attempts + 1 WHERE id = 155")
+        db, wal = f.image()
+    frames = range(32, len(wal) - 24 - 4096 + 1, 24 + 4096)
+    pages = {int.from_bytes(wal[at : at + 4], "big") for at in frames if wal[at + 8 : at + 16] == wal[16:24]}
+    assert wal and 1 not in pages
+    rows, _ = committed(db, wal)
+    assert sorted(rows) == list(range(151, 301)) and rows[155][4] == 2  # row 154: attempts 154 % 3 + 1
+    found = scan(bytes(100) + db[100:], wal)
+    assert found.messages == rows
