@@ -469,3 +469,13 @@ def test_without_a_header_and_no_page_1_in_the_wal_the_pointer_map_keeps_acked_r
     assert sorted(rows) == list(range(151, 301)) and rows[155][4] == 2  # row 154: attempts 154 % 3 + 1
     found = scan(bytes(100) + db[100:], wal)
     assert found.messages == rows
+
+
+def test_a_garbage_pointer_map_page_leaves_the_intact_freelist_to_decide() -> None:
+    """The header intact and the first map page overwritten with random bytes (no map then): the
+    freelist alone keeps the acked rows out, as SQLite reads the file."""
+    db, rows = _freed()
+    data = bytearray(db)
+    data[512:1024] = random.Random(5).randbytes(512)  # page 2: the first map page
+    assert committed(bytes(data), b"")[0] == rows
+    assert scan(bytes(data)).messages == rows
