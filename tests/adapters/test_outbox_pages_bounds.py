@@ -479,3 +479,11 @@ def test_a_garbage_pointer_map_page_leaves_the_intact_freelist_to_decide() -> No
     data[512:1024] = random.Random(5).randbytes(512)  # page 2: the first map page
     assert committed(bytes(data), b"")[0] == rows
     assert scan(bytes(data)).messages == rows
+
+
+@pytest.mark.parametrize("cut", [16, 100, 4095])
+def test_a_file_cut_inside_its_first_page_reads_nothing_and_does_not_raise(cut: int) -> None:
+    """A header but no whole page (a copy stopped early): no page 1, so no freelist to read."""
+    db, _ = _acked_and_wal_rows(4096)
+    found = scan(db[:cut])
+    assert found.messages == {} and found.pages == 0
