@@ -216,8 +216,9 @@ def _usable(ps: int, reserved: int) -> bool:
 def scan(db: bytes, wal: Optional[bytes] = None) -> PageScan:
     """Every readable outbox row and counter in a (possibly truncated or overwritten) file image."""
     ps = 65536 if db[16:18] == b"\x00\x01" else int.from_bytes(db[16:18], "big")
-    if db[:16] == HEADER and _usable(ps, db[20]):
-        return _scan(db, wal, ps, db[20], header=True)
+    reserved = db[20] if len(db) > 20 else 0  # a file cut inside its header raised IndexError here
+    if db[:16] == HEADER and _usable(ps, reserved):
+        return _scan(db, wal, ps, reserved, header=True)
     ps = int.from_bytes(wal[8:12], "big") if wal and len(wal) >= 32 else 0
     if (
         wal
