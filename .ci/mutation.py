@@ -497,6 +497,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/outbox_pages.py"],
         [
             "tests/adapters/test_outbox_pages.py",
+            "tests/adapters/test_outbox_pages_bounds.py",
             "tests/adapters/test_outbox_salvage.py",
             "tests/outbox/test_loss_visible.py::test_first_100_bytes_overwritten_every_row_is_salvaged_or_counted_and_seq_goes_on",
             "tests/outbox/test_loss_visible.py::test_a_damaged_header_and_a_damaged_row_page_count_the_loss_from_the_kept_row_count",
