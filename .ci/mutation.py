@@ -497,6 +497,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/outbox_pages.py"],
         [
             "tests/adapters/test_outbox_pages.py",
+            "tests/adapters/test_outbox_pages_bounds.py",
             "tests/adapters/test_outbox_salvage.py",
             "tests/outbox/test_loss_visible.py::test_first_100_bytes_overwritten_every_row_is_salvaged_or_counted_and_seq_goes_on",
             "tests/outbox/test_loss_visible.py::test_a_damaged_header_and_a_damaged_row_page_count_the_loss_from_the_kept_row_count",
@@ -670,6 +671,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/tools/test_quantize_inputs.py",
             "tests/tools/test_quantize_flags.py",
             "tests/tools/test_dequantize_rules.py",
+            "tests/tools/test_quantize_calls.py",
+            "tests/tools/test_dequantize_kinds.py",
+            "tests/tools/test_classifier.py::test_quantize_and_validate_a_classifier",
+            "tests/tools/test_model_convert.py::test_quantize_for_a_nano_stamps_only_what_1_11_reads",
         ],
     ),
     "tools-graph": (
@@ -695,6 +700,18 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/test_jetson_plan.py",
             "tests/adapters/test_runtime_session.py",
             "tests/adapters/test_board_files.py",
+        ],
+    ),
+    # dequantize.py alone (issue 19, 2026-12-01): tools-quantize takes over an hour for both modules, so
+    # the two run as separate copies; these are the tests that reach dequantize.py in process
+    "tools-dequantize": (
+        ["edge_agent/tools/dequantize.py"],
+        [
+            "tests/tools/test_dequantize_rules.py",
+            "tests/tools/test_dequantize_kinds.py",
+            "tests/tools/test_quantize_inputs.py",
+            "tests/tools/test_quantize_flags.py",
+            "tests/tools/test_quantize_errors.py",
         ],
     ),
     # issue 19, 2026-12-01: the CLI commands whose tests were only `edge-agent ...` subprocesses

@@ -143,10 +143,17 @@ def _freelist(pages: dict[int, bytes], first: int, count: int) -> set[int]:
     return free
 
 
-def _cells(pages: dict[int, bytes], pgno: int, usable: int) -> list[tuple[int, bytes]]:
+def _cells(pages: dict[int, bytes], pgno: int, usable: int, chains: list[int]) -> list[tuple[int, bytes]]:
+    """The (rowid, payload) cells of one table-leaf page, or IndexError when its bytes are damaged:
+    more cells than a page can hold is damage (SQLite's MX_CELL, as it reads a page). ``chains``
+    holds the overflow pages the whole scan may still read: a valid file reads each once, but every
+    cell pointer of a crafted page may point at the same cell with a chain through the whole file
+    (2 MiB took 14 s, growing with the square of the size), so past that budget a chain is damage."""
     page = pages[pgno]
     h = 100 if pgno == 1 else 0
     ncells = int.from_bytes(page[h + 3 : h + 5], "big")
+    if ncells > (len(page) - 8) // 6:
+        raise IndexError(f"{ncells} cells on a page")
     cells = []
     for c in range(ncells):
         ptr = int.from_bytes(page[h + 8 + 2 * c : h + 10 + 2 * c], "big")
@@ -163,9 +170,10 @@ def _cells(pages: dict[int, bytes], pgno: int, usable: int) -> list[tuple[int, b
             nxt = int.from_bytes(page[i + local : i + local + 4], "big")
             seen: set[int] = set()
             while len(payload) < size:
-                if nxt not in pages or nxt in seen:
+                if nxt not in pages or nxt in seen or chains[0] <= 0:
                     raise IndexError(f"overflow page {nxt} missing")
                 seen.add(nxt)
+                chains[0] -= 1
                 ov = pages[nxt]
                 payload += ov[4 : 4 + min(usable - 4, size - len(payload))]
                 nxt = int.from_bytes(ov[:4], "big")
@@ -183,10 +191,9 @@ def _ptrmap_free(pages: dict[int, bytes], usable: int) -> Optional[set[int]]:
     last = max(pages, default=0)
     free: set[int] = set()
     checked = plausible = 0
-    for pm in range(2, last + 1, per + 1):
-        page = pages.get(pm)
-        if page is None:
-            continue
+    # the map pages the file has (a WAL frame may name page 2^32 - 1: no stepping up to it)
+    for pm in sorted(p for p in pages if p >= 2 and (p - 2) % (per + 1) == 0):
+        page = pages[pm]
         for k in range(min(per, last - pm)):
             kind, parent = page[5 * k], int.from_bytes(page[5 * k + 1 : 5 * k + 5], "big")
             checked += 1
@@ -201,17 +208,29 @@ def _ptrmap_free(pages: dict[int, bytes], usable: int) -> Optional[set[int]]:
     return free if checked and plausible >= 0.95 * checked else None
 
 
+def _usable(ps: int, reserved: int) -> bool:
+    """A page size SQLite can have (a power of two from 512 to 65536) leaving at least 480 bytes."""
+    return 512 <= ps <= 65536 and not ps & (ps - 1) and reserved <= ps - 480
+
+
 def scan(db: bytes, wal: Optional[bytes] = None) -> PageScan:
     """Every readable outbox row and counter in a (possibly truncated or overwritten) file image."""
-    if db[:16] == HEADER:
-        ps = int.from_bytes(db[16:18], "big")
-        return _scan(db, wal, 65536 if ps == 1 else ps, db[20], header=True)
-    if wal and len(wal) >= 32:
-        return _scan(db, wal, int.from_bytes(wal[8:12], "big") or 4096, 0, header=False)
-    # no header anywhere (its first bytes overwritten): a damaged header is damage like any other.
-    # The page size is the one whose pointer map reads as one (the outbox's files are auto_vacuum);
-    # "the most rows" would pick a wrong size whose cut-up map hides the free pages, and bring
-    # acknowledged rows back. Only a file without a readable map falls back to the most rows.
+    ps = 65536 if db[16:18] == b"\x00\x01" else int.from_bytes(db[16:18], "big")
+    reserved = db[20] if len(db) > 20 else 0  # a file cut inside its header raised IndexError here
+    if db[:16] == HEADER and _usable(ps, reserved):
+        return _scan(db, wal, ps, reserved, header=True)
+    ps = int.from_bytes(wal[8:12], "big") if wal and len(wal) >= 32 else 0
+    if (
+        wal
+        and _usable(ps, 0)
+        and _checksum(wal[:24], (0, 0), wal[3] == 0x83) == struct.unpack(">II", wal[24:32])
+    ):
+        return _scan(db, wal, ps, 0, header=False)
+    # no header anywhere (its first bytes overwritten, or a page size no file has: damage like any
+    # other; SQLite would not open the file at all). The page size is the one whose pointer map
+    # reads as one (the outbox's files are auto_vacuum); "the most rows" would pick a wrong size
+    # whose cut-up map hides the free pages, and bring acknowledged rows back. Only a file without
+    # a readable map falls back to the most rows.
     best = PageScan()
     for ps in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
         found = _scan(db, wal, ps, 0, header=False)
@@ -224,7 +243,7 @@ def scan(db: bytes, wal: Optional[bytes] = None) -> PageScan:
 
 def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool) -> PageScan:
     result = PageScan(page_size=ps)
-    if ps < 512 or ps > 65536 or ps & (ps - 1) or reserved >= ps - 480:
+    if not _usable(ps, reserved):
         return result
     usable = ps - reserved
     pages = {n // ps + 1: db[n : n + ps] for n in range(0, len(db) - ps + 1, ps)}
@@ -237,17 +256,23 @@ def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool)
     free: set[int] = set()
     if header or first[:16] == HEADER:  # a WAL copy of page 1 brings its header back
         free = _freelist(pages, *struct.unpack(">II", first[32:40])) if len(first) >= 100 else set()
+        if first[52:56] != bytes(4):
+            # auto_vacuum (the outbox's files): the pointer map tells the free pages a damaged trunk
+            # (or one wrong slot in it) would hide, acked rows on them. A map rewritten to call live
+            # pages free hides their rows instead: counted lost, never delivered twice.
+            free |= _ptrmap_free(pages, usable) or set()
     else:
         mapped = _ptrmap_free(pages, usable)
         result.ptrmap = mapped is not None
         free = mapped or set()
+    chains = [4 * len(pages)]  # overflow pages to read in all (see _cells)
     for pgno in sorted(pages):
         page = pages[pgno]
         h = 100 if pgno == 1 else 0
         if pgno in free or page[h] != TABLE_LEAF:
             continue
         try:
-            cells = _cells(pages, pgno, usable)
+            cells = _cells(pages, pgno, usable, chains)
         except (IndexError, ValueError, struct.error):
             result.damaged_pages += 1
             continue

@@ -33,14 +33,20 @@ FloatArray = npt.NDArray[np.float32]
 def _deq(
     q: npt.NDArray[Any], scale: npt.NDArray[Any], zp: Optional[npt.NDArray[Any]], axis: int
 ) -> FloatArray:
-    """``(q - zp) * scale`` with per-axis scale/zero point broadcast along ``axis``."""
+    """``(q - zp) * scale`` with per-axis scale/zero point broadcast along ``axis``.
+
+    A dynamic INT8 Conv's per-output-channel scale is stored ``[C, 1, 1]`` (so that its Mul
+    broadcasts over NCHW) and ConvInteger allows one zero point for all channels: both handled.
+    """
     qf = q.astype(np.float32)
     s = np.asarray(scale, np.float32)
-    z = np.zeros_like(s) if zp is None else np.asarray(zp, np.float32)
-    if s.ndim == 1 and s.size > 1:
+    z = np.zeros((), np.float32) if zp is None else np.asarray(zp, np.float32)
+    if s.size > 1:
         shape = [1] * qf.ndim
         shape[axis % qf.ndim] = s.size
-        s, z = s.reshape(shape), z.reshape(shape)
+        s = s.reshape(shape)
+        if z.size > 1:
+            z = z.reshape(shape)
     out: FloatArray = ((qf - z) * s).astype(np.float32)
     return out
 

@@ -79,4 +79,5 @@ def test_an_unusable_dequantized_copy_is_one_line_naming_the_model(
     assert rc == 1 and len(err) == 1, err
     assert str(qop) in err[0] and "Type" in err[0] and "quantize its FP32/FP16 source instead" in err[0]
     assert "edge-agent-quant-" not in err[0] and "float32.onnx" not in err[0]
+    assert f"{qop}: <FP32 copy of toy-qop.onnx>: onnxruntime cannot load it: " in err[0]
     assert not out.exists() and not list(tmp_path.glob(".out.onnx.*"))
