@@ -714,6 +714,27 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/tools/test_quantize_errors.py",
         ],
     ),
+    # issue 19, 2026-12-01: the CLI commands whose tests were only `edge-agent ...` subprocesses
+    # (every mutant "no tests"); now through cli.main in process
+    # (+ the in-process help tests, for the argparse trees: every option has help, defaults shown)
+    "app-track": (
+        ["edge_agent/app/track_infer.py", "edge_agent/app/track_cmd.py"],
+        [
+            "tests/app/test_track_inproc.py",
+            "tests/cli/test_cli_help.py",
+            "tests/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
+    "app-run": (
+        ["edge_agent/app/run_cmd.py"],
+        [
+            "tests/app/test_run_cmd.py",
+            "tests/cli/test_cli_help.py",
+            "tests/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

@@ -349,3 +349,40 @@ def wrap_yolov8(src: Path, dst: Path, fmt: str) -> Path:
         m.metadata_props.add(key="end2end", value="True")
     onnx.save(m, str(dst))
     return dst
+
+
+def make_square_detector(path: Path, imgsz: int = 64, side: int = 16, step: int = 4) -> Path:
+    """Detector for one bright ``side`` square: a ``side`` window every ``step`` px, scored by its
+    brightest channel mean, box = the window. A square on the ``step`` grid scores 1.0 in exactly one
+    window (its neighbours score <= 0.75 and lose NMS or a 0.6 threshold), so a square moved ``step``
+    px a frame is one detection a frame with IoU 0.6 to the last: the tracker follows it exactly."""
+    g = (imgsz - side) // step + 1
+    n = g * g
+    ys, xs = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
+    cx = xs.reshape(-1) * step + side / 2
+    cy = ys.reshape(-1) * step + side / 2
+    boxes = np.stack([cx, cy, np.full(n, side), np.full(n, side)]).astype(np.float32)[None]
+    nodes = [
+        helper.make_node(
+            "AveragePool", ["images"], ["pooled"], kernel_shape=[side, side], strides=[step, step]
+        ),
+        helper.make_node("ReduceMax", ["pooled", "axes1"], ["gray"], keepdims=1),
+        helper.make_node("Reshape", ["gray", "score_shape"], ["scores"]),
+        helper.make_node("Concat", ["boxes", "scores"], ["output0"], axis=1),
+    ]
+    inits = [
+        numpy_helper.from_array(boxes, "boxes"),
+        numpy_helper.from_array(np.array([1], np.int64), "axes1"),
+        numpy_helper.from_array(np.array([1, 1, n], np.int64), "score_shape"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "square",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, imgsz, imgsz])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 5, n])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    meta = {"names": "{0: 'square'}", "imgsz": f"[{imgsz}, {imgsz}]", "stride": str(step), "task": "detect"}
+    return _save(model, path, meta)
