@@ -36,7 +36,7 @@ def example(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     from edge_agent.app.configfile import config_path, load_config
     from edge_agent.core.config import parse_config, require_detector
-    from edge_agent.core.config_scene import tracker_low_warning
+    from edge_agent.core.config_scene import objects_classifier_warning, tracker_low_warning
     from edge_agent.core.model_package import update_warnings
 
     if args.file == "-":  # `edge-agent config example | edge-agent config check -`
@@ -61,6 +61,9 @@ def check(args: argparse.Namespace) -> int:
     low = tracker_low_warning(cfg.output.mode, cfg.detector.conf_threshold, cfg.tracker.low, cfg.tracker.high)
     if low is not None:
         warnings.append(f"{path}: {low}")
+    unused = objects_classifier_warning(cfg.output.mode, cfg.classifier is not None)
+    if unused is not None:
+        warnings.append(f"{path}: {unused}")
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
     src = cfg.camera.source  # the URL's password stays out of the terminal (and pasted bug reports)

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from edge_agent.adapters import count_store
 from edge_agent.core.camera_source import Frame
 from edge_agent.core.config import Config
+from edge_agent.core.config_scene import objects_classifier_warning
 from edge_agent.core.messages import counts_message, object_message, object_topics
 from edge_agent.core.objects import ObjectEvents
 from edge_agent.core.schema import Detection
@@ -55,6 +56,9 @@ class ObjectsStep:
         self.checkpoint = (
             checkpoint if checkpoint is not None else Path(cfg.device.state_dir) / "object-counts.json"
         )
+        unused = objects_classifier_warning(cfg.output.mode, cfg.classifier is not None)
+        if unused is not None:
+            log.warning("%s", unused)
         self._labels: Dict[int, str] = {}
         self._dirty = False
         self._saved_at = 0.0

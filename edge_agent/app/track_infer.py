@@ -102,6 +102,12 @@ def run_tracked(
     from edge_agent.inference.pipeline import run_cascade
 
     cfg = load_config(args.config) if args.config else Config()
+    if classifier is not None:  # --track shows what objects mode sends: no classification
+        sys.stderr.write(
+            "edge-agent infer: warning: --classifier is not used with --track: object events and "
+            'counts use the detector\'s classes only (as [output] mode = "objects" on a device)\n'
+        )
+        classifier = None
     tracker = Tracker(tracker_params(cfg))
     events = ObjectEvents(cfg.tracker, cfg.zones, cfg.lines, cfg.output.counts_interval_s, 0.0)
     from edge_agent.adapters.images import expand_inputs

@@ -211,3 +211,16 @@ def tracker_low_warning(mode: str, conf_threshold: float, low: float, high: floa
         f"detector.conf_threshold = {conf_threshold:g}; set conf_threshold below {low:g} to keep "
         "occluded objects tracked (docs/objects.md)"
     )
+
+
+def objects_classifier_warning(mode: str, has_classifier: bool) -> Optional[str]:
+    """Objects mode builds its events from the detector's classes alone, so a ``[classifier]``
+    there costs a crop and a model run per detection per frame for nothing (on a Pi, often more
+    than the detector). Said, not silently skipped: the update gate still checks the classifier."""
+    if mode != "objects" or not has_classifier:
+        return None
+    return (
+        "[classifier] in objects mode: object events and counts use the detector's classes only, "
+        "so every crop is classified for nothing; remove [classifier] or use output.mode "
+        "event / every_frame (docs/objects.md)"
+    )

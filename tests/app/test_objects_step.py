@@ -338,3 +338,16 @@ def test_objects_ended_by_stop_carry_wall_times_from_the_clocks_at_stop(
     (ended,) = [b for b in sent if b.get("event") == "ended"]
     assert ended["first_seen"] == round(10.1234 + 1_700_000_000.0 - 500.0, 3)
     assert ended["last_seen"] == round(11.1234 + 1_700_000_000.0 - 500.0, 3) and "frame" not in ended
+
+
+def test_a_classifier_in_objects_mode_is_warned_about_once_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=objects_step.log.name)
+    ObjectsStep(cfg_for(tmp_path))
+    assert not [r for r in caplog.records if "[classifier]" in r.getMessage()]
+    cfg = cfg_for(tmp_path)
+    cfg.classifier = parse_config('[classifier]\nmodel = "c.onnx"\n').classifier
+    ObjectsStep(cfg)
+    said = [r.getMessage() for r in caplog.records if "[classifier]" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("[classifier] in objects mode: ")

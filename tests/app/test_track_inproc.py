@@ -450,3 +450,28 @@ def test_track_needs_its_detections_and_its_output(
     with pytest.raises(SystemExit) as e:
         main(["track", *[x for kv in args.items() for x in kv]])
     assert e.value.code == 2 and "the following arguments are required" in capsys.readouterr().err
+
+
+def test_a_classifier_given_with_track_is_said_to_be_unused_and_not_run(
+    capsys: pytest.CaptureFixture[str], world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Object events carry the detector's classes only (as on a device in objects mode): running
+    the classifier on every crop would cost its time for nothing."""
+    from edge_agent.inference import pipeline
+
+    rc, plain, _ = track(capsys, world, "--config", str(world["cfg"]), str(world["cam"]))
+    seen: list[object] = []
+    real = pipeline.run_cascade
+
+    def recording(img: Any, det: Any, cls: Any, *a: Any, **kw: Any) -> Any:
+        seen.append(cls)
+        return real(img, det, cls, *a, **kw)
+
+    monkeypatch.setattr(pipeline, "run_cascade", recording)
+    classifier = Path(__file__).resolve().parents[2] / "models" / "demo-classifier.onnx"
+    rc2, with_cls, err = track(
+        capsys, world, "--config", str(world["cfg"]), "--classifier", str(classifier), str(world["cam"])
+    )
+    assert rc == rc2 == 0 and with_cls == plain
+    assert seen and all(c is None for c in seen)
+    assert "edge-agent infer: warning: --classifier is not used with --track: " in err

@@ -46,6 +46,19 @@ def test_a_tracker_low_the_detector_threshold_hides_is_warned_about(
     assert check(capsys, str(cfg))[2] == []
 
 
+def test_a_classifier_in_objects_mode_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "c.toml"
+    body = f'[detector]\nmodel = "{MODEL}"\nconf_threshold = 0.05\n[classifier]\nmodel = "{MODEL}"\n' + QUIET
+    cfg.write_text(body + '[output]\nmode = "objects"\n')
+    rc, _, warnings = check(capsys, str(cfg))
+    assert rc == 0 and len(warnings) == 1
+    assert warnings[0].startswith(f"warning: {cfg}: [classifier] in objects mode: ")
+    cfg.write_text(body + '[output]\nmode = "every_frame"\n')
+    assert check(capsys, str(cfg))[2] == []
+
+
 def test_the_file_comes_from_config_then_the_environment_and_the_summary_names_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -185,3 +185,14 @@ def test_the_tracker_low_warning_is_one_exact_line() -> None:
     assert tracker_low_warning("objects", 0.09, 0.1, 0.3) is None
     assert tracker_low_warning("objects", 0.0, 0.0, 0.3) is None
     assert tracker_low_warning("every_frame", 0.5, 0.1, 0.3) is None
+
+
+def test_a_classifier_in_objects_mode_is_warned_about_and_only_there() -> None:
+    from edge_agent.core.config_scene import objects_classifier_warning
+
+    line = objects_classifier_warning("objects", True)
+    assert line is not None and line.startswith("[classifier] in objects mode: ")
+    assert "every crop is classified for nothing" in line
+    assert objects_classifier_warning("objects", False) is None
+    for mode in ("every_frame", "event"):
+        assert objects_classifier_warning(mode, True) is None
