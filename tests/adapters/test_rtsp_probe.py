@@ -297,17 +297,23 @@ def test_a_content_length_that_is_no_size_is_not_waited_for(
     assert [(r.method, r.uri) for r in cam.requests][-1] == ("SETUP", f"rtsp://127.0.0.1:{cam.port}/s1")
 
 
-def test_an_sdp_with_a_blank_line_is_read_to_its_length(camera: Callable[[Script], ScriptedCamera]) -> None:
-    """The head ends at the first blank line; an SDP that has one of its own (some cameras end it
-    with one) is the body, read to its Content-Length."""
-    sdp = b"v=0\r\nm=video 0 RTP/AVP 96\r\na=control:trackID=0\r\n\r\n"
+def describe_then_461(sdp: bytes) -> Script:
+    """A camera that answers DESCRIBE with ``sdp`` and refuses the TCP SETUP that follows."""
 
     def script(req: Request) -> bytes:
         if req.method == "DESCRIBE":
             return reply("200 OK", req.headers["CSeq"], {}, sdp)
         return reply("461 Unsupported Transport", req.headers["CSeq"])
 
-    cam = camera(script)
+    return script
+
+
+def test_an_sdp_with_a_blank_line_is_read_to_its_length(camera: Callable[[Script], ScriptedCamera]) -> None:
+    """The head ends at the first blank line; an SDP that has one of its own (some cameras end it
+    with one) is the body, read to its Content-Length."""
+    sdp = b"v=0\r\nm=video 0 RTP/AVP 96\r\na=control:trackID=0\r\n\r\n"
+
+    cam = camera(describe_then_461(sdp))
     assert probe_tcp_setup(f"rtsp://127.0.0.1:{cam.port}/s1", timeout_s=10.0) == 461
     assert cam.requests[-1].uri == f"rtsp://127.0.0.1:{cam.port}/s1/trackID=0"
 
@@ -331,12 +337,7 @@ def test_an_sdp_that_is_not_utf8_is_still_read(camera: Callable[[Script], Script
     """A camera named in Latin-1 (``s=Caméra``): the byte that is not UTF-8 does not end the probe."""
     sdp = "v=0\r\ns=Caméra entrée\r\nm=video 0 RTP/AVP 96\r\na=control:video\r\n".encode("latin-1")
 
-    def script(req: Request) -> bytes:
-        if req.method == "DESCRIBE":
-            return reply("200 OK", req.headers["CSeq"], {}, sdp)
-        return reply("461 Unsupported Transport", req.headers["CSeq"])
-
-    cam = camera(script)
+    cam = camera(describe_then_461(sdp))
     assert probe_tcp_setup(f"rtsp://127.0.0.1:{cam.port}/s1", timeout_s=10.0) == 461
     assert cam.requests[-1].uri == f"rtsp://127.0.0.1:{cam.port}/s1/video"
 
