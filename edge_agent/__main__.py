@@ -2,6 +2,6 @@
 
 import sys
 
-from edge_agent.app.cli import main
+from edge_agent.app.cli.main import main
 
 sys.exit(main())

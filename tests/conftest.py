@@ -1,4 +1,9 @@
-"""Fixtures shared by more than one folder (a folder's own fixtures live in its conftest.py)."""
+"""Fixtures shared by more than one folder.
+
+The fixtures of one feature (collector databases, format models, outbox, tool models, update
+packages) live in ``tests/support/fixtures_*.py``, loaded here as plugins: a feature's tests sit in
+several layer folders (``tests/adapters/collector``, ``tests/app/collector``), so a folder
+conftest.py would serve only one of them."""
 
 from __future__ import annotations
 
@@ -12,6 +17,14 @@ from support.models import make_bright_detector, make_color_classifier, make_con
 from support.mqtt import Broker, TlsFiles, make_tls, require_mosquitto
 
 REPO = Path(__file__).resolve().parent.parent
+
+pytest_plugins = [
+    "support.fixtures_collector",
+    "support.fixtures_inference",
+    "support.fixtures_outbox",
+    "support.fixtures_tools",
+    "support.fixtures_updates",
+]
 MAX_FILE_BYTES = 4 << 30
 
 

@@ -1,5 +1,5 @@
 """One durable-write helper (issue 22): every write-then-rename of a file goes through
-edge_agent/adapters/durable.py, so a power cut leaves the old file or the new, never an empty one.
+edge_agent/adapters/host/durable.py, so a power cut leaves the old file or the new, never an empty one.
 
 The scan below fails on a new ``os.replace``/``os.rename``/``Path.replace``/``os.fsync`` outside the
 helper and the few places that say why they differ; the tests after it spy on the helper's
@@ -18,17 +18,17 @@ from pathlib import Path
 import pytest
 
 import edge_agent
-from edge_agent.adapters import durable
+from edge_agent.adapters.host import durable
 
 PACKAGE = Path(edge_agent.__file__).parent
 
 # module -> why it renames or fsyncs on its own
 ALLOWED = {
-    "adapters/durable.py": "the helper",
-    "adapters/statusfile.py": "on /run (tmpfs), rewritten every 2 s: atomic, deliberately not durable",
-    "adapters/frame_ring.py": "the gate's frame ring: losing the newest frame costs nothing",
-    "adapters/model_store.py": "renames a whole staged version directory, and sets a corrupt pointer aside",
-    "adapters/package_file.py": "extraction into a fresh staging dir (O_EXCL files, then model_store's rename)",
+    "adapters/host/durable.py": "the helper",
+    "adapters/host/statusfile.py": "on /run (tmpfs), rewritten every 2 s: atomic, deliberately not durable",
+    "adapters/updates/frame_ring.py": "the gate's frame ring: losing the newest frame costs nothing",
+    "adapters/updates/store.py": "renames a whole staged version directory, and sets a corrupt pointer aside",
+    "adapters/updates/package_file.py": "extraction into a fresh staging dir (O_EXCL files, then model_store's rename)",
 }
 OUTBOX_PREFIX = "adapters/outbox"  # SQLite and its marks file: the queue's own durability (docs/queue.md)
 
@@ -60,7 +60,7 @@ def test_no_module_renames_or_fsyncs_outside_the_helper() -> None:
         if rel in ALLOWED or rel.startswith(OUTBOX_PREFIX):
             continue
         stray += [f"{rel}:{line}: {what}" for line, what in own_renames(ast.parse(path.read_text()))]
-    assert not stray, "route these through edge_agent/adapters/durable.py:\n" + "\n".join(stray)
+    assert not stray, "route these through edge_agent/adapters/host/durable.py:\n" + "\n".join(stray)
 
 
 def test_the_scan_sees_each_form() -> None:
@@ -82,7 +82,7 @@ def dir_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
 
 def test_queue_export_writes_through_the_helper(tmp_path: Path, dir_fsyncs: list[Path]) -> None:
-    from edge_agent.app.queue_cmd import _write_whole
+    from edge_agent.app.cli.queue_cmd import _write_whole
 
     out = tmp_path / "x.jsonl"
     n = _write_whole(out, lambda f: f.write(json.dumps({"a": "é"}) + "\n") and 1)
@@ -93,7 +93,7 @@ def test_queue_export_writes_through_the_helper(tmp_path: Path, dir_fsyncs: list
 
 
 def test_queue_export_that_fails_half_way_leaves_the_old_file(tmp_path: Path) -> None:
-    from edge_agent.app.queue_cmd import _write_whole
+    from edge_agent.app.cli.queue_cmd import _write_whole
 
     out = tmp_path / "x.jsonl"
     out.write_text("old\n")
@@ -108,8 +108,8 @@ def test_queue_export_that_fails_half_way_leaves_the_old_file(tmp_path: Path) ->
 
 
 def test_model_pack_writes_through_the_helper(tmp_path: Path, dir_fsyncs: list[Path]) -> None:
-    from edge_agent.adapters.package_file import PackageReader, describe_file, write_package
-    from edge_agent.core.model_package import Manifest
+    from edge_agent.adapters.updates.package_file import PackageReader, describe_file, write_package
+    from edge_agent.core.updates.package import Manifest
 
     src = tmp_path / "m.onnx"
     src.write_bytes(b"not really a model")

@@ -24,9 +24,9 @@ RULES: dict[str, tuple[str, ...]] = {
     "app": ("tools", "inference", "adapters", "core", "root"),
     "__main__": ("app", "root"),
 }
-# and: the service (`edge-agent run`: app/run_cmd.py and every module it imports, at any depth)
+# and: the service (`edge-agent run`: app/cli/run_cmd.py and every module it imports, at any depth)
 # never imports tools/ (model tooling, with its own dependencies such as onnx)
-SERVICE_ENTRY = "edge_agent.app.run_cmd"
+SERVICE_ENTRY = "edge_agent.app.cli.run_cmd"
 README_ROWS = {  # the first cell of each layer's row in README's table
     "root": "| root (`edge_agent/__init__.py`, `errors.py`) |",
     "core": "| `core/` |",
@@ -105,22 +105,26 @@ def test_every_import_follows_the_table() -> None:
 
 def test_the_service_never_imports_tools() -> None:
     seen = service_modules(all_modules())
-    assert {"edge_agent.app.agent", "edge_agent.app.model_gate", "edge_agent.inference.compare"} <= seen
+    assert {
+        "edge_agent.app.agent.agent",
+        "edge_agent.app.updates.gate",
+        "edge_agent.inference.compare",
+    } <= seen
     assert not sorted(m for m in seen if layer_of(m) == "tools")
 
 
 def test_the_checker_catches_a_function_level_import_upwards() -> None:
     """The checks can fail: an import inside a function, and a relative one, are both seen."""
-    src = "def f():\n    from edge_agent.inference import presets\n    from ..app import cli\n"
+    src = "def f():\n    from edge_agent.inference import preset_choice\n    from ..app.cli import main\n"
     mods = {"edge_agent.core.fake": imports(src, "edge_agent.core.fake")}
     assert violations(mods) == [
-        "edge_agent.core.fake (core) imports edge_agent.app (app)",
         "edge_agent.core.fake (core) imports edge_agent.app.cli (app)",
+        "edge_agent.core.fake (core) imports edge_agent.app.cli.main (app)",
         "edge_agent.core.fake (core) imports edge_agent.inference (inference)",
-        "edge_agent.core.fake (core) imports edge_agent.inference.presets (inference)",
+        "edge_agent.core.fake (core) imports edge_agent.inference.preset_choice (inference)",
     ]
     runtime = dict(all_modules())
-    runtime["edge_agent.app.model_gate"] = runtime["edge_agent.app.model_gate"] | {
+    runtime["edge_agent.app.updates.gate"] = runtime["edge_agent.app.updates.gate"] | {
         "edge_agent.tools.validate"
     }
     assert "edge_agent.tools.validate" in service_modules(runtime)
@@ -136,7 +140,7 @@ def test_readme_shows_the_same_table() -> None:
         )
 
 
-# a detection default written as a number outside core/defaults.py: "conf=0.25", "padding: float = 0.1",
+# a detection default written as a number outside core/vision/defaults.py: "conf=0.25", "padding: float = 0.1",
 # "... else 0.1" after a crop_padding
 _DEFAULT_LITERAL = re.compile(
     r"\b(conf|conf_threshold|iou|iou_threshold|default)\s*(:\s*float\s*)?=\s*(0\.25|0\.45)\b"
@@ -148,7 +152,7 @@ _DEFAULT_LITERAL = re.compile(
 def test_the_detection_defaults_have_one_home() -> None:
     hits = []
     for p in PKG.rglob("*.py"):
-        if p == PKG / "core" / "defaults.py":
+        if p == PKG / "core" / "vision" / "defaults.py":
             continue
         for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             if _DEFAULT_LITERAL.search(line.split("#", 1)[0]):
@@ -162,10 +166,10 @@ def test_the_detection_defaults_have_one_home() -> None:
 def test_cli_config_and_validate_share_them() -> None:
     import argparse
 
-    from edge_agent.app import infer_cmd
-    from edge_agent.core.config import ClassifierConfig, DetectorConfig
-    from edge_agent.core.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD
-    from edge_agent.core.thresholds import Thresholds
+    from edge_agent.app.workbench import infer_cmd
+    from edge_agent.core.config.schema import ClassifierConfig, DetectorConfig
+    from edge_agent.core.vision.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD
+    from edge_agent.core.vision.thresholds import Thresholds
     from edge_agent.inference.pipeline import DetectorParams
 
     sub = argparse.ArgumentParser().add_subparsers()

@@ -10,33 +10,33 @@ def _have(tests: str) -> str:
     return " ".join(t for t in tests.split() if Path(t.split("::")[0]).exists())
 
 
-CM = "edge_agent/adapters/collector_mqtt.py"
-MC = "edge_agent/adapters/mqtt_connect.py"
-IM = "edge_agent/adapters/images.py"
-CS = "edge_agent/adapters/camera_sources.py"
-MS = "edge_agent/app/modelset.py"
-CF = "edge_agent/app/configfile.py"
+CM = "edge_agent/adapters/collector/subscriber.py"
+MC = "edge_agent/adapters/mqtt/connect.py"
+IM = "edge_agent/adapters/camera/images.py"
+CS = "edge_agent/adapters/camera/backends.py"
+MS = "edge_agent/app/agent/modelset.py"
+CF = "edge_agent/app/cli/configfile.py"
 T_CM = (
-    "tests/adapters/test_collector_mqtt.py tests/adapters/test_collector_subscriber.py "
-    "tests/app/test_collector_round.py tests/collector"
+    "tests/adapters/collector/test_collector_mqtt.py tests/adapters/collector/test_collector_subscriber.py "
+    "tests/app/collector tests/adapters/collector"
 )
 T_MC = (
-    "tests/adapters/test_credentials.py tests/adapters/test_mqtt_connect.py "
-    "tests/adapters/test_collector_subscriber.py tests/outbox/test_mqtt_sync.py tests/loop/test_doctor.py"
+    "tests/adapters/mqtt/test_credentials.py tests/adapters/mqtt/test_mqtt_connect.py "
+    "tests/adapters/collector/test_collector_subscriber.py tests/adapters/mqtt/test_mqtt_sync.py tests/app/cli/test_doctor.py"
 )
 T_IM = (
-    "tests/adapters/test_images.py tests/adapters/test_bounded_input.py tests/adapters/test_decode_bounds.py "
-    "tests/adapters/test_bounded_properties.py tests/cli/test_commands.py"
+    "tests/adapters/camera/test_images.py tests/adapters/camera/test_bounded_input.py tests/adapters/camera/test_decode_bounds.py "
+    "tests/adapters/camera/test_bounded_properties.py tests/app/cli/test_commands.py"
 )
 T_CS = (
-    "tests/adapters/test_folder_source.py tests/adapters/test_camera.py tests/adapters/test_decode_bounds.py "
-    "tests/adapters/test_bounded_input.py tests/adapters/test_decode_and_grant.py tests/adapters/test_mjpeg.py"
+    "tests/adapters/camera/test_folder_source.py tests/adapters/camera/test_camera.py tests/adapters/camera/test_decode_bounds.py "
+    "tests/adapters/camera/test_bounded_input.py tests/adapters/camera/test_decode_and_grant.py tests/adapters/camera/test_mjpeg.py"
 )
 T_MS = (
-    "tests/app/test_modelset.py tests/inference/test_guard.py tests/adapters/test_provider_fallback.py "
-    "tests/loop/test_agent_inproc.py"
+    "tests/app/agent/test_modelset.py tests/inference/test_guard.py tests/adapters/runtime/test_provider_fallback.py "
+    "tests/app/agent/test_agent_inproc.py"
 )
-T_CF = "tests/app/test_configfile.py tests/cli/test_cli_manners.py tests/loop/test_doctor.py"
+T_CF = "tests/app/cli/test_configfile.py tests/app/cli/test_cli_manners.py tests/app/cli/test_doctor.py"
 T_CM, T_MC, T_IM, T_CS, T_MS, T_CF = map(_have, (T_CM, T_MC, T_IM, T_CS, T_MS, T_CF))
 BUGS = [
     # the collector: exactly-once needs manual acks after the commit, a persistent session, QoS 1

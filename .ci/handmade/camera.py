@@ -1,13 +1,15 @@
 """Hand-made bugs: cameras (camera.py, mjpeg_http.py), sd_notify, the status file."""
 
-CA = "edge_agent/adapters/camera.py"
-MJ = "edge_agent/adapters/mjpeg_http.py"
-SD = "edge_agent/adapters/sdnotify.py"
-SF = "edge_agent/adapters/statusfile.py"
-T_CA = "tests/adapters/test_camera.py tests/adapters/test_mjpeg.py tests/adapters/test_rtsp.py"
-T_MJ = "tests/adapters/test_mjpeg.py tests/adapters/test_decode_bounds.py tests/adapters/test_decode_and_grant.py tests/adapters/test_bounded_input.py"
-T_SD = "tests/adapters/test_sdnotify.py tests/loop/test_ready_and_stop.py"
-T_SF = "tests/adapters/test_statusfile.py tests/app/test_status_view.py tests/cli/test_commands.py"
+CA = "edge_agent/adapters/camera/capture.py"
+MJ = "edge_agent/adapters/camera/mjpeg_http.py"
+SD = "edge_agent/adapters/host/sdnotify.py"
+SF = "edge_agent/adapters/host/statusfile.py"
+T_CA = "tests/adapters/camera/test_camera.py tests/adapters/camera/test_mjpeg.py tests/adapters/camera/test_rtsp.py"
+T_MJ = "tests/adapters/camera/test_mjpeg.py tests/adapters/camera/test_decode_bounds.py tests/adapters/camera/test_decode_and_grant.py tests/adapters/camera/test_bounded_input.py"
+T_SD = "tests/adapters/host/test_sdnotify.py tests/app/agent/test_ready_and_stop.py"
+T_SF = (
+    "tests/adapters/host/test_statusfile.py tests/app/cli/test_status_view.py tests/app/cli/test_commands.py"
+)
 BUGS = [
     ("ca1", CA, "            if self._frame is not None:\n                self.dropped += 1\n", "", T_CA),
     (

@@ -11,11 +11,11 @@ def _have(tests: str) -> str:
     return " ".join(t for t in tests.split() if Path(t.split("::")[0]).exists())
 
 
-CS = "edge_agent/adapters/camera_sources.py"
-CR = "edge_agent/adapters/camera_rtsp.py"
+CS = "edge_agent/adapters/camera/backends.py"
+CR = "edge_agent/adapters/camera/rtsp.py"
 T = _have(
-    "tests/adapters/test_capture_backends.py tests/adapters/test_folder_source.py tests/adapters/test_camera.py "
-    "tests/adapters/test_rtsp_probe.py tests/adapters/test_rtsp_transport.py tests/adapters/test_decode_and_grant.py"
+    "tests/adapters/camera/test_capture_backends.py tests/adapters/camera/test_folder_source.py tests/adapters/camera/test_camera.py "
+    "tests/adapters/camera/test_rtsp_probe.py tests/adapters/camera/test_rtsp_transport.py tests/adapters/camera/test_decode_and_grant.py"
 )
 BUGS = [
     # V4L2: four buffers (frames seconds old at low fps), no MJPG (YUYV at a fraction of the fps)

@@ -1,9 +1,9 @@
 """Hand-made bugs: queue and status commands."""
 
-QC = "edge_agent/app/queue_cmd.py"
-ST = "edge_agent/app/status_cmd.py"
-T_Q = "tests/cli/test_queue_cli.py tests/test_durable_writes.py tests/outbox/test_salvage.py"
-T_S = "tests/app/test_status_view.py tests/cli/test_commands.py"
+QC = "edge_agent/app/cli/queue_cmd.py"
+ST = "edge_agent/app/cli/status_cmd.py"
+T_Q = "tests/app/cli/test_queue_cli.py tests/test_durable_writes.py tests/adapters/outbox/test_salvage.py"
+T_S = "tests/app/cli/test_status_view.py tests/app/cli/test_commands.py"
 BUGS = [
     ("q1", QC, "            if not sys.stdin.isatty():", "            if sys.stdin.isatty():", T_Q),
     (

@@ -1,14 +1,14 @@
 """Hand-made bugs in the collector, its database, the durable-write helper and the count checkpoint."""
 
-C = "edge_agent/app/collector.py"
-D = "edge_agent/adapters/collector_db.py"
-Q = "edge_agent/adapters/collector_sql/sqlite/0001_init.sql"
-CS = "edge_agent/adapters/count_store.py"
-DU = "edge_agent/adapters/durable.py"
-T_COLL = "tests/app/test_collector_round.py tests/collector/test_no_ack_on_failed_commit.py tests/collector/test_poison_message.py tests/collector/test_collector_e2e.py tests/collector/test_collect_cmd.py tests/collector/test_collect_leave.py tests/collector/test_collector_db.py tests/adapters/test_collector_mqtt.py tests/core/test_batch_and_parse.py"
-T_DB = "tests/app/test_collector_round.py tests/collector/test_collector_db.py tests/collector/test_fleet_retire.py tests/collector/test_no_ack_on_failed_commit.py tests/collector/test_collector_e2e.py"
-T_CS = "tests/adapters/test_count_store.py tests/app/test_objects_step.py"
-T_DU = "tests/adapters/test_durable.py tests/test_durable_writes.py"
+C = "edge_agent/app/collector/loop.py"
+D = "edge_agent/adapters/collector/db.py"
+Q = "edge_agent/adapters/collector/sql/sqlite/0001_init.sql"
+CS = "edge_agent/adapters/outbox/count_store.py"
+DU = "edge_agent/adapters/host/durable.py"
+T_COLL = "tests/app/collector/test_collector_round.py tests/app/collector/test_no_ack_on_failed_commit.py tests/app/collector/test_poison_message.py tests/app/collector/test_collector_e2e.py tests/app/collector/test_collect_cmd.py tests/app/collector/test_collect_leave.py tests/adapters/collector/test_collector_db.py tests/adapters/collector/test_collector_mqtt.py tests/core/messages/test_batch_and_parse.py"
+T_DB = "tests/app/collector/test_collector_round.py tests/adapters/collector/test_collector_db.py tests/adapters/collector/test_fleet_retire.py tests/app/collector/test_no_ack_on_failed_commit.py tests/app/collector/test_collector_e2e.py"
+T_CS = "tests/adapters/outbox/test_count_store.py tests/app/agent/test_objects_step.py"
+T_DU = "tests/adapters/host/test_durable.py tests/test_durable_writes.py"
 BUGS = [
     ("c1", C, "        self.sub.ack(batch)  # only now: the rows are committed\n", "", T_COLL),
     (

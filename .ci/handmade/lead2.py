@@ -1,14 +1,14 @@
 """Hand-made bugs: the package author's commands (model pack) and the fleet views (lead, 2026-12-01)."""
 
-PK = "edge_agent/app/model_pack_cmd.py"
-FL = "edge_agent/app/fleet_cmd.py"
+PK = "edge_agent/app/updates/pack_cmd.py"
+FL = "edge_agent/app/collector/fleet_cmd.py"
 T_PK = (
-    "tests/updates/test_packages.py tests/updates/test_model_cli_manners.py tests/updates/test_package_rules.py "
-    "tests/updates/test_update_security.py tests/updates/test_manifest_rules.py tests/updates/test_package_file.py"
+    "tests/app/updates/test_packages.py tests/app/updates/test_model_cli_manners.py tests/core/updates/test_package_rules.py "
+    "tests/app/updates/test_update_security.py tests/core/updates/test_manifest_rules.py tests/adapters/updates/test_package_file.py"
 )
-T_FL = "tests/collector/test_fleet_retire.py tests/collector/test_collector_e2e.py tests/collector/test_acceptance_agent.py"
-CC = "edge_agent/app/collect_cmd.py"
-T_CC = "tests/collector/test_collect_cmd.py tests/collector/test_collect_leave.py tests/core/test_collector_config.py"
+T_FL = "tests/adapters/collector/test_fleet_retire.py tests/app/collector/test_collector_e2e.py tests/app/collector/test_acceptance_agent.py"
+CC = "edge_agent/app/collector/collect_cmd.py"
+T_CC = "tests/app/collector/test_collect_cmd.py tests/app/collector/test_collect_leave.py tests/core/config/test_collector_config.py"
 BUGS = [
     ("pk1", PK, "    if problems and not args.skip_guard:", "    if problems and args.skip_guard:", T_PK),
     ("pk2", PK, "        for p in imgs[:32]:", "        for p in imgs[:8]:", T_PK),

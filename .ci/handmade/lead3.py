@@ -1,7 +1,7 @@
 """Hand-made bugs: the model-work commands' flags and file handling (quantize, model convert)."""
 
-QC = "edge_agent/app/quantize_cmd.py"
-MC = "edge_agent/app/model_convert_cmd.py"
+QC = "edge_agent/app/workbench/quantize_cmd.py"
+MC = "edge_agent/app/workbench/convert_cmd.py"
 T_Q = "tests/tools tests/test_durable_writes.py"
 T_M = "tests/tools tests/test_durable_writes.py"
 BUGS = [

@@ -1,8 +1,8 @@
 """Hand-made bugs: argparse ranges and `config check` (lead, 2026-12-01)."""
 
-AG = "edge_agent/app/argtypes.py"
-CF = "edge_agent/app/config_cmd.py"
-T = "tests/cli tests/core/test_config_example.py tests/core/test_config_rules.py tests/updates/test_update_security.py"
+AG = "edge_agent/app/cli/argtypes.py"
+CF = "edge_agent/app/cli/config_cmd.py"
+T = "tests/app/cli tests/core/config/test_config_example.py tests/core/config/test_config_rules.py tests/app/updates/test_update_security.py"
 BUGS = [
     ("ag1", AG, "        if not (lo <= value <= hi) or", "        if not (lo < value <= hi) or", T),
     (

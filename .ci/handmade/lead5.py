@@ -5,22 +5,24 @@ The new test files are added to a bug's tests only when present: the as-landed r
 import pathlib
 
 VT = "edge_agent/tools/validate.py"
-VC = "edge_agent/app/validate_cmd.py"
-RC = "edge_agent/app/run_cmd.py"
+VC = "edge_agent/app/workbench/validate_cmd.py"
+RC = "edge_agent/app/cli/run_cmd.py"
 TV = (
-    "tests/app/test_validate_cmd.py " if pathlib.Path("tests/app/test_validate_cmd.py").exists() else ""
+    "tests/app/workbench/test_validate_cmd.py "
+    if pathlib.Path("tests/app/workbench/test_validate_cmd.py").exists()
+    else ""
 ) + (
     "tests/tools/test_validate_any.py tests/tools/test_classifier.py tests/tools/test_quantize.py "
-    "tests/inference/test_presets.py tests/cli/test_cli_manners.py tests/tools/test_shared_yolov8n.py"
+    "tests/inference/test_presets.py tests/app/cli/test_cli_manners.py tests/tools/test_shared_yolov8n.py"
 )
 TR = " ".join(
     t
     for t in (
-        "tests/app/test_run_cmd.py",  # added with this list: absent in the as-landed run
-        "tests/app/test_runtime_imports.py",
-        "tests/cli/test_stranger_cli.py",
-        "tests/cli/test_commands.py",
-        "tests/cli/test_hostile_cli.py",
+        "tests/app/cli/test_run_cmd.py",  # added with this list: absent in the as-landed run
+        "tests/app/cli/test_runtime_imports.py",
+        "tests/app/cli/test_stranger_cli.py",
+        "tests/app/cli/test_commands.py",
+        "tests/app/cli/test_hostile_cli.py",
     )
     if pathlib.Path(t).exists()
 )
@@ -67,7 +69,7 @@ BUGS = [
     ("v10", VC, "        args.threads,\n    )", "        None,\n    )", TV),
     (
         "v11",
-        "edge_agent/core/thresholds.py",
+        "edge_agent/core/vision/thresholds.py",
         "    min_recall: float = 0.9",
         "    min_recall: float = 0.8",
         TV,

@@ -1,11 +1,9 @@
 """Hand-made bugs: the MQTT sync session and the frame ring."""
 
-SS = "edge_agent/adapters/mqtt_session.py"
-FR = "edge_agent/adapters/frame_ring.py"
-T_SS = "tests/outbox/test_sync_session.py tests/outbox/test_sync_accounting.py tests/outbox/test_sync_guarantees.py"
-T_FR = (
-    "tests/adapters/test_frame_ring.py tests/updates/test_store_state.py tests/updates/test_model_switch.py"
-)
+SS = "edge_agent/adapters/mqtt/session.py"
+FR = "edge_agent/adapters/updates/frame_ring.py"
+T_SS = "tests/adapters/mqtt/test_sync_session.py tests/adapters/mqtt/test_sync_accounting.py tests/adapters/mqtt/test_sync_guarantees.py"
+T_FR = "tests/adapters/updates/test_frame_ring.py tests/adapters/updates/test_store_state.py tests/app/updates/test_model_switch.py"
 BUGS = [
     (
         "ss1",

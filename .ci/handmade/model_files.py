@@ -1,15 +1,15 @@
 """Hand-made bugs: what a model file says (model_info.py), the receiver's transfers on disk
 (model_transfer_disk.py), `model`'s options (model_cmd.py) and the loop's config keys (agent.py)."""
 
-MI = "edge_agent/adapters/model_info.py"
-RT = "edge_agent/adapters/runtime.py"
-TD = "edge_agent/adapters/model_transfer_disk.py"
-MC = "edge_agent/app/model_cmd.py"
-AG = "edge_agent/app/agent.py"
-T_MI = "tests/adapters/test_model_info.py tests/adapters/test_runtime.py"
-T_TD = "tests/updates/test_receiver_rules.py tests/updates/test_receiver.py"
-T_MC = "tests/cli/test_cli_help.py tests/app/test_model_cmd.py"
-T_AG = "tests/loop/test_agent_inproc.py tests/loop/test_agent_inproc_pacing.py"
+MI = "edge_agent/adapters/runtime/model_info.py"
+RT = "edge_agent/adapters/runtime/onnx_model.py"
+TD = "edge_agent/adapters/updates/transfers.py"
+MC = "edge_agent/app/updates/model_cmd.py"
+AG = "edge_agent/app/agent/agent.py"
+T_MI = "tests/adapters/runtime/test_model_info.py tests/adapters/runtime/test_runtime.py"
+T_TD = "tests/adapters/updates/test_receiver_rules.py tests/adapters/updates/test_receiver.py"
+T_MC = "tests/app/cli/test_cli_help.py tests/app/updates/test_model_cmd.py"
+T_AG = "tests/app/agent/test_agent_inproc.py tests/app/agent/test_agent_inproc_pacing.py"
 BUGS = [
     ("mi1", MI, "for ln in text.splitlines() if ln.strip())}", "for ln in text.splitlines())}", T_MI),
     ("mi2", MI, "return (int(val[0]), int(val[1]))", "return (int(val[1]), int(val[0]))", T_MI),

@@ -1,14 +1,14 @@
-"""Hand-made bugs: the MQTT sync (adapters/mqtt_sync.py), the way issue 19's reviewer tries it.
+"""Hand-made bugs: the MQTT sync (adapters/mqtt/sync.py), the way issue 19's reviewer tries it.
 
 Late PUBACKs at the session's end, in-flight rows of a restarted thread, the backoff after a drop,
 QoS, a row deleted only after its PUBACK, config keys ignored, boundaries moved.
 """
 
-MS = "edge_agent/adapters/mqtt_sync.py"
+MS = "edge_agent/adapters/mqtt/sync.py"
 T = (
-    "tests/outbox/test_sync_session.py tests/outbox/test_sync_accounting.py tests/outbox/test_sync_guarantees.py "
-    "tests/outbox/test_sync_lifecycle.py tests/outbox/test_sync_windows.py tests/outbox/test_batch_sync.py "
-    "tests/outbox/test_mqtt_sync.py"
+    "tests/adapters/mqtt/test_sync_session.py tests/adapters/mqtt/test_sync_accounting.py tests/adapters/mqtt/test_sync_guarantees.py "
+    "tests/adapters/mqtt/test_sync_lifecycle.py tests/adapters/mqtt/test_sync_windows.py tests/adapters/mqtt/test_batch_sync.py "
+    "tests/adapters/mqtt/test_mqtt_sync.py"
 )
 BUGS = [
     # PUBACKs that arrive as the session ends are not applied: their rows are sent again

@@ -1,14 +1,12 @@
 """Hand-made bugs: opening the outbox (full-disk retry, salvage with the kept marks, putting a
 damaged file back) and a batch given up on a full disk counted in the marks file."""
 
-OP = "edge_agent/adapters/outbox_open.py"
-DB = "edge_agent/adapters/outbox_db.py"
-SP = "edge_agent/adapters/outbox_space.py"
-MK = "edge_agent/adapters/outbox_marks.py"
-T_OP = "tests/adapters/test_outbox_open.py tests/adapters/test_outbox_salvage.py"
-T_GIVE = (
-    "tests/adapters/test_outbox_space.py tests/outbox/test_full_disk.py tests/adapters/test_outbox_marks.py"
-)
+OP = "edge_agent/adapters/outbox/opening.py"
+DB = "edge_agent/adapters/outbox/db.py"
+SP = "edge_agent/adapters/outbox/space.py"
+MK = "edge_agent/adapters/outbox/marks.py"
+T_OP = "tests/adapters/outbox/test_outbox_open.py tests/adapters/outbox/test_outbox_salvage.py"
+T_GIVE = "tests/adapters/outbox/test_outbox_space.py tests/adapters/outbox/test_full_disk.py tests/adapters/outbox/test_outbox_marks.py"
 BUGS = [
     # any failed open gives back the reserve and retries (not only a full disk)
     ("op1", OP, 'step.action != "retry" or not', "not", T_OP),

@@ -1,8 +1,8 @@
 """Hand-made bugs: the salvage page reader (WAL generations and commits, the freelist and the
 pointer map, page sizes and reserved bytes, overflow chains, the bounds against crafted pages)."""
 
-PG = "edge_agent/adapters/outbox_pages.py"
-T = "tests/adapters/test_outbox_pages.py tests/adapters/test_outbox_pages_bounds.py"
+PG = "edge_agent/adapters/outbox/pages.py"
+T = "tests/adapters/outbox/test_outbox_pages.py tests/adapters/outbox/test_outbox_pages_bounds.py"
 BUGS = [
     # frames after the last commit are taken (a transaction that never committed)
     (

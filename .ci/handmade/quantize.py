@@ -8,7 +8,7 @@ DQ = "edge_agent/tools/dequantize.py"
 T = (
     "tests/tools/test_quantize.py tests/tools/test_quantize_errors.py tests/tools/test_quantize_inputs.py "
     "tests/tools/test_quantize_flags.py tests/tools/test_quantize_calls.py tests/tools/test_dequantize_rules.py "
-    "tests/tools/test_dequantize_kinds.py tests/tools/test_model_cmd_flags.py tests/tools/test_classifier.py "
+    "tests/tools/test_dequantize_kinds.py tests/app/workbench/test_model_cmd_flags.py tests/tools/test_classifier.py "
     "tests/tools/test_model_convert.py"
 )
 BUGS = [

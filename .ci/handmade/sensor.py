@@ -1,7 +1,7 @@
 """Hand-made bugs: the serial sensor reader."""
 
-S = "edge_agent/adapters/sensor.py"
-T = "tests/adapters/test_sensor_serial.py tests/core/test_sensor_properties.py tests/loop/test_agent_parts.py tests/core/test_sensor_parse.py"
+S = "edge_agent/adapters/sensor/serial_reader.py"
+T = "tests/adapters/sensor/test_sensor_serial.py tests/core/sensor/test_sensor_properties.py tests/app/agent/test_agent_parts.py tests/core/sensor/test_sensor_parse.py"
 BUGS = [
     (
         "se1",

@@ -8,22 +8,22 @@ QU = "edge_agent/tools/quantize.py"
 DQ = "edge_agent/tools/dequantize.py"
 GR = "edge_agent/tools/graph.py"
 BE = "edge_agent/tools/bench.py"
-RT = "edge_agent/adapters/runtime.py"
-TR = "edge_agent/adapters/tensorrt.py"
-BO = "edge_agent/adapters/board.py"
-T_TOOLS = "tests/tools tests/core/test_ort_compat.py tests/inference/test_format_registry.py"
+RT = "edge_agent/adapters/runtime/onnx_model.py"
+TR = "edge_agent/adapters/runtime/tensorrt_host.py"
+BO = "edge_agent/adapters/runtime/board.py"
+T_TOOLS = "tests/tools tests/core/runtime/test_ort_compat.py tests/core/vision/test_format_registry.py"
 # the files that exist (the "before" round ran without the test files added with this list)
 T_RT = " ".join(
     p
     for p in [
-        "tests/adapters/test_runtime.py",
-        "tests/adapters/test_runtime_session.py",
-        "tests/adapters/test_provider_fallback.py",
-        "tests/adapters/test_board_providers.py",
-        "tests/adapters/test_jetson_plan.py",
+        "tests/adapters/runtime/test_runtime.py",
+        "tests/adapters/runtime/test_runtime_session.py",
+        "tests/adapters/runtime/test_provider_fallback.py",
+        "tests/adapters/runtime/test_board_providers.py",
+        "tests/adapters/runtime/test_jetson_plan.py",
         "tests/inference/test_guard.py",
         "tests/inference/test_arm_models.py",
-        "tests/updates/test_model_gate.py",
+        "tests/app/updates/test_model_gate.py",
         "tests/tools/test_bench.py",
     ]
     if os.path.exists(p)

@@ -1,17 +1,17 @@
 """Hand-made bugs: `infer --track` and `track` (q4, 2026-12-01), the reviewer's kinds: a key or
 flag ignored, a boundary moved, a guard limited, the order reversed. Tests: the in-process file
-(when present: the as-landed run had only the subprocess ones) and tests/cli/test_track_cli.py."""
+(when present: the as-landed run had only the subprocess ones) and tests/app/workbench/test_track_cli.py."""
 
 import pathlib
 
-TI = "edge_agent/app/track_infer.py"
-TC = "edge_agent/app/track_cmd.py"
+TI = "edge_agent/app/workbench/track_infer.py"
+TC = "edge_agent/app/workbench/track_cmd.py"
 T = " ".join(
     t
     for t in (
-        "tests/app/test_track_inproc.py",
-        "tests/cli/test_track_cli.py",
-        "tests/app/test_infer_inproc.py",
+        "tests/app/workbench/test_track_inproc.py",
+        "tests/app/workbench/test_track_cli.py",
+        "tests/app/workbench/test_infer_inproc.py",
     )
     if pathlib.Path(t).exists()
 )

@@ -1,7 +1,7 @@
 """Compare a candidate model (e.g. INT8) with its reference (FP32) on real images; pass or fail.
 
 Shared by ``edge-agent validate`` (:mod:`edge_agent.tools.validate`) and the model-update gate
-(:mod:`edge_agent.app.model_gate`): one verdict wherever a model is judged, and the running
+(:mod:`edge_agent.app.updates.gate`): one verdict wherever a model is judged, and the running
 service never imports ``tools``.
 
 Detectors are compared on the detections a user would see (conf 0.25): recall of the reference's
@@ -20,7 +20,7 @@ from typing import Any, Optional
 import numpy as np
 import numpy.typing as npt
 
-from edge_agent.core.metrics import (
+from edge_agent.core.vision.accuracy import (
     Boxes,
     classifier_agreement,
     detection_agreement,
@@ -28,7 +28,7 @@ from edge_agent.core.metrics import (
     raw_difference,
     top1_accuracy,
 )
-from edge_agent.core.thresholds import Thresholds
+from edge_agent.core.vision.thresholds import Thresholds
 from edge_agent.errors import EdgeAgentError
 from edge_agent.inference.report import Check, ValidationReport
 
@@ -58,7 +58,7 @@ def read_yolo_labels(path: Path, width: int, height: int) -> Boxes:
 def _split_raw(raw: npt.NDArray[np.generic], transposed: Optional[bool] = None) -> npt.NDArray[np.float32]:
     """A YOLO output [1, 4+nc, N] or [1, N, 4+nc] as float32 [4+nc, N] (layout from the format
     registry, for an unknown input size, when None)."""
-    from edge_agent.core.formats import resolve_format
+    from edge_agent.core.vision.formats import resolve_format
 
     out: npt.NDArray[np.float32] = np.asarray(raw, np.float32)[0]
     if transposed is None:
@@ -110,8 +110,8 @@ def validate_detector(
     ref: Any, cand: Any, files: list[Path], labels_dir: Optional[Path], th: Thresholds, progress: Any = None
 ) -> ValidationReport:
     """Compare two detectors of any formats, input sizes or class lists on the detections they give."""
-    from edge_agent.adapters.images import read_image
-    from edge_agent.core.defaults import IOU_THRESHOLD
+    from edge_agent.adapters.camera.images import read_image
+    from edge_agent.core.vision.defaults import IOU_THRESHOLD
     from edge_agent.inference.pipeline import Detector, DetectorParams
 
     rep = ValidationReport("detector", str(ref.path), str(cand.path), len(files))
@@ -236,7 +236,7 @@ def _as_boxes(d: Any) -> Boxes:
 
 def _decode(det: Any, raw: Any, lb: Any, conf: float, iou: float) -> Boxes:
     """An output already computed, decoded again at other thresholds (no second inference)."""
-    from edge_agent.core.formats import decode_output
+    from edge_agent.core.vision.formats import decode_output
 
     return _as_boxes(decode_output(raw, det.format, lb, conf, iou, det.params.max_det)[0])
 
@@ -257,9 +257,9 @@ def validate_classifier(
     ref: Any, cand: Any, files: list[Path], root: Path, th: Thresholds, progress: Any = None
 ) -> ValidationReport:
     """Top-1/top-5 agreement; each model gets its own preprocessing, classes are matched by name."""
-    from edge_agent.adapters.images import read_image
-    from edge_agent.core.classify import to_probabilities
-    from edge_agent.core.preprocess import preprocess_classifier
+    from edge_agent.adapters.camera.images import read_image
+    from edge_agent.core.vision.classify import to_probabilities
+    from edge_agent.core.vision.preprocess import preprocess_classifier
     from edge_agent.inference.pipeline import Classifier
 
     rep = ValidationReport("classifier", str(ref.path), str(cand.path), len(files))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from edge_agent.core.onnx_wire import WireError, output_dequant_scales
+from edge_agent.core.runtime.onnx_wire import WireError, output_dequant_scales
 
 log = logging.getLogger(__name__)
 

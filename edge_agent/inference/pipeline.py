@@ -16,21 +16,21 @@ from typing import Optional
 import numpy as np
 import numpy.typing as npt
 
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.camera_source import Frame
-from edge_agent.core.classify import Classification, to_probabilities, top_k
-from edge_agent.core.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
-from edge_agent.core.formats import decode_output
-from edge_agent.core.preprocess import (
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.core.camera.source_spec import Frame
+from edge_agent.core.vision.classify import Classification, to_probabilities, top_k
+from edge_agent.core.vision.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
+from edge_agent.core.vision.formats import decode_output
+from edge_agent.core.vision.preprocess import (
     ClassifierPreprocess,
     Letterbox,
     preprocess_classifier,
     preprocess_detector,
 )
-from edge_agent.core.schema import Detection, to_detection_list
-from edge_agent.core.yolo import Detections
+from edge_agent.core.vision.results import Detection, to_detection_list
+from edge_agent.core.vision.yolo import Detections
 from edge_agent.errors import ModelError
-from edge_agent.inference.presets import choose_preprocess
+from edge_agent.inference.preset_choice import choose_preprocess
 from edge_agent.inference.task import detector_format
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class DetectOutput:
 
 
 class Detector:
-    """A detector in one of the formats of :mod:`edge_agent.core.formats` (the one ``output_format``
+    """A detector in one of the formats of :mod:`edge_agent.core.vision.formats` (the one ``output_format``
     names, else the one its output shape and metadata say); refuses anything else at load."""
 
     def __init__(
@@ -144,7 +144,7 @@ class Detector:
 
 
 def classifier_preprocess_for(model: OnnxModel, option: Optional[str] = None) -> ClassifierPreprocess:
-    """The preprocessing ``model`` gets (see :func:`edge_agent.inference.presets.choose_preprocess`)."""
+    """The preprocessing ``model`` gets (see :func:`edge_agent.inference.preset_choice.choose_preprocess`)."""
     return choose_preprocess(model, option).pp
 
 

@@ -1,11 +1,11 @@
 """Detector or classifier, and which output format: decided here once, for the agent, quantize,
-validate and bench. (The formats themselves are the registry in :mod:`edge_agent.core.formats`.)"""
+validate and bench. (The formats themselves are the registry in :mod:`edge_agent.core.vision.formats`.)"""
 
 from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from edge_agent.core.formats import Resolved, resolve_format, understood
+from edge_agent.core.vision.formats import Resolved, resolve_format, understood
 from edge_agent.errors import ModelError
 
 Task = Literal["detect", "classify"]

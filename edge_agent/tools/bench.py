@@ -87,7 +87,7 @@ def synthetic_image(h: int = 480, w: int = 640, seed: int = 0) -> npt.NDArray[np
 
 def default_image(folder: Optional[Path] = None) -> tuple[npt.NDArray[np.uint8], str]:
     """The first image of ``folder`` (the caller passes the bundled samples: tools never import app/)."""
-    from edge_agent.adapters.images import IMAGE_SUFFIXES, read_image
+    from edge_agent.adapters.camera.images import IMAGE_SUFFIXES, read_image
 
     if folder is None or not folder.is_dir():
         return synthetic_image(), "synthetic 640x480"
@@ -99,8 +99,8 @@ def default_image(folder: Optional[Path] = None) -> tuple[npt.NDArray[np.uint8],
 
 def _pipeline(model: Any, kind: str) -> tuple[Callable[[Any], Any], Callable[[Any], dict[str, float]]]:
     """(preprocess for the bare run, full pipeline returning stage timings) for one model."""
-    from edge_agent.core.classify import to_probabilities, top_k
-    from edge_agent.core.preprocess import preprocess_classifier, preprocess_detector
+    from edge_agent.core.vision.classify import to_probabilities, top_k
+    from edge_agent.core.vision.preprocess import preprocess_classifier, preprocess_detector
     from edge_agent.inference.pipeline import Detector, classifier_preprocess_for
 
     if kind == "detect":
@@ -172,7 +172,7 @@ def _probe_main(argv: Sequence[str]) -> int:
     import cv2  # noqa: F401 - imported before the baseline so it isn't counted as the model's
     import onnxruntime  # noqa: F401
 
-    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
 
     base = _current_rss_mb()
     t0 = time.perf_counter()
@@ -198,7 +198,7 @@ def bench_models(
     measure_memory: bool = True,
     show_progress: bool = True,
 ) -> list[ModelBench]:
-    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.tools.progress import Progress
     from edge_agent.tools.quantize import model_kind
 

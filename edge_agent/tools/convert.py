@@ -1,6 +1,6 @@
 """Down-convert an ONNX model so an older onnxruntime (a Jetson's) loads it.
 
-The limits come from :mod:`edge_agent.core.ort_compat`. Three steps:
+The limits come from :mod:`edge_agent.core.runtime.ort_compat`. Three steps:
 
 1. drop opset imports no node uses (onnxruntime's quantizer stamps ``ai.onnx.ml`` 5 and six
    other domains into every model it writes; an old runtime refuses the unused ``ai.onnx.ml``);
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Optional
 
-from edge_agent.core.ort_compat import RuntimeLimits, limits_for, parse_version, refusals
+from edge_agent.core.runtime.ort_compat import RuntimeLimits, limits_for, parse_version, refusals
 from edge_agent.errors import EdgeAgentError
 from edge_agent.tools import require_onnx
 
@@ -73,7 +73,7 @@ def target_limits(target: str) -> RuntimeLimits:
         raise ConvertError(f"--target-ort {target!r}: expected an onnxruntime version such as 1.11 or 1.16")
     limits = limits_for(target)
     if limits is None:  # newer than the table (an older one gets the oldest row from limits_for)
-        from edge_agent.core.ort_compat import TABLE
+        from edge_agent.core.runtime.ort_compat import TABLE
 
         limits = TABLE[-1]
     return limits

@@ -144,14 +144,14 @@ def _ok(passed: bool) -> str:
 
 
 def _rel(a: Any, b: Any) -> tuple[float, float]:
-    from edge_agent.core.metrics import raw_difference
+    from edge_agent.core.vision.accuracy import raw_difference
 
     return raw_difference(np.asarray(a), np.asarray(b))
 
 
 def runtime_for_opset(opset: int) -> str:
     """The oldest onnxruntime implementing ``opset`` (the export is stamped for it)."""
-    from edge_agent.core.ort_compat import TABLE
+    from edge_agent.core.runtime.ort_compat import TABLE
 
     return next((row.name for row in TABLE if row.opset >= opset), TABLE[-1].name)
 
@@ -220,7 +220,7 @@ def check_export(net: Any, example: Any, out: Path, opset: int = DEFAULT_OPSET) 
     o1 = sess.run(None, {"images": x1})[0]
     abs1, rel1 = _rel(t1, o1)
     rel2 = _rel(t2, sess.run(None, {"images": x2})[0])[1] if dynamic else float("inf")
-    from edge_agent.core.ort_compat import oldest_runtime
+    from edge_agent.core.runtime.ort_compat import oldest_runtime
 
     oldest = oldest_runtime(model.ir_version, {o.domain or "ai.onnx": o.version for o in model.opset_import})
     rep = ExportReport(out, got_opset, checker_ok, dynamic, abs1, rel1, rel2)

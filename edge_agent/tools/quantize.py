@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent import __version__
-from edge_agent.adapters.durable import commit_durable
+from edge_agent.adapters.host.durable import commit_durable
 from edge_agent.errors import EdgeAgentError, QuantizeError
 from edge_agent.tools import require_onnx
 from edge_agent.tools.convert import convert_model
@@ -73,7 +73,7 @@ def model_kind(model: Any) -> Literal["detect", "classify"]:
 
 def make_preprocess(model: Any) -> Any:
     """image (BGR) -> input tensor, exactly as the runtime pipeline does it for this model."""
-    from edge_agent.core.preprocess import preprocess_classifier, preprocess_detector
+    from edge_agent.core.vision.preprocess import preprocess_classifier, preprocess_detector
     from edge_agent.inference.pipeline import classifier_preprocess_for
 
     dtype = model.input.dtype
@@ -97,7 +97,7 @@ def pick_samples(paths: Sequence[Path], n: int) -> list[Path]:
 
 def image_files(folder: Path) -> list[Path]:
     """Images in ``folder`` and its subfolders (class-per-folder layouts), sorted."""
-    from edge_agent.adapters.images import IMAGE_SUFFIXES
+    from edge_agent.adapters.camera.images import IMAGE_SUFFIXES
 
     if not folder.is_dir():
         raise QuantizeError(f"{folder}: not a directory of images")
@@ -118,7 +118,7 @@ class _Reader:
         self.bar = Progress(len(files), "calibrating") if progress else None
 
     def get_next(self) -> Optional[dict[str, npt.NDArray[Any]]]:
-        from edge_agent.adapters.images import read_image
+        from edge_agent.adapters.camera.images import read_image
 
         if self.i >= len(self.files):
             if self.bar:
@@ -246,7 +246,7 @@ def quantize_model(
     onnx = require_onnx()
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
 
     if not calib_files:
         raise QuantizeError("no calibration images")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from edge_agent.core.thresholds import Thresholds
+from edge_agent.core.vision.thresholds import Thresholds
 from edge_agent.errors import EdgeAgentError
 from edge_agent.inference.compare import validate_classifier, validate_detector
 from edge_agent.inference.report import ValidationReport
@@ -27,7 +27,7 @@ def validate_models(
     show_progress: bool = True,
 ) -> ValidationReport:
     """Load both models and compare them on ``files``; which comparison depends on the model kind."""
-    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.inference.task import model_task
     from edge_agent.tools.progress import Progress
 

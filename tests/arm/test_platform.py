@@ -189,7 +189,7 @@ def test_opencv_and_pillow_agree_on_a_lossless_roundtrip() -> None:
 
 
 def test_config_schema_validates_with_the_aarch64_pydantic_core() -> None:
-    from edge_agent.core.config import parse_config
+    from edge_agent.core.config.schema import parse_config
     from edge_agent.errors import ConfigError
 
     cfg = parse_config('[mqtt]\nport = 8883\n[device]\nid = "pi-4"\n')

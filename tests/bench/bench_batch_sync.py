@@ -25,10 +25,10 @@ sys.path.insert(0, str(REPO / "tests"))
 from support.fleet_sim import result  # noqa: E402
 from support.mqtt import Broker, Collector  # noqa: E402
 
-from edge_agent.adapters.mqtt_sync import MqttSync  # noqa: E402
-from edge_agent.adapters.outbox import Outbox  # noqa: E402
-from edge_agent.core.config import MqttConfig  # noqa: E402
-from edge_agent.core.queue_policy import Limits  # noqa: E402
+from edge_agent.adapters.mqtt.sync import MqttSync  # noqa: E402
+from edge_agent.adapters.outbox.outbox import Outbox  # noqa: E402
+from edge_agent.core.config.schema import MqttConfig  # noqa: E402
+from edge_agent.core.queue.policy import Limits  # noqa: E402
 
 LIMITS = Limits(10**8, 10**11, 1e9)
 

@@ -26,13 +26,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from edge_agent.adapters.outbox import Outbox  # noqa: E402
-from edge_agent.core.queue_policy import Limits  # noqa: E402
+from edge_agent.adapters.outbox.outbox import Outbox  # noqa: E402
+from edge_agent.core.queue.policy import Limits  # noqa: E402
 
 CHILD = """
 import sys, time
-from edge_agent.adapters.outbox import Outbox
-from edge_agent.core.queue_policy import Limits
+from edge_agent.adapters.outbox.outbox import Outbox
+from edge_agent.core.queue.policy import Limits
 ob = Outbox(sys.argv[1], Limits(10**7, 10**10, 1e9), flush_interval_s=float(sys.argv[2]), flush_batch=100)
 period = 1.0 / float(sys.argv[3])
 nxt = time.monotonic()

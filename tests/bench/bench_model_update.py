@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO / "tests"))
 import cv2  # noqa: E402
 from support.mqtt import Broker  # noqa: E402
 
-from edge_agent.app.configfile import load_config  # noqa: E402
-from edge_agent.app.model_push import push_package  # noqa: E402
+from edge_agent.app.cli.configfile import load_config  # noqa: E402
+from edge_agent.app.updates.push import push_package  # noqa: E402
 
 
 def ring_frames(dest: Path, n: int) -> None:
@@ -126,8 +126,8 @@ trusted_keys = ["{pub}"]  # MQTT delivery is off without one
 
 
 def one_inference_s() -> float:
-    from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.core.preprocess import preprocess_detector
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.core.vision.preprocess import preprocess_detector
 
     m = OnnxModel(SHARED / "models" / "yolov8n-coco-fp32.onnx")
     blob, _ = preprocess_detector(cv2.imread(str(SHARED / "images" / "bus.jpg")), m.input_hw(), m.input.dtype)
@@ -150,7 +150,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
         pkg = tmpd / "yolov8n.pkg"
-        from edge_agent.adapters.signing import generate_key
+        from edge_agent.adapters.updates.signing import generate_key
 
         pub = generate_key(tmpd / "bench.key")
         subprocess.run(

@@ -99,7 +99,7 @@ def run_peer(dets: dict[int, np.ndarray], frames: int, fps: int) -> tuple[list[s
 
 
 def time_ours(dets: dict[int, np.ndarray], frames: int) -> float:
-    from edge_agent.core.tracker import Tracker
+    from edge_agent.core.objects.tracker import Tracker
 
     tr = Tracker()
     times = []

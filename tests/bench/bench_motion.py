@@ -37,9 +37,9 @@ sys.path.insert(0, str(REPO / "tests"))
 from support.clip import noisy, paste  # noqa: E402
 from support.world import agent_toml  # noqa: E402
 
-from edge_agent.adapters.runtime import OnnxModel  # noqa: E402
-from edge_agent.app.agent import Agent  # noqa: E402
-from edge_agent.core.config import parse_config  # noqa: E402
+from edge_agent.adapters.runtime.onnx_model import OnnxModel  # noqa: E402
+from edge_agent.app.agent.agent import Agent  # noqa: E402
+from edge_agent.core.config.schema import parse_config  # noqa: E402
 from edge_agent.inference.pipeline import Detector  # noqa: E402
 
 W, H = 640, 360

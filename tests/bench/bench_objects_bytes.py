@@ -2,7 +2,7 @@
 
     python tests/bench/bench_objects_bytes.py
 
-The clip of tests/loop/test_objects_e2e.py (5 objects crossing a line, 2 dwelling in a zone, one
+The clip of tests/app/agent/test_objects_e2e.py (5 objects crossing a line, 2 dwelling in a zone, one
 passer-by, 19 s at 10 fps; frames made from real photos) through ``edge-agent run`` once per mode;
 the bytes are the stored payload sizes in the queue (what MQTT would publish), scaled to an hour.
 """

@@ -30,12 +30,12 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.mqtt import Broker  # noqa: E402
 
-from edge_agent.adapters.mqtt_sync import MqttSync  # noqa: E402
-from edge_agent.adapters.outbox import Outbox  # noqa: E402
-from edge_agent.adapters.outbox_db import connect  # noqa: E402
-from edge_agent.core.config import MqttConfig  # noqa: E402
-from edge_agent.core.messages import encode, new_message_id, result_message  # noqa: E402
-from edge_agent.core.queue_policy import Limits  # noqa: E402
+from edge_agent.adapters.mqtt.sync import MqttSync  # noqa: E402
+from edge_agent.adapters.outbox.db import connect  # noqa: E402
+from edge_agent.adapters.outbox.outbox import Outbox  # noqa: E402
+from edge_agent.core.config.schema import MqttConfig  # noqa: E402
+from edge_agent.core.messages.builders import encode, new_message_id, result_message  # noqa: E402
+from edge_agent.core.queue.policy import Limits  # noqa: E402
 
 TOPIC = "edge/bench-1/detections"
 LIMITS = Limits(10**8, 10**11, 1e9)

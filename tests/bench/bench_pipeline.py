@@ -24,9 +24,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from edge_agent.adapters.images import read_image  # noqa: E402
-from edge_agent.adapters.runtime import OnnxModel  # noqa: E402
-from edge_agent.core.preprocess import preprocess_detector  # noqa: E402
+from edge_agent.adapters.camera.images import read_image  # noqa: E402
+from edge_agent.adapters.runtime.onnx_model import OnnxModel  # noqa: E402
+from edge_agent.core.vision.preprocess import preprocess_detector  # noqa: E402
 from edge_agent.inference.pipeline import Detector  # noqa: E402
 
 CONF, IOU = 0.25, 0.45
@@ -80,7 +80,7 @@ def med(xs: list[float]) -> float:
 def decode_vs_reduced(data: bytes, det: Detector, runs: int) -> None:
     """JPEG decode + letterbox: full-size decode vs libjpeg's DCT-scaled decode (what the folder and
     MJPEG sources do when the frame is >= 2x the model input), interleaved."""
-    from edge_agent.adapters.mjpeg_http import decode_jpeg
+    from edge_agent.adapters.camera.mjpeg_http import decode_jpeg
 
     full: list[float] = []
     reduced: list[float] = []

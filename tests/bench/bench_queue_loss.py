@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared producer
 from support.outbox import PRODUCER
 
-from edge_agent.adapters.outbox import Outbox
-from edge_agent.core.queue_policy import Limits
+from edge_agent.adapters.outbox.outbox import Outbox
+from edge_agent.core.queue.policy import Limits
 
 TOPIC = "edge/dev-1/detections"
 LIMITS = Limits(10**7, 10**10, 1e9)

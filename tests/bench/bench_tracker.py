@@ -29,7 +29,7 @@ from support.world import agent_toml  # noqa: E402
 
 
 def tracker_ms(n_obj: int = 20, frames: int = 500) -> float:
-    from edge_agent.core.tracker import Tracker
+    from edge_agent.core.objects.tracker import Tracker
 
     rng = np.random.default_rng(0)
     pos = rng.uniform(0, 1800, (n_obj, 2))

@@ -8,12 +8,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from edge_agent.adapters.board import detect_board
-from edge_agent.adapters.images import read_image
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.onnx_wire import summarize
-from edge_agent.core.ort_compat import load_refusal
-from edge_agent.core.yolo import box_iou
+from edge_agent.adapters.camera.images import read_image
+from edge_agent.adapters.runtime.board import detect_board
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.core.runtime.onnx_wire import summarize
+from edge_agent.core.runtime.ort_compat import load_refusal
+from edge_agent.core.vision.yolo import box_iou
 from edge_agent.inference.pipeline import Detector
 
 MODELS = Path(__file__).resolve().parents[2] / "models"

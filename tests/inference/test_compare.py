@@ -14,8 +14,8 @@ import onnx
 import pytest
 from support.models import bright_scene, make_color_classifier, make_format_detector, make_grid_classifier
 
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.thresholds import Thresholds
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.core.vision.thresholds import Thresholds
 from edge_agent.errors import EdgeAgentError
 from edge_agent.inference.compare import (
     class_folder_labels,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from support.models import bright_scene, make_color_classifier, make_format_detector
 
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.formats import anchor_count, resolve_format
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.core.vision.formats import anchor_count, resolve_format
 from edge_agent.errors import ModelError
 from edge_agent.inference.pipeline import Detector, DetectorParams
 
@@ -135,7 +135,7 @@ def test_the_real_yolov8n_in_every_format_gives_identical_detections(
     import cv2
     from support.models import wrap_yolov8
 
-    from edge_agent.core.yolo import box_iou
+    from edge_agent.core.vision.yolo import box_iou
 
     src = shared_dir / "models" / "yolov8n-coco-fp32.onnx"
     ref = Detector(OnnxModel(src))

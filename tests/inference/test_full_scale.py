@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_agent.core.camera_source import Frame
-from edge_agent.core.schema import Detection
+from edge_agent.core.camera.source_spec import Frame
+from edge_agent.core.vision.results import Detection
 from edge_agent.inference.pipeline import to_full_scale
 
 

@@ -11,8 +11,8 @@ from support import cli
 from support.models import make_format_detector
 from support.world import agent_toml
 
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.onnx_wire import output_dequant_scales
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.core.runtime.onnx_wire import output_dequant_scales
 from edge_agent.inference.guard import check_detector, describe
 from edge_agent.inference.pipeline import Detector
 
@@ -143,12 +143,12 @@ def test_doctor_fails_on_it(tmp_path: Path, broken: Path, good: Path, frames: Pa
 def test_hot_swap_to_it_is_refused_and_the_running_model_kept(
     tmp_path: Path, broken: Path, good: Path, frames: Path
 ) -> None:
-    from edge_agent.app.agent import Agent
-    from edge_agent.app.configfile import load_config
+    from edge_agent.app.agent.agent import Agent
+    from edge_agent.app.cli.configfile import load_config
 
     path = _config(tmp_path, good, frames)
     agent = Agent(load_config(path), path)
-    from edge_agent.app.modelset import ModelSet
+    from edge_agent.app.agent.modelset import ModelSet
 
     agent._models = ModelSet.from_config(agent.cfg)
     running = agent.models
@@ -163,9 +163,9 @@ def test_the_loop_warns_after_n_frames_without_a_score(
     """Black frames: the best score stays 0, so after NO_SCORE_FRAMES the status carries a warning."""
     import cv2
 
-    import edge_agent.app.agent as agent_mod
-    from edge_agent.app.agent import Agent
-    from edge_agent.app.configfile import load_config
+    import edge_agent.app.agent.agent as agent_mod
+    from edge_agent.app.agent.agent import Agent
+    from edge_agent.app.cli.configfile import load_config
 
     black = tmp_path / "black"
     black.mkdir()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from support.models import make_format_detector
 
-from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
 from edge_agent.inference.guard import FIX, MAX_SCORE_STEP, Problem, check_detector, describe, probe_image
 from edge_agent.inference.pipeline import Detector
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from support.models import bright_scene, make_color_classifier, make_format_detector
 
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.camera_source import Frame
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.core.camera.source_spec import Frame
 from edge_agent.errors import ModelError
 from edge_agent.inference.pipeline import (
     Classifier,

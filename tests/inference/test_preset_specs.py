@@ -10,10 +10,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from edge_agent.core.preprocess import ClassifierPreprocess
-from edge_agent.core.presets import IMAGENET_MEAN, IMAGENET_STD, PRESETS, apply_key, parse_spec
+from edge_agent.core.vision.classifier_presets import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    PRESETS,
+    apply_key,
+    parse_spec,
+)
+from edge_agent.core.vision.preprocess import ClassifierPreprocess
 from edge_agent.errors import ModelError
-from edge_agent.inference.presets import Choice, choose_preprocess, model_base
+from edge_agent.inference.preset_choice import Choice, choose_preprocess, model_base
 
 BASE = ClassifierPreprocess(size_hw=(160, 192), layout="NHWC")  # what a model says about itself
 W = "classifier.preprocess"
@@ -197,7 +203,7 @@ def test_a_json_array_is_refused_as_not_an_object() -> None:
 
 
 def test_json_extras_and_booleans_do_not_stop_the_keys_after_them(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("DEBUG", logger="edge_agent.core.presets"):
+    with caplog.at_level("DEBUG", logger="edge_agent.core.vision.classifier_presets"):
         pp = parse(json.dumps({"size": 224, "crop": False, "order": "BGR", "preset_name": "x", "std": 0.5}))
     assert (pp.center_crop, pp.color, pp.std) == (False, "BGR", (0.5, 0.5, 0.5))
     assert caplog.messages == [

@@ -16,12 +16,12 @@ from PIL import Image
 from support import cli
 from support.models import make_color_classifier, make_grid_classifier
 
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.preprocess import ClassifierPreprocess
-from edge_agent.core.presets import PRESETS, parse_spec
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.core.vision.classifier_presets import PRESETS, parse_spec
+from edge_agent.core.vision.preprocess import ClassifierPreprocess
 from edge_agent.errors import ModelError
 from edge_agent.inference.pipeline import Classifier
-from edge_agent.inference.presets import choose_preprocess
+from edge_agent.inference.preset_choice import choose_preprocess
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)
@@ -101,7 +101,7 @@ def test_each_preset_is_the_reference_tensor(preset: str, size: int) -> None:
     smaller than the input). With cv2's INTER_AREA, pixels were up to 46 levels apart."""
     import cv2
 
-    from edge_agent.core.preprocess import preprocess_classifier
+    from edge_agent.core.vision.preprocess import preprocess_classifier
 
     pp = parse_spec(preset, ClassifierPreprocess(size_hw=(size, size)), "test")
     rng = np.random.default_rng(size)
@@ -192,7 +192,7 @@ def test_bad_specs_are_one_clear_line(spec: str, needle: str) -> None:
 
 
 def test_config_rejects_a_bad_preprocess_at_check_time() -> None:
-    from edge_agent.core.config import parse_config
+    from edge_agent.core.config.schema import parse_config
     from edge_agent.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"classifier\.preprocess.*unknown preprocessing preset"):

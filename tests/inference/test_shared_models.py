@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_agent.adapters.board import BoardInfo
-from edge_agent.adapters.images import read_image
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.core.yolo import box_iou
+from edge_agent.adapters.camera.images import read_image
+from edge_agent.adapters.runtime.board import BoardInfo
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.core.vision.yolo import box_iou
 from edge_agent.inference.pipeline import Detector, run_cascade
 
 X86 = BoardInfo("generic-x86", "test", "x86_64", 2)

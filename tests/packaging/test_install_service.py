@@ -139,8 +139,8 @@ def test_older_systemd_gets_a_drop_in_that_keeps_the_service_working(
 def test_the_password_file_resolves_under_the_drop_ins_credentials_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from edge_agent.adapters.mqtt_connect import read_password
-    from edge_agent.core.config import MqttConfig
+    from edge_agent.adapters.mqtt.connect import read_password
+    from edge_agent.core.config.schema import MqttConfig
 
     (tmp_path / "mqtt-password").write_text("s3cret\n")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))

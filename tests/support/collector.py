@@ -24,7 +24,7 @@ from typing import Optional
 
 import paho.mqtt.client as mqtt
 
-from edge_agent.core.fleet import DeviceStatus, Record, parse
+from edge_agent.core.messages.fleet import DeviceStatus, Record, parse
 from support import cli, free_port, wait_until
 from support.mqtt import wait_port
 

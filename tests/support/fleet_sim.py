@@ -20,11 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout
 
-from edge_agent.adapters.mqtt_sync import MqttSync
-from edge_agent.adapters.outbox import Outbox
-from edge_agent.core.config import MqttConfig
-from edge_agent.core.messages import result_message
-from edge_agent.core.status import build_status
+from edge_agent.adapters.mqtt.sync import MqttSync
+from edge_agent.adapters.outbox.outbox import Outbox
+from edge_agent.core.config.schema import MqttConfig
+from edge_agent.core.messages.builders import result_message
+from edge_agent.core.messages.status import build_status
 from support.outbox import big_limits
 
 

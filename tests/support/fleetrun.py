@@ -1,4 +1,4 @@
-"""One fleet outage run, shared by tests/collector/test_collector_e2e.py (5 x 200) and
+"""One fleet outage run, shared by tests/app/collector/test_collector_e2e.py (5 x 200) and
 tests/bench/bench_fleet_collect.py (200 x 500): devices (the real outbox and sync, in
 ``procs`` child processes of tests/support/fleet_sim.py) make results while mosquitto is down; the broker
 comes back; ``edge-agent collect`` (one, or two on a shared subscription) stores them; the first
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edge_agent.adapters.collector_db import CollectorDb
+from edge_agent.adapters.collector.db import CollectorDb
 from support import wait_until
 from support.collector import REPO, CollectorProc
 from support.mqtt import Broker, require_mosquitto

@@ -1,5 +1,5 @@
 """The objects-mode test clip: a demo photo with its shapes painted out, real square crops of another
-photo pasted at known positions, written as JPEG frames (tests/loop/test_objects_e2e.py, infer --track)."""
+photo pasted at known positions, written as JPEG frames (tests/app/agent/test_objects_e2e.py, infer --track)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Optional
 
-from edge_agent.core.queue_policy import Limits
+from edge_agent.core.queue.policy import Limits
 
 TOPIC = "edge/dev-1/detections"
 
@@ -71,7 +71,7 @@ def crash(ob: object) -> None:
     gone, no clean mark and no final counters are written, in-flight state is forgotten, the writer
     lock is released (the kernel does that for a dead process). A commit already running finishes
     first, as it would have reached the disk or not at all."""
-    from edge_agent.adapters.outbox import Outbox
+    from edge_agent.adapters.outbox.outbox import Outbox
 
     assert isinstance(ob, Outbox)
     with ob._state.lock:
@@ -90,11 +90,11 @@ def crash(ob: object) -> None:
 # argv: the queue file, the number of puts after which it prints 'go'
 PRODUCER = r"""
 import sys, time
-from edge_agent.adapters.outbox import Outbox
+from edge_agent.adapters.outbox.outbox import Outbox
 import sqlite3
 from pathlib import Path
 
-from edge_agent.core.queue_policy import Limits
+from edge_agent.core.queue.policy import Limits
 ob = Outbox(sys.argv[1], Limits(10**7, 10**10, 1e9), flush_interval_s=0.05, flush_batch=100)
 i = 0
 while True:

@@ -2,7 +2,7 @@
 
 A child process, not ``main()`` in-process, because these tests check what a user sees: the exit
 code, stdout and stderr (one clear line, never a traceback), logging set up from scratch and no
-state left over from another test. Tests that call ``edge_agent.app.cli.main([...])`` in-process
+state left over from another test. Tests that call ``edge_agent.app.cli.main.main([...])`` in-process
 (with ``capsys``) do so on purpose, to reach the code under mutation testing.
 """
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from edge_agent.adapters.outbox_db import SCHEMA
+from edge_agent.adapters.outbox.db import SCHEMA
 
 Row = tuple[str, str, bytes, float, int]
 

@@ -10,7 +10,7 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_agent.core.config import parse_config
+from edge_agent.core.config.schema import parse_config
 from support.toml_text import merged, toml_text
 from support.world import agent_toml
 

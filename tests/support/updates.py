@@ -113,9 +113,9 @@ def pack_in_process(
 ) -> Path:
     """A package written in this process (``write_package``, as `model pack` does, without its
     model checks): mutmut credits only in-process calls, and the subprocess pack costs seconds."""
-    from edge_agent.adapters import signing
-    from edge_agent.adapters.package_file import describe_file, write_package
-    from edge_agent.core.model_package import Manifest, manifest_bytes
+    from edge_agent.adapters.updates import signing
+    from edge_agent.adapters.updates.package_file import describe_file, write_package
+    from edge_agent.core.updates.package import Manifest, manifest_bytes
 
     sources = {"detector.onnx": detector}
     files = {"detector": describe_file(detector, "detector.onnx")}

@@ -29,13 +29,13 @@ from typing import IO, TYPE_CHECKING, Any, Optional, Union
 import cv2
 import tomllib
 
-from edge_agent.core.config import Config, parse_config
+from edge_agent.core.config.schema import Config, parse_config
 from support.models import bright_scene, make_bright_detector, make_color_classifier
 from support.toml_text import merged, toml_text
 from support.waiting import wait_until
 
 if TYPE_CHECKING:
-    from edge_agent.app.agent import Agent
+    from edge_agent.app.agent.agent import Agent
 
 # a section override: a table, TOML lines of that section, or None to leave the section out
 Section = Union[Mapping[str, Any], str, None]
@@ -271,7 +271,7 @@ class AgentProc:
     started until it has run a frame, stopped with SIGTERM or killed with SIGKILL."""
 
     def __init__(self, cfg: Path) -> None:
-        from edge_agent.app.configfile import load_config
+        from edge_agent.app.cli.configfile import load_config
 
         self.cfg_path = cfg
         self.cfg = load_config(cfg)

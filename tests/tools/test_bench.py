@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_agent.app.cli import main
+from edge_agent.app.cli.main import main
 from edge_agent.tools.bench import percentiles, probe_memory, synthetic_image
 from edge_agent.tools.quantize import image_files, quantize_model
 

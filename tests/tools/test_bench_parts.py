@@ -195,7 +195,7 @@ def test_summary_keys_and_rounding() -> None:
 def test_threads_and_provider_reach_every_model_load(
     toy_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import edge_agent.adapters.runtime as runtime
+    import edge_agent.adapters.runtime.onnx_model as runtime
 
     seen: list[dict[str, object]] = []
     real = runtime.OnnxModel

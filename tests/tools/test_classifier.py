@@ -9,7 +9,7 @@ import onnx
 import pytest
 from support.toolchain import toy_classifier_model, write_colour_folders
 
-from edge_agent.app.cli import main
+from edge_agent.app.cli.main import main
 from edge_agent.tools.graph import postprocess_tail
 
 

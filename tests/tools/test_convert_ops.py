@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edge_agent.core.ort_compat import TABLE, limits_for, refusals
+from edge_agent.core.runtime.ort_compat import TABLE, limits_for, refusals
 from edge_agent.tools.convert import ConvertError, convert_model, prune_opset_imports, restamp, target_limits
 
 X_SHAPE = [1, 4, 8, 8]

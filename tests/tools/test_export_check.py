@@ -12,7 +12,7 @@ torch = pytest.importorskip(
     "torch", reason="export checks need PyTorch (pip install 'onnx-edge-agent[torch]')"
 )
 
-from edge_agent.app.cli import main  # noqa: E402
+from edge_agent.app.cli.main import main  # noqa: E402
 from edge_agent.tools.export_check import check_export, run_export_check, set_export_mode, small_convnet  # noqa: E402
 from edge_agent.tools.graph import postprocess_tail  # noqa: E402
 

@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.toolchain import toy_detector_model
 
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.app.cli import main
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.app.cli.main import main
 from edge_agent.errors import ModelError
 from edge_agent.tools.convert import ConvertError, convert_model
 from edge_agent.tools.quantize import image_files, quantize_model
@@ -153,10 +153,10 @@ def test_inspect_names_ir_opset_and_the_oldest_runtime(tmp_path: Path, capsys: A
 def test_cli_writes_the_converted_model_through_the_durable_helper(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    """Complete or absent, then the directory fsync'd (adapters/durable.py), mode 0644 whatever the umask."""
+    """Complete or absent, then the directory fsync'd (adapters/host/durable.py), mode 0644 whatever the umask."""
     import stat
 
-    from edge_agent.adapters import durable
+    from edge_agent.adapters.host import durable
 
     synced: list[Path] = []
     monkeypatch.setattr(durable, "fsync_dir", lambda p: synced.append(Path(p)))

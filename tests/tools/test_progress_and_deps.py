@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.app.cli import main
+from edge_agent.app.cli.main import main
 from edge_agent.tools import ToolingDependencyError, require_onnx
 from edge_agent.tools.progress import Progress
 

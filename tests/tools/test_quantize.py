@@ -9,8 +9,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from edge_agent.app.cli import main
-from edge_agent.app.quantize_cmd import default_output, failed_name
+from edge_agent.app.cli.main import main
+from edge_agent.app.workbench.quantize_cmd import default_output, failed_name
 from edge_agent.tools.quantize import image_files, pick_samples, quantize_model
 
 
@@ -131,8 +131,8 @@ def test_validate_with_yolo_labels_reports_map(
 ) -> None:
     # labels = the reference's own detections (conf 0.25, NMS 0.7 as in evaluation): every prediction
     # above 0.25 is then a true positive ranked above all others, so the reference scores mAP 1.0
-    from edge_agent.adapters.images import read_image
-    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.adapters.camera.images import read_image
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.inference.pipeline import Detector, DetectorParams
 
     ref = toy_dir / "toy-fp32.onnx"

@@ -20,8 +20,8 @@ import onnxruntime.quantization as oq
 import pytest
 from onnx import numpy_helper
 
-from edge_agent.adapters.images import read_image
-from edge_agent.core.preprocess import preprocess_detector
+from edge_agent.adapters.camera.images import read_image
+from edge_agent.core.vision.preprocess import preprocess_detector
 from edge_agent.errors import QuantizeError
 from edge_agent.tools.quantize import _Reader, image_files, pick_samples, quantize_model
 
@@ -536,7 +536,7 @@ def _input_scale(path: Path) -> float:
 
 
 def test_an_rtdetr_is_calibrated_on_stretched_images(tmp_path: Path) -> None:
-    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.tools.quantize import make_preprocess
 
     src = _rtdetr_like(tmp_path / "rtdetr.onnx")
@@ -664,7 +664,7 @@ def test_the_models_quantize_only_inspects_are_cpu_sessions_without_warm_up(
 ) -> None:
     """The source and the float reference are opened to read their kind, input and metadata: on a
     Jetson the default provider would build a TensorRT engine (minutes) and warm it up for nothing."""
-    from edge_agent.adapters import runtime
+    from edge_agent.adapters.runtime import onnx_model as runtime
 
     made: list[tuple[str, Any, Any]] = []
     real = runtime.OnnxModel

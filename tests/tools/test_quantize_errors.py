@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edge_agent.app.cli import main
+from edge_agent.app.cli.main import main
 from edge_agent.tools.quantize import image_files
 
 
@@ -57,8 +57,8 @@ def test_an_unusable_dequantized_copy_is_one_line_naming_the_model(
     zero-score QOperator model): the user's model and the way out, never the temp file."""
     from onnxruntime.quantization import QuantFormat, quantize_static
 
-    from edge_agent.adapters.images import read_image
-    from edge_agent.core.preprocess import preprocess_detector
+    from edge_agent.adapters.camera.images import read_image
+    from edge_agent.core.vision.preprocess import preprocess_detector
 
     feeds = iter(
         [{"images": preprocess_detector(read_image(f), (64, 64))[0]} for f in image_files(toy_dir / "calib")]

@@ -18,7 +18,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from edge_agent.adapters.runtime import OnnxModel
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
 from edge_agent.tools.quantize import image_files, quantize_model
 
 

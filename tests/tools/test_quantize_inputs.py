@@ -14,8 +14,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from edge_agent.adapters.runtime import OnnxModel
-from edge_agent.app.cli import main
+from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.app.cli.main import main
 from edge_agent.errors import QuantizeError
 from edge_agent.tools.dequantize import dequantize, to_float32
 from edge_agent.tools.quantize import image_files, preprocess_for_quantization, quantize_model
@@ -24,8 +24,8 @@ from edge_agent.tools.validate import validate_models
 
 class _Reader:
     def __init__(self, files: list[Path]) -> None:
-        from edge_agent.adapters.images import read_image
-        from edge_agent.core.preprocess import preprocess_detector
+        from edge_agent.adapters.camera.images import read_image
+        from edge_agent.core.vision.preprocess import preprocess_detector
 
         self.data = iter([{"images": preprocess_detector(read_image(f), (64, 64))[0]} for f in files])
 
@@ -257,9 +257,9 @@ def test_the_shared_dynamic_model_dequantizes_to_the_shared_fp32_exactly(shared_
 def test_the_quantized_model_is_committed_through_the_durable_helper(
     toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Data fsync'd, renamed, directory fsync'd (adapters/durable.py): a power cut after "done"
+    """Data fsync'd, renamed, directory fsync'd (adapters/host/durable.py): a power cut after "done"
     leaves the model, not an empty file under its name."""
-    from edge_agent.adapters import durable
+    from edge_agent.adapters.host import durable
 
     synced: list[str] = []
     real_fsync = os.fsync

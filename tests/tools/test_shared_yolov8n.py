@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_agent.app.cli import main
-from edge_agent.core.yolo import box_iou
+from edge_agent.app.cli.main import main
+from edge_agent.core.vision.yolo import box_iou
 from edge_agent.tools.quantize import image_files, quantize_model
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]
@@ -27,8 +27,8 @@ def y8(shared_dir: Path, shared_calib: Path, tmp_path_factory: pytest.TempPathFa
 
 
 def test_int8_keeps_every_fp32_detection(shared_dir: Path, y8: dict[str, Path]) -> None:
-    from edge_agent.adapters.images import read_image
-    from edge_agent.adapters.runtime import OnnxModel
+    from edge_agent.adapters.camera.images import read_image
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.inference.pipeline import Detector
 
     ref = Detector(OnnxModel(y8["fp32"], provider="cpu"))
@@ -66,7 +66,7 @@ def test_the_dynamic_int8_file_alone_is_a_way_forward(
 ) -> None:
     """A user with only the dynamic INT8 file (which `infer` tells to run `quantize`): the CLI
     dequantizes it, re-quantizes statically, and the result keeps the FP32 model's detections."""
-    from edge_agent.app.cli import main
+    from edge_agent.app.cli.main import main
     from edge_agent.tools.validate import validate_models
 
     dyn = shared_dir / "models" / "yolov8n-coco-int8-dynamic.onnx"
@@ -86,8 +86,8 @@ def test_the_dynamic_int8_file_alone_is_a_way_forward(
 def test_the_load_time_guard_flags_the_naive_int8_and_passes_ours(y8: dict[str, Path]) -> None:
     """The real failure: whole-model INT8 puts pixel boxes and scores under one output scale. The
     guard names that scale at load; our INT8 (head kept float) and the FP32 pass."""
-    from edge_agent.adapters.runtime import OnnxModel
-    from edge_agent.core.onnx_wire import output_dequant_scales
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.core.runtime.onnx_wire import output_dequant_scales
     from edge_agent.inference.guard import check_detector
     from edge_agent.inference.pipeline import Detector
 

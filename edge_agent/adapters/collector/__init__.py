@@ -1,0 +1,1 @@
+"""The far end's outside things: the database (SQLite/PostgreSQL) and the MQTT subscriber."""

@@ -1,0 +1,352 @@
+"""The collector's database: SQLite (stdlib, one file, WAL) or PostgreSQL (psycopg 3, the
+``[collector]`` extra), one class for both.
+
+Schema changes are versioned SQL files (``collector_sql/<dialect>/NNNN_name.sql``) applied in
+order inside one transaction each, recorded in ``schema_version``. Not Alembic: that would bring
+SQLAlchemy for five tables, and the two dialects differ in types anyway, so plain files per
+dialect are the smaller thing to review. Two collectors starting at once serialise on the
+migration (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an advisory lock).
+
+Inserts are ``ON CONFLICT DO NOTHING`` on ``(device, boot, seq)`` (no conflict target, so a
+TimescaleDB key that adds ``time`` works unchanged): a redelivery changes nothing and is counted
+as a duplicate. A commit returns only when durable (SQLite ``synchronous=FULL``; PostgreSQL's
+default ``synchronous_commit``); the caller acknowledges MQTT messages only after it.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, Optional
+
+from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, Record
+from edge_agent.errors import EdgeAgentError
+
+SQL_DIR = Path(__file__).resolve().parent / "sql"
+_MIGRATION_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+BUSY_TIMEOUT_MS = 60_000
+ADVISORY_LOCK = 0x6564_6765  # "edge"
+
+
+class DbError(EdgeAgentError):
+    """The database URL, driver or schema is unusable (one line)."""
+
+
+class Rejected(NamedTuple):
+    topic: str
+    reason: str
+    received: float
+
+
+def migrations(dialect: str) -> list[tuple[int, str, str]]:
+    """``(version, file name, sql)`` for ``dialect``, in order; a missing number is an error."""
+    found = sorted(p for p in (SQL_DIR / dialect).iterdir() if _MIGRATION_RE.match(p.name))
+    out = []
+    for i, p in enumerate(found, 1):
+        version = int(p.name[:4])
+        if version != i:
+            raise DbError(f"{p}: migration {version} out of order, expected {i:04d}_*.sql")
+        out.append((version, p.name, p.read_text(encoding="utf-8")))
+    return out
+
+
+def _sqlite_path(url: str) -> str:
+    """``sqlite:///relative.db`` or ``sqlite:////absolute.db`` (SQLAlchemy's convention)."""
+    rest = url[len("sqlite:///") :]
+    if not url.startswith("sqlite:///") or not rest or rest.endswith("/"):
+        raise DbError(f"--db {url!r}: expected sqlite:///relative/file.db or sqlite:////absolute/file.db")
+    return rest
+
+
+def _ep(col: str, dialect: str) -> str:
+    return col if dialect == "sqlite" else f"EXTRACT(EPOCH FROM {col})::float8"
+
+
+class CollectorDb:
+    """One connection; not thread-safe (the collector has one writer thread)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("sqlite:"):
+            self.dialect = "sqlite"
+            path = _sqlite_path(url)
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                self.conn: Any = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+                self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                self.conn.execute("PRAGMA synchronous = FULL")
+            except (OSError, sqlite3.Error) as exc:
+                raise DbError(f"--db {url!r}: cannot open the SQLite file: {exc}") from None
+        elif url.startswith(("postgresql:", "postgres:")):
+            self.dialect = "postgresql"
+            try:
+                import psycopg
+            except ImportError:
+                raise DbError(
+                    "PostgreSQL needs psycopg 3: pip install 'onnx-edge-agent[collector]'"
+                ) from None
+            try:
+                self.conn = psycopg.connect(url, autocommit=True)
+            except psycopg.Error as exc:
+                raise DbError(
+                    f"--db: cannot connect to PostgreSQL: {str(exc).strip().splitlines()[0]}"
+                ) from None
+        else:
+            raise DbError(f"--db {url!r}: expected sqlite:///PATH or postgresql://...")
+
+    # ---- plumbing -------------------------------------------------------------------------
+    def _sql(self, sql: str) -> str:
+        return sql if self.dialect == "sqlite" else sql.replace("?", "%s")
+
+    def _x(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(self._sql(sql), params)
+
+    def _begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
+
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """The driver's error classes (the collector retries a failed commit on these)."""
+        if self.dialect == "sqlite":
+            return (sqlite3.Error,)
+        import psycopg
+
+        return (psycopg.Error,)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ---- schema ---------------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Apply every migration not applied yet; returns the schema version now."""
+        todo = migrations(self.dialect)
+        self._begin()
+        try:
+            if self.dialect == "postgresql":
+                self._x("SELECT pg_advisory_xact_lock(?)", (ADVISORY_LOCK,))
+            self._x(
+                "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+            )
+            have = int(self._x("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
+            if have > len(todo):
+                raise DbError(
+                    f"{self.dialect} database: schema version {have} is newer than this collector ({len(todo)})"
+                )
+            for version, name, sql in todo[have:]:
+                if self.dialect == "sqlite":
+                    for stmt in _statements(sql):
+                        self.conn.execute(stmt)
+                else:
+                    self.conn.execute(sql)
+                self._x("INSERT INTO schema_version (version, name) VALUES (?, ?)", (version, name))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return len(todo)
+
+    def schema_version(self) -> int:
+        try:
+            return int(self._x("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
+        except self.errors():
+            if self.dialect == "postgresql":
+                self.conn.rollback()
+            return 0
+
+    # ---- writes ---------------------------------------------------------------------------
+    def store(
+        self,
+        records: Sequence[Record],
+        received: float,
+        statuses: Sequence[DeviceStatus] = (),
+        events: Sequence[Event] = (),
+        rejected: Sequence[Rejected] = (),
+    ) -> int:
+        """Everything of one ingest round in ONE transaction; returns the records inserted
+        (the rest were already there: duplicates). Durable when this returns."""
+        # every row in one fixed order (keys sorted, messages before devices): two PostgreSQL
+        # writers then never wait on each other in a cycle (they deadlocked in the 200-device run)
+        records = sorted(records, key=lambda r: (r.device, r.boot, r.seq))
+        seen = {r.device for r in records} | {e.device for e in events}
+        by_device: dict[str, list[DeviceStatus]] = {}
+        for st in statuses:
+            by_device.setdefault(st.device, []).append(st)
+        self._begin()
+        try:
+            inserted = self._insert_records(records, received) if records else 0
+            for dev in sorted(seen | set(by_device)):
+                for st in by_device.get(dev, []):
+                    self._upsert_status(st, received)
+                # last_seen is when anything was last heard, even a status that lost to a newer one
+                # (the upsert above then changes nothing, last_seen included)
+                self._x(self._seen_sql(), (dev, received))
+            for e in events:
+                self._x(
+                    self._ts_sql("INSERT INTO events (device, kind, received, body) VALUES (?, ?, {t}, {j})"),
+                    (e.device, e.kind, received, e.body),
+                )
+            for r in rejected:
+                self._x(
+                    self._ts_sql("INSERT INTO rejected (received, topic, reason) VALUES ({t}, ?, ?)"),
+                    (r.received, r.topic, r.reason),
+                )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return inserted
+
+    def retire(self, device: str, purge: bool = False) -> Optional[tuple[int, int]]:
+        """Remove ``device`` from the fleet: its ``devices`` row, and with ``purge`` its stored
+        messages and events too, in one transaction. None if the database does not know it, else
+        (messages, events) it has: deleted with ``purge``, kept without. A device that publishes
+        again comes back (its next message or status makes a new row)."""
+        self._begin()
+        try:
+            known = self._x("DELETE FROM devices WHERE device = ?", (device,)).rowcount > 0
+            counts = []
+            for table in ("messages", "events"):
+                if purge:
+                    counts.append(int(self._x(f"DELETE FROM {table} WHERE device = ?", (device,)).rowcount))
+                else:
+                    row = self._x(f"SELECT COUNT(*) FROM {table} WHERE device = ?", (device,)).fetchone()
+                    counts.append(int(row[0]))
+            known = known or any(counts)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return (counts[0], counts[1]) if known else None
+
+    def _ts_sql(self, sql: str) -> str:
+        if self.dialect == "sqlite":
+            return sql.format(t="?", j="?")
+        return sql.format(t="to_timestamp(?)", j="?::jsonb")
+
+    def _insert_records(self, records: Sequence[Record], received: float) -> int:
+        if self.dialect == "sqlite":
+            cur = self.conn.executemany(
+                "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [(r.device, r.boot, r.seq, r.kind, r.msg_id, r.time, received, r.body) for r in records],
+            )
+            return int(cur.rowcount)
+        cols = list(zip(*records))
+        cur = self.conn.execute(
+            "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body) "
+            "SELECT d, b, s, k, m, to_timestamp(t), to_timestamp(%s), j::jsonb FROM unnest("
+            "%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::float8[], %s::text[]"
+            ") AS u(d, b, s, k, m, t, j) ON CONFLICT DO NOTHING",
+            [received, *(list(c) for c in cols)],
+        )
+        return int(cur.rowcount)
+
+    def _seen_sql(self) -> str:
+        if self.dialect == "sqlite":
+            return (
+                "INSERT INTO devices (device, last_seen) VALUES (?, ?) ON CONFLICT (device) DO UPDATE "
+                "SET last_seen = max(COALESCE(devices.last_seen, 0), excluded.last_seen)"
+            )
+        return (
+            "INSERT INTO devices (device, last_seen) VALUES (%s, to_timestamp(%s)) ON CONFLICT (device) "
+            "DO UPDATE SET last_seen = GREATEST(devices.last_seen, excluded.last_seen)"
+        )
+
+    def _upsert_status(self, s: DeviceStatus, received: float) -> None:
+        """The newest status wins, by its ``ts``; an offline one by ``max(ts, receive time)``: a last
+        will carries the snapshot of its connect, older than the statuses sent after it, and a
+        redelivered old status (collector restart, another group member) must not win over it."""
+        cols = ["state", "status_time", "status_order", "last_seen", "version", "model_version", "backlog"]
+        cols += [*LOSS_COUNTERS, "disk_full", "status"]
+        order = max(s.ts, received) if s.state == "offline" else s.ts
+        vals: list[Any] = [s.state, s.ts, order, received, s.version, s.model_version, s.backlog]
+        vals += [s.counters.get(k, 0) for k in LOSS_COUNTERS]
+        vals += [int(s.disk_full) if self.dialect == "sqlite" else s.disk_full, s.body]
+        if self.dialect == "sqlite":
+            marks = ", ".join("?" for _ in cols)
+            newer = "excluded.status_order >= COALESCE(devices.status_order, 0)"
+        else:
+            times = {"status_time", "status_order", "last_seen"}
+            marks = ", ".join(
+                "to_timestamp(%s)" if c in times else ("%s::jsonb" if c == "status" else "%s") for c in cols
+            )
+            newer = "devices.status_order IS NULL OR excluded.status_order >= devices.status_order"
+        sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "last_seen")
+        great = "max" if self.dialect == "sqlite" else "GREATEST"
+        sql = (
+            f"INSERT INTO devices (device, {', '.join(cols)}) VALUES ({'?' if self.dialect == 'sqlite' else '%s'}, {marks}) "
+            f"ON CONFLICT (device) DO UPDATE SET {sets}, "
+            f"last_seen = {great}(COALESCE(devices.last_seen, excluded.last_seen), excluded.last_seen) WHERE {newer}"
+        )
+        self.conn.execute(sql, [s.device, *vals])
+
+    # ---- reads (fleet views, metrics, tests) ----------------------------------------------
+    def devices(self) -> list[dict[str, Any]]:
+        d = self.dialect
+        rows = self._x(
+            f"SELECT device, state, {_ep('last_seen', d)}, {_ep('status_time', d)}, version, model_version, backlog, "
+            f"{', '.join(LOSS_COUNTERS)} FROM devices ORDER BY device"
+        ).fetchall()
+        gaps = {
+            dev: (n, missing)
+            for dev, n, missing in self._x(
+                "SELECT device, COUNT(*), SUM(last_seq - first_seq + 1) FROM gaps GROUP BY device"
+            ).fetchall()
+        }
+        counts = dict(self._x("SELECT device, COUNT(*) FROM messages GROUP BY device").fetchall())
+        out = []
+        for row in rows:
+            dev = row[0]
+            n, missing = gaps.get(dev, (0, 0))
+            out.append(
+                {
+                    "device": dev,
+                    "state": row[1],
+                    "last_seen": row[2],
+                    "status_time": row[3],
+                    "version": row[4],
+                    "model_version": row[5],
+                    "backlog": row[6],
+                    "counters": {k: row[7 + i] for i, k in enumerate(LOSS_COUNTERS)},
+                    "messages": int(counts.get(dev, 0)),
+                    "gaps": int(n),
+                    "missing": int(missing or 0),
+                }
+            )
+        return out
+
+    def gap_rows(self, device: str) -> list[tuple[int, int, Optional[int], int]]:
+        rows = self._x(
+            "SELECT first_seq, last_seq, boot_before, boot_after FROM gaps WHERE device = ? ORDER BY first_seq",
+            (device,),
+        ).fetchall()
+        return [(int(a), int(b), None if c is None else int(c), int(e)) for a, b, c, e in rows]
+
+    def counters(self, device: str) -> Optional[dict[str, int]]:
+        row = self._x(
+            f"SELECT {', '.join(LOSS_COUNTERS)} FROM devices WHERE device = ?", (device,)
+        ).fetchone()
+        return None if row is None else {k: int(v or 0) for k, v in zip(LOSS_COUNTERS, row)}
+
+    def message_stats(self) -> tuple[int, int]:
+        """(rows, distinct (device, boot, seq)) of the messages table."""
+        rows = int(self._x("SELECT COUNT(*) FROM messages").fetchone()[0])
+        keys = int(
+            self._x("SELECT COUNT(*) FROM (SELECT DISTINCT device, boot, seq FROM messages) AS k").fetchone()[
+                0
+            ]
+        )
+        return rows, keys
+
+    def online(self) -> int:
+        return int(
+            self._x("SELECT COUNT(*) FROM devices WHERE state IN ('running', 'draining')").fetchone()[0]
+        )
+
+
+def _statements(sql: str) -> list[str]:
+    """The statements of a migration file (no ';' inside our statements; comments dropped)."""
+    text = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in text.split(";") if s.strip()]

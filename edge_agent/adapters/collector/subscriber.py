@@ -1,0 +1,175 @@
+"""The collector's MQTT side: an MQTT 5 subscriber with a persistent session that acknowledges a
+message only when told to (paho 2.x ``manual_ack``), i.e. after the database commit.
+
+- fixed client id, ``clean_start=False`` and a Session Expiry Interval: while the collector is down
+  (a crash, a deploy) the broker keeps its subscription and queues QoS 1 messages for it;
+- ``manual_ack=True``: paho sends no PUBACK by itself; un-acked messages are sent again by the
+  broker after a reconnect (MQTT 5 section 4.4), so a crash between receive and commit loses nothing;
+- Receive Maximum: how many un-acked messages the broker may push before waiting for our acks
+  (flow control; also bounds the in-memory inbox);
+- every connection has a number: an ack for a message received on an earlier connection is not
+  sent (packet ids restart; the broker sends that message again and the insert is idempotent);
+- ``leave=True`` (``collect --leave``): the same session, but UNSUBSCRIBE instead of SUBSCRIBE, so
+  the group stops dealing this member a share while what is queued for it still arrives; then
+  ``stop(end_session=True)`` ends the session (DISCONNECT with Session Expiry Interval 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import ssl
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Optional
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from edge_agent.adapters.mqtt.connect import suback_problems
+
+log = logging.getLogger("edge_agent.collector")
+
+
+class Inbound(NamedTuple):
+    topic: str
+    payload: bytes
+    mid: int
+    qos: int
+    conn: int  # the connection it arrived on
+
+
+class Subscriber:
+    """Puts every message into :attr:`inbox`; :meth:`ack` sends the PUBACKs after a commit."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        filters: Sequence[str],
+        *,
+        session_expiry_s: int,
+        receive_maximum: int,
+        keepalive_s: int = 30,
+        username: Optional[str] = None,
+        password: Optional[str] = None,
+        tls: Optional[ssl.SSLContext] = None,
+        leave: bool = False,
+    ) -> None:
+        self.host, self.port, self.filters = host, port, list(filters)
+        self.leave = leave
+        self.unsubscribed = threading.Event()  # leave: the broker confirmed the UNSUBSCRIBE
+        self.unsubscribed_at = 0.0
+        self.keepalive_s = keepalive_s
+        self.inbox: queue.Queue[Inbound] = queue.Queue()
+        self.connected = threading.Event()
+        self.conn = 0
+        self.connects = 0
+        self.last_error: Optional[str] = None
+        self._lock = threading.Lock()
+        c = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5, manual_ack=True
+        )
+        c.reconnect_delay_set(1, 30)
+        if username is not None:
+            c.username_pw_set(username, password)
+        if tls is not None:
+            c.tls_set_context(tls)
+        c.on_connect = self._on_connect
+        c.on_disconnect = self._on_disconnect
+        c.on_message = self._on_message
+        c.on_unsubscribe = self._on_unsubscribe
+        c.on_subscribe = self._on_subscribe
+        self.props = Properties(PacketTypes.CONNECT)
+        self.props.SessionExpiryInterval = session_expiry_s
+        self.props.ReceiveMaximum = receive_maximum
+        self.client = c
+
+    def start(self) -> None:
+        """Connect in the background; paho reconnects by itself, with the same session."""
+        self.client.connect_async(
+            self.host, self.port, self.keepalive_s, clean_start=False, properties=self.props
+        )
+        self.client.loop_start()
+
+    def stop(self, end_session: bool = False) -> None:
+        """Disconnect; ``end_session``: the broker drops the session (and this member of its group)."""
+        props = None
+        if end_session:
+            props = Properties(PacketTypes.DISCONNECT)
+            props.SessionExpiryInterval = 0
+        self.client.disconnect(properties=props)
+        self.client.loop_stop()
+
+    def ack(self, msgs: Sequence[Inbound]) -> int:
+        """PUBACK every message received on the current connection; returns how many."""
+        sent = 0
+        with self._lock:
+            for m in msgs:
+                if m.qos > 0 and m.conn == self.conn and self.connected.is_set():
+                    self.client.ack(m.mid, m.qos)
+                    sent += 1
+        return sent
+
+    # ---- paho's thread --------------------------------------------------------------------
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        if reason.is_failure:
+            self.last_error = f"broker refused the connection: {reason}"
+            log.error("collector: %s", self.last_error)
+            return
+        with self._lock:
+            self.conn += 1
+            self.connects += 1
+        self.last_error = None
+        log.info(
+            "collector: connected to %s:%d (session present: %s), %s %s",
+            self.host,
+            self.port,
+            bool(flags.session_present),
+            "leaving the group: unsubscribing from" if self.leave else "subscribing to",
+            ", ".join(self.filters),
+        )
+        if self.leave:  # what the session queued still comes; nothing new is dealt to us
+            client.unsubscribe(self.filters)
+        else:
+            client.subscribe([(f, 1) for f in self.filters])
+        self.connected.set()
+
+    def _on_subscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+        # Only the SUBACK tells a refused filter (a broker ACL) or a QoS cut to 0 (`max_qos 0`): the
+        # first leaves the collector waiting for messages that never come, the second loses the
+        # message in flight when it dies (QoS 0 is never redelivered). Both must be seen.
+        refused, qos0 = suback_problems(self.filters, reasons)
+        if refused:
+            self.last_error = "broker refused the subscription to " + ", ".join(refused)
+            log.error("collector: %s", self.last_error)
+        if qos0:
+            self.last_error = (
+                f"broker granted only QoS 0 for {', '.join(qos0)}: a message in flight when the "
+                "collector stops is lost (raise the broker's max_qos to 1)"
+            )
+            log.error("collector: %s", self.last_error)
+        if not refused and not qos0:
+            log.info("collector: subscribed to %s", ", ".join(self.filters))
+
+    def _on_unsubscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+        self.unsubscribed_at = time.monotonic()
+        self.unsubscribed.set()
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        was_up = self.connected.is_set()
+        self.connected.clear()
+        # after a refused CONNACK paho reports "Protocol error" here: the refusal is the cause
+        if reason.is_failure and (was_up or self.last_error is None):
+            self.last_error = f"connection lost: {reason}"
+            log.warning("collector: %s; reconnecting", self.last_error)
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        try:
+            topic = msg.topic
+        except UnicodeDecodeError:  # not UTF-8: stored as rejected under a readable name
+            topic = bytes(msg._topic).decode("utf-8", "replace")
+        self.inbox.put(Inbound(topic, bytes(msg.payload), int(msg.mid), int(msg.qos), self.conn))

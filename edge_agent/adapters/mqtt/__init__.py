@@ -1,0 +1,1 @@
+"""The device's MQTT clients: connection settings, the sync, its session, the doctor's probe."""

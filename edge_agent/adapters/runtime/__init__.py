@@ -1,0 +1,1 @@
+"""onnxruntime and the board under it: sessions, TensorRT engines, board detection, model facts."""

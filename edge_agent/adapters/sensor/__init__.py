@@ -1,0 +1,1 @@
+"""The serial sensor: a pyserial reader thread."""

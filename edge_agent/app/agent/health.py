@@ -1,0 +1,110 @@
+"""Gathering the agent's figures into the one status snapshot (core.status) and serving it.
+
+The agent's single status timer calls :func:`snapshot` every few seconds and hands the same dict
+to the status file, the MQTT retained status and (through ``agent.last_status``) Prometheus.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+from edge_agent import __version__
+from edge_agent.adapters.host import sdnotify
+from edge_agent.adapters.host.probes import clock_synchronised
+from edge_agent.adapters.host.statusfile import write_status
+from edge_agent.core.config.schema import Config
+from edge_agent.core.messages.status import build_status, prometheus_values
+from edge_agent.errors import EdgeAgentError
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.camera.capture import Camera
+    from edge_agent.adapters.host.metrics_http import MetricsServer
+    from edge_agent.adapters.outbox.outbox import Outbox
+    from edge_agent.app.agent.agent import Agent
+
+log = logging.getLogger(__name__)
+
+
+def snapshot(
+    agent: Agent, camera: Camera, outbox: Outbox, sync: Any, sensor: Any, state: str = "running"
+) -> dict[str, Any]:
+    models = agent.models
+    return build_status(
+        device_id=agent.cfg.device.id,
+        version=__version__,
+        state=state,
+        ts=time.time(),
+        started_at=agent.started_wall,
+        uptime_s=time.monotonic() - agent.started_mono,
+        ready_s=agent.ready_s,
+        pid=os.getpid(),
+        counters={
+            "frames": agent.frames,
+            "results": agent.emitted,
+            "errors": agent.errors,
+            "reloads": agent.reloads,
+            "reload_failures": agent.reload_failures,
+        },
+        fps=agent.fps(),
+        latency_ms=agent.latency_ms(),
+        queue=outbox.stats(),
+        broker=sync.stats() if sync is not None else None,
+        camera=camera.stats(),
+        sensor=sensor.stats() if sensor is not None else None,
+        provider=models.provider if models else None,
+        models=models.describe() if models else None,
+        clock_synced=clock_synchronised(),
+        warnings=agent.warnings(),
+        model_update=agent.updates.status() if agent.updates is not None else None,
+    )
+
+
+class StatusOutputs:
+    """Where each snapshot goes: systemd's STATUS line, the status file (a failure logged once per
+    streak: it is rewritten every 2 s and must not flood the journal), and the retained MQTT
+    status at most every ``mqtt.status_interval_s``."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self._file_failing = False  # within a streak of failed writes: only its first is a warning
+        self._last_mqtt = -1e9
+
+    def send(self, status: dict[str, Any], sync: Any, final: bool) -> None:
+        sdnotify.status(
+            f"{status['fps']} fps, queue {status['queue']['pending']}, broker {status['broker']['state']}, "
+            f"camera {(status['camera'] or {}).get('state')}"
+        )
+        try:
+            write_status(self.cfg.health.status_file, status)
+            self._file_failing = False
+        except (OSError, EdgeAgentError) as exc:
+            level = logging.DEBUG if self._file_failing else logging.WARNING
+            self._file_failing = True
+            log.log(level, "status file %s not written: %s", self.cfg.health.status_file, exc)
+        now = time.monotonic()
+        due = sync is not None and not final and now - self._last_mqtt >= self.cfg.mqtt.status_interval_s
+        if due and sync.publish_status(status):
+            self._last_mqtt = now
+
+
+def start_metrics(agent: Agent) -> Optional[MetricsServer]:
+    """Prometheus on 127.0.0.1: the latest snapshot, flattened (no second set of figures)."""
+    port = agent.cfg.health.prometheus_port
+    if port is None:
+        return None
+    from edge_agent.adapters.host.metrics_http import MetricsServer
+
+    def collect() -> tuple[dict[str, float], dict[str, str]]:
+        return prometheus_values(agent.current_status(fresh=True)), {"device": agent.cfg.device.id}
+
+    try:
+        server = MetricsServer(port, collect)
+    except OSError as exc:  # port taken: health is optional, inference is not
+        log.error("prometheus endpoint on 127.0.0.1:%d not started: %s", port, exc)
+        agent.errors += 1
+        return None
+    server.start()
+    return server

@@ -1,0 +1,1 @@
+"""The command line: the dispatcher, the service commands (run, status, doctor, config, queue) and their helpers."""

@@ -1,0 +1,50 @@
+"""Read the TOML config from disk (the one place config touches the filesystem).
+
+Every command that reads a config (``run``, ``queue``, ``status``, ``doctor``, ``config check``)
+finds it the same way: ``--config FILE``, else ``$EDGE_AGENT_CONFIG``, else
+``/etc/edge-agent/config.toml`` -- so ``edge-agent status`` on a board reads what the service runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Optional, Union
+
+from edge_agent.core.config.schema import DEFAULT_CONFIG_PATH, Config, parse_config
+from edge_agent.errors import ConfigError
+
+CONFIG_ENV = "EDGE_AGENT_CONFIG"
+
+
+def add_config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help=f"config TOML (default: ${CONFIG_ENV}, else {DEFAULT_CONFIG_PATH})",
+    )
+
+
+def config_path(given: Optional[Union[str, Path]] = None) -> Path:
+    """The config file a command uses: the flag, else the environment, else the system path."""
+    if given:
+        return Path(given)
+    env = os.environ.get(CONFIG_ENV, "").strip()
+    return Path(env) if env else DEFAULT_CONFIG_PATH
+
+
+def load_config(path: Optional[Union[str, Path]] = None) -> Config:
+    """Load and validate the config :func:`config_path` names."""
+    p = config_path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{p}: config file not found (pass --config FILE or set {CONFIG_ENV}; "
+            "'edge-agent config example' prints a starting point)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read config: {exc}") from None
+    return parse_config(text, source=str(p))

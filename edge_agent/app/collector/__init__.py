@@ -1,0 +1,1 @@
+"""The collector's loop and its commands (collect, fleet)."""

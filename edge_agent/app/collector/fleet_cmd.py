@@ -1,0 +1,155 @@
+"""``edge-agent fleet status|gaps``: what the collector's database knows about the fleet.
+
+``status``: one line per device (state, last seen, model version, backlog, messages, gaps).
+``gaps DEVICE``: every seq range never received and why (the device's own loss reports).
+``retire DEVICE [--purge]``: a device taken out of service leaves the fleet views.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from edge_agent.errors import ConfigError
+
+DB_ENV = "EDGE_COLLECTOR_DB"
+DEFAULT_DB = "sqlite:////var/lib/edge-collector/fleet.db"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("fleet", help="fleet views from the collector's database", description=__doc__)
+    fsub = p.add_subparsers(dest="fleet_command", metavar="COMMAND", required=True)
+    st = fsub.add_parser("status", help="every device: state, last seen, model, backlog, gaps")
+    gp = fsub.add_parser("gaps", help="seq ranges of DEVICE never received, and why")
+    gp.add_argument("device", help="the device id, as in `fleet status`")
+    rt = fsub.add_parser(
+        "retire",
+        help="remove DEVICE from the fleet views (it comes back if it publishes again)",
+        description="Remove DEVICE's row (state, last seen, loss counters) so that `fleet status`, "
+        "`fleet gaps` and the online count no longer show it. Its stored results stay in the messages "
+        "table unless --purge deletes them (and its events) too. A device that publishes again "
+        "reappears with its next message.",
+    )
+    rt.add_argument("device", help="the device id, as in `fleet status`")
+    rt.add_argument("--purge", action="store_true", help="also delete its stored messages and events")
+    for q in (st, gp, rt):
+        q.add_argument(
+            "--db", metavar="URL", help=f"collector database (default: ${DB_ENV}, else {DEFAULT_DB})"
+        )
+        q.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=run_status)
+    gp.set_defaults(func=run_gaps)
+    rt.set_defaults(func=run_retire)
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from edge_agent.adapters.collector.db import CollectorDb
+
+    url = args.db or os.environ.get(DB_ENV) or DEFAULT_DB
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+        if not os.path.exists(path):
+            raise ConfigError(f"--db {url!r}: no such database file (is the collector running there?)")
+    db = CollectorDb(url)
+    if db.schema_version() == 0:
+        raise ConfigError(f"--db {url!r}: not a collector database (no schema_version table)")
+    return db
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _age(ts: Any, now: float) -> str:
+    from edge_agent.app.cli.status_cmd import age
+
+    return age(now - ts) if isinstance(ts, (int, float)) else "never"
+
+
+def run_status(args: argparse.Namespace) -> int:
+    db = _open(args)
+    try:
+        devices = db.devices()
+    finally:
+        db.close()
+    if args.json:
+        _out(json.dumps({"devices": devices}, indent=2))
+        return 0
+    now = time.time()
+    head = ("DEVICE", "STATE", "LAST SEEN", "MODEL", "BACKLOG", "MESSAGES", "GAPS")
+    rows = [
+        (
+            d["device"],
+            d["state"] or "-",
+            _age(d["last_seen"], now),
+            (d["model_version"] or "-")[:24],
+            "-" if d["backlog"] is None else str(d["backlog"]),
+            str(d["messages"]),
+            f"{d['gaps']} ({d['missing']} seq)" if d["gaps"] else "0",
+        )
+        for d in devices
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        _out("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    if not rows:
+        sys.stderr.write("(no devices yet)\n")
+    return 0
+
+
+def _check_device(device: str) -> None:
+    from edge_agent.core.messages.fleet import DEVICE_RE
+
+    if not DEVICE_RE.match(device):
+        raise ConfigError(f"device {device[:80]!r}: expected 1-64 of A-Za-z0-9_.-")
+
+
+def run_gaps(args: argparse.Namespace) -> int:
+    from edge_agent.core.messages.fleet import explain
+
+    _check_device(args.device)
+    db = _open(args)
+    try:
+        counters = db.counters(args.device)
+        gaps = explain(db.gap_rows(args.device), counters or {})
+    finally:
+        db.close()
+    if counters is None:
+        raise ConfigError(f"device {args.device!r}: not in the collector's database")
+    if args.json:
+        out = [{**g._asdict(), "missing": g.last - g.first + 1} for g in gaps]
+        _out(json.dumps({"device": args.device, "gaps": out}, indent=2))
+        return 0
+    if not gaps:
+        _out(f"{args.device}: no gaps")
+    for g in gaps:
+        n = g.last - g.first + 1
+        _out(f"{args.device}: seq {g.first}..{g.last} ({n} missing): {g.reason}")
+    return 0
+
+
+def run_retire(args: argparse.Namespace) -> int:
+    _check_device(args.device)
+    db = _open(args)
+    try:
+        found = db.retire(args.device, args.purge)
+    finally:
+        db.close()
+    if found is None:
+        raise ConfigError(f"device {args.device!r}: not in the collector's database (nothing retired)")
+    messages, events = found
+    if args.json:
+        _out(
+            json.dumps({"device": args.device, "purged": args.purge, "messages": messages, "events": events})
+        )
+    elif args.purge:
+        _out(f"{args.device}: retired; {messages} messages and {events} events deleted")
+    else:
+        _out(
+            f"{args.device}: retired; its {messages} messages and {events} events kept (--purge deletes them)"
+        )
+    return 0

@@ -1,0 +1,132 @@
+"""The sending side of the MQTT model transfer (``edge-agent model push``), for operators and tests.
+
+Publishes ``begin`` then every chunk with QoS 1 and waits for each PUBACK, so when it returns the
+broker holds the whole package for every subscribed device, online or not (persistent sessions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Optional
+
+import paho.mqtt.client as mqtt
+
+from edge_agent.adapters.mqtt.connect import read_password, tls_context
+from edge_agent.adapters.updates.receiver import model_topics
+from edge_agent.core.config.schema import Config
+from edge_agent.errors import SyncError
+
+PUBACK_TIMEOUT_S = 60.0
+
+
+def push_package(
+    cfg: Config,
+    package: Path,
+    devices: list[str],
+    group: Optional[str],
+    chunk_size: int = 256 * 1024,
+    transfer_id: Optional[str] = None,
+    only: Optional[Iterable[int]] = None,
+) -> str:
+    """Send ``package``; ``only`` re-sends just those chunk indexes (a device's ``missing`` ranges
+    after its broker session was lost) under the same ``transfer_id``."""
+    data = package.read_bytes()
+    tid = transfer_id or uuid.uuid4().hex[:16]
+    prefix = cfg.mqtt.topic_prefix
+    bases = [model_topics(prefix, d, [])[0] for d in devices]
+    if group:
+        bases.append(model_topics(prefix, "-", [group])[1])
+    chunks = max(1, math.ceil(len(data) / chunk_size))
+    begin = {
+        "transfer_id": tid,
+        "name": package.name,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "chunks": chunks,
+        "chunk_size": chunk_size,
+    }
+    client = _connect(cfg)
+    try:
+        for base in bases:
+            infos = [client.publish(f"{base}/begin", json.dumps(begin), qos=1)]
+            for i in range(chunks) if only is None else sorted(set(only)):
+                infos.append(
+                    client.publish(
+                        f"{base}/chunk/{tid}/{i}", data[i * chunk_size : (i + 1) * chunk_size], qos=1
+                    )
+                )
+                if len(infos) >= 64:
+                    _wait(infos)
+                    infos = []
+            _wait(infos)
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    return tid
+
+
+def _connect(cfg: Config) -> Any:
+    m = cfg.mqtt
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"edge-agent-push-{uuid.uuid4().hex[:8]}")
+    if m.username is not None:
+        c.username_pw_set(m.username, read_password(m))
+    ctx = tls_context(m)
+    if ctx is not None:
+        c.tls_set_context(ctx)
+    c.max_inflight_messages_set(64)
+    try:
+        c.connect(m.host, m.port, m.keepalive_s)
+    except OSError as exc:
+        raise SyncError(f"cannot connect to {m.host}:{m.port}: {exc}") from None
+    c.loop_start()
+    return c
+
+
+def _wait(infos: list[Any]) -> None:
+    for info in infos:
+        info.wait_for_publish(PUBACK_TIMEOUT_S)
+        if not info.is_published():
+            raise SyncError(f"the broker did not acknowledge a chunk within {PUBACK_TIMEOUT_S:g} s")
+
+
+class OutcomeWatcher:
+    """Collects the devices' verdicts on one transfer from their retained status topics
+    (``model_update.last`` whose origin is ``mqtt:<transfer>``)."""
+
+    def __init__(self, cfg: Config, transfer_id: str) -> None:
+        self.origin = f"mqtt:{transfer_id}"
+        self.outcomes: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._client = _connect(cfg)
+        self._client.on_message = self._on_message
+        self._client.subscribe(f"{cfg.mqtt.topic_prefix.strip('/')}/+/status", qos=1)
+
+    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        try:
+            body = json.loads(msg.payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return
+        last = (body.get("model_update") or {}).get("last") or {}
+        if last.get("origin") == self.origin and last.get("outcome") != "unchanged":
+            with self._lock:
+                self.outcomes[str(body.get("device_id"))] = last
+
+    def wait(self, timeout_s: float, devices: list[str], expect: int) -> dict[str, dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                done = set(self.outcomes)
+            if (devices and set(devices) <= done) or (expect and len(done) >= expect):
+                break
+            time.sleep(0.1)
+        self._client.disconnect()
+        self._client.loop_stop()
+        with self._lock:
+            return dict(self.outcomes)

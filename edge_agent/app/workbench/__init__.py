@@ -1,0 +1,1 @@
+"""Commands on files and models: infer, track, inspect, quantize, validate, bench, export-check, convert."""

@@ -1,0 +1,1 @@
+"""Config schema by section: a section's name tells its module (docs/architecture.md has the table)."""

@@ -1,0 +1,170 @@
+"""Config schema (pure): TOML text in, validated objects out, every error naming its key path.
+
+pydantic with ``extra="forbid"`` makes a typo (``[mqtt] hots = ...``) an error instead of a
+silently ignored key, which on a headless board is the difference between "syncs" and "doesn't".
+The sections live in config_sections.py (what goes in), config_delivery.py (what goes out) and
+config_scene.py (motion, objects mode); each key's default and description are in its ``Field``,
+and ``edge-agent config example`` is generated from them (core/config/example.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from edge_agent.core.config.inputs import (
+    CameraConfig,
+    ClassifierConfig,
+    DetectorConfig,
+    DeviceConfig,
+    Section,
+    SensorConfig,
+)
+from edge_agent.core.config.outputs import (
+    HealthConfig,
+    ModelUpdateConfig,
+    MqttConfig,
+    OutputConfig,
+    QueueConfig,
+)
+from edge_agent.core.config.scene import LineConfig, MotionConfig, TrackerConfig, ZoneConfig
+from edge_agent.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.9/3.10
+    import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "CameraConfig",
+    "ClassifierConfig",
+    "Config",
+    "DetectorConfig",
+    "DeviceConfig",
+    "HealthConfig",
+    "LineConfig",
+    "ModelUpdateConfig",
+    "MotionConfig",
+    "MqttConfig",
+    "OutputConfig",
+    "QueueConfig",
+    "Section",
+    "SensorConfig",
+    "TrackerConfig",
+    "ZoneConfig",
+    "parse_config",
+    "require_detector",
+]
+
+DEFAULT_CONFIG_PATH = Path("/etc/edge-agent/config.toml")
+
+
+class Config(Section):
+    """The whole file; each field's description heads its section in the example config."""
+
+    device: DeviceConfig = Field(default_factory=DeviceConfig, description="this device")
+    camera: CameraConfig = Field(
+        default_factory=CameraConfig, description="the frame source (docs/agent.md, docs/cameras.md)"
+    )
+    detector: DetectorConfig = Field(default_factory=DetectorConfig, description="the object detector")
+    classifier: Optional[ClassifierConfig] = Field(
+        default=None, description="optional: classify the crops of some detector classes"
+    )
+    sensor: Optional[SensorConfig] = Field(
+        default=None, description="optional: a serial sensor whose readings join results or trigger capture"
+    )
+    mqtt: MqttConfig = Field(
+        default_factory=MqttConfig, description="the broker everything queued is sent to (QoS 1)"
+    )
+    queue: QueueConfig = Field(
+        default_factory=QueueConfig,
+        description="the durable outbox every message waits in until the broker acknowledges it (docs/queue.md)",
+    )
+    output: OutputConfig = Field(default_factory=OutputConfig, description="which results become messages")
+    motion: MotionConfig = Field(
+        default_factory=MotionConfig, description="a cheap motion check in front of the detector"
+    )
+    health: HealthConfig = Field(default_factory=HealthConfig, description="status file and metrics")
+    model_update: ModelUpdateConfig = Field(
+        default_factory=ModelUpdateConfig,
+        description="model updates: delivery, signatures, the gate, the trial after a switch "
+        "(docs/model-updates.md)",
+    )
+    tracker: TrackerConfig = Field(
+        default_factory=TrackerConfig,
+        description='objects mode ([output] mode = "objects", docs/objects.md): the ByteTrack-class tracker; '
+        "the defaults suit most scenes",
+    )
+    zones: List[ZoneConfig] = Field(
+        default_factory=list,
+        max_length=64,
+        description="objects mode: zones (up to 64) whose entries, exits and dwell are reported and counted",
+    )
+    lines: List[LineConfig] = Field(
+        default_factory=list,
+        max_length=64,
+        description="objects mode: counting lines (up to 64); crossings are reported and counted in/out",
+    )
+
+    @model_validator(mode="after")
+    def _unique_zone_and_line_names(self) -> Config:
+        # the names key the counts messages: two zones called "gate" would merge their counts
+        names: dict[str, list[str]] = {
+            "zones": [z.name for z in self.zones],
+            "lines": [ln.name for ln in self.lines],
+        }
+        for kind, items in names.items():
+            for n, name in enumerate(items):
+                if name in items[:n]:
+                    raise ValueError(f"{kind}.{n}.name = {name!r} is used twice; names must be unique")
+        return self
+
+    @field_validator("classifier", "sensor", mode="before")
+    @classmethod
+    def _empty_table_is_none(cls, value: object) -> object:
+        return None if value == {} else value
+
+
+def _format_validation_error(source: str, err: ValidationError) -> str:
+    lines = []
+    for item in err.errors():
+        path = ".".join(str(p) for p in item["loc"]) or "<root>"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"{source}: unknown key '{path}' (not part of the edge-agent config)")
+        elif not item["loc"]:  # a whole-config rule (e.g. unique zone names): its message names the key
+            msg = item["msg"]
+            lines.append(
+                f"{source}: {msg[len('Value error, ') :] if msg.startswith('Value error, ') else msg}"
+            )
+        else:
+            shown = repr(item.get("input"))
+            if len(shown) > 80:  # a 70 000-character value must not become a 70 000-character line
+                shown = f"{shown[:60]}... ({len(shown)} characters)"
+            lines.append(f"{source}: {path} = {shown}: {item['msg']}")
+    return "; ".join(lines)
+
+
+def parse_config(text: str, source: str = "<config>") -> Config:
+    """Parse TOML text into a validated :class:`Config`; errors name ``source`` and the key path."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(source, exc)) from None
+
+
+def require_detector(cfg: Config, source: str) -> None:
+    """``run`` and ``config check`` need a detector: an empty ``detector.model`` is an error naming
+    the key, never a silent fall-back to the demo model on /dev/video0 (that is ``edge-agent demo``)."""
+    if not cfg.detector.model.strip():
+        raise ConfigError(
+            f"{source}: detector.model is not set: give the path of an ONNX detector in [detector] model "
+            "(to try the bundled demo models, run `edge-agent demo`)"
+        )

@@ -1,0 +1,245 @@
+"""What the collector makes of one MQTT message, and what a gap in a device's seq means (pure).
+
+Every topic under ``<prefix>/<device>/<kind>`` is taken: a message with ``seq`` and ``boot``
+(results, sensor readings, and any kind added later that goes through the outbox) becomes a
+:class:`Record` keyed ``(device, boot, seq)``; a status snapshot (also the last will) becomes a
+:class:`DeviceStatus`; anything else of a known shape is kept as an event; a batch
+(``batch.zlib``, core.batch) becomes many records. Everything here meets outside data, so every
+field is bounded and checked and a bad message raises :class:`IngestError` with one line that
+names it (the collector stores that line, acknowledges the message, and goes on).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Optional
+
+from edge_agent.core.messages.batch import BATCH_KIND, KIND_RE, BatchError, unpack
+
+DEVICE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" also matches before a final newline
+MSG_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
+MAX_SEQ = 2**62
+MAX_BOOT = 2**31
+MAX_PAYLOAD = 16 * 1024 * 1024
+TS_MAX = 1e11  # year 5138: anything later is not a clock reading
+STATUS_KIND = "status"
+LOSS_COUNTERS = ("dropped", "expired", "rejected", "lost", "crashes", "seq_skipped", "salvaged")
+
+
+class IngestError(ValueError):
+    """A message the collector cannot store; the text names the topic and the reason."""
+
+
+class Record(NamedTuple):
+    device: str
+    boot: int
+    seq: int
+    kind: str
+    msg_id: Optional[str]
+    time: float  # the device's ts (or the receive time when it has none)
+    body: str  # compact JSON
+
+
+class DeviceStatus(NamedTuple):
+    device: str
+    state: str
+    ts: float
+    version: str
+    model_version: str
+    backlog: int
+    counters: dict[str, int]  # LOSS_COUNTERS from the snapshot's queue block
+    disk_full: bool
+    body: str
+
+
+class Event(NamedTuple):
+    device: str
+    kind: str
+    body: str
+
+
+class Parsed(NamedTuple):
+    records: list[Record]
+    status: Optional[DeviceStatus]
+    event: Optional[Event]
+
+
+def subscriptions(prefix: str, group: Optional[str]) -> list[str]:
+    """The topic filters: every one-level kind under every device (model transfers, which go *to*
+    devices on deeper levels, are not matched), shared by ``group`` when given."""
+    base = f"{prefix.strip('/')}/+/+"
+    return [f"$share/{group}/{base}" if group else base]
+
+
+def split_topic(prefix: str, topic: str) -> tuple[str, str]:
+    """``(device, kind)`` of ``<prefix>/<device>/<kind>``; IngestError otherwise."""
+    head = prefix.strip("/") + "/"
+    if not topic.startswith(head):
+        raise IngestError(f"topic {topic[:200]!r}: not under the prefix {prefix!r}")
+    parts = topic[len(head) :].split("/")
+    if len(parts) != 2:
+        raise IngestError(f"topic {topic[:200]!r}: expected {head}<device>/<kind>")
+    device, kind = parts
+    if not DEVICE_RE.match(device):
+        raise IngestError(f"topic {topic[:200]!r}: device id {device[:80]!r} is not 1-64 of A-Za-z0-9_.-")
+    if not KIND_RE.match(kind):
+        raise IngestError(f"topic {topic[:200]!r}: kind {kind[:80]!r} is not a message kind")
+    return device, kind
+
+
+def _json_text(value: Any, where: str) -> str:
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        raise IngestError(f"{where}: not storable JSON ({exc})") from None
+    if "\\u0000" in text:  # PostgreSQL's jsonb and text refuse NUL
+        raise IngestError(f"{where}: contains a NUL character")
+    return text
+
+
+def _int(body: Mapping[str, Any], key: str, lo: int, hi: int, where: str) -> int:
+    value = body.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise IngestError(f"{where}: {key} = {repr(value)[:40]}, expected an integer {lo}..{hi}")
+    return value
+
+
+def _ts(body: Mapping[str, Any], fallback: float) -> float:
+    value = body.get("ts")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ts = float(value)
+        if math.isfinite(ts) and 0 <= ts <= TS_MAX:
+            return ts
+    return fallback
+
+
+def record(device: str, kind: str, body: Any, received: float, where: str) -> Record:
+    """One sequenced message; its ``device_id`` (when present) must be the topic's device."""
+    if not isinstance(body, dict):
+        raise IngestError(f"{where}: body is {type(body).__name__}, expected an object")
+    claimed = body.get("device_id", device)
+    if claimed != device:
+        raise IngestError(f"{where}: device_id {str(claimed)[:80]!r} is not the topic's device {device!r}")
+    seq = _int(body, "seq", 1, MAX_SEQ, where)
+    boot = _int(body, "boot", 0, MAX_BOOT, where)
+    msg_id = body.get("id")
+    if msg_id is not None and not (isinstance(msg_id, str) and MSG_ID_RE.match(msg_id)):
+        raise IngestError(f"{where}: id {str(msg_id)[:80]!r} is not 1-64 of A-Za-z0-9_.:-")
+    return Record(device, boot, seq, kind, msg_id, _ts(body, received), _json_text(body, where))
+
+
+def _text(value: Any, limit: int = 128) -> str:
+    s = "" if value is None else str(value)
+    return "".join(c for c in s[:limit] if c.isprintable())
+
+
+def _count(block: Mapping[str, Any], key: str) -> int:
+    value = block.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return max(0, min(value, MAX_SEQ))
+
+
+def device_status(device: str, body: Any, received: float, where: str) -> DeviceStatus:
+    """The device-table fields of a status snapshot (core.status) or last will."""
+    if not isinstance(body, dict):
+        raise IngestError(f"{where}: body is {type(body).__name__}, expected an object")
+    if body.get("device_id", device) != device:
+        raise IngestError(f"{where}: device_id {str(body.get('device_id'))[:80]!r} is not {device!r}")
+    queue = body.get("queue") if isinstance(body.get("queue"), dict) else {}
+    assert isinstance(queue, dict)
+    return DeviceStatus(
+        device=device,
+        state=_text(body.get("state"), 32) or "unknown",
+        ts=_ts(body, received),
+        version=_text(body.get("version"), 64),
+        model_version=_text(model_version(body), 128),
+        backlog=_count(queue, "pending"),
+        counters={k: _count(queue, k) for k in LOSS_COUNTERS},
+        disk_full=queue.get("disk_full") is True,
+        body=_json_text(body, where),
+    )
+
+
+def model_version(body: Mapping[str, Any]) -> str:
+    """The installed model version (model updates) or else the detector's model id."""
+    mu = body.get("model_update")
+    if isinstance(mu, dict) and isinstance(mu.get("current"), dict):
+        return str(mu["current"].get("id", ""))
+    models = body.get("models")
+    if isinstance(models, dict) and isinstance(models.get("detector"), dict):
+        return str(models["detector"].get("id", ""))
+    return ""
+
+
+def parse(prefix: str, topic: str, payload: bytes, received: float) -> Parsed:
+    """Everything one MQTT message holds; IngestError for anything that cannot be stored."""
+    device, kind = split_topic(prefix, topic)
+    where = f"{topic[:200]}"
+    if len(payload) > MAX_PAYLOAD:
+        raise IngestError(f"{where}: {len(payload)} bytes, at most {MAX_PAYLOAD} taken")
+    if kind == BATCH_KIND:
+        try:
+            lines = unpack(payload)
+        except BatchError as exc:
+            raise IngestError(f"{where}: {exc}") from None
+        return Parsed(
+            [record(device, k, b, received, f"{where} line {i + 1}") for i, (k, b) in enumerate(lines)],
+            None,
+            None,
+        )
+    try:
+        body = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise IngestError(f"{where}: not JSON ({exc})") from None
+    if kind == STATUS_KIND:
+        return Parsed([], device_status(device, body, received, where), None)
+    if isinstance(body, dict) and "seq" in body:
+        return Parsed([record(device, kind, body, received, where)], None, None)
+    return Parsed([], None, Event(device, kind, _json_text(body, where)))
+
+
+# ---- gaps ---------------------------------------------------------------------------------------
+class Gap(NamedTuple):
+    first: int
+    last: int
+    boot_before: Optional[int]
+    boot_after: int
+    reason: str
+    reported: bool  # the device's own counters account for a loss of this kind
+
+
+def explain(rows: Sequence[tuple[int, int, Optional[int], int]], counters: Mapping[str, int]) -> list[Gap]:
+    """Gaps from the ``gaps`` view's rows ``(first, last, boot_before, boot_after)`` and the
+    device's last reported loss counters (status ``queue`` block).
+
+    A gap at a change of boot is the crash window (the device counts it in ``crashes`` /
+    ``seq_skipped``); a gap within one boot is a drop on the device (``dropped``, ``expired``,
+    ``rejected``: full disk or limits; ``lost``: salvage) -- or, if the device reports none,
+    messages not received (yet): still queued, in flight, or lost between broker and here.
+    """
+    crash = counters.get("crashes", 0) > 0 or counters.get("seq_skipped", 0) > 0
+    drops = {k: counters.get(k, 0) for k in ("dropped", "expired", "rejected", "lost") if counters.get(k, 0)}
+    out = []
+    for first, last, before, after in rows:
+        if before is None:
+            reason, reported = "before the first message received", False
+        elif before != after:
+            if crash:
+                reason = (
+                    f"crash window: boot {before} -> {after} (device reports "
+                    f"{counters.get('crashes', 0)} crashes, {counters.get('seq_skipped', 0)} seq skipped)"
+                )
+                reported = True
+            else:
+                reason, reported = f"boot {before} -> {after}, no crash reported: not received", False
+        elif drops:
+            told = ", ".join(f"{k} {v}" for k, v in drops.items())
+            reason, reported = f"dropped on the device (device reports {told})", True
+        else:
+            reason, reported = "not received (still queued, in flight, or lost after the broker)", False
+        out.append(Gap(int(first), int(last), before, int(after), reason, reported))
+    return out

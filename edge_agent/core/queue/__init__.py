@@ -1,0 +1,1 @@
+"""The outbox's pure decisions: admission, full-disk steps, reconnect backoff."""

@@ -1,0 +1,1 @@
+"""Serial sensor readings, pure: line parsers and trigger expressions."""

@@ -1,0 +1,1 @@
+"""Model updates, pure: package manifests, the store's state, trial verdicts."""

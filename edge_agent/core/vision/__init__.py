@@ -1,0 +1,1 @@
+"""Detection and classification, pure: preprocessing, output formats, NMS, accuracy arithmetic."""

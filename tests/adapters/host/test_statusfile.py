@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from edge_agent.adapters.host.statusfile import read_status, write_status
+from edge_agent.errors import EdgeAgentError
+
+
+def test_roundtrip_and_age(tmp_path: Path) -> None:
+    path = tmp_path / "run" / "status.json"  # directory created on first write
+    status = {
+        "fps": 9.5,
+        "queue_depth": 3,
+        "camera": {"state": "streaming"},
+        "provider": "CPUExecutionProvider",
+    }
+    write_status(path, status, now=1000.0)
+    snap = read_status(path, now=1012.5)
+    assert snap is not None
+    assert snap.data["fps"] == 9.5 and snap.data["camera"] == {"state": "streaming"}
+    assert snap.written_at == 1000.0 and snap.age_s == 12.5
+    assert snap.is_stale(10.0) and not snap.is_stale(15.0)
+    # any operator may run `edge-agent status` (issue 22): readable by all, writable by the agent only
+    assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+    assert [p.name for p in path.parent.iterdir()] == ["status.json"]  # no temp files left behind
+
+
+def test_missing_file_is_none_and_garbage_is_an_error(tmp_path: Path) -> None:
+    assert read_status(tmp_path / "absent.json") is None
+    bad = tmp_path / "bad.json"
+    bad.write_text("{half")
+    with pytest.raises(EdgeAgentError, match="not a valid status file"):
+        read_status(bad)
+    bad.write_text(json.dumps({"fps": 1}))
+    with pytest.raises(EdgeAgentError, match="'ts'"):
+        read_status(bad)
+
+
+def test_failed_write_leaves_old_file_intact(tmp_path: Path) -> None:
+    path = tmp_path / "status.json"
+    write_status(path, {"fps": 1.0}, now=5.0)
+    circular: dict[str, object] = {}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="Circular"):
+        write_status(path, circular, now=6.0)
+    snap = read_status(path, now=6.0)
+    assert snap is not None and snap.data["fps"] == 1.0
+    assert sorted(os.listdir(tmp_path)) == ["status.json"]
+
+
+def test_readers_never_see_a_partial_file(tmp_path: Path) -> None:
+    path = tmp_path / "status.json"
+    write_status(path, {"n": 0, "pad": "x" * 20000})
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                snap = read_status(path)
+                assert snap is not None and len(snap.data["pad"]) == 20000
+            except (EdgeAgentError, AssertionError) as exc:
+                errors.append(str(exc))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    for i in range(200):
+        write_status(path, {"n": i, "pad": "x" * 20000})
+    stop.set()
+    t.join()
+    assert errors == []
+    snap = read_status(path)
+    assert snap is not None and snap.data["n"] == 199
+
+
+def test_failed_rename_removes_the_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "status.json"
+    target.mkdir()  # os.replace(file, directory) fails after the temp file was written
+    with pytest.raises(OSError):
+        write_status(target, {"fps": 1.0})
+    assert sorted(os.listdir(tmp_path)) == ["status.json"]
+
+
+def test_a_file_from_the_future_is_age_zero(tmp_path: Path) -> None:
+    """The clock was stepped back (NTP on a board without an RTC): never a negative age."""
+    p = tmp_path / "status.json"
+    write_status(p, {"state": "running"}, now=1000.0)
+    snap = read_status(p, now=900.0)
+    assert snap is not None and snap.age_s == 0.0 and not snap.is_stale(0.0)

@@ -1,0 +1,78 @@
+"""``edge-agent fleet status|gaps`` in process on SQLite (mutmut credits only in-process calls):
+where the database is found, what the table shows for each column, one clear error otherwise.
+PostgreSQL and the subprocess runs are in test_fleet_retire.py."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from support.collector import NOW, rec, sqlite_url, status
+
+from edge_agent.adapters.collector.db import CollectorDb
+from edge_agent.app.cli.main import main
+from edge_agent.app.collector.fleet_cmd import DB_ENV
+
+
+def seed(path: Path) -> str:
+    """cam-1 with seq 1 and 4 (one gap of 2) and a backlog of 0; cam-2 with no status at all."""
+    url = sqlite_url(path)
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        db.store(
+            rec("cam-1", 1) + rec("cam-1", 4) + rec("cam-2", 1),
+            NOW,
+            statuses=[status("cam-1", "running", pending=0)],
+        )
+    finally:
+        db.close()
+    return url
+
+
+def table(capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+    lines = capsys.readouterr().out.splitlines()
+    head = lines[0].split()
+    assert head[:3] == ["DEVICE", "STATE", "LAST"]
+    return {ln.split()[0]: ln.split() for ln in lines[1:]}
+
+
+def test_the_database_comes_from_the_environment_unless_db_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = seed(tmp_path / "fleet.db")
+    monkeypatch.setenv(DB_ENV, url)
+    assert main(["-q", "fleet", "status"]) == 0
+    assert sorted(table(capsys)) == ["cam-1", "cam-2"]
+    other = seed(tmp_path / "other.db")
+    db = CollectorDb(other)
+    try:
+        db.retire("cam-2", True)
+    finally:
+        db.close()
+    assert main(["-q", "fleet", "status", "--db", other]) == 0  # the flag wins over the environment
+    assert sorted(table(capsys)) == ["cam-1"]
+
+
+def test_status_columns_a_zero_backlog_is_zero_and_gaps_count_their_seqs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = seed(tmp_path / "fleet.db")
+    assert main(["-q", "fleet", "status", "--db", url]) == 0
+    rows = table(capsys)
+    cam1, cam2 = rows["cam-1"], rows["cam-2"]
+    assert cam1[1] == "running" and cam1[-5:] == ["0", "2", "1", "(2", "seq)"]  # backlog 0, not "-"
+    assert cam2[1] == "-" and cam2[-3:] == ["-", "1", "0"]  # no status: no backlog known
+
+
+def test_a_missing_file_and_a_database_that_is_not_the_collectors_are_one_error_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = sqlite_url(tmp_path / "nope.db")
+    assert main(["-q", "fleet", "status", "--db", missing]) == 1
+    assert f"--db {missing!r}: no such database file" in capsys.readouterr().err
+    sqlite3.connect(tmp_path / "other.db").execute("CREATE TABLE t (x)").connection.close()
+    other = sqlite_url(tmp_path / "other.db")
+    assert main(["-q", "fleet", "gaps", "cam-1", "--db", other]) == 1
+    assert f"--db {other!r}: not a collector database" in capsys.readouterr().err
