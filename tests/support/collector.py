@@ -1,7 +1,7 @@
 """A throw-away PostgreSQL cluster (initdb/pg_ctl as an unprivileged user, loopback port, socket
 dir in /tmp) and the collector as a real ``edge-agent collect`` child process (kill -9 able).
 
-Plain classes; tests/collector/conftest.py wraps them in fixtures. ``find_pg_bin()`` looks in
+Plain classes; tests/support/fixtures_collector.py wraps them in fixtures. ``find_pg_bin()`` looks in
 $PATH and /usr/lib/postgresql/*/bin (Debian's ``postgresql`` package puts initdb there).
 """
 

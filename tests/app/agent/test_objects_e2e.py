@@ -42,7 +42,7 @@ def test_five_crossings_two_dwells_exactly_once_each_through_run(tmp_path: Path)
     for b in left:
         # seen on 30 frames, reported from the 3rd (min_hits): 27 frame intervals at 10 fps; the
         # folder camera paces by the wall clock, which a loaded machine can only stretch (the
-        # exact figure is asserted on frame times in tests/core/test_objects.py)
+        # exact figure is asserted on frame times in tests/core/objects/test_object_events.py)
         assert 2.6 <= b["dwell_s"] <= 4.0, b
 
     appeared = [b for b in objects if b["event"] == "appeared"]
