@@ -2,10 +2,12 @@
 
     python .ci/mutation.py --list
     python .ci/mutation.py AREA [--jobs 2] [--fresh] [--only 'edge_agent.adapters.outbox.claims*' ...]
+    python .ci/mutation.py --ledger      # regenerate docs/mutation-ledger.md from its data
 
 Copies the tree (tracked and untracked-not-ignored files) to build/mutation/AREA, adds the area's
 ``only_mutate`` and test selection to the copy's ``[tool.mutmut]``, runs ``nice -n 10 mutmut run``
-there and prints killed/survived per module. Each area has its own copy, so its mutants/ cache
+there and prints killed/survived per module; when the run ends it records the area's figures in
+.ci/mutation-scores.json and regenerates docs/mutation-ledger.md (.ci/ledger.py). Each area has its own copy, so its mutants/ cache
 survives between runs (a second run only retests what changed) and two areas never share state.
 
 Subprocesses: mutmut runs pytest with the cwd in build/mutation/AREA/mutants and exports the
@@ -22,10 +24,14 @@ import argparse
 import collections
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import ledger  # .ci/ledger.py, beside this file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -803,7 +809,8 @@ def configure(dst: Path, modules: list[str], tests: list[str]) -> None:
     (dst / "pyproject.toml").write_text(text)
 
 
-def score(dst: Path) -> int:
+def score(dst: Path, counts: dict[str, dict[str, int]] | None = None) -> int:
+    """Print the table of the area's last run; fill ``counts`` (module path -> counts) if given."""
     proc = subprocess.run(
         [sys.executable, "-m", "mutmut", "results", "--all", "true"],
         cwd=dst,
@@ -839,6 +846,17 @@ def score(dst: Path) -> int:
         print(
             f"{mod:42} {killed:7} {typed:7} {timeout:7} {c['survived']:8} {c['no tests']:8} {other:6} {pct:5.1f}%"
         )
+        if counts is not None:
+            path = mod.removeprefix("edge_agent.").replace(".", "/") + ".py"
+            counts[path] = {
+                "killed": killed,
+                "by_mypy": typed,
+                "timeout": timeout,
+                "survived": c["survived"],
+                "no_tests": c["no tests"],
+                "other": other,
+                "total": total,
+            }
     if survivors:
         print("\nnot killed (inspect with: cd", dst, "&& mutmut show NAME):")
         print("\n".join(survivors))
@@ -853,6 +871,16 @@ def main() -> int:
     ap.add_argument("--fresh", action="store_true", help="drop the area's cached mutants first")
     ap.add_argument("--report", action="store_true", help="only print the table of the last run")
     ap.add_argument(
+        "--ledger",
+        action="store_true",
+        help="only regenerate docs/mutation-ledger.md from .ci/mutation-scores.json",
+    )
+    ap.add_argument(
+        "--no-record",
+        action="store_true",
+        help="do not record this run's figures in .ci/mutation-scores.json",
+    )
+    ap.add_argument(
         "--only",
         nargs="+",
         default=[],
@@ -861,6 +889,9 @@ def main() -> int:
         "module of an area at a time when the whole area does not fit the time (mutmut then rechecks them)",
     )
     args = ap.parse_args()
+    if args.ledger:
+        print(f"wrote {ledger.write(area_modules()).relative_to(REPO)}")
+        return 0
     if args.list or not args.area:
         for name, (mods, tests) in AREAS.items():
             print(f"{name}:\n  mutate: {' '.join(mods)}\n  tests:  {' '.join(tests)}")
@@ -886,9 +917,28 @@ def main() -> int:
         str(args.jobs),
         *args.only,
     ]
+    start = time.monotonic()
     rc = subprocess.run(cmd, cwd=dst, check=False).returncode
-    score(dst)
+    minutes = (time.monotonic() - start) / 60
+    counts: dict[str, dict[str, int]] = {}
+    score(dst, counts)
+    if rc == 0 and counts and not args.no_record:
+        # only the area's own modules: mutmut's cache may still hold results of a module it dropped
+        mods = {m.removeprefix("edge_agent/") for m in modules}
+        command = " ".join(["python .ci/mutation.py", *map(shlex.quote, sys.argv[1:])])
+        ledger.record(
+            args.area,
+            {m: c for m, c in counts.items() if m in mods},
+            date=time.strftime("%Y-%m-%d", time.gmtime()),
+            command=command,
+            wall_time=f"{minutes:.1f} min (--jobs {args.jobs})",
+        )
+        print(f"recorded in .ci/mutation-scores.json; wrote {ledger.write(area_modules()).relative_to(REPO)}")
     return rc
+
+
+def area_modules() -> dict[str, list[str]]:
+    return {name: mods for name, (mods, _tests) in AREAS.items()}
 
 
 if __name__ == "__main__":
