@@ -102,3 +102,8 @@ def test_a_finished_run_is_recorded_and_keeps_the_rows_history(tmp_path: Path) -
     assert "partial: 5 not decided" in ledger.score_text(old)
     assert new["module"] == "core/camera/new.py" and "partial" not in new
 
+
+def test_testing_md_is_the_how_not_the_ledger() -> None:
+    text = (REPO / "docs" / "testing.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 400
+    assert "mutation-ledger.md" in text
