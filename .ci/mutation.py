@@ -335,7 +335,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/updates/test_model_cmd.py::test_install_hands_the_package_to_the_running_agent_and_prints_its_verdict",
         ],
     ),
-    # model_updates.py alone (issue 19): model-agent's run decided 43 of its 588 mutants in 21 min,
+    # app/updates/agent_side.py alone (issue 19): model-agent's run decided 43 of its 588 mutants in 21 min,
     # every mutant of build_models/start/stop paying the push tests' broker too
     "model-updates-app": (
         ["edge_agent/app/updates/agent_side.py"],
@@ -344,7 +344,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/updates/test_receiver.py::test_the_receiver_thread_is_supervised",
         ],
     ),
-    # model_push.py alone: the sending side and the verdict watcher against a real mosquitto
+    # app/updates/push.py alone: the sending side and the verdict watcher against a real mosquitto
     "model-push": (
         ["edge_agent/app/updates/push.py"],
         [
@@ -434,8 +434,8 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_outbox.py",
         ],
     ),
-    # outbox.py and outbox_open.py (the open, put, flush, flusher, stats, close), and the marks file
-    # (outbox_marks.py), each on its own narrow in-process tests (issue 19): a crash is
+    # outbox.py and adapters/outbox/opening.py (the open, put, flush, flusher, stats, close), and the marks file
+    # (adapters/outbox/marks.py), each on its own narrow in-process tests (issue 19): a crash is
     # support.outbox.crash (in process, so the restart's resume is credited), never kill -9
     "outbox-main": (
         ["edge_agent/adapters/outbox/outbox.py", "edge_agent/adapters/outbox/opening.py"],
@@ -487,7 +487,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     # outbox-disk's two small modules on their narrowest tests (a few seconds in all): the whole
-    # area took 51 min and reached 40 of outbox_reserve.py's 128 mutants
+    # area took 51 min and reached 40 of adapters/outbox/reserve.py's 128 mutants
     "outbox-space": (
         ["edge_agent/adapters/outbox/space.py", "edge_agent/adapters/outbox/reserve.py"],
         [
