@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 CI = REPO / ".ci"
 
@@ -107,3 +109,47 @@ def test_testing_md_is_the_how_not_the_ledger() -> None:
     text = (REPO / "docs" / "testing.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 400
     assert "mutation-ledger.md" in text
+
+
+def test_the_run_table_gives_the_counts_that_are_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mutmut results` lines -> per-module counts keyed by the module's path, as record() takes them."""
+    out = "\n".join(
+        [
+            "    edge_agent.core.camera.motion.x_gate__mutmut_1: killed",
+            "    edge_agent.core.camera.motion.x_gate__mutmut_2: caught by type check",
+            "    edge_agent.core.camera.motion.xǁMotionǁstep__mutmut_3: survived",
+            "    edge_agent.core.camera.motion.x_gate__mutmut_4: timeout",
+            "    edge_agent.core.camera.motion.x_gate__mutmut_5: segfault",
+            "    edge_agent.adapters.outbox.claims.x_claim__mutmut_1: no tests",
+            "    edge_agent.adapters.outbox.claims.x_claim__mutmut_2: not checked",
+        ]
+    )
+
+    class Done:
+        stdout, stderr, returncode = out, "", 0
+
+    monkeypatch.setattr(mutation.subprocess, "run", lambda *a, **k: Done())
+    counts: dict[str, dict[str, int]] = {}
+    assert mutation.score(tmp_path, counts) == 0
+    assert counts == {
+        "core/camera/motion.py": {
+            "killed": 2,
+            "by_mypy": 1,
+            "timeout": 1,
+            "survived": 1,
+            "no_tests": 0,
+            "other": 0,
+            "total": 5,
+        },
+        "adapters/outbox/claims.py": {
+            "killed": 0,
+            "by_mypy": 0,
+            "timeout": 0,
+            "survived": 0,
+            "no_tests": 1,
+            "other": 1,
+            "total": 2,
+        },
+    }
