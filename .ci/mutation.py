@@ -6,9 +6,10 @@
 
 Copies the tree (tracked and untracked-not-ignored files) to build/mutation/AREA, adds the area's
 ``only_mutate`` and test selection to the copy's ``[tool.mutmut]``, runs ``nice -n 10 mutmut run``
-there and prints killed/survived per module; when the run ends it records the area's figures in
-.ci/mutation-scores.json and regenerates docs/mutation-ledger.md (.ci/ledger.py). Each area has its own copy, so its mutants/ cache
-survives between runs (a second run only retests what changed) and two areas never share state.
+there and prints killed/survived per module; when the run ends (exit 0) it records the area's
+figures in .ci/mutation-scores.json and regenerates docs/mutation-ledger.md (.ci/ledger.py;
+--no-record skips that). Each area has its own copy, so its mutants/ cache survives between runs
+(a second run only retests what changed) and two areas never share state.
 
 Subprocesses: mutmut runs pytest with the cwd in build/mutation/AREA/mutants and exports the
 mutant's name in MUTANT_UNDER_TEST, so ``python -m edge_agent`` started by a test (support.world)
@@ -186,7 +187,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/inference/test_presets.py::test_validate_classifiers_with_classes_listed_in_another_order",
         ],
     ),
-    # core modules that had no area (issue 19); measured or not: docs/testing.md "Scores"
+    # core modules that had no area (issue 19); measured or not: docs/mutation-ledger.md "Scores"
     "core-metrics": (
         ["edge_agent/core/vision/accuracy.py"],
         [
@@ -392,7 +393,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_full_disk.py::test_a_queue_on_a_disk_full_to_the_brim_opens_drains_and_takes_new_results",
             "tests/adapters/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
             "tests/adapters/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
-            # the tests made for this area's survivors (docs/testing.md)
+            # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_claims.py",
             "tests/adapters/outbox/test_outbox_writer.py",
             "tests/adapters/outbox/test_outbox_marks.py",
@@ -427,7 +428,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_ack_and_claim.py",
             "tests/adapters/outbox/test_loss_visible.py::test_a_clean_close_leaves_no_gap_and_counts_nothing",
             "tests/adapters/outbox/test_loss_visible.py::test_the_whole_file_lost_counts_its_rows_and_seq_and_boot_go_on",
-            # the tests made for this area's survivors (docs/testing.md)
+            # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_space.py",
             "tests/adapters/outbox/test_outbox_space_rules.py",
             "tests/adapters/outbox/test_outbox_reserve.py",
@@ -460,7 +461,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
             "tests/adapters/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
             "tests/adapters/outbox/test_pinned.py::test_sqlite_errors_leave_the_outbox_only_as_queue_errors",
-            # the tests made for this area's survivors (docs/testing.md)
+            # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_life.py",
             "tests/adapters/outbox/test_outbox_open.py",
         ],
@@ -481,7 +482,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_outbox_files.py::test_full_disk_reject_new_refuses_then_recovers",
             "tests/adapters/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
             "tests/adapters/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
-            # the tests made for this area's survivors (docs/testing.md)
+            # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_life.py",
             "tests/adapters/outbox/test_outbox_space.py::test_a_result_given_up_on_a_full_file_is_counted_through_a_crash_right_after",
         ],
@@ -560,7 +561,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # the 28 s every surviving mutant paid, the area took ~2 h): they stay in the suite. Nor, since
     # the 2026-11-30 night run, three tests that wait by design (backoff_grows 3 s, rate_limit 2 s,
     # tls_wrong_ca 0.7 s; their checks are in test_sync_lifecycle/windows.py, which wait less): the
-    # run's survivors were checked one by one against them (docs/testing.md)
+    # run's survivors were checked one by one against them (docs/mutation-ledger.md)
     "mqtt-sync": (
         ["edge_agent/adapters/mqtt/sync.py"],
         [
@@ -628,7 +629,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     # the rest of the late-night round's list (issue 19): areas made, run as the notes in
-    # docs/testing.md say; run_cmd.py and track_infer.py have no in-process test yet (their tests
+    # docs/mutation-ledger.md say; run_cmd.py and track_infer.py have no in-process test yet (their tests
     # run `edge-agent run|demo|infer --track` as subprocesses: every mutant would be "no tests")
     "adapters-host": (
         ["edge_agent/adapters/host/metrics_http.py", "edge_agent/adapters/host/probes.py"],
