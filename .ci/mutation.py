@@ -2,11 +2,14 @@
 
     python .ci/mutation.py --list
     python .ci/mutation.py AREA [--jobs 2] [--fresh] [--only 'edge_agent.adapters.outbox.claims*' ...]
+    python .ci/mutation.py --ledger      # regenerate docs/mutation-ledger.md from its data
 
 Copies the tree (tracked and untracked-not-ignored files) to build/mutation/AREA, adds the area's
 ``only_mutate`` and test selection to the copy's ``[tool.mutmut]``, runs ``nice -n 10 mutmut run``
-there and prints killed/survived per module. Each area has its own copy, so its mutants/ cache
-survives between runs (a second run only retests what changed) and two areas never share state.
+there and prints killed/survived per module; when the run ends (exit 0) it records the area's
+figures in .ci/mutation-scores.json and regenerates docs/mutation-ledger.md (.ci/ledger.py;
+--no-record skips that). Each area has its own copy, so its mutants/ cache survives between runs
+(a second run only retests what changed) and two areas never share state.
 
 Subprocesses: mutmut runs pytest with the cwd in build/mutation/AREA/mutants and exports the
 mutant's name in MUTANT_UNDER_TEST, so ``python -m edge_agent`` started by a test (support.world)
@@ -22,10 +25,14 @@ import argparse
 import collections
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import ledger  # .ci/ledger.py, beside this file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -180,7 +187,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/inference/test_presets.py::test_validate_classifiers_with_classes_listed_in_another_order",
         ],
     ),
-    # core modules that had no area (issue 19); measured or not: docs/testing.md "Scores"
+    # core modules that had no area (issue 19); measured or not: docs/mutation-ledger.md "Scores"
     "core-metrics": (
         ["edge_agent/core/vision/accuracy.py"],
         [
@@ -329,7 +336,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/updates/test_model_cmd.py::test_install_hands_the_package_to_the_running_agent_and_prints_its_verdict",
         ],
     ),
-    # model_updates.py alone (issue 19): model-agent's run decided 43 of its 588 mutants in 21 min,
+    # app/updates/agent_side.py alone (issue 19): model-agent's run decided 43 of its 588 mutants in 21 min,
     # every mutant of build_models/start/stop paying the push tests' broker too
     "model-updates-app": (
         ["edge_agent/app/updates/agent_side.py"],
@@ -338,7 +345,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/updates/test_receiver.py::test_the_receiver_thread_is_supervised",
         ],
     ),
-    # model_push.py alone: the sending side and the verdict watcher against a real mosquitto
+    # app/updates/push.py alone: the sending side and the verdict watcher against a real mosquitto
     "model-push": (
         ["edge_agent/app/updates/push.py"],
         [
@@ -386,7 +393,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_full_disk.py::test_a_queue_on_a_disk_full_to_the_brim_opens_drains_and_takes_new_results",
             "tests/adapters/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
             "tests/adapters/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
-            # the tests made for this area's survivors (docs/testing.md)
+            # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_claims.py",
             "tests/adapters/outbox/test_outbox_writer.py",
             "tests/adapters/outbox/test_outbox_marks.py",
@@ -421,15 +428,15 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_ack_and_claim.py",
             "tests/adapters/outbox/test_loss_visible.py::test_a_clean_close_leaves_no_gap_and_counts_nothing",
             "tests/adapters/outbox/test_loss_visible.py::test_the_whole_file_lost_counts_its_rows_and_seq_and_boot_go_on",
-            # the tests made for this area's survivors (docs/testing.md)
+            # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_space.py",
             "tests/adapters/outbox/test_outbox_space_rules.py",
             "tests/adapters/outbox/test_outbox_reserve.py",
             "tests/adapters/outbox/test_outbox.py",
         ],
     ),
-    # outbox.py and outbox_open.py (the open, put, flush, flusher, stats, close), and the marks file
-    # (outbox_marks.py), each on its own narrow in-process tests (issue 19): a crash is
+    # outbox.py and adapters/outbox/opening.py (the open, put, flush, flusher, stats, close), and the marks file
+    # (adapters/outbox/marks.py), each on its own narrow in-process tests (issue 19): a crash is
     # support.outbox.crash (in process, so the restart's resume is credited), never kill -9
     "outbox-main": (
         ["edge_agent/adapters/outbox/outbox.py", "edge_agent/adapters/outbox/opening.py"],
@@ -454,7 +461,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
             "tests/adapters/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
             "tests/adapters/outbox/test_pinned.py::test_sqlite_errors_leave_the_outbox_only_as_queue_errors",
-            # the tests made for this area's survivors (docs/testing.md)
+            # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_life.py",
             "tests/adapters/outbox/test_outbox_open.py",
         ],
@@ -475,13 +482,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/outbox/test_outbox_files.py::test_full_disk_reject_new_refuses_then_recovers",
             "tests/adapters/outbox/test_full_disk.py::test_opening_and_closing_an_existing_queue_writes_nothing",
             "tests/adapters/outbox/test_full_disk.py::test_reject_new_on_a_full_disk_refuses_logs_once_and_closes_cleanly",
-            # the tests made for this area's survivors (docs/testing.md)
+            # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_life.py",
             "tests/adapters/outbox/test_outbox_space.py::test_a_result_given_up_on_a_full_file_is_counted_through_a_crash_right_after",
         ],
     ),
     # outbox-disk's two small modules on their narrowest tests (a few seconds in all): the whole
-    # area took 51 min and reached 40 of outbox_reserve.py's 128 mutants
+    # area took 51 min and reached 40 of adapters/outbox/reserve.py's 128 mutants
     "outbox-space": (
         ["edge_agent/adapters/outbox/space.py", "edge_agent/adapters/outbox/reserve.py"],
         [
@@ -554,7 +561,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # the 28 s every surviving mutant paid, the area took ~2 h): they stay in the suite. Nor, since
     # the 2026-11-30 night run, three tests that wait by design (backoff_grows 3 s, rate_limit 2 s,
     # tls_wrong_ca 0.7 s; their checks are in test_sync_lifecycle/windows.py, which wait less): the
-    # run's survivors were checked one by one against them (docs/testing.md)
+    # run's survivors were checked one by one against them (docs/mutation-ledger.md)
     "mqtt-sync": (
         ["edge_agent/adapters/mqtt/sync.py"],
         [
@@ -622,7 +629,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     # the rest of the late-night round's list (issue 19): areas made, run as the notes in
-    # docs/testing.md say; run_cmd.py and track_infer.py have no in-process test yet (their tests
+    # docs/mutation-ledger.md say; run_cmd.py and track_infer.py have no in-process test yet (their tests
     # run `edge-agent run|demo|infer --track` as subprocesses: every mutant would be "no tests")
     "adapters-host": (
         ["edge_agent/adapters/host/metrics_http.py", "edge_agent/adapters/host/probes.py"],
@@ -803,7 +810,8 @@ def configure(dst: Path, modules: list[str], tests: list[str]) -> None:
     (dst / "pyproject.toml").write_text(text)
 
 
-def score(dst: Path) -> int:
+def score(dst: Path, counts: dict[str, dict[str, int]] | None = None) -> int:
+    """Print the table of the area's last run; fill ``counts`` (module path -> counts) if given."""
     proc = subprocess.run(
         [sys.executable, "-m", "mutmut", "results", "--all", "true"],
         cwd=dst,
@@ -839,6 +847,17 @@ def score(dst: Path) -> int:
         print(
             f"{mod:42} {killed:7} {typed:7} {timeout:7} {c['survived']:8} {c['no tests']:8} {other:6} {pct:5.1f}%"
         )
+        if counts is not None:
+            path = mod.removeprefix("edge_agent.").replace(".", "/") + ".py"
+            counts[path] = {
+                "killed": killed,
+                "by_mypy": typed,
+                "timeout": timeout,
+                "survived": c["survived"],
+                "no_tests": c["no tests"],
+                "other": other,
+                "total": total,
+            }
     if survivors:
         print("\nnot killed (inspect with: cd", dst, "&& mutmut show NAME):")
         print("\n".join(survivors))
@@ -853,6 +872,16 @@ def main() -> int:
     ap.add_argument("--fresh", action="store_true", help="drop the area's cached mutants first")
     ap.add_argument("--report", action="store_true", help="only print the table of the last run")
     ap.add_argument(
+        "--ledger",
+        action="store_true",
+        help="only regenerate docs/mutation-ledger.md from .ci/mutation-scores.json",
+    )
+    ap.add_argument(
+        "--no-record",
+        action="store_true",
+        help="do not record this run's figures in .ci/mutation-scores.json",
+    )
+    ap.add_argument(
         "--only",
         nargs="+",
         default=[],
@@ -861,6 +890,9 @@ def main() -> int:
         "module of an area at a time when the whole area does not fit the time (mutmut then rechecks them)",
     )
     args = ap.parse_args()
+    if args.ledger:
+        print(f"wrote {ledger.write(area_modules()).relative_to(REPO)}")
+        return 0
     if args.list or not args.area:
         for name, (mods, tests) in AREAS.items():
             print(f"{name}:\n  mutate: {' '.join(mods)}\n  tests:  {' '.join(tests)}")
@@ -886,9 +918,28 @@ def main() -> int:
         str(args.jobs),
         *args.only,
     ]
+    start = time.monotonic()
     rc = subprocess.run(cmd, cwd=dst, check=False).returncode
-    score(dst)
+    minutes = (time.monotonic() - start) / 60
+    counts: dict[str, dict[str, int]] = {}
+    score(dst, counts)
+    if rc == 0 and counts and not args.no_record:
+        # only the area's own modules: mutmut's cache may still hold results of a module it dropped
+        mods = {m.removeprefix("edge_agent/") for m in modules}
+        command = " ".join(["python .ci/mutation.py", *map(shlex.quote, sys.argv[1:])])
+        ledger.record(
+            args.area,
+            {m: c for m, c in counts.items() if m in mods},
+            date=time.strftime("%Y-%m-%d", time.gmtime()),
+            command=command,
+            wall_time=f"{minutes:.1f} min (--jobs {args.jobs})",
+        )
+        print(f"recorded in .ci/mutation-scores.json; wrote {ledger.write(area_modules()).relative_to(REPO)}")
     return rc
+
+
+def area_modules() -> dict[str, list[str]]:
+    return {name: mods for name, (mods, _tests) in AREAS.items()}
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Hand-made bugs: cameras (camera.py, mjpeg_http.py), sd_notify, the status file."""
+"""Hand-made bugs: cameras (adapters/camera/capture.py, mjpeg_http.py), sd_notify, the status file."""
 
 CA = "edge_agent/adapters/camera/capture.py"
 MJ = "edge_agent/adapters/camera/mjpeg_http.py"

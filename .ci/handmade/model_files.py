@@ -1,5 +1,5 @@
 """Hand-made bugs: what a model file says (model_info.py), the receiver's transfers on disk
-(model_transfer_disk.py), `model`'s options (model_cmd.py) and the loop's config keys (agent.py)."""
+(adapters/updates/transfers.py), `model`'s options (model_cmd.py) and the loop's config keys (agent.py)."""
 
 MI = "edge_agent/adapters/runtime/model_info.py"
 RT = "edge_agent/adapters/runtime/onnx_model.py"

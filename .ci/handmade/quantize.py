@@ -1,6 +1,6 @@
 """Hand-made bugs in quantize.py and dequantize.py (issue 19, 2026-12-01): flags that never reach
 the quantizer, a boundary moved, the calibration off by one, per-channel axes wrong, a zero point or
-a clamp dropped, FP16 left somewhere. See docs/testing.md, "Model tools and the onnxruntime
+a clamp dropped, FP16 left somewhere. See docs/mutation-ledger.md, "Model tools and the onnxruntime
 adapter". ``tools.py`` has the first round (exclusions, --reduce-range, --samples, metadata)."""
 
 QU = "edge_agent/tools/quantize.py"

@@ -1,5 +1,5 @@
 """Hand-made bugs in the model tools (convert, quantize, dequantize, graph, bench) and the
-onnxruntime adapter (runtime, tensorrt, board): see docs/testing.md, "Hand-made bugs"."""
+onnxruntime adapter (runtime, tensorrt, board): see docs/mutation-ledger.md, "Hand-made bugs"."""
 
 import os
 
