@@ -768,8 +768,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
-# over the mutated copy first and counts what it rejects as "caught by type check" (killed)
+# over the mutated copy first and counts what it rejects as "caught by type check" (killed); this
+# interpreter's mypy, so a run works without the venv on PATH
 TYPE_CHECK = [
+    sys.executable,
+    "-m",
     "mypy",
     "edge_agent",
     "--output",
