@@ -18,12 +18,13 @@ from edge_agent.app.cli.argtypes import positive_float, positive_int
 from edge_agent.app.cli.configfile import add_config_arg
 
 if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
     from edge_agent.core.config.schema import Config
 
 EXPORT_MODE = 0o600  # every payload of the queue is in it
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "queue", help="inspect, drain, export or purge the durable outbox", description=__doc__
     )
