@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,18 @@ from edge_agent.core.vision.accuracy import (
 from edge_agent.core.vision.thresholds import Thresholds
 from edge_agent.errors import EdgeAgentError
 from edge_agent.inference.report import Check, ValidationReport
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.core.vision.preprocess import Letterbox
+    from edge_agent.core.vision.yolo import Detections
+    from edge_agent.inference.pipeline import Detector
+
+
+class Ticker(Protocol):
+    """A progress bar (tools.progress.Progress): one ``update()`` per image compared."""
+
+    def update(self, n: int = 1) -> None: ...
 
 
 def read_yolo_labels(path: Path, width: int, height: int) -> Boxes:
@@ -107,7 +119,12 @@ def _remap(b: Boxes, mapping: dict[int, int], keep_ref: Optional[set[int]] = Non
 
 
 def validate_detector(
-    ref: Any, cand: Any, files: list[Path], labels_dir: Optional[Path], th: Thresholds, progress: Any = None
+    ref: OnnxModel,
+    cand: OnnxModel,
+    files: list[Path],
+    labels_dir: Optional[Path],
+    th: Thresholds,
+    progress: Optional[Ticker] = None,
 ) -> ValidationReport:
     """Compare two detectors of any formats, input sizes or class lists on the detections they give."""
     from edge_agent.adapters.camera.images import read_image
@@ -145,6 +162,7 @@ def validate_detector(
         for who, det in dets.items():
             prep = det.prepare(img)
             o = det.detect_prepared(prep, keep_raw=True)
+            assert o.raw is not None  # keep_raw=True: always kept
             # the same raw output at the lower thresholds: conf - margin, and Ultralytics val for mAP
             low = _decode(det, o.raw, prep.letterbox, lo, IOU_THRESHOLD)
             ev = None
@@ -230,11 +248,11 @@ def validate_detector(
     return rep
 
 
-def _as_boxes(d: Any) -> Boxes:
+def _as_boxes(d: Detections) -> Boxes:
     return Boxes(d.boxes, d.scores, d.class_ids)
 
 
-def _decode(det: Any, raw: Any, lb: Any, conf: float, iou: float) -> Boxes:
+def _decode(det: Detector, raw: npt.NDArray[np.generic], lb: Letterbox, conf: float, iou: float) -> Boxes:
     """An output already computed, decoded again at other thresholds (no second inference)."""
     from edge_agent.core.vision.formats import decode_output
 
@@ -254,7 +272,12 @@ def class_folder_labels(files: list[Path], root: Path, names: dict[int, str]) ->
 
 
 def validate_classifier(
-    ref: Any, cand: Any, files: list[Path], root: Path, th: Thresholds, progress: Any = None
+    ref: OnnxModel,
+    cand: OnnxModel,
+    files: list[Path],
+    root: Path,
+    th: Thresholds,
+    progress: Optional[Ticker] = None,
 ) -> ValidationReport:
     """Top-1/top-5 agreement; each model gets its own preprocessing, classes are matched by name."""
     from edge_agent.adapters.camera.images import read_image

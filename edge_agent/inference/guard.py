@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from edge_agent.core.runtime.onnx_wire import WireError, output_dequant_scales
+
+if TYPE_CHECKING:
+    from edge_agent.inference.pipeline import Detector
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +63,14 @@ def probe_image(h: int = 480, w: int = 640, seed: int = 0) -> npt.NDArray[np.uin
     return img
 
 
-def probe_max_score(detector: Any) -> float:
+def probe_max_score(detector: Detector) -> float:
     """Best score of any row on the probe image, whatever the threshold."""
     prep = detector.prepare(probe_image())
     raw = detector.model.run_single(prep.blob)[0]
     return float(detector.format.candidates(raw, 1.0, None).max_score)
 
 
-def check_detector(detector: Any) -> list[Problem]:
+def check_detector(detector: Detector) -> list[Problem]:
     """Reasons ``detector`` (an inference.pipeline.Detector) cannot produce useful scores; [] when fine."""
     problems: list[Problem] = []
     path = detector.model.path
@@ -91,7 +95,7 @@ def check_detector(detector: Any) -> list[Problem]:
     return problems
 
 
-def describe(path: Any, problems: list[Problem]) -> str:
+def describe(path: str | Path, problems: list[Problem]) -> str:
     """One line: every cause, then each distinct fix once (the static check and the probe usually
     share theirs, which used to be printed twice)."""
     fixes = list(dict.fromkeys(p.fix for p in problems))

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from edge_agent.core.vision.classifier_presets import parse_spec
 from edge_agent.core.vision.preprocess import ClassifierPreprocess, resize_short_side
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ class Choice:
         )
 
 
-def model_base(model: Any) -> ClassifierPreprocess:
+def model_base(model: OnnxModel) -> ClassifierPreprocess:
     """Input size and layout from the model (NHWC when the last axis is the 1/3 channels)."""
     shape = model.input.shape
     nhwc = len(shape) == 4 and shape[3] in (1, 3) and shape[1] not in (1, 3)
@@ -54,7 +57,7 @@ def model_base(model: Any) -> ClassifierPreprocess:
     return ClassifierPreprocess(size_hw=(h, w), layout="NHWC" if nhwc else "NCHW")
 
 
-def choose_preprocess(model: Any, option: Optional[str] = None) -> Choice:
+def choose_preprocess(model: OnnxModel, option: Optional[str] = None) -> Choice:
     """The recipe for ``model`` (an OnnxModel) and where it came from; see the module docstring."""
     base = model_base(model)
     meta: dict[str, str] = model.info.metadata

@@ -3,15 +3,18 @@ validate and bench. (The formats themselves are the registry in :mod:`edge_agent
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from edge_agent.core.vision.formats import Resolved, resolve_format, understood
 from edge_agent.errors import ModelError
 
+if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+
 Task = Literal["detect", "classify"]
 
 
-def _split_outputs(model: Any) -> Optional[str]:
+def _split_outputs(model: OnnxModel) -> Optional[str]:
     """DETR-style exports with two outputs (boxes [1, Q, 4] + scores [1, Q, nc]): named, not guessed."""
     outs = model.info.outputs
     if len(outs) < 2:
@@ -26,7 +29,7 @@ def _split_outputs(model: Any) -> Optional[str]:
     return None
 
 
-def detector_format(model: Any, forced: Optional[str] = None) -> Resolved:
+def detector_format(model: OnnxModel, forced: Optional[str] = None) -> Resolved:
     """The output format of ``model`` (an OnnxModel), or one line naming the model, output and why."""
     out = model.info.outputs[0]
     try:
@@ -39,7 +42,7 @@ def detector_format(model: Any, forced: Optional[str] = None) -> Resolved:
         raise ModelError(f"{model.path}: output '{out.name}': {exc}{task}") from None
 
 
-def model_task(model: Any) -> Task:
+def model_task(model: OnnxModel) -> Task:
     """``detect`` or ``classify`` from metadata ``task`` and the output shape (an OnnxModel)."""
     task = model.info.task
     out_shape = model.info.outputs[0].shape

@@ -20,12 +20,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 import numpy.typing as npt
 
 from edge_agent.errors import EdgeAgentError
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+
+    Image = npt.NDArray[np.uint8]  # BGR
 
 STAGES = ("pre", "infer", "post", "total")
 
@@ -97,7 +102,9 @@ def default_image(folder: Optional[Path] = None) -> tuple[npt.NDArray[np.uint8],
     return read_image(files[0]), str(files[0])
 
 
-def _pipeline(model: Any, kind: str) -> tuple[Callable[[Any], Any], Callable[[Any], dict[str, float]]]:
+def _pipeline(
+    model: OnnxModel, kind: str
+) -> tuple[Callable[[Image], npt.NDArray[np.generic]], Callable[[Image], dict[str, float]]]:
     """(preprocess for the bare run, full pipeline returning stage timings) for one model."""
     from edge_agent.core.vision.classify import to_probabilities, top_k
     from edge_agent.core.vision.preprocess import preprocess_classifier, preprocess_detector
@@ -106,7 +113,7 @@ def _pipeline(model: Any, kind: str) -> tuple[Callable[[Any], Any], Callable[[An
     if kind == "detect":
         det = Detector(model)
 
-        def detect(img: Any) -> dict[str, float]:
+        def detect(img: Image) -> dict[str, float]:
             t = det.detect(img).timings_ms
             return {**t, "total": t["pre"] + t["infer"] + t["post"]}
 
@@ -115,7 +122,7 @@ def _pipeline(model: Any, kind: str) -> tuple[Callable[[Any], Any], Callable[[An
     pp = classifier_preprocess_for(model)
     names = model.info.names
 
-    def classify(img: Any) -> dict[str, float]:
+    def classify(img: Image) -> dict[str, float]:
         t0 = time.perf_counter()
         x = preprocess_classifier([img], pp, model.input.dtype)
         t1 = time.perf_counter()

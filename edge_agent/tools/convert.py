@@ -19,11 +19,14 @@ the input (``validate``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from edge_agent.core.runtime.ort_compat import RuntimeLimits, limits_for, parse_version, refusals
 from edge_agent.errors import EdgeAgentError
 from edge_agent.tools import require_onnx
+
+if TYPE_CHECKING:
+    from onnx import ModelProto, NodeProto
 
 
 class ConvertError(EdgeAgentError):
@@ -79,7 +82,7 @@ def target_limits(target: str) -> RuntimeLimits:
     return limits
 
 
-def _attr(node: Any, name: str) -> Any:
+def _attr(node: NodeProto, name: str) -> object:
     from onnx import helper
 
     for a in node.attribute:
@@ -88,13 +91,13 @@ def _attr(node: Any, name: str) -> Any:
     return None
 
 
-def _drop_attr(node: Any, name: str) -> None:
+def _drop_attr(node: NodeProto, name: str) -> None:
     keep = [a for a in node.attribute if a.name != name]
     del node.attribute[:]
     node.attribute.extend(keep)
 
 
-def prune_opset_imports(model: Any) -> list[str]:
+def prune_opset_imports(model: ModelProto) -> list[str]:
     """Remove opset imports of domains no node (or function) uses; returns the dropped domains."""
     used = {n.domain or "" for n in model.graph.node}
     for f in model.functions:
@@ -107,7 +110,7 @@ def prune_opset_imports(model: Any) -> list[str]:
     return dropped
 
 
-def _const(model: Any, name: str) -> Optional[list[int]]:
+def _const(model: ModelProto, name: str) -> Optional[list[int]]:
     from onnx import numpy_helper
 
     for init in model.graph.initializer:
@@ -120,7 +123,7 @@ def _const(model: Any, name: str) -> Optional[list[int]]:
     return None
 
 
-def _lower_node(model: Any, node: Any, target: int) -> Optional[str]:
+def _lower_node(model: ModelProto, node: NodeProto, target: int) -> Optional[str]:
     """Rewrite one node to its form at opset ``target``; returns why not (None = done)."""
     from onnx import helper
 
@@ -156,7 +159,7 @@ def _lower_node(model: Any, node: Any, target: int) -> Optional[str]:
         return None
     if op == "AveragePool":
         dil = _attr(node, "dilations")
-        if dil and any(d != 1 for d in dil):
+        if isinstance(dil, list) and any(d != 1 for d in dil):  # INTS: a list
             return "uses dilations"
         _drop_attr(node, "dilations")  # all 1: opset 16's checker refuses the attribute itself
         return None
@@ -170,7 +173,7 @@ def _lower_node(model: Any, node: Any, target: int) -> Optional[str]:
     return "has no older form"
 
 
-def restamp(model: Any, target: int) -> None:
+def restamp(model: ModelProto, target: int) -> None:
     """Lower the ``ai.onnx`` opset node by node (see the module docstring); raises ConvertError."""
     from onnx import defs
 
@@ -208,7 +211,7 @@ def restamp(model: Any, target: int) -> None:
             o.version = target
 
 
-def _lower_ir(model: Any, ir: int) -> None:
+def _lower_ir(model: ModelProto, ir: int) -> None:
     if model.ir_version <= ir:
         return
     types = [t.data_type for t in model.graph.initializer]
@@ -224,7 +227,9 @@ def _lower_ir(model: Any, ir: int) -> None:
     model.ir_version = ir
 
 
-def convert_model(model: Any, target: str, log: Callable[[str], object] = lambda _m: None) -> Any:
+def convert_model(
+    model: ModelProto, target: str, log: Callable[[str], object] = lambda _m: None
+) -> ModelProto:
     """A copy of ``model`` (an onnx ModelProto) that the ``target`` onnxruntime loads."""
     onnx = require_onnx()
     from onnx import version_converter

@@ -17,13 +17,16 @@ refused with the op's name.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import numpy.typing as npt
 
 from edge_agent.errors import QuantizeError
 from edge_agent.tools import require_onnx
+
+if TYPE_CHECKING:
+    from onnx import ModelProto, NodeProto, TensorProto
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ def _clamps_at_zero(zp: Optional[npt.NDArray[Any]]) -> bool:
     return bool(np.all(np.asarray(zp) == np.iinfo(zp.dtype).min))
 
 
-def has_fp16(model: Any) -> bool:
+def has_fp16(model: ModelProto) -> bool:
     onnx = require_onnx()
     f16 = onnx.TensorProto.FLOAT16
     g = model.graph
@@ -69,14 +72,14 @@ def has_fp16(model: Any) -> bool:
     )
 
 
-def fp16_to_fp32(model: Any) -> Any:
+def fp16_to_fp32(model: ModelProto) -> ModelProto:
     """Every float16 tensor, attribute and type of ``model`` (in place) becomes float32."""
     onnx = require_onnx()
     from onnx import numpy_helper
 
     f16, f32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
 
-    def fix_tensor(t: Any) -> None:
+    def fix_tensor(t: TensorProto) -> None:
         if t.data_type == f16:
             t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
 
@@ -99,7 +102,7 @@ _QLINEAR_UNARY = {"QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu"}
 _QLINEAR_BINARY = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
 
 
-def dequantize(model: Any) -> Any:
+def dequantize(model: ModelProto) -> ModelProto:
     """A float copy of a QDQ / QOperator / dynamic INT8 ``model`` (see the module docstring)."""
     onnx = require_onnx()
     from onnx import helper, numpy_helper
@@ -109,14 +112,14 @@ def dequantize(model: Any) -> Any:
     for n in g.node:
         if n.op_type == "Constant" and n.attribute and n.attribute[0].type == onnx.AttributeProto.TENSOR:
             consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-    consumers: dict[str, list[Any]] = {}
+    consumers: dict[str, list[NodeProto]] = {}
     for n in g.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
     alias: dict[str, str] = {}  # a quantized tensor -> the float tensor standing for it
     prescaled: set[str] = set()  # *Integer outputs already emitted in float scale
-    new_nodes: list[Any] = []
-    new_inits: list[Any] = []
+    new_nodes: list[NodeProto] = []
+    new_inits: list[TensorProto] = []
 
     def f(name: str) -> str:
         return alias.get(name, name)
@@ -141,14 +144,14 @@ def dequantize(model: Any) -> Any:
         return name  # an op we already turned float produced it
 
     def emit(
-        op: str, ins: list[str], out: str, node: Any, domain: str = "", drop: tuple[str, ...] = ()
+        op: str, ins: list[str], out: str, node: NodeProto, domain: str = "", drop: tuple[str, ...] = ()
     ) -> None:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name not in drop}
         new_nodes.append(
             helper.make_node(op, ins, [out], name=(node.name or out) + "_f32", domain=domain, **attrs)
         )
 
-    def fused_relu(node: Any, out: str, y_scale: str, y_zp: str) -> None:
+    def fused_relu(node: NodeProto, out: str, y_scale: str, y_zp: str) -> None:
         """onnxruntime drops a Relu after a quantized Conv/MatMul/Add when the output's zero point sits at
         the type's minimum (the clamp at 0 is implicit in uint8/int8): put it back as a real Relu."""
         zp = consts.get(y_zp)
@@ -160,7 +163,7 @@ def dequantize(model: Any) -> Any:
             new_nodes[-1].output[0] = pre
             new_nodes.append(helper.make_node("Relu", [pre], [out], name=f"{out}_fused_relu"))
 
-    def integer_op(node: Any, float_op: str, w_axis: int) -> None:
+    def integer_op(node: NodeProto, float_op: str, w_axis: int) -> None:
         """ConvInteger/MatMulInteger -> Conv/MatMul with float weights; scale taken from the Mul after the Cast."""
         out = node.output[0]
         casts = [c for c in consumers.get(out, []) if c.op_type == "Cast"]
@@ -283,7 +286,7 @@ def dequantize(model: Any) -> Any:
             )
         o.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
     used = {o.name for o in g.output}
-    live: list[Any] = []
+    live: list[NodeProto] = []
     for n in reversed(new_nodes):  # drop what no longer feeds an output (scale products, dead Q/DQ)
         if any(o in used for o in n.output):
             live.append(n)
@@ -301,7 +304,7 @@ def dequantize(model: Any) -> Any:
     return model
 
 
-def to_float32(model: Any, kind: str) -> tuple[Any, str]:
+def to_float32(model: ModelProto, kind: str) -> tuple[ModelProto, str]:
     """``model`` as FP32 plus the line telling the user what was done (``kind``: ModelInfo.quant_kind)."""
     if kind == "fp16" or has_fp16(model):
         fp16_to_fp32(model)

@@ -13,6 +13,7 @@ runtime loads; the INT8 copy is made for the same runtime. Also times PyTorch vs
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -21,34 +22,43 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
+import numpy.typing as npt
 
 from edge_agent import install_hint
 from edge_agent.tools import ToolingDependencyError, require_onnx
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from torch import Tensor
+    from torch.nn import Module
 
 MAX_REL_DIFF = 1e-4
 MIN_OPSET = 13  # per-channel QuantizeLinear/DequantizeLinear
 DEFAULT_OPSET = 16  # onnxruntime 1.11 (JetPack 4.6, Jetson Nano) reads opset <= 16
 
 
-def require_torch() -> Any:
+def require_torch() -> ModuleType:
     try:
         import torch
     except ImportError:
         raise ToolingDependencyError(
             "export checks need PyTorch; install it with: " + install_hint("torch")
         ) from None
-    return torch
+    module: ModuleType = torch
+    return module
 
 
-def small_convnet(num_classes: int = 10) -> Any:
+def small_convnet(num_classes: int = 10) -> Module:
     """A small Conv-BN-SiLU classifier (~0.1 M params) to check the export path end to end."""
     torch = require_torch()
     nn = torch.nn
 
-    def block(cin: int, cout: int, stride: int) -> Any:
+    def block(cin: int, cout: int, stride: int) -> Module:
         return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
 
     torch.manual_seed(0)
@@ -70,7 +80,7 @@ def small_convnet(num_classes: int = 10) -> Any:
     return net.eval()
 
 
-def load_factory(spec: str, kwargs: Optional[dict[str, Any]] = None) -> Any:
+def load_factory(spec: str, kwargs: Optional[dict[str, object]] = None) -> Module:
     """``pkg.module:callable`` or ``path/to/file.py:callable`` -> the nn.Module it returns."""
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
@@ -88,7 +98,7 @@ def load_factory(spec: str, kwargs: Optional[dict[str, Any]] = None) -> Any:
     return getattr(module, attr)(**(kwargs or {}))
 
 
-def set_export_mode(net: Any) -> int:
+def set_export_mode(net: Module) -> int:
     """Set ``export = True`` wherever a submodule has that flag (Ultralytics convention: the head then
     emits its deployable output). Returns how many were set."""
     n = 0
@@ -143,7 +153,7 @@ def _ok(passed: bool) -> str:
     return "ok" if passed else "FAIL"
 
 
-def _rel(a: Any, b: Any) -> tuple[float, float]:
+def _rel(a: npt.ArrayLike, b: npt.ArrayLike) -> tuple[float, float]:
     from edge_agent.core.vision.accuracy import raw_difference
 
     return raw_difference(np.asarray(a), np.asarray(b))
@@ -156,7 +166,7 @@ def runtime_for_opset(opset: int) -> str:
     return next((row.name for row in TABLE if row.opset >= opset), TABLE[-1].name)
 
 
-def export(net: Any, example: Any, out: Path, opset: int = DEFAULT_OPSET) -> None:
+def export(net: Module, example: Tensor, out: Path, opset: int = DEFAULT_OPSET) -> None:
     torch = require_torch()
     net.eval()
     with torch.no_grad(), warnings.catch_warnings():
@@ -195,7 +205,7 @@ def _static_output_dims(path: Path) -> None:
     onnx.save(onnx.shape_inference.infer_shapes(model, data_prop=True), str(path))
 
 
-def check_export(net: Any, example: Any, out: Path, opset: int = DEFAULT_OPSET) -> ExportReport:
+def check_export(net: Module, example: Tensor, out: Path, opset: int = DEFAULT_OPSET) -> ExportReport:
     """Export ``net`` and check the file against PyTorch (batch 1 and 2)."""
     torch = require_torch()
     onnx = require_onnx()
@@ -242,7 +252,7 @@ def _synthetic_calibration(folder: Path, hw: tuple[int, int], n: int = 16) -> li
 
 
 def time_runtimes(
-    net: Any, example: Any, fp32: Path, int8: Optional[Path], runs: int = 30, threads: int = 2
+    net: Module, example: Tensor, fp32: Path, int8: Optional[Path], runs: int = 30, threads: int = 2
 ) -> dict[str, float]:
     """Median latency of PyTorch, ORT FP32 and ORT INT8 on ``example``, same thread count.
 
@@ -263,9 +273,9 @@ def time_runtimes(
     if int8 is not None:
         sessions["onnxruntime int8"] = ort.InferenceSession(str(int8), so, providers=["CPUExecutionProvider"])
     x = example.detach().cpu().numpy()
-    calls: dict[str, Any] = {"pytorch": lambda: net(example)}
+    calls: dict[str, Callable[[], object]] = {"pytorch": lambda: net(example)}
     for k, s in sessions.items():
-        calls[k] = lambda s=s: s.run(None, {"images": x})
+        calls[k] = functools.partial(s.run, None, {"images": x})
     times: dict[str, list[float]] = {k: [] for k in calls}
     rounds = 5
     per_block = max(1, runs // rounds)
@@ -281,7 +291,7 @@ def time_runtimes(
 
 
 def run_export_check(
-    net: Any,
+    net: Module,
     input_shape: tuple[int, int, int, int],
     out: Path,
     opset: int = DEFAULT_OPSET,

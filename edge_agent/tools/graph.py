@@ -14,14 +14,17 @@ through it.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from onnx import GraphProto, NodeProto
 
 LEARNED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 # a Conv whose input comes from these is arithmetic on a distribution (YOLOv8 DFL), not a feature layer
 _DISTRIBUTION_OPS = frozenset({"Softmax", "Transpose", "Reshape"})
 
 
-def ensure_node_names(graph: Any) -> int:
+def ensure_node_names(graph: GraphProto) -> int:
     """Give every unnamed node a unique name (``nodes_to_exclude`` works by name); returns how many."""
     used = {n.name for n in graph.node if n.name}
     added = 0
@@ -36,13 +39,13 @@ def ensure_node_names(graph: Any) -> int:
     return added
 
 
-def _is_distribution_conv(node: Any, producer: dict[str, int], nodes: list[Any]) -> bool:
+def _is_distribution_conv(node: NodeProto, producer: dict[str, int], nodes: list[NodeProto]) -> bool:
     if node.op_type != "Conv" or not node.input or node.input[0] not in producer:
         return False
     return bool(nodes[producer[node.input[0]]].op_type in _DISTRIBUTION_OPS)
 
 
-def postprocess_tail_indices(graph: Any) -> list[int]:
+def postprocess_tail_indices(graph: GraphProto) -> list[int]:
     """Indices (in ``graph.node``) of the nodes between the last learned layers and the outputs.
 
     Works on indices: protobuf may hand out a fresh Python wrapper per access, so ``id()`` of a
@@ -64,18 +67,18 @@ def postprocess_tail_indices(graph: Any) -> list[int]:
     return sorted(seen)
 
 
-def postprocess_tail(graph: Any) -> list[Any]:
+def postprocess_tail(graph: GraphProto) -> list[NodeProto]:
     """The tail's nodes, in graph order."""
     nodes = list(graph.node)
     return [nodes[i] for i in postprocess_tail_indices(graph)]
 
 
-def postprocess_tail_names(graph: Any) -> list[str]:
+def postprocess_tail_names(graph: GraphProto) -> list[str]:
     ensure_node_names(graph)
     return [n.name for n in postprocess_tail(graph)]
 
 
-def hoist_transposed_softmax(graph: Any) -> int:
+def hoist_transposed_softmax(graph: GraphProto) -> int:
     """Rewrite ``Softmax(axis=a)(Transpose(perm)(x))`` as ``Transpose(perm)(Softmax(axis=perm[a])(x))``.
 
     Exact (softmax is per-slice, the transpose only moves slices). Why: YOLOv8's DFL softmaxes
@@ -108,7 +111,7 @@ def hoist_transposed_softmax(graph: Any) -> int:
         done += 1
 
 
-def _transposed_softmax(graph: Any) -> Optional[tuple[int, int, int]]:
+def _transposed_softmax(graph: GraphProto) -> Optional[tuple[int, int, int]]:
     """(transpose index, softmax index, new softmax axis) of the first rewritable pair."""
     nodes = list(graph.node)
     producer = {out: i for i, node in enumerate(nodes) for out in node.output}

@@ -32,7 +32,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +46,14 @@ from edge_agent.tools.convert import convert_model
 from edge_agent.tools.dequantize import to_float32
 from edge_agent.tools.graph import ensure_node_names, hoist_transposed_softmax, postprocess_tail
 from edge_agent.tools.progress import Progress
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+
+    # image (BGR) -> the model's input tensor
+    Preprocess = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.generic]]
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +73,14 @@ class QuantizeResult:
     settings: dict[str, Any] = field(default_factory=dict)
 
 
-def model_kind(model: Any) -> Literal["detect", "classify"]:
+def model_kind(model: OnnxModel) -> Literal["detect", "classify"]:
     """``detect`` or ``classify`` (see :func:`edge_agent.inference.task.model_task`)."""
     from edge_agent.inference.task import model_task
 
     return model_task(model)
 
 
-def make_preprocess(model: Any) -> Any:
+def make_preprocess(model: OnnxModel) -> Preprocess:
     """image (BGR) -> input tensor, exactly as the runtime pipeline does it for this model."""
     from edge_agent.core.vision.preprocess import preprocess_classifier, preprocess_detector
     from edge_agent.inference.pipeline import classifier_preprocess_for
@@ -110,7 +119,7 @@ def image_files(folder: Path) -> list[Path]:
 class _Reader:
     """onnxruntime CalibrationDataReader: one preprocessed image per ``get_next`` with a progress bar."""
 
-    def __init__(self, input_name: str, files: list[Path], preprocess: Any, progress: bool) -> None:
+    def __init__(self, input_name: str, files: list[Path], preprocess: Preprocess, progress: bool) -> None:
         self.input_name = input_name
         self.files = files
         self.preprocess = preprocess
@@ -135,7 +144,7 @@ class _Reader:
         self.i = 0
 
 
-def _upgrade_opset(onnx: Any, model: Any) -> Any:
+def _upgrade_opset(onnx: ModuleType, model: ModelProto) -> ModelProto:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset >= MIN_OPSET:
         return model
@@ -355,7 +364,7 @@ def _settings(
     samples: int,
     excluded: list[str],
     naive: bool,
-    hoisted: Any,
+    hoisted: int,
     kind: str,
 ) -> dict[str, Any]:
     return {
@@ -374,11 +383,11 @@ def _settings(
     }
 
 
-def _metadata(onnx: Any, src: Path) -> dict[str, str]:
+def _metadata(onnx: ModuleType, src: Path) -> dict[str, str]:
     return {p.key: p.value for p in onnx.load(str(src), load_external_data=False).metadata_props}
 
 
-def _write_metadata(onnx: Any, src: Path, dst: Path, settings: dict[str, Any]) -> None:
+def _write_metadata(onnx: ModuleType, src: Path, dst: Path, settings: dict[str, Any]) -> None:
     """Carry the source's metadata (names, imgsz, stride, task, preprocess...) and add ``quantization``."""
     src_meta = _metadata(onnx, src)
     out = onnx.load(str(dst))

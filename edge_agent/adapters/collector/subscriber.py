@@ -22,13 +22,17 @@ import ssl
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from edge_agent.adapters.mqtt.connect import suback_problems
+
+if TYPE_CHECKING:
+    from paho.mqtt.client import Client, ConnectFlags, DisconnectFlags, MQTTMessage
+    from paho.mqtt.reasoncodes import ReasonCode
 
 log = logging.getLogger("edge_agent.collector")
 
@@ -115,7 +119,14 @@ class Subscriber:
         return sent
 
     # ---- paho's thread --------------------------------------------------------------------
-    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+    def _on_connect(
+        self,
+        client: Client,
+        userdata: object,
+        flags: ConnectFlags,
+        reason: ReasonCode,
+        props: Optional[Properties],
+    ) -> None:
         if reason.is_failure:
             self.last_error = f"broker refused the connection: {reason}"
             log.error("collector: %s", self.last_error)
@@ -138,7 +149,14 @@ class Subscriber:
             client.subscribe([(f, 1) for f in self.filters])
         self.connected.set()
 
-    def _on_subscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+    def _on_subscribe(
+        self,
+        client: Client,
+        userdata: object,
+        mid: int,
+        reasons: list[ReasonCode],
+        props: Optional[Properties],
+    ) -> None:
         # Only the SUBACK tells a refused filter (a broker ACL) or a QoS cut to 0 (`max_qos 0`): the
         # first leaves the collector waiting for messages that never come, the second loses the
         # message in flight when it dies (QoS 0 is never redelivered). Both must be seen.
@@ -155,11 +173,25 @@ class Subscriber:
         if not refused and not qos0:
             log.info("collector: subscribed to %s", ", ".join(self.filters))
 
-    def _on_unsubscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+    def _on_unsubscribe(
+        self,
+        client: Client,
+        userdata: object,
+        mid: int,
+        reasons: list[ReasonCode],
+        props: Optional[Properties],
+    ) -> None:
         self.unsubscribed_at = time.monotonic()
         self.unsubscribed.set()
 
-    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+    def _on_disconnect(
+        self,
+        client: Client,
+        userdata: object,
+        flags: DisconnectFlags,
+        reason: ReasonCode,
+        props: Optional[Properties],
+    ) -> None:
         was_up = self.connected.is_set()
         self.connected.clear()
         # after a refused CONNACK paho reports "Protocol error" here: the refusal is the cause
@@ -167,7 +199,7 @@ class Subscriber:
             self.last_error = f"connection lost: {reason}"
             log.warning("collector: %s; reconnecting", self.last_error)
 
-    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+    def _on_message(self, client: Client, userdata: object, msg: MQTTMessage) -> None:
         try:
             topic = msg.topic
         except UnicodeDecodeError:  # not UTF-8: stored as rejected under a readable name

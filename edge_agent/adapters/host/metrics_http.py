@@ -11,7 +11,7 @@ import math
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, format: str, *args: object) -> None:
                 log.debug("metrics: " + format, *args)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import ssl
 import threading
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 import paho.mqtt.client as mqtt
 
 from edge_agent.adapters.mqtt.connect import describe_connect_error, read_password, tls_context
 from edge_agent.core.config.schema import MqttConfig
 from edge_agent.errors import EdgeAgentError
+
+if TYPE_CHECKING:
+    from paho.mqtt.client import Client, ConnectFlags
+    from paho.mqtt.properties import Properties
+    from paho.mqtt.reasoncodes import ReasonCode
 
 # "refused": the broker answered and said no (bad password, not authorised), or our TLS/credential
 # files are wrong: a configuration mistake that never heals by waiting. "unreachable": no answer,
@@ -28,7 +33,9 @@ def probe_broker(cfg: MqttConfig, device_id: str, timeout_s: float = 5.0) -> tup
     answered = threading.Event()
     outcome: dict[str, Optional[str]] = {"refused": None}
 
-    def on_connect(client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+    def on_connect(
+        client: Client, userdata: object, flags: ConnectFlags, reason: ReasonCode, props: Optional[Properties]
+    ) -> None:
         if reason.is_failure:
             outcome["refused"] = str(reason)
         answered.set()

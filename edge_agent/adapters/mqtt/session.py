@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from paho.mqtt.client import Client, ConnectFlags, DisconnectFlags
+    from paho.mqtt.properties import Properties
+    from paho.mqtt.reasoncodes import ReasonCode
 
 
 class SyncSession:
@@ -73,17 +78,33 @@ class SyncSession:
         with self.lock:
             return len(self.mids), len(self.batch_mids)
 
-    def on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+    def on_connect(
+        self,
+        client: Client,
+        userdata: object,
+        flags: ConnectFlags,
+        reason: ReasonCode,
+        props: Optional[Properties],
+    ) -> None:
         if reason.is_failure:
             self.refused = f"broker refused the connection: {reason}"
         self.answered.set()
         self.wake.set()
 
-    def on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+    def on_disconnect(
+        self,
+        client: Client,
+        userdata: object,
+        flags: DisconnectFlags,
+        reason: ReasonCode,
+        props: Optional[Properties],
+    ) -> None:
         self.lost.set()
         self.answered.set()
         self.wake.set()
 
-    def on_publish(self, client: Any, userdata: Any, mid: int, reason: Any, props: Any) -> None:
+    def on_publish(
+        self, client: Client, userdata: object, mid: int, reason: ReasonCode, props: Optional[Properties]
+    ) -> None:
         self.acks.append(mid)
         self.wake.set()

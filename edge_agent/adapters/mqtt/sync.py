@@ -66,7 +66,7 @@ class MqttSync:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._progress = threading.Condition()
-        self._client: Any = None
+        self._client: Optional[mqtt.Client] = None
         self._session_state: Optional[SyncSession] = None
         self._thread: Optional[threading.Thread] = None
         self._password: Optional[str] = None
@@ -179,7 +179,7 @@ class MqttSync:
             failures = next_failures(failures, lasted, self.cfg.reconnect_max_s)
         self.state = "disconnected"
 
-    def _new_client(self, session: SyncSession) -> Any:
+    def _new_client(self, session: SyncSession) -> mqtt.Client:
         client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2,
             client_id=self.device_id,
@@ -237,7 +237,7 @@ class MqttSync:
         self.last_error = reason
         log.warning("mqtt: %s; retrying", reason)
 
-    def _pump(self, client: Any, session: SyncSession) -> None:
+    def _pump(self, client: mqtt.Client, session: SyncSession) -> None:
         bucket = TokenBucket(self.cfg.rate_limit_per_s, time.monotonic())
         grace: Optional[float] = None
         while True:
@@ -272,7 +272,7 @@ class MqttSync:
                 continue  # a full batch went out: more may be waiting
             self._wake.wait(min(bucket.wait_s() or IDLE_POLL_S, IDLE_POLL_S))
 
-    def _send(self, client: Any, session: SyncSession, n: int) -> int:
+    def _send(self, client: mqtt.Client, session: SyncSession, n: int) -> int:
         msgs = self.outbox.claim(n, self.cfg.newest_first)
         for i, msg in enumerate(msgs):
             info = client.publish(msg.topic, msg.payload, qos=1)
@@ -290,7 +290,7 @@ class MqttSync:
         t = self.cfg.batch_threshold
         return t > 0 and (t == 1 or self.outbox.stats()["pending"] >= t)
 
-    def _send_batches(self, client: Any, session: SyncSession, n: int, acked: list[int]) -> int:
+    def _send_batches(self, client: mqtt.Client, session: SyncSession, n: int, acked: list[int]) -> int:
         """Up to ``n`` batches (core.batch); each one's rows are deleted only after its PUBACK.
         ``acked``: rows of PUBACKs just received, deleted in the same transaction as the first
         claim (Outbox.ack_and_claim: one commit instead of two)."""
@@ -329,7 +329,7 @@ class MqttSync:
             with self._progress:
                 self._progress.notify_all()
 
-    def _end_session(self, client: Any, session: SyncSession) -> None:
+    def _end_session(self, client: mqtt.Client, session: SyncSession) -> None:
         if self._stop.is_set() and not session.lost.is_set():
             if self.status_fn is not None:
                 body = offline_status(self.status_fn())

@@ -33,7 +33,7 @@ def load(path: Path) -> Optional[Any]:
         raise QueueError(f"{path}: count checkpoint is not JSON: {exc}") from None
 
 
-def save(path: Path, state: Any) -> None:
+def save(path: Path, state: object) -> None:
     """Write ``state`` so that a crash leaves either the old or the new file, never half of one."""
     data = json.dumps(state, separators=(",", ":"), allow_nan=False).encode("utf-8")
     try:

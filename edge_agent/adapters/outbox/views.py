@@ -114,10 +114,10 @@ def read_stats(path: Path) -> dict[str, Any]:
         conn.close()
 
 
-def _row(rowid: int, topic: str, payload: Any, created: Any, attempts: int) -> dict[str, Any]:
+def _row(rowid: int, topic: str, payload: object, created: Any, attempts: int) -> dict[str, Any]:
     # SQLite reads a damaged record's missing columns as NULL without an error: a None payload made
     # `queue export` die with TypeError half-way through a damaged file
-    body: Any = payload
+    body: object = payload
     if isinstance(payload, (bytes, str)):
         try:
             body = json.loads(payload)

@@ -11,9 +11,11 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import cv2
+import numpy as np
+import numpy.typing as npt
 
 from edge_agent.adapters.updates.package_file import PRIVATE_DIR_MODE, make_dir
 
@@ -33,7 +35,7 @@ class FrameRing:
     def enabled(self) -> bool:
         return self.max_frames > 0
 
-    def offer(self, image: Any, now: Optional[float] = None) -> bool:
+    def offer(self, image: npt.NDArray[np.uint8], now: Optional[float] = None) -> bool:
         """Keep ``image`` if a slot is due; called from the loop, costs one JPEG encode when due."""
         if not self.enabled:
             return False

@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import paho.mqtt.client as mqtt
 
@@ -53,6 +53,13 @@ from edge_agent.core.updates.package import (
     missing_ranges,
     parse_begin,
 )
+
+if TYPE_CHECKING:
+    from paho.mqtt.client import Client, ConnectFlags, MQTTMessage
+    from paho.mqtt.properties import Properties
+    from paho.mqtt.reasoncodes import ReasonCode
+
+    Props = Optional[Properties]  # a callback's MQTT 5 properties
 
 log = logging.getLogger("edge_agent.model_mqtt")
 PROGRESS_EVERY_S = 1.0
@@ -91,7 +98,7 @@ class ModelReceiver:
         self._lock = threading.RLock()
         self._last_progress = 0.0
         self._last_refusal = 0.0
-        self._client: Any = None
+        self._client: Optional[mqtt.Client] = None
         self._stopping = False
         # set once the broker granted every subscription (SUBACK): from then on a push reaches us
         self.subscribed = threading.Event()
@@ -176,14 +183,18 @@ class ModelReceiver:
             }
 
     # ---- paho thread ------------------------------------------------------------------------
-    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+    def _on_connect(
+        self, client: Client, userdata: object, flags: ConnectFlags, reason: ReasonCode, props: Props
+    ) -> None:
         if reason.is_failure:
             log.warning("model receiver: broker refused: %s", reason)
             return
         self.subscribed.clear()
         client.subscribe([(f"{b}/#", 1) for b in self.bases])
 
-    def _on_subscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+    def _on_subscribe(
+        self, client: Client, userdata: object, mid: int, reasons: list[ReasonCode], props: Props
+    ) -> None:
         # The SUBACK alone tells a refused filter (a broker ACL: no update ever arrives) or a grant
         # cut to QoS 0 (`max_qos 0`: the broker keeps nothing for the offline device, so a package
         # sent while it is away never completes). Either is shown in the status, not only logged.
@@ -203,7 +214,7 @@ class ModelReceiver:
             log.warning("model receiver: %s", self.last_error)
         self.subscribed.set()
 
-    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+    def _on_message(self, client: Client, userdata: object, msg: MQTTMessage) -> None:
         self.handle(msg.topic, msg.payload)
 
     def handle(self, topic: str, payload: bytes) -> None:

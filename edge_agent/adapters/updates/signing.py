@@ -12,15 +12,19 @@ import binascii
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Optional
 
 from edge_agent import install_hint
 from edge_agent.errors import ConfigError, ModelError
 
+if TYPE_CHECKING:
+    from nacl.signing import SigningKey
+
 INSTALL_HINT = install_hint("signing") + " (PyNaCl)"
 
 
-def _nacl() -> Any:
+def _nacl() -> ModuleType:
     try:
         import nacl.exceptions
         import nacl.signing
@@ -57,13 +61,15 @@ def generate_key(path: Path) -> str:
     return base64.b64encode(bytes(key.verify_key)).decode("ascii")
 
 
-def _load_key(path: Path) -> Any:
-    nacl = _nacl()
+def _load_key(path: Path) -> SigningKey:
+    _nacl()  # PyNaCl installed, or say how to install it
+    from nacl.signing import SigningKey
+
     try:
         text = path.read_text(encoding="ascii")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the signing key ({exc})") from None
-    return nacl.signing.SigningKey(_b64_key(text, str(path)))
+    return SigningKey(_b64_key(text, str(path)))
 
 
 def public_key(path: Path) -> str:

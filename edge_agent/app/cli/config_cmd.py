@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edge_agent.app.cli.configfile import add_config_arg
 from edge_agent.core.camera.source_spec import redact_source
 from edge_agent.core.config.example import example_config
 from edge_agent.errors import ConfigError
 
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
 
-def register(sub: Any) -> None:
+
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("config", help="print an example config or check one", description=__doc__)
     s = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     s.add_parser("example", help="print a commented example config").set_defaults(func=example)

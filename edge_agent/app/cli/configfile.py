@@ -10,12 +10,16 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from edge_agent.core.config.schema import DEFAULT_CONFIG_PATH, Config, parse_config
 from edge_agent.errors import ConfigError
 
 CONFIG_ENV = "EDGE_AGENT_CONFIG"
+
+if TYPE_CHECKING:
+    # what every command module's ``register(sub)`` gets: ``parser.add_subparsers()`` (app/cli/main.py)
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def add_config_arg(p: argparse.ArgumentParser) -> None:

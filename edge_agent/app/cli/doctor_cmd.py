@@ -14,15 +14,19 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from edge_agent.app.cli.configfile import add_config_arg
+
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.config.schema import Config, SensorConfig
 
 Add = Callable[..., None]
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "doctor", help="check board, runtime, devices, storage, broker and clock", description=__doc__
     )
@@ -33,7 +37,7 @@ def register(sub: Any) -> None:
 
 
 def checks(
-    cfg: Any, root: str, probe: bool = True, config_dir: Optional[Path] = None
+    cfg: Config, root: str, probe: bool = True, config_dir: Optional[Path] = None
 ) -> list[dict[str, str]]:
     """Every check, in order; ``probe`` False skips what touches devices, models and the network.
     ``config_dir``: where a relative ``[mqtt] password_file`` is found outside the unit."""
@@ -107,7 +111,7 @@ def checks(
     if probe:
         _camera(cfg, add)
     if cfg.sensor is not None:
-        _serial(cfg, add) if probe else None
+        _serial(cfg.sensor, add) if probe else None
     else:
         add("serial", OK, ", ".join(devs["serial"]) or "no serial ports (none configured)")
     _state_dir(cfg.device.state_dir, add)
@@ -139,7 +143,7 @@ def checks(
     return out
 
 
-def _models(cfg: Any, add: Add) -> None:
+def _models(cfg: Config, add: Add) -> None:
     """Load every configured model with the service's providers and run one inference on it."""
     from edge_agent.app.agent.modelset import ModelSet
     from edge_agent.errors import EdgeAgentError
@@ -153,7 +157,7 @@ def _models(cfg: Any, add: Add) -> None:
         add(f"{role}", OK, f"{info['id']} ({info['quantization']}) loaded and ran on {models.provider}")
 
 
-def _camera(cfg: Any, add: Add) -> None:
+def _camera(cfg: Config, add: Add) -> None:
     """Open the configured source (any kind) and wait for one frame."""
     from edge_agent.adapters.camera.capture import Camera
     from edge_agent.errors import EdgeAgentError
@@ -175,7 +179,7 @@ def _camera(cfg: Any, add: Add) -> None:
         add("camera", OK, f"{cam.name}: got a {w}x{h} frame")
 
 
-def _broker(cfg: Any, add: Add, config_dir: Optional[Path]) -> None:
+def _broker(cfg: Config, add: Add, config_dir: Optional[Path]) -> None:
     """CONNACK with the service's settings: refused (bad password, ACL, TLS files) FAILs, since
     waiting never fixes it; unreachable only warns (an offline device queues locally)."""
     from edge_agent.adapters.mqtt.probe import probe_broker
@@ -212,10 +216,9 @@ def _camera_fix(kind: str, why: str) -> str:
     return "fix [camera] source or plug the camera in"
 
 
-def _serial(cfg: Any, add: Add) -> None:
+def _serial(s: SensorConfig, add: Add) -> None:
     from edge_agent.adapters.sensor.serial_reader import open_serial
 
-    s = cfg.sensor
     try:
         open_serial(s.port, s.baudrate, 1.0).close()
     except (OSError, ValueError) as exc:  # pyserial's SerialException is an OSError
@@ -229,7 +232,7 @@ def _serial(cfg: Any, add: Add) -> None:
     add("serial", OK, f"sensor port {s.port} opens at {s.baudrate} baud")
 
 
-def _updates(cfg: Any, add: Add) -> None:
+def _updates(cfg: Config, add: Add) -> None:
     from edge_agent.core.updates.package import update_warnings
 
     warnings = update_warnings(cfg)

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Optional, Union
 
 from edge_agent import __version__
 from edge_agent.errors import EdgeAgentError
@@ -67,8 +67,8 @@ def _add_global_flags(parser: argparse.ArgumentParser, top: bool) -> None:
     On the subcommands the defaults are SUPPRESS: a flag not given there leaves the top-level
     value alone instead of resetting it.
     """
-    default_v: Any = 0 if top else argparse.SUPPRESS
-    default_q: Any = False if top else argparse.SUPPRESS
+    default_v: Union[int, str] = 0 if top else argparse.SUPPRESS
+    default_q: Union[bool, str] = False if top else argparse.SUPPRESS
     parser.add_argument(
         "-v", "--verbose", action="count", default=default_v, help="more logging (-vv: debug)"
     )

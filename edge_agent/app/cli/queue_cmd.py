@@ -18,12 +18,15 @@ from edge_agent.app.cli.argtypes import positive_float, positive_int
 from edge_agent.app.cli.configfile import add_config_arg
 
 if TYPE_CHECKING:
+    from edge_agent.adapters.mqtt.sync import MqttSync
+    from edge_agent.adapters.outbox.outbox import Outbox
+    from edge_agent.app.cli.configfile import Subparsers
     from edge_agent.core.config.schema import Config
 
 EXPORT_MODE = 0o600  # every payload of the queue is in it
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "queue", help="inspect, drain, export or purge the durable outbox", description=__doc__
     )
@@ -151,7 +154,7 @@ def _drain(cfg: Config, timeout: float) -> int:
     return 1
 
 
-def _drain_status(cfg: Config, outbox: Any, sync: Any) -> dict[str, Any]:
+def _drain_status(cfg: Config, outbox: Outbox, sync: MqttSync) -> dict[str, Any]:
     """The status snapshot of a drain: same shape as the agent's, no camera, state "draining"."""
     import os
     import time

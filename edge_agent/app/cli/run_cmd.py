@@ -8,16 +8,20 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edge_agent.app.cli.argtypes import positive_int
 from edge_agent.app.cli.configfile import add_config_arg
 from edge_agent.errors import EdgeAgentError
 
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.config.schema import Config
+
 log = logging.getLogger(__name__)
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "run", help="run the inference loop (the systemd service runs this)", description=__doc__
     )
@@ -53,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     return agent.run()
 
 
-def demo_config(state_dir: Path, loop: bool) -> Any:
+def demo_config(state_dir: Path, loop: bool) -> Config:
     from edge_agent.app.cli.assets import (
         DEMO_CLASSIFIER,
         DEMO_CLASSIFIER_FP32,

@@ -13,14 +13,17 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.app.cli.argtypes import positive_float
 from edge_agent.app.cli.configfile import add_config_arg
 from edge_agent.errors import EdgeAgentError
 
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
 
-def register(sub: Any) -> None:
+
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("status", help="show the running agent's health", description=__doc__)
     add_config_arg(p)
     p.add_argument("--file", help="status file to read (instead of the config's [health] status_file)")
@@ -60,7 +63,7 @@ def _kv(d: Optional[Mapping[str, Any]], *keys: str) -> str:
     return ", ".join(f"{k} {d[k]}" for k in keys if d.get(k) not in (None, 0, False))
 
 
-def _epoch(iso: Any) -> Optional[float]:
+def _epoch(iso: object) -> Optional[float]:
     """``2026-11-30T03:29:59Z`` (the queue's UTC stamps) -> unix time, None if absent or odd."""
     if not isinstance(iso, str):
         return None
@@ -70,7 +73,7 @@ def _epoch(iso: Any) -> Optional[float]:
         return None
 
 
-def _part(value: Any) -> dict[str, Any]:
+def _part(value: object) -> dict[str, Any]:
     # an older agent wrote the broker as a bare string: show it rather than fail
     return dict(value) if isinstance(value, Mapping) else ({"state": value} if value is not None else {})
 

@@ -19,15 +19,21 @@ import ssl
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from edge_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.config.collector import CollectorConfig
 
 log = logging.getLogger("edge_agent.collector")
 FLAGS = ("broker", "db", "prefix", "client_id", "group", "metrics_port")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "collect", help="store every fleet message in a database (the far end)", description=__doc__
     )
@@ -65,7 +71,7 @@ def _quiet(text: str) -> float:
     return float(_ranged(float, 0.5, 3600.0, "a number of seconds from 0.5 to 3600")(text))
 
 
-def settings(args: argparse.Namespace) -> Any:
+def settings(args: argparse.Namespace) -> CollectorConfig:
     """The CollectorConfig from ``--config`` and the flags given."""
     from edge_agent.core.config.collector import parse_collector_config
 
@@ -105,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     collector = Collector(cfg, read_password(mcfg), tls, args.quiet_s if leave else None)
     stop = threading.Event()
 
-    def _stop(signum: int, frame: Any) -> None:
+    def _stop(signum: int, frame: Optional[FrameType]) -> None:
         log.info("signal %s: stopping", signal.Signals(signum).name)
         stop.set()
 

@@ -12,15 +12,19 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edge_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.collector.db import CollectorDb
+    from edge_agent.app.cli.configfile import Subparsers
 
 DB_ENV = "EDGE_COLLECTOR_DB"
 DEFAULT_DB = "sqlite:////var/lib/edge-collector/fleet.db"
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("fleet", help="fleet views from the collector's database", description=__doc__)
     fsub = p.add_subparsers(dest="fleet_command", metavar="COMMAND", required=True)
     st = fsub.add_parser("status", help="every device: state, last seen, model, backlog, gaps")
@@ -46,7 +50,7 @@ def register(sub: Any) -> None:
     rt.set_defaults(func=run_retire)
 
 
-def _open(args: argparse.Namespace) -> Any:
+def _open(args: argparse.Namespace) -> CollectorDb:
     from edge_agent.adapters.collector.db import CollectorDb
 
     url = args.db or os.environ.get(DB_ENV) or DEFAULT_DB
@@ -64,7 +68,7 @@ def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
 
 
-def _age(ts: Any, now: float) -> str:
+def _age(ts: object, now: float) -> str:
     from edge_agent.app.cli.status_cmd import age
 
     return age(now - ts) if isinstance(ts, (int, float)) else "never"

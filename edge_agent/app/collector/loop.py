@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import queue
+import ssl
 import threading
 import time
 from collections import deque
-from typing import Any, Optional
+from typing import Optional
 
 from edge_agent.adapters.collector.db import CollectorDb, DbError, Rejected
 from edge_agent.adapters.collector.subscriber import Inbound, Subscriber
@@ -71,7 +72,11 @@ class Metrics:
 
 class Collector:
     def __init__(
-        self, cfg: CollectorConfig, password: Optional[str], tls: Any, leave_quiet_s: Optional[float] = None
+        self,
+        cfg: CollectorConfig,
+        password: Optional[str],
+        tls: Optional[ssl.SSLContext],
+        leave_quiet_s: Optional[float] = None,
     ) -> None:
         """``leave_quiet_s``: leave the group (``collect --leave``): store what the broker queued
         for this client id, and once nothing has come for that long, end the session."""

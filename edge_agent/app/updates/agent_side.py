@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from edge_agent.adapters.host.durable import write_durable
 from edge_agent.adapters.updates.frame_ring import FrameRing
@@ -33,6 +33,9 @@ from edge_agent.app.updates import switch as model_switch
 from edge_agent.core.config.schema import Config
 from edge_agent.core.updates.store_state import Outcome, TrialWatch
 from edge_agent.errors import EdgeAgentError
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.updates.receiver import ModelReceiver
 
 log = logging.getLogger("edge_agent.model_update")
 INBOX_POLL_S = 1.0
@@ -112,7 +115,7 @@ class ModelUpdates:
         self._jobs: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._receiver: Any = None
+        self._receiver: Optional[ModelReceiver] = None
         self.receiver_off: Optional[str] = None  # why MQTT delivery is off (the status shows it)
         self._recent: deque[int] = deque(maxlen=300)  # detections per frame of the running model
         self._watch: Optional[TrialWatch] = None  # the trial of the model this process runs

@@ -12,10 +12,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.core.vision.defaults import CROP_PADDING
 from edge_agent.core.vision.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.inference.report import ValidationReport
 
 MAX_CROPS = 200
 
@@ -48,19 +52,21 @@ class GateResult:
         return f"gate on {self.images} {self.source} images ({self.seconds:.1f}s): {head}"
 
 
-def _compare_detector(ref: Any, cand: Any, files: list[Path], th: Thresholds) -> Any:
+def _compare_detector(ref: OnnxModel, cand: OnnxModel, files: list[Path], th: Thresholds) -> ValidationReport:
     from edge_agent.inference.compare import validate_detector
 
     return validate_detector(ref, cand, files, None, th)
 
 
-def _compare_classifier(ref: Any, cand: Any, files: list[Path], root: Path, th: Thresholds) -> Any:
+def _compare_classifier(
+    ref: OnnxModel, cand: OnnxModel, files: list[Path], root: Path, th: Thresholds
+) -> ValidationReport:
     from edge_agent.inference.compare import validate_classifier
 
     return validate_classifier(ref, cand, files, root, th)
 
 
-def _guard(model: Any) -> tuple[list[str], float]:
+def _guard(model: OnnxModel) -> tuple[list[str], float]:
     """The load-time broken-model guard on the candidate, and its best score on the probe image."""
     from edge_agent.inference.guard import check_detector, probe_max_score
     from edge_agent.inference.pipeline import Detector
@@ -69,7 +75,7 @@ def _guard(model: Any) -> tuple[list[str], float]:
     return [p.cause for p in check_detector(det)], probe_max_score(det)
 
 
-def _crops(ref: Any, files: list[Path], out: Path, padding: float, conf: float) -> list[Path]:
+def _crops(ref: OnnxModel, files: list[Path], out: Path, padding: float, conf: float) -> list[Path]:
     import cv2
 
     from edge_agent.adapters.camera.images import read_image
@@ -88,7 +94,7 @@ def _crops(ref: Any, files: list[Path], out: Path, padding: float, conf: float) 
     return paths
 
 
-def _failed_checks(report: Any) -> list[str]:
+def _failed_checks(report: ValidationReport) -> list[str]:
     out = []
     for c in report.checks:
         if not c.passed:
@@ -121,7 +127,7 @@ def run_gate(
         res.seconds = time.perf_counter() - t0
         return res
 
-    def load(p: Path, labels: Optional[Path]) -> Any:
+    def load(p: Path, labels: Optional[Path]) -> OnnxModel:
         return OnnxModel(p, provider=provider, threads=threads, labels=labels, warmup=False)
 
     ref = load(current["detector"], current.get("detector_labels"))

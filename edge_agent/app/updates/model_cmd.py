@@ -18,11 +18,15 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.app.cli.configfile import add_config_arg
 from edge_agent.core.updates.store_state import Outcome
 from edge_agent.errors import ConfigError, EdgeAgentError, ModelError
+
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.config.schema import Config
 
 DESCRIPTION = (
     "Model packages: make one (pack, keygen), install it through the gate (install; push over MQTT), "
@@ -30,7 +34,7 @@ DESCRIPTION = (
 )
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "model", help="model packages: pack, install, status, rollback, push", description=DESCRIPTION
     )
@@ -94,13 +98,13 @@ def register(sub: Any) -> None:
     model_convert_cmd.register_under(msub)
 
 
-def _config(path: Optional[str]) -> Any:
+def _config(path: Optional[str]) -> Config:
     from edge_agent.app.cli.configfile import load_config
 
     return load_config(path)
 
 
-def _as_state_owner(cfg: Any) -> None:
+def _as_state_owner(cfg: Config) -> None:
     """Refuse to write into a state directory another user owns: files we created there (the
     store's lock, a version, active.json) would be ours, and the service would die on them at its
     next start (issue 22: `sudo edge-agent model install` left root-owned files)."""
@@ -125,7 +129,7 @@ def _as_state_owner(cfg: Any) -> None:
     )
 
 
-def agent_pid(cfg: Any) -> Optional[int]:
+def agent_pid(cfg: Config) -> Optional[int]:
     """The running agent's pid (from its pid file, checked alive), or None."""
     from edge_agent.app.updates.agent_side import pid_file
 

@@ -11,12 +11,17 @@ import argparse
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from edge_agent.errors import ConfigError, ModelError
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-def register_under(msub: Any) -> None:
+    from edge_agent.app.cli.configfile import Subparsers
+
+
+def register_under(msub: Subparsers) -> None:
     """Adds ``pack`` and ``keygen`` to the ``model`` command's subparsers (called by app.model_cmd)."""
     pk = msub.add_parser("pack", help="make a model package from ONNX file(s)")
     pk.add_argument("detector", help="detector ONNX file")
@@ -123,10 +128,11 @@ def pack(args: argparse.Namespace) -> int:
     return 0
 
 
+M = TypeVar("M", bound="BaseModel")
 FLAG_OF = {"name": "--name", "version": "--version", "min_agent_version": "--min-agent-version"}
 
 
-def _manifest(cls: Any, **fields: Any) -> Any:
+def _manifest(cls: type[M], **fields: object) -> M:
     """The manifest, or one error naming the flag whose value its schema refuses (a --name with a
     '/' or a space in it): never pydantic's traceback."""
     from pydantic import ValidationError

@@ -72,7 +72,7 @@ def push_package(
     return tid
 
 
-def _connect(cfg: Config) -> Any:
+def _connect(cfg: Config) -> mqtt.Client:
     m = cfg.mqtt
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"edge-agent-push-{uuid.uuid4().hex[:8]}")
     if m.username is not None:
@@ -89,7 +89,7 @@ def _connect(cfg: Config) -> Any:
     return c
 
 
-def _wait(infos: list[Any]) -> None:
+def _wait(infos: list[mqtt.MQTTMessageInfo]) -> None:
     for info in infos:
         info.wait_for_publish(PUBACK_TIMEOUT_S)
         if not info.is_published():
@@ -108,7 +108,7 @@ class OutcomeWatcher:
         self._client.on_message = self._on_message
         self._client.subscribe(f"{cfg.mqtt.topic_prefix.strip('/')}/+/status", qos=1)
 
-    def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+    def _on_message(self, client: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
         try:
             body = json.loads(msg.payload.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent import __version__
 from edge_agent.adapters.updates import signing
@@ -30,6 +30,9 @@ from edge_agent.core.updates.package import (
 from edge_agent.core.updates.store_state import Highest, Outcome, StoreState, Trial, event
 from edge_agent.core.vision.defaults import CROP_PADDING
 from edge_agent.errors import EdgeAgentError, ModelError
+
+if TYPE_CHECKING:
+    from edge_agent.core.vision.thresholds import Thresholds
 
 log = logging.getLogger("edge_agent.model_update")
 CONFIG_MODEL = None  # history entry meaning "the model named in the config file"
@@ -120,7 +123,7 @@ def _runs_demo_detector(cfg: Config, store: ModelStore) -> bool:
     return current in demos
 
 
-def _thresholds(cfg: Config) -> Any:
+def _thresholds(cfg: Config) -> Thresholds:
     from edge_agent.core.vision.thresholds import Thresholds
 
     mu = cfg.model_update

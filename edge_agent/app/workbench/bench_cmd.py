@@ -6,13 +6,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from edge_agent.app.cli.argtypes import non_negative_int, positive_int
 from edge_agent.app.workbench.infer_cmd import add_model_args
 
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
 
-def register(sub: Any) -> None:
+
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("bench", help="benchmark models side by side (e.g. FP32 vs INT8)", description=__doc__)
     p.add_argument("models", nargs="+", help="ONNX models; ratios are against the first one")
     p.add_argument("--image", help="input image (default: a bundled demo sample, else a synthetic one)")

@@ -11,16 +11,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edge_agent.adapters.host.durable import durable_file
 from edge_agent.app.cli.argtypes import non_negative_int
 from edge_agent.errors import EdgeAgentError, ModelError
 
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
+
 MODEL_MODE = 0o644  # a model file to copy to the devices: nothing secret in it
 
 
-def register_under(msub: Any) -> None:
+def register_under(msub: Subparsers) -> None:
     """Adds ``convert`` to the ``model`` command's subparsers (called by app.model_cmd)."""
     p = msub.add_parser(
         "convert", help="down-convert a model for an older onnxruntime (opset/IR)", description=__doc__

@@ -10,12 +10,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edge_agent.app.cli.argtypes import non_negative_int, positive_int
 
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
 
-def register(sub: Any) -> None:
+
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "export-check", help="export a PyTorch model to ONNX and check it", description=__doc__
     )

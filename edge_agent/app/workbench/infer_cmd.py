@@ -7,12 +7,16 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import TYPE_CHECKING, Optional, TextIO
 
 from edge_agent.app.cli.argtypes import non_negative_float, positive_int, unit_interval
 from edge_agent.app.workbench.track_infer import add_track_args
 from edge_agent.core.vision.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
 from edge_agent.errors import EdgeAgentError, ImageError
+
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.vision.results import ImageResult
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +29,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, help="intra-op threads (default: per board)")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("infer", help="detect (and classify) objects in images", description=__doc__)
     p.add_argument("images", nargs="*", help="image files, folders or globs (default: bundled samples)")
     p.add_argument("--model", "-m", help="detector ONNX (default: bundled demo detector)")
@@ -167,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def print_table(result: Any, out: TextIO) -> None:
+def print_table(result: ImageResult, out: TextIO) -> None:
     t = result.timings_ms
     timing = " ".join(f"{k} {v:.1f}" for k, v in t.items())
     out.write(

@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.app.workbench.infer_cmd import add_model_args
 
+if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.app.cli.configfile import Subparsers
 
-def register(sub: Any) -> None:
+
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("inspect", help="describe an ONNX model file", description=__doc__)
     p.add_argument("model", help="ONNX model file")
     p.add_argument("--labels", help="labels file overriding the model's class names")
@@ -89,7 +93,7 @@ def runtime_compat(path: str) -> dict[str, Any]:
     }
 
 
-def describe_usage(m: Any, preprocess_option: Any = None) -> dict[str, Any]:
+def describe_usage(m: OnnxModel, preprocess_option: Optional[str] = None) -> dict[str, Any]:
     """How the agent would run this model: detector format + guard, or classifier preprocessing."""
     from edge_agent.errors import ModelError
     from edge_agent.inference.guard import check_detector, describe

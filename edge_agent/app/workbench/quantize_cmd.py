@@ -13,17 +13,21 @@ import logging
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edge_agent.adapters.host.durable import move_durable
 from edge_agent.app.cli.argtypes import non_negative_int
 from edge_agent.app.workbench.infer_cmd import add_model_args
 from edge_agent.app.workbench.validate_cmd import add_threshold_args, thresholds_from
 
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.tools.quantize import QuantizeResult
+
 log = logging.getLogger(__name__)
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("quantize", help="static INT8 quantization with validation", description=__doc__)
     p.add_argument(
         "model",
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         return _validate(args, src, out, result, reference)
 
 
-def _validate(args: argparse.Namespace, src: Path, out: Path, result: Any, reference: Path) -> int:
+def _validate(args: argparse.Namespace, src: Path, out: Path, result: QuantizeResult, reference: Path) -> int:
     from edge_agent.tools.quantize import image_files, pick_samples
     from edge_agent.tools.validate import validate_models
 

@@ -12,16 +12,19 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edge_agent.app.cli.argtypes import non_negative_int, unit_interval
 from edge_agent.core.config.schema import TrackerConfig
 from edge_agent.errors import EdgeAgentError
 
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
+
 _CFG = TrackerConfig()  # the flags default to the [tracker] config's defaults
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("track", help="track MOTChallenge detections offline", description=__doc__)
     p.add_argument(
         "--detections", "-d", required=True, help="MOTChallenge det.txt (frame,-1,x,y,w,h,conf,...)"

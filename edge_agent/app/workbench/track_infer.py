@@ -12,12 +12,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from edge_agent.app.cli.argtypes import positive_float
 from edge_agent.errors import EdgeAgentError, ImageError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from edge_agent.inference.pipeline import Classifier, Detector
+
+    FrameOrError = Union[npt.NDArray[np.uint8], ImageError]  # BGR image, or why it is not one
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mjpeg", ".mjpg")
 
@@ -40,7 +48,7 @@ def add_track_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _frames(inputs: list[str], fps: float, max_pixels: int) -> Iterator[tuple[str, float, Any]]:
+def _frames(inputs: list[str], fps: float, max_pixels: int) -> Iterator[tuple[str, float, FrameOrError]]:
     """(name, seconds, BGR image or an ImageError) in order."""
     from edge_agent.adapters.camera.images import expand_inputs, read_image
 
@@ -50,14 +58,14 @@ def _frames(inputs: list[str], fps: float, max_pixels: int) -> Iterator[tuple[st
             yield from _video(path, max_pixels)
             continue
         try:
-            img: Any = read_image(path, max_pixels)
+            img: FrameOrError = read_image(path, max_pixels)
         except ImageError as exc:
             img = exc
         yield path.stem, n / fps, img
         n += 1
 
 
-def _video(path: Path, max_pixels: int) -> Iterator[tuple[str, float, Any]]:
+def _video(path: Path, max_pixels: int) -> Iterator[tuple[str, float, FrameOrError]]:
     import cv2
 
     from edge_agent.core.vision.image_header import pixel_problem
@@ -88,7 +96,11 @@ def _video(path: Path, max_pixels: int) -> Iterator[tuple[str, float, Any]]:
 
 
 def run_tracked(
-    args: argparse.Namespace, inputs: list[str], detector: Any, classifier: Any, cls_ids: Any
+    args: argparse.Namespace,
+    inputs: list[str],
+    detector: Detector,
+    classifier: Optional[Classifier],
+    cls_ids: Optional[Sequence[int]],
 ) -> int:
     """The ``--track`` branch of ``infer``; returns the exit status."""
     from edge_agent.app.agent.objects_step import tracker_params

@@ -6,10 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edge_agent.app.cli.argtypes import non_negative_int, unit_interval
 from edge_agent.app.workbench.infer_cmd import add_model_args
+
+if TYPE_CHECKING:
+    from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.vision.thresholds import Thresholds
 
 
 def add_threshold_args(p: argparse.ArgumentParser) -> None:
@@ -40,7 +44,7 @@ def add_threshold_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def thresholds_from(args: argparse.Namespace) -> Any:
+def thresholds_from(args: argparse.Namespace) -> Thresholds:
     from edge_agent.core.vision.thresholds import Thresholds
 
     return Thresholds(
@@ -53,7 +57,7 @@ def thresholds_from(args: argparse.Namespace) -> Any:
     )
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "validate",
         help="compare a candidate model with its reference",

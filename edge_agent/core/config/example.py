@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import textwrap
 import typing
-from typing import Any, List, Optional, Tuple, Type
+from typing import List, Optional, Tuple, Type
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -91,7 +91,7 @@ def collector_example(full: bool = False) -> str:
     return COLLECTOR_HEADER + "\n" + "\n".join(body) + "\n"
 
 
-def _section_model(annotation: Any) -> Tuple[Type[BaseModel], str]:
+def _section_model(annotation: object) -> Tuple[Type[BaseModel], str]:
     """(the section's model, "table" | "optional" | "list") for a field of :class:`Config`."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -132,7 +132,7 @@ def describe(f: FieldInfo) -> str:
     return text
 
 
-def _choices(annotation: Any) -> List[str]:
+def _choices(annotation: object) -> List[str]:
     if typing.get_origin(annotation) is typing.Literal:
         return [str(a) for a in typing.get_args(annotation)]
     return []

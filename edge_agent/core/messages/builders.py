@@ -58,7 +58,7 @@ def stamp(body: MutableMapping[str, Any], *, seq: int, boot: int) -> str:
     return str(body["id"])
 
 
-def _check_detection(i: int, det: Any) -> dict[str, Any]:
+def _check_detection(i: int, det: object) -> dict[str, Any]:
     if not isinstance(det, Mapping):
         raise QueueError(f"result message: detections[{i}] is {type(det).__name__}, expected an object")
     missing = [k for k in _DETECTION_KEYS if k not in det]

@@ -90,7 +90,7 @@ def split_topic(prefix: str, topic: str) -> tuple[str, str]:
     return device, kind
 
 
-def _json_text(value: Any, where: str) -> str:
+def _json_text(value: object, where: str) -> str:
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except ValueError as exc:
@@ -116,7 +116,7 @@ def _ts(body: Mapping[str, Any], fallback: float) -> float:
     return fallback
 
 
-def record(device: str, kind: str, body: Any, received: float, where: str) -> Record:
+def record(device: str, kind: str, body: object, received: float, where: str) -> Record:
     """One sequenced message; its ``device_id`` (when present) must be the topic's device."""
     if not isinstance(body, dict):
         raise IngestError(f"{where}: body is {type(body).__name__}, expected an object")
@@ -131,7 +131,7 @@ def record(device: str, kind: str, body: Any, received: float, where: str) -> Re
     return Record(device, boot, seq, kind, msg_id, _ts(body, received), _json_text(body, where))
 
 
-def _text(value: Any, limit: int = 128) -> str:
+def _text(value: object, limit: int = 128) -> str:
     s = "" if value is None else str(value)
     return "".join(c for c in s[:limit] if c.isprintable())
 
@@ -143,7 +143,7 @@ def _count(block: Mapping[str, Any], key: str) -> int:
     return max(0, min(value, MAX_SEQ))
 
 
-def device_status(device: str, body: Any, received: float, where: str) -> DeviceStatus:
+def device_status(device: str, body: object, received: float, where: str) -> DeviceStatus:
     """The device-table fields of a status snapshot (core.status) or last will."""
     if not isinstance(body, dict):
         raise IngestError(f"{where}: body is {type(body).__name__}, expected an object")

@@ -90,7 +90,7 @@ def prometheus_values(snapshot: Mapping[str, Any]) -> dict[str, float]:
     ``broker_acked``, ``latency_ms_total``...); the broker state becomes ``broker_connected``."""
     out: dict[str, float] = {}
 
-    def walk(prefix: str, value: Any) -> None:
+    def walk(prefix: str, value: object) -> None:
         if isinstance(value, bool):
             out[prefix] = 1.0 if value else 0.0
         elif isinstance(value, (int, float)):

@@ -44,7 +44,7 @@ class _Obj:
     classes: Counter[str] = field(default_factory=Counter)
     lines: Dict[str, LineState] = field(default_factory=dict)
     zones: Dict[str, ZoneState] = field(default_factory=dict)
-    best_image: Any = None  # the frame crop at the best confidence (app: optional snapshot)
+    best_image: object = None  # the frame crop at the best confidence (app: optional snapshot)
 
 
 def _zero_counts(
@@ -86,7 +86,7 @@ class ObjectEvents:
         removed: Sequence[Track],
         frame_wh: Tuple[int, int],
         label_of: Callable[[int], str],
-        crop: Optional[Callable[[Tuple[float, float, float, float]], Any]] = None,
+        crop: Optional[Callable[[Tuple[float, float, float, float]], object]] = None,
     ) -> List[Dict[str, Any]]:
         """Events of this frame, in order. ``ts`` is the frame time in seconds (wall clock)."""
         events: List[Dict[str, Any]] = []

@@ -135,7 +135,7 @@ class StoreState:
         return out
 
     @classmethod
-    def from_json(cls, data: Any, source: str) -> StoreState:
+    def from_json(cls, data: object, source: str) -> StoreState:
         """``data`` as ``json.loads`` gave it; ModelError names ``source`` and the bad field."""
         if not isinstance(data, dict):
             raise ModelError(f"{source}: expected a JSON object, got {type(data).__name__}")
@@ -154,11 +154,11 @@ class StoreState:
         )
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     return repr(value)[:60]
 
 
-def _vid(value: Any, source: str, name: str, optional: bool = False) -> Optional[str]:
+def _vid(value: object, source: str, name: str, optional: bool = False) -> Optional[str]:
     if value is None and optional:
         return None
     if not isinstance(value, str) or not _VID.fullmatch(value) or set(value) == {"."}:
@@ -169,7 +169,7 @@ def _vid(value: Any, source: str, name: str, optional: bool = False) -> Optional
     return value
 
 
-def _num(value: Any, source: str, name: str, optional: bool = False) -> Optional[float]:
+def _num(value: object, source: str, name: str, optional: bool = False) -> Optional[float]:
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -179,13 +179,13 @@ def _num(value: Any, source: str, name: str, optional: bool = False) -> Optional
     return float(value)
 
 
-def _bool(value: Any, source: str, name: str) -> bool:
+def _bool(value: object, source: str, name: str) -> bool:
     if not isinstance(value, bool):
         raise ModelError(f"{source}: {name}: expected true or false, got {_show(value)}")
     return value
 
 
-def _obj(value: Any, source: str, name: str) -> Optional[Dict[str, Any]]:
+def _obj(value: object, source: str, name: str) -> Optional[Dict[str, Any]]:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -193,7 +193,7 @@ def _obj(value: Any, source: str, name: str) -> Optional[Dict[str, Any]]:
     return dict(value)
 
 
-def _trial(value: Any, source: str) -> Optional[Trial]:
+def _trial(value: object, source: str) -> Optional[Trial]:
     raw = _obj(value, source, "trial")
     if raw is None:
         return None
@@ -209,7 +209,7 @@ def _trial(value: Any, source: str) -> Optional[Trial]:
     )
 
 
-def _highest(value: Any, source: str) -> Optional[Highest]:
+def _highest(value: object, source: str) -> Optional[Highest]:
     raw = _obj(value, source, "highest")
     if raw is None:
         return None

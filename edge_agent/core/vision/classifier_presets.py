@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import replace
-from typing import Any
 
 from edge_agent.core.vision.preprocess import ClassifierPreprocess
 from edge_agent.errors import ModelError
@@ -124,7 +123,7 @@ _JSON_KEYS = ("resize", "crop", "crop_ratio", "scale", "mean", "std", "color", "
 
 def _from_json(text: str, base: ClassifierPreprocess, where: str) -> ClassifierPreprocess:
     try:
-        hints: Any = json.loads(text)
+        hints: object = json.loads(text)
     except ValueError:
         raise ModelError(f"{where}: preprocess is not JSON: {text[:80]!r}") from None
     if not isinstance(hints, dict):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
-from typing import Any, Optional
+from typing import Optional
 
 import cv2
+import numpy as np
+import numpy.typing as npt
 
 
-def encode_snapshot(image: Any, max_bytes: int) -> Optional[str]:
+def encode_snapshot(image: npt.NDArray[np.uint8], max_bytes: int) -> Optional[str]:
     """A JPEG under ``max_bytes`` (lowering quality, then size), base64 for the JSON payload."""
     img = image
     for _ in range(4):
