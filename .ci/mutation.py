@@ -240,9 +240,14 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # the agent loop, split so each area finishes in < 30 min on 2 busy cores; the tests are the
     # in-process ones (Agent(cfg).run()): subprocess-only tests give "no tests" (module docstring)
     "agent-loop": (
-        ["edge_agent/app/agent/agent.py"],
+        [
+            "edge_agent/app/agent/agent.py",
+            "edge_agent/app/agent/camera_pipeline.py",
+            "edge_agent/app/agent/output_steps.py",
+        ],
         [
             "tests/app/agent/test_agent_inproc.py",
+            "tests/app/agent/test_camera_pipeline.py",
             "tests/app/agent/test_agent_inproc_sync.py",
             "tests/app/updates/test_agent_inproc_updates.py",
             "tests/app/agent/test_agent_inproc_pacing.py",

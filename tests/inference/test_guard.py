@@ -163,7 +163,7 @@ def test_the_loop_warns_after_n_frames_without_a_score(
     """Black frames: the best score stays 0, so after NO_SCORE_FRAMES the status carries a warning."""
     import cv2
 
-    import edge_agent.app.agent.agent as agent_mod
+    import edge_agent.app.agent.camera_pipeline as pipeline_mod
     from edge_agent.app.agent.agent import Agent
     from edge_agent.app.cli.configfile import load_config
 
@@ -171,7 +171,7 @@ def test_the_loop_warns_after_n_frames_without_a_score(
     black.mkdir()
     for i in range(5):
         cv2.imwrite(str(black / f"{i}.png"), np.zeros((64, 64, 3), np.uint8))
-    monkeypatch.setattr(agent_mod, "NO_SCORE_FRAMES", 4)
+    monkeypatch.setattr(pipeline_mod, "NO_SCORE_FRAMES", 4)  # the per-camera health step reads it
     agent = Agent(load_config(_config(tmp_path, good, black)), None)
     assert agent.run() == 0
     status = json.loads((tmp_path / "status.json").read_text())

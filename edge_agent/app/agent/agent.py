@@ -1,5 +1,9 @@
 """The agent: camera (+ sensor) -> detect -> classify crops -> result -> outbox, beside MQTT sync.
 
+The agent owns what every camera shares (the model set, the outbox, MQTT sync, the sensor, model
+updates, the status) and a list of camera pipelines (one per camera, one today from ``[camera]``:
+:mod:`edge_agent.app.agent.camera_pipeline`).
+
 One loop thread owns inference. Capture runs in the camera's thread and, when free-running,
 preprocessing of the next frame runs in a prefetch thread while the model infers the current
 one (onnxruntime releases the GIL), so throughput approaches 1 / session.run. The network is
@@ -16,37 +20,44 @@ import logging
 import signal
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.adapters.camera.capture import Camera
 from edge_agent.adapters.host import sdnotify
 from edge_agent.adapters.outbox.outbox import Outbox
+from edge_agent.app.agent.camera_pipeline import CameraPipeline, FrameObserver
 from edge_agent.app.agent.health import StatusOutputs, snapshot, start_metrics
 from edge_agent.app.agent.modelset import ModelSet
 from edge_agent.app.agent.objects_step import ObjectsStep
+from edge_agent.app.agent.output_steps import ObjectsOutput
 from edge_agent.app.agent.parts import start_sensor, start_sync
-from edge_agent.app.agent.prefetch import Prefetch
-from edge_agent.app.agent.steps import feed_model_updates, result_body
 from edge_agent.app.updates.agent_side import ModelUpdates
 from edge_agent.core.camera.motion import MotionFilter
-from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.schema import Config, require_detector
-from edge_agent.core.messages.builders import topics
-from edge_agent.core.messages.output_policy import OutputPolicy
-from edge_agent.core.vision.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
-from edge_agent.core.vision.results import Detection
 from edge_agent.errors import EdgeAgentError, QueueFullError
-from edge_agent.inference.pipeline import Prepared, infer_frame
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.mqtt.sync import MqttSync
+    from edge_agent.adapters.sensor.serial_reader import SerialSensor
 
 log = logging.getLogger(__name__)
 
 STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
+
+
+@dataclass
+class Parts:
+    """What ``run`` starts beside the pipelines, shared by every camera (None: off or not started)."""
+
+    outbox: Outbox
+    sync: Optional[MqttSync] = None
+    sensor: Optional[SerialSensor] = None
 
 
 class Agent:
@@ -66,30 +77,23 @@ class Agent:
         self.config_path = config_path
         self.max_frames = max_frames
         self.on_result = on_result
-        self._camera = camera
         self._models = models
         self.stop_event = threading.Event()
         self.reload_requested = threading.Event()
-        self.frames = 0
         self.emitted = 0
         self.errors = 0
         self.rejected = 0
         self.reloads = 0
         self.reload_failures = 0
         self.ready_s: Optional[float] = None
-        self._latency: deque[dict[str, float]] = deque(maxlen=50)
-        self._frame_times: deque[float] = deque(maxlen=50)
         self.started_mono = time.monotonic()
         self.started_wall = time.time()
         self.last_status: Optional[dict[str, Any]] = None
-        self._parts: Optional[tuple[Camera, Outbox, Any, Any]] = None
+        self._parts: Optional[Parts] = None
         self._status_out = StatusOutputs(cfg)
         self.updates: Optional[ModelUpdates] = None
-        self._no_score_streak = 0  # consecutive frames whose best score is <= NO_SCORE_LEVEL
-        self._running_camera: Optional[Camera] = None
-        self.motion: Optional[MotionFilter] = MotionFilter(cfg.motion) if cfg.motion.enabled else None
-        # [output] mode = "objects": tracked objects, zone/line events and counts (docs/objects.md)
-        self.objects: Optional[ObjectsStep] = ObjectsStep(cfg) if cfg.output.mode == "objects" else None
+        # one per camera, each with its output step chosen from [output] mode (one camera today)
+        self.pipelines: list[CameraPipeline] = [CameraPipeline(cfg, self, camera)]
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -115,23 +119,19 @@ class Agent:
         self._models = models
         sdnotify.status(f"models warm: {models.detector.model.info.model_id}")
         outbox = Outbox.from_config(cfg.queue)
-        camera = self._camera or Camera(cfg.camera)
-        self._parts = (camera, outbox, None, None)
-        sync = start_sync(cfg, outbox, self.current_status, self._count_error)
-        self._parts = (camera, outbox, sync, None)
+        camera = self.pipelines[0].open()
+        parts = self._parts = Parts(outbox)
+        sync = parts.sync = start_sync(cfg, outbox, self.current_status, self.count_error)
         if self.updates is not None:
             # a model-update step publishes the whole snapshot (the same shape), right away
             self.updates.start(
                 (lambda: sync.publish_status(self.current_status(fresh=True))) if sync is not None else None
             )
-        sensor = start_sensor(cfg, outbox, self._count_error)
-        self._parts = (camera, outbox, sync, sensor)
+        sensor = parts.sensor = start_sensor(cfg, outbox, self.count_error)
         metrics = start_metrics(self)
-        # JPEG sources decode frames >= 2x the model input at 1/2..1/8 (libjpeg DCT scaling)
-        camera.decode_target = models.detector.input_hw
-        self._running_camera = camera
         try:
-            camera.start()
+            for pipe in self.pipelines:
+                pipe.start(models)
             self.ready_s = time.monotonic() - self.started_mono
             self._status_tick()
             sdnotify.ready()  # only now: models loaded and warm, queue open, camera started
@@ -142,18 +142,19 @@ class Agent:
                 models.detector.model.info.model_id,
                 models.provider,
             )
-            self._loop(camera, outbox, sensor)
+            self._loop()
         finally:
             sdnotify.stopping()
             if self.updates is not None:
                 self.updates.stop()
             if metrics is not None:
                 metrics.stop()
-            camera.stop()
+            for pipe in self.pipelines:
+                pipe.stop_camera()
             if sensor is not None:
                 sensor.stop()
-            if self.objects is not None:  # every object still tracked ends; the counts so far
-                self.objects.stop(lambda t, b: self._queue(outbox, t, b))
+            for pipe in self.pipelines:  # objects mode: every object still tracked ends; the counts so far
+                pipe.output.stop()
             with contextlib.suppress(QueueFullError):  # reject_new on a full disk: close() accounts for it
                 outbox.flush()
             if sync is not None:
@@ -169,26 +170,30 @@ class Agent:
         )
         return 0
 
-    def _count_error(self) -> None:
+    def count_error(self) -> None:
         self.errors += 1
 
+    def put(self, topic: str, body: dict[str, Any]) -> bool:
+        """Queue one message of a pipeline into the outbox (the output steps' sink)."""
+        assert self._parts is not None
+        return self._queue(self._parts.outbox, topic, body)
+
+    @property
+    def sensor(self) -> Optional[SerialSensor]:
+        return self._parts.sensor if self._parts is not None else None
+
+    def add_frame_observer(self, fn: FrameObserver) -> None:
+        """``fn(camera, frame, detections)`` after inference for each processed frame of every
+        camera (views, tests); one that raises is logged once and counted, and the loop goes on."""
+        for pipe in self.pipelines:
+            pipe.add_observer(fn)
+
     # ---- the loop -------------------------------------------------------------------------------
-    def _loop(self, camera: Camera, outbox: Outbox, sensor: Any) -> None:
-        cfg = self.cfg
+    def _loop(self) -> None:
         wd = sdnotify.watchdog_interval_s()
-        policy = OutputPolicy.from_config(cfg.output)
-        topic = topics(cfg.mqtt.topic_prefix, cfg.device.id).detections
-        trigger_only = (
-            sensor is not None
-            and cfg.sensor is not None
-            and bool(cfg.sensor.trigger)
-            and cfg.camera.interval_s == 0
-        )
-        paced = cfg.camera.interval_s > 0 or trigger_only
-        gate = self._motion_gate if self.motion is not None else None
-        prefetch = None if paced else Prefetch(camera, lambda: self._models, gate)  # type: ignore[arg-type,return-value]
+        pipe = self.pipelines[0]  # one camera for now
         last_ping = last_status = 0.0
-        next_shot = time.monotonic()
+        pipe.begin()
         try:
             while not self.stop_event.is_set():
                 now = time.monotonic()
@@ -201,113 +206,17 @@ class Agent:
                 if self.reload_requested.is_set():
                     self.reload_requested.clear()
                     self._reload()
-                item = self._next(camera, prefetch, sensor, trigger_only, next_shot)
+                item = pipe.next()
                 if item is None:
-                    # free-running: the prefetch thread says when it holds nothing more (a frame it
-                    # is still preparing when the camera finishes is not lost)
-                    if camera.finished and (prefetch is None or prefetch.ended.is_set()):
+                    if pipe.ended():
                         log.info("camera source ended")
                         break
                     continue
-                next_shot = time.monotonic() + cfg.camera.interval_s
-                frame, prepared, models = item
-                self._process(frame, prepared, models, policy, outbox, topic, sensor)
+                pipe.process(*item)
                 if self.max_frames is not None and self.frames >= self.max_frames:
                     break
         finally:
-            if prefetch is not None:
-                prefetch.close()
-
-    def _next(
-        self,
-        camera: Camera,
-        prefetch: Optional[Prefetch],
-        sensor: Any,
-        trigger_only: bool,
-        next_shot: float,
-    ) -> Optional[tuple[Frame, Optional[Prepared], ModelSet]]:
-        if prefetch is not None:
-            got = prefetch.get(0.25)
-            return (got[0], got[1], got[2]) if got is not None else None
-        if trigger_only:
-            if not sensor.wait_trigger(0.25):
-                return None
-        else:
-            wait = next_shot - time.monotonic()
-            if wait > 0:
-                fired = False
-                if sensor is not None and sensor.cfg.trigger:
-                    fired = sensor.wait_trigger(min(wait, 0.25))  # a trigger shoots early
-                else:
-                    self.stop_event.wait(min(wait, 0.25))
-                if not fired and next_shot > time.monotonic():
-                    return None
-        frame = camera.read(0.25)
-        assert self._models is not None
-        if frame is None or (self.motion is not None and not self._motion_gate(frame)):
-            return None
-        return frame, None, self._models
-
-    def _motion_gate(self, frame: Frame) -> bool:
-        assert self.motion is not None
-        return self.motion.check(frame.image, frame.ts_mono)
-
-    def _process(
-        self,
-        frame: Frame,
-        prepared: Optional[Prepared],
-        models: ModelSet,
-        policy: OutputPolicy,
-        outbox: Outbox,
-        topic: str,
-        sensor: Any,
-    ) -> None:
-        """One frame, step by step: infer -> account -> model updates -> track | decide -> queue."""
-        if models is not self._models:  # reloaded meanwhile: prepared for the old model's input size
-            models, prepared = self._models, None  # type: ignore[assignment]
-        inferred = self._infer(frame, prepared, models)
-        if inferred is None:
-            return
-        dets, timings = inferred
-        self._account(models, timings)
-        if self.updates is not None:
-            feed_model_updates(self.updates, frame, len(dets))
-        if self.objects is not None:  # objects mode: the tracking step replaces per-frame results
-            t1 = time.monotonic()
-            self.objects.on_frame(frame, dets, lambda t, b: self._queue(outbox, t, b))
-            timings["track"] = (time.monotonic() - t1) * 1e3  # in the status latency (same dict)
-            return
-        decision = policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
-        if decision.emit:
-            body = result_body(self.cfg, frame, dets, timings, models, decision.reason, sensor)
-            self._queue(outbox, topic, body)
-
-    def _infer(
-        self, frame: Frame, prepared: Optional[Prepared], models: ModelSet
-    ) -> Optional[tuple[list[Detection], dict[str, float]]]:
-        """Inference step (boxes in the frame as the camera sent it); a model error is counted."""
-        t0 = time.monotonic()
-        try:
-            dets, timings = infer_frame(
-                frame, models.detector, models.classifier, models.classify_ids, models.crop_padding, prepared
-            )
-        except EdgeAgentError as exc:
-            self.errors += 1
-            log.error("frame %d: %s", frame.seq, exc)
-            return None
-        timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
-        timings["age"] = (t0 - frame.ts_mono) * 1e3  # how old the frame is when inference starts
-        return dets, timings
-
-    def _account(self, models: ModelSet, timings: dict[str, float]) -> None:
-        """Health step: frame count, latency and fps windows, the detector-cannot-score streak."""
-        best = getattr(models.detector, "last_max_score", float("nan"))
-        self._no_score_streak = self._no_score_streak + 1 if best <= NO_SCORE_LEVEL else 0
-        if self._no_score_streak == NO_SCORE_FRAMES:
-            log.warning("%s", self.warnings()[0])
-        self.frames += 1
-        self._latency.append(timings)
-        self._frame_times.append(time.monotonic())
+            pipe.end()
 
     def _queue(self, outbox: Outbox, topic: str, body: dict[str, Any]) -> bool:
         """Queue step: one message into the durable outbox, counted; False when it was not queued."""
@@ -341,8 +250,8 @@ class Agent:
             log.error("reload failed, keeping the running models: %s", exc)
             return
         self._models = new_models
-        if self._running_camera is not None:
-            self._running_camera.decode_target = new_models.detector.input_hw
+        for pipe in self.pipelines:
+            pipe.reloaded(new_models)
         self.cfg.detector = new_cfg.detector
         self.cfg.classifier = new_cfg.classifier
         self.reloads += 1
@@ -355,24 +264,29 @@ class Agent:
     # ---- health ---------------------------------------------------------------------------------
     def warnings(self) -> list[str]:
         """Conditions an operator should look at; carried in the status file."""
-        if self._no_score_streak >= NO_SCORE_FRAMES:
-            return [
-                f"detector: no score above {NO_SCORE_LEVEL:g} for {self._no_score_streak} consecutive "
-                "frames (a model that cannot score, or a camera seeing nothing); check with `edge-agent infer`"
-            ]
-        return []
+        return [w for pipe in self.pipelines for w in pipe.warnings()]
+
+    @property
+    def frames(self) -> int:
+        """Frames inferred, every camera's."""
+        return sum(pipe.frames for pipe in self.pipelines)
 
     def fps(self) -> float:
-        t = self._frame_times
-        return (len(t) - 1) / (t[-1] - t[0]) if len(t) >= 2 and t[-1] > t[0] else 0.0
+        return self.pipelines[0].fps()  # one camera for now
 
     def latency_ms(self) -> dict[str, float]:
-        if not self._latency:
-            return {}
-        keys = set().union(*self._latency)
-        return {
-            k: round(sorted(d.get(k, 0.0) for d in self._latency)[len(self._latency) // 2], 2) for k in keys
-        }
+        return self.pipelines[0].latency_ms()
+
+    @property
+    def motion(self) -> Optional[MotionFilter]:
+        """The camera's motion gate (one camera for now)."""
+        return self.pipelines[0].motion
+
+    @property
+    def objects(self) -> Optional[ObjectsStep]:
+        """Objects mode's tracking step of the camera (one camera for now), else None."""
+        step = self.pipelines[0].output
+        return step.objects if isinstance(step, ObjectsOutput) else None
 
     @property
     def models(self) -> Optional[ModelSet]:
@@ -381,15 +295,18 @@ class Agent:
     def current_status(self, fresh: bool = False) -> dict[str, Any]:
         """The latest snapshot (MqttSync's status_fn: connect message and last will); ``fresh``
         builds one now with the same builder (a Prometheus scrape between two ticks)."""
-        if (fresh or self.last_status is None) and self._parts is not None:
-            camera, outbox, sync, sensor = self._parts
+        parts = self._parts
+        if (fresh or self.last_status is None) and parts is not None:
             state = self.last_status["state"] if self.last_status else "running"
-            return snapshot(self, camera, outbox, sync, sensor, state)
+            return snapshot(self, self.pipelines[0].camera, parts.outbox, parts.sync, parts.sensor, state)
         return dict(self.last_status or {})
 
     def _status_tick(self, final: bool = False) -> None:
         """The one status timer: one snapshot to the status file, systemd, Prometheus and MQTT."""
-        assert self._parts is not None
-        camera, outbox, sync, sensor = self._parts
-        self.last_status = snapshot(self, camera, outbox, sync, sensor, "stopped" if final else "running")
-        self._status_out.send(self.last_status, sync, final)
+        parts = self._parts
+        assert parts is not None
+        state = "stopped" if final else "running"
+        self.last_status = snapshot(
+            self, self.pipelines[0].camera, parts.outbox, parts.sync, parts.sensor, state
+        )
+        self._status_out.send(self.last_status, parts.sync, final)

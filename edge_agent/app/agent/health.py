@@ -22,14 +22,21 @@ from edge_agent.errors import EdgeAgentError
 if TYPE_CHECKING:
     from edge_agent.adapters.camera.capture import Camera
     from edge_agent.adapters.host.metrics_http import MetricsServer
+    from edge_agent.adapters.mqtt.sync import MqttSync
     from edge_agent.adapters.outbox.outbox import Outbox
+    from edge_agent.adapters.sensor.serial_reader import SerialSensor
     from edge_agent.app.agent.agent import Agent
 
 log = logging.getLogger(__name__)
 
 
 def snapshot(
-    agent: Agent, camera: Camera, outbox: Outbox, sync: Any, sensor: Any, state: str = "running"
+    agent: Agent,
+    camera: Optional[Camera],
+    outbox: Outbox,
+    sync: Optional[MqttSync],
+    sensor: Optional[SerialSensor],
+    state: str = "running",
 ) -> dict[str, Any]:
     models = agent.models
     return build_status(
@@ -52,7 +59,7 @@ def snapshot(
         latency_ms=agent.latency_ms(),
         queue=outbox.stats(),
         broker=sync.stats() if sync is not None else None,
-        camera=camera.stats(),
+        camera=camera.stats() if camera is not None else None,
         sensor=sensor.stats() if sensor is not None else None,
         provider=models.provider if models else None,
         models=models.describe() if models else None,
@@ -72,7 +79,7 @@ class StatusOutputs:
         self._file_failing = False  # within a streak of failed writes: only its first is a warning
         self._last_mqtt = -1e9
 
-    def send(self, status: dict[str, Any], sync: Any, final: bool) -> None:
+    def send(self, status: dict[str, Any], sync: Optional[MqttSync], final: bool) -> None:
         sdnotify.status(
             f"{status['fps']} fps, queue {status['queue']['pending']}, broker {status['broker']['state']}, "
             f"camera {(status['camera'] or {}).get('state')}"
@@ -85,8 +92,8 @@ class StatusOutputs:
             self._file_failing = True
             log.log(level, "status file %s not written: %s", self.cfg.health.status_file, exc)
         now = time.monotonic()
-        due = sync is not None and not final and now - self._last_mqtt >= self.cfg.mqtt.status_interval_s
-        if due and sync.publish_status(status):
+        due = not final and now - self._last_mqtt >= self.cfg.mqtt.status_interval_s
+        if sync is not None and due and sync.publish_status(status):
             self._last_mqtt = now
 
 

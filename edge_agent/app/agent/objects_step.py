@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from edge_agent.adapters.outbox import count_store
 from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.scene import objects_classifier_warning
@@ -104,12 +106,12 @@ class ObjectsStep:
         return self._labels.get(class_id, str(class_id))
 
     @staticmethod
-    def _cropper(frame: Frame) -> Callable[[Tuple[float, float, float, float]], Any]:
+    def _cropper(frame: Frame) -> Callable[[Tuple[float, float, float, float]], Optional[np.ndarray]]:
         img = frame.image
         h, w = img.shape[:2]
         sx, sy = frame.full_scale()
 
-        def crop(box: Tuple[float, float, float, float]) -> Any:
+        def crop(box: Tuple[float, float, float, float]) -> Optional[np.ndarray]:
             x1, y1 = max(0, int(box[0] / sx)), max(0, int(box[1] / sy))
             x2, y2 = min(w, int(box[2] / sx) + 1), min(h, int(box[3] / sy) + 1)
             return img[y1:y2, x1:x2].copy() if x2 > x1 and y2 > y1 else None

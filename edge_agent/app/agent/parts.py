@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from edge_agent.adapters.host.probes import clock_synchronised
 from edge_agent.adapters.outbox.outbox import Outbox
@@ -16,12 +16,16 @@ from edge_agent.core.config.schema import Config
 from edge_agent.core.messages.builders import sensor_message, topics
 from edge_agent.errors import EdgeAgentError
 
+if TYPE_CHECKING:  # imported when started: paho and pyserial load only when used
+    from edge_agent.adapters.mqtt.sync import MqttSync
+    from edge_agent.adapters.sensor.serial_reader import SerialSensor
+
 log = logging.getLogger("edge_agent.app.agent.agent")
 
 
 def start_sync(
     cfg: Config, outbox: Outbox, status_fn: Callable[[], dict[str, Any]], count_error: Callable[[], None]
-) -> Any:
+) -> Optional[MqttSync]:
     """The MQTT sync thread shipping the outbox, or None (MQTT off, or it cannot start)."""
     if not cfg.mqtt.enabled:
         return None
@@ -38,7 +42,7 @@ def start_sync(
     return sync
 
 
-def start_sensor(cfg: Config, outbox: Outbox, count_error: Callable[[], None]) -> Any:
+def start_sensor(cfg: Config, outbox: Outbox, count_error: Callable[[], None]) -> Optional[SerialSensor]:
     """The serial sensor, publishing its readings when ``[sensor] publish``; None without one."""
     scfg = cfg.sensor
     if scfg is None:

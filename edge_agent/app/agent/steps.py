@@ -1,5 +1,6 @@
-"""The per-frame steps of the agent loop that are not inference itself (``Agent._process`` lists
-them in order: infer -> account -> model updates -> track | decide -> result -> queue).
+"""The per-frame steps of the agent loop that are not inference itself (``CameraPipeline.process``
+lists them in order: infer -> account -> model updates -> output step -> observers; the output
+steps in ``outputs.py`` decide -> result -> queue, or track).
 
 Inference, with the rescale of reduced-scale decodes, is :func:`edge_agent.inference.pipeline.infer_frame`;
 the message body is :func:`edge_agent.core.messages.builders.result_message`; this module only gathers
@@ -9,7 +10,7 @@ what the loop knows about a frame into those calls, so each step reads in one pl
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.adapters.host.probes import clock_synchronised
 from edge_agent.app.agent.modelset import ModelSet
@@ -19,6 +20,9 @@ from edge_agent.core.config.schema import Config
 from edge_agent.core.messages.builders import ABSENT, result_message
 from edge_agent.core.vision.results import Detection, ImageResult
 from edge_agent.core.vision.snapshot import encode_snapshot
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.sensor.serial_reader import SerialSensor
 
 
 def feed_model_updates(updates: ModelUpdates, frame: Frame, detections: int) -> None:
@@ -37,7 +41,7 @@ def result_body(
     timings: dict[str, float],
     models: ModelSet,
     event: Optional[str],
-    sensor: Any,
+    sensor: Optional[SerialSensor],
 ) -> dict[str, Any]:
     """Result step: the ``detections`` message of one frame the output policy chose to emit."""
     h, w = frame.image.shape[:2]
@@ -47,7 +51,7 @@ def result_body(
     snap: Optional[str] = None
     if cfg.output.snapshot:
         snap = encode_snapshot(frame.image, cfg.output.snapshot_max_bytes)
-    attach = sensor is not None and cfg.sensor is not None and cfg.sensor.attach_to_results
+    attach = cfg.sensor is not None and cfg.sensor.attach_to_results
     return result_message(
         ImageResult(image, w, h, dets, timings).to_json(),
         device_id=cfg.device.id,
@@ -58,6 +62,6 @@ def result_body(
         clock_synced=clock_synchronised(),
         event=event,
         models=models.describe(),
-        sensor=sensor.latest() if attach else ABSENT,
+        sensor=sensor.latest() if attach and sensor is not None else ABSENT,
         snapshot_jpeg_b64=snap,
     )

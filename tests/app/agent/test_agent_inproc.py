@@ -30,7 +30,7 @@ from support.world import PtySensor, agent_toml, make_world, run_agent, running
 
 from edge_agent.adapters.camera.capture import Camera
 from edge_agent.adapters.outbox.outbox import Outbox
-from edge_agent.app.agent.agent import Agent
+from edge_agent.app.agent.agent import Agent, Parts
 from edge_agent.app.agent.modelset import ModelSet
 from edge_agent.app.agent.objects_step import ObjectsStep
 from edge_agent.core.camera.source_spec import Frame
@@ -419,21 +419,21 @@ def test_the_no_score_warning_starts_at_exactly_the_streak_and_a_score_ends_it(
     agent = Agent(make_cfg(tmp_path, world))
     with caplog.at_level(logging.WARNING, logger="edge_agent.app.agent.agent"):
         for _ in range(NO_SCORE_FRAMES - 1):
-            agent._account(Scored(NO_SCORE_LEVEL), {"total": 1.0})  # type: ignore[arg-type]
+            agent.pipelines[0].account(Scored(NO_SCORE_LEVEL), {"total": 1.0})  # type: ignore[arg-type]
         assert agent.warnings() == [] and not caplog.records
-        agent._account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
+        agent.pipelines[0].account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
         assert len(agent.warnings()) == 1 and f"for {NO_SCORE_FRAMES} consecutive" in agent.warnings()[0]
-        agent._account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
+        agent.pipelines[0].account(Scored(0.0), {"total": 1.0})  # type: ignore[arg-type]
     # logged once, when the streak reaches the limit, with the warning of the status
     assert [r.getMessage() for r in caplog.records] == [
         f"detector: no score above {NO_SCORE_LEVEL:g} for {NO_SCORE_FRAMES} consecutive frames (a model that "
         "cannot score, or a camera seeing nothing); check with `edge-agent infer`"
     ]
     assert f"for {NO_SCORE_FRAMES + 1} consecutive" in agent.warnings()[0]
-    agent._account(Scored(NO_SCORE_LEVEL * 1.01), {"total": 1.0})  # type: ignore[arg-type]
+    agent.pipelines[0].account(Scored(NO_SCORE_LEVEL * 1.01), {"total": 1.0})  # type: ignore[arg-type]
     assert agent.warnings() == []
-    agent._account(Scored(None), {"total": 1.0})  # type: ignore[arg-type]  # no score known: no streak
-    assert agent._no_score_streak == 0
+    agent.pipelines[0].account(Scored(None), {"total": 1.0})  # type: ignore[arg-type]  # no score known: no streak
+    assert agent.pipelines[0].no_score_streak == 0
     assert agent.frames == NO_SCORE_FRAMES + 3
 
 
@@ -453,18 +453,20 @@ def test_a_detector_that_cannot_score_is_warned_about_in_the_status(tmp_path: Pa
 def test_fps_and_median_latency(tmp_path: Path, world: dict[str, Path]) -> None:
     agent = Agent(make_cfg(tmp_path, world))
     assert agent.fps() == 0.0 and agent.latency_ms() == {}
-    agent._frame_times.extend([10.0])
+    agent.pipelines[0].frame_times.extend([10.0])
     assert agent.fps() == 0.0
-    agent._frame_times.extend([10.5, 11.0])
+    agent.pipelines[0].frame_times.extend([10.5, 11.0])
     assert agent.fps() == 2.0
-    agent._frame_times.clear()
-    agent._frame_times.extend([5.0, 5.0])
+    agent.pipelines[0].frame_times.clear()
+    agent.pipelines[0].frame_times.extend([5.0, 5.0])
     assert agent.fps() == 0.0
-    agent._latency.extend([{"total": 3.0, "pre": 7.0}, {"total": 1.234}, {"total": 2.0}, {"total": 9.0}])
+    agent.pipelines[0].latency.extend(
+        [{"total": 3.0, "pre": 7.0}, {"total": 1.234}, {"total": 2.0}, {"total": 9.0}]
+    )
     # the upper median of each key over the window; a key missing from a frame counts as 0
     assert agent.latency_ms() == {"total": 3.0, "pre": 0.0}
-    agent._latency.clear()
-    agent._latency.extend([{"total": 1.234}, {"total": 1.234}, {"total": 5.0}])
+    agent.pipelines[0].latency.clear()
+    agent.pipelines[0].latency.extend([{"total": 1.234}, {"total": 1.234}, {"total": 5.0}])
     assert agent.latency_ms() == {"total": 1.23}
 
 
@@ -595,7 +597,7 @@ def test_reload_swaps_models_and_keys_and_a_failed_one_keeps_the_running_models(
         assert agent.models is not first and agent.models is not None
         assert agent.cfg.detector.model == str(det2) and agent.cfg.detector.conf_threshold == 0.7
         assert agent.cfg.classifier is not None and agent.models.classifier is not None
-        assert agent._running_camera is not None and agent._running_camera.decode_target == (96, 96)
+        assert agent.pipelines[0].camera is not None and agent.pipelines[0].camera.decode_target == (96, 96)
         n = len(bodies)
         wait_until(lambda: len(bodies) >= n + 3, 30, "results after the reload")
     # frames the prefetch thread prepared for the old model's input are prepared again, not failed
@@ -703,7 +705,8 @@ def test_the_status_between_ticks_is_built_fresh_with_the_running_parts(
 
     box = Outbox.from_config(cfg.queue)
     try:
-        agent._parts = (Camera(cfg.camera), box, Sync(), None)
+        agent.pipelines[0].camera = Camera(cfg.camera)
+        agent._parts = Parts(box, Sync(), None)  # type: ignore[arg-type]
         # before the first tick (MQTT's connect message): built now, "running"
         first = agent.current_status()
         assert first["state"] == "running" and first["broker"] == {"state": "connected", "acked": 9}

@@ -118,16 +118,20 @@ def test_latency_counts_the_prefetch_threads_preparation_and_the_frames_age(
 
 def test_fps_and_latency_are_over_the_last_50_frames(tmp_path: Path, world: dict[str, Path]) -> None:
     agent = Agent(offline_config(tmp_path / "state", world["camera"], world["det"]))
-    agent._frame_times.extend([0.0, 0.5])
+    agent.pipelines[0].frame_times.extend([0.0, 0.5])
     assert agent.fps() == 2.0  # two frames are enough
     # 60 frames one second apart, then 49 frames 0.1 s apart: the last 50 span 1 s + 4.8 s
-    agent._frame_times.extend([float(i) for i in range(60)] + [60.0 + round(0.1 * i, 6) for i in range(49)])
+    agent.pipelines[0].frame_times.extend(
+        [float(i) for i in range(60)] + [60.0 + round(0.1 * i, 6) for i in range(49)]
+    )
     assert agent.fps() == pytest.approx(49 / 5.8)
     # latency: the upper median of the last 50 frames (25 fast, 25 slow: the slow value)
-    agent._latency.extend([{"total": 1.0}] * 26 + [{"total": 5.0}] * 25)  # the oldest fast one left
+    agent.pipelines[0].latency.extend(
+        [{"total": 1.0}] * 26 + [{"total": 5.0}] * 25
+    )  # the oldest fast one left
     assert agent.latency_ms() == {"total": 5.0}
-    agent._latency.clear()
-    agent._latency.extend([{"total": 5.0}] * 25 + [{"total": 1.0}] * 25)  # all 50 in the window
+    agent.pipelines[0].latency.clear()
+    agent.pipelines[0].latency.extend([{"total": 5.0}] * 25 + [{"total": 1.0}] * 25)  # all 50 in the window
     assert agent.latency_ms() == {"total": 5.0}
 
 

@@ -1,0 +1,173 @@
+"""The camera pipeline in process: its frame observers and its output step, chosen once.
+
+``Agent(cfg).run()`` on the 4-scene folder camera (scene n holds n red squares, so frame n has n
+detections) with the test-built models, as tests/app/agent/test_agent_inproc.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.world import agent_toml, make_world, run_agent
+
+from edge_agent.adapters.camera.capture import Camera
+from edge_agent.app.agent import output_steps
+from edge_agent.app.agent.agent import Agent
+from edge_agent.app.agent.camera_pipeline import CameraPipeline
+from edge_agent.app.agent.output_steps import (
+    OUTPUT_STEPS,
+    EventStep,
+    EveryFrameStep,
+    ObjectsOutput,
+    OutputStep,
+)
+from edge_agent.core.camera.source_spec import Frame
+from edge_agent.core.config.outputs import OutputConfig
+from edge_agent.core.config.schema import Config, parse_config
+from edge_agent.core.vision.results import Detection
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_world(tmp_path_factory.mktemp("world"))
+
+
+def make_cfg(tmp_path: Path, world: dict[str, Path], mode: str = "every_frame") -> Config:
+    state = tmp_path / "state"
+    return parse_config(
+        agent_toml(
+            state,
+            world["camera"],
+            world["det"],
+            device={"id": "cam-9"},
+            detector={"conf_threshold": 0.6},
+            queue={"path": str(state / "q.db")},
+            output=f'mode = "{mode}"\n',
+        )
+    )
+
+
+Seen = list[tuple[Camera, Frame, list[Detection]]]
+
+
+# ---- frame observers ----------------------------------------------------------------------------
+
+
+def test_an_observer_sees_each_processed_frame_with_its_camera_and_detections(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    bodies: list[dict[str, Any]] = []
+    agent = Agent(make_cfg(tmp_path, world), on_result=bodies.append)
+    seen: Seen = []
+    agent.add_frame_observer(lambda camera, frame, dets: seen.append((camera, frame, list(dets))))
+    assert run_agent(agent) == 0
+    pipe = agent.pipelines[0]
+    assert agent.frames == 4 and len(seen) == 4  # once per processed frame
+    assert all(camera is pipe.camera for camera, _, _ in seen)
+    assert [f.seq for _, f, _ in seen] == [b["frame"] for b in bodies]  # the frame of each result
+    assert [f.name for _, f, _ in seen] == ["000.png", "001.png", "002.png", "003.png"]
+    # the detections of the frame, after inference: the same as in its result
+    assert [len(d) for _, _, d in seen] == [0, 1, 2, 3]
+    assert [[d.to_json() for d in dets] for _, _, dets in seen] == [b["detections"] for b in bodies]
+    assert pipe.observer_errors == 0
+
+
+def test_an_observer_that_raises_is_logged_once_counted_and_the_loop_goes_on(
+    tmp_path: Path, world: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = Agent(make_cfg(tmp_path, world))
+    calls: list[int] = []
+
+    def broken(camera: Camera, frame: Frame, dets: list[Detection]) -> None:
+        calls.append(frame.seq)
+        raise RuntimeError("a view's bug")
+
+    after: list[int] = []
+    agent.add_frame_observer(broken)
+    agent.add_frame_observer(lambda camera, frame, dets: after.append(frame.seq))
+    with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent.agent"):
+        assert run_agent(agent) == 0
+    # every frame inferred and queued, each failure counted, the next observer still called
+    assert (agent.frames, agent.emitted, agent.errors) == (4, 4, 0)
+    assert len(calls) == 4 and after == calls
+    assert agent.pipelines[0].observer_errors == 4
+    failed = [r for r in caplog.records if "frame observer" in r.getMessage()]
+    assert len(failed) == 1 and f"on frame {calls[0]}" in failed[0].getMessage()
+    assert failed[0].exc_info is not None and "a view's bug" in str(failed[0].exc_info[1])
+
+
+def test_without_an_observer_the_notify_step_is_never_entered(
+    tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered: list[int] = []
+    monkeypatch.setattr(CameraPipeline, "_notify", lambda self, frame, dets: entered.append(frame.seq))
+    agent = Agent(make_cfg(tmp_path, world))
+    assert run_agent(agent) == 0
+    assert agent.frames == 4 and entered == []  # the empty list is the whole cost
+    assert agent.pipelines[0].observers == []
+
+
+def test_an_observer_added_to_the_agent_is_on_every_pipeline(tmp_path: Path, world: dict[str, Path]) -> None:
+    agent = Agent(make_cfg(tmp_path, world))
+
+    def fn(camera: Camera, frame: Frame, dets: list[Detection]) -> None:
+        pass
+
+    agent.add_frame_observer(fn)
+    assert len(agent.pipelines) == 1 and agent.pipelines[0].observers == [fn]
+
+
+# ---- output steps -------------------------------------------------------------------------------
+
+
+def test_every_config_mode_has_one_step_and_the_pipeline_takes_it(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    modes = typing.get_args(typing.get_type_hints(OutputConfig)["mode"])
+    assert sorted(OUTPUT_STEPS) == sorted(modes)
+    want = {"every_frame": EveryFrameStep, "event": EventStep, "objects": ObjectsOutput}
+    assert want == OUTPUT_STEPS
+    for mode, cls in want.items():
+        agent = Agent(make_cfg(tmp_path / mode, world, mode))
+        assert type(agent.pipelines[0].output) is cls and cls.name == mode
+        assert (agent.objects is not None) is (mode == "objects")
+    assert (
+        EveryFrameStep(make_cfg(tmp_path, world), Agent(make_cfg(tmp_path, world))).policy.mode
+        == "every_frame"
+    )
+    assert EventStep(make_cfg(tmp_path, world), Agent(make_cfg(tmp_path, world))).policy.mode == "event"
+
+
+def test_the_output_step_is_chosen_once_at_start_not_per_frame(
+    tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[OutputStep] = []
+    frames: list[int] = []
+    stopped: list[int] = []
+
+    class Counting(EveryFrameStep):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            built.append(self)
+
+        def on_frame(self, frame: Frame, *args: Any) -> None:
+            frames.append(frame.seq)
+            super().on_frame(frame, *args)
+
+        def stop(self) -> None:
+            stopped.append(len(frames))
+            super().stop()
+
+    monkeypatch.setitem(output_steps.OUTPUT_STEPS, "every_frame", Counting)
+    bodies: list[dict[str, Any]] = []
+    cfg = make_cfg(tmp_path, world)
+    agent = Agent(cfg, on_result=bodies.append)
+    assert len(built) == 1 and agent.pipelines[0].output is built[0]
+    cfg.output.mode = "objects"  # read at start only: the running step stays the chosen one
+    assert run_agent(agent) == 0
+    assert len(built) == 1 and len(frames) == 4 and stopped == [4]  # stopped once, after the frames
+    assert [b["frame"] for b in bodies] == frames and {b["event"] for b in bodies} == {"every_frame"}
