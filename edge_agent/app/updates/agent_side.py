@@ -349,6 +349,7 @@ class ModelUpdates:
                     baseline_rate=self.detection_rate(),
                     require_signature=origin.startswith("mqtt:"),
                     allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
+                    planner=self._planner,  # the gate loads its models on the running agent's plans
                 )
             except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"
                 result = model_switch.record(

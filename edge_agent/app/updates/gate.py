@@ -12,10 +12,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.core.vision.defaults import CROP_PADDING
 from edge_agent.core.vision.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.planner import ProviderPlanner
 
 MAX_CROPS = 200
 
@@ -106,8 +109,10 @@ def run_gate(
     provider: Optional[str] = None,
     threads: Optional[int] = None,
     crop_padding: float = CROP_PADDING,
+    planner: Optional[ProviderPlanner] = None,
 ) -> GateResult:
-    """Compare ``candidate`` with ``current`` (role -> model path) on ``files``."""
+    """Compare ``candidate`` with ``current`` (role -> model path) on ``files``; ``planner``: the
+    running agent's (its board and plans), else this host is detected per model."""
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
 
     t0 = time.perf_counter()
@@ -122,7 +127,7 @@ def run_gate(
         return res
 
     def load(p: Path, labels: Optional[Path]) -> Any:
-        return OnnxModel(p, provider=provider, threads=threads, labels=labels, warmup=False)
+        return OnnxModel(p, provider=provider, threads=threads, labels=labels, warmup=False, planner=planner)
 
     ref = load(current["detector"], current.get("detector_labels"))
     cand = load(candidate["detector"], candidate.get("detector_labels"))

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent import __version__
 from edge_agent.adapters.updates import signing
@@ -30,6 +30,9 @@ from edge_agent.core.updates.package import (
 from edge_agent.core.updates.store_state import Highest, Outcome, StoreState, Trial, event
 from edge_agent.core.vision.defaults import CROP_PADDING
 from edge_agent.errors import EdgeAgentError, ModelError
+
+if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.planner import ProviderPlanner
 
 log = logging.getLogger("edge_agent.model_update")
 CONFIG_MODEL = None  # history entry meaning "the model named in the config file"
@@ -141,13 +144,14 @@ def install(
     baseline_rate: Optional[float] = None,
     require_signature: bool = False,
     allow_downgrade: bool = False,
+    planner: Optional[ProviderPlanner] = None,
 ) -> dict[str, Any]:
     """Verify, stage, gate and switch; returns the outcome (also kept as ``last`` in the store).
 
     Refusals (bad or missing signature, a version not newer than the highest installed, a failed
     gate) return ``{"outcome": "refused", ...}``; the running model stays. ``require_signature``:
     the package came from outside (MQTT). ``force`` and ``allow_downgrade`` are local decisions:
-    only the CLI passes them."""
+    only the CLI passes them. ``planner``: the running agent's, for the gate's model loads."""
     from edge_agent.app.updates.gate import run_gate
 
     store = store_for(cfg)
@@ -204,6 +208,7 @@ def install(
                     cfg.detector.provider,
                     cfg.detector.threads,
                     cfg.classifier.crop_padding if cfg.classifier else CROP_PADDING,
+                    planner=planner,
                 )
         except (EdgeAgentError, OSError) as exc:  # OSError: a disk full for the ring's snapshot
             store.prune(state.kept())  # the refused candidate goes, unless the device keeps it

@@ -198,3 +198,32 @@ def test_the_reason_keeps_the_float_source_and_the_cache_is_keyed_by_it(tmp_path
     skipped = OnnxModel(INT8, state_dir=str(tmp_path), ort_module=fake, system_root=tmp_path, planner=planner)
     assert fake.calls[1][1:] == ([CUDA, CPU], [{}, {}]) and planner.planned == 1
     assert skipped.info.provider_reason == (f"{base}; TensorRT skipped (qdq_int8 model, no INT8 on this GPU)")
+
+
+def test_the_gate_of_a_switch_loads_on_the_running_agents_planner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package in the inbox: the gate loads the current and the candidate detector without
+    detecting the board again (before: once per model loaded)."""
+    from support.updates import INT8, SAMPLES, pack_in_process, write_config
+
+    from edge_agent.app.cli.configfile import load_config
+    from edge_agent.app.updates.agent_side import ModelUpdates, inbox_dir, release_run_lock
+
+    cfg = load_config(write_config(tmp_path, extra="[model_update]\ntrial_s = 0\n"))
+    package = pack_in_process(
+        tmp_path / "v2.0.pkg", INT8, version="2.0", probe=sorted(SAMPLES.glob("*.jpg"))[:1]
+    )
+    updates = ModelUpdates(cfg, lambda: None)
+    try:
+        updates.build_models(cfg)
+        boards = counting(monkeypatch, "detect_board")
+        inbox_dir(cfg).mkdir(parents=True, exist_ok=True)
+        (inbox_dir(cfg) / package.name).write_bytes(package.read_bytes())
+        updates.scan_inbox()
+        second = updates.build_models(cfg)  # the reload the switch asks for
+    finally:
+        updates.stop()
+        release_run_lock(cfg)
+    assert str(updates.store.state().current).startswith("demo-2.0-") and boards == []
+    assert second.detector.model.info.sha256 == hashlib.sha256(INT8.read_bytes()).hexdigest()
