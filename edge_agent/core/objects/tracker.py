@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -115,8 +115,7 @@ def _noise_scale(s: FloatArray) -> FloatArray:
     return out
 
 
-@dataclass(slots=True)
-class _Detections:
+class _Detections(NamedTuple):
     """One frame's detections as arrays, and the valid ones by score (indices into them)."""
 
     boxes: FloatArray  # (N, 4) x1, y1, x2, y2
