@@ -1,1 +1,2 @@
-"""onnxruntime and the board under it: sessions, TensorRT engines, board detection, model facts."""
+"""onnxruntime and the board under it: sessions, the provider plan made once, TensorRT engines,
+board detection, model facts."""

@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import numpy.typing as npt
 
-from edge_agent.adapters.runtime.board import BoardInfo, detect_board
+from edge_agent.adapters.runtime.board import BoardInfo
 from edge_agent.adapters.runtime.model_info import (  # re-exported: callers and tests import them from here
     ModelInfo,
     TensorInfo,
@@ -26,10 +26,11 @@ from edge_agent.adapters.runtime.model_info import (  # re-exported: callers and
     parse_names,
     read_labels_file,
 )
+from edge_agent.adapters.runtime.planner import ProviderPlanner
 from edge_agent.adapters.runtime.tensorrt_host import EngineBuild, engine_dir
 from edge_agent.core.runtime.onnx_wire import GraphSummary, WireError, summarize
 from edge_agent.core.runtime.ort_compat import load_refusal
-from edge_agent.core.runtime.providers import CPU, TRT, ProviderPlan, plan_providers
+from edge_agent.core.runtime.providers import CPU, TRT, ProviderPlan
 from edge_agent.core.runtime.tensorrt_plan import QUANTIZED_KINDS, choose_tensorrt_source, jetson_gpu
 from edge_agent.errors import ModelError, ProviderError
 
@@ -70,42 +71,30 @@ class OnnxModel:
         float_source: Optional[Union[str, Path]] = None,
         ort_module: Any = None,
         system_root: Union[str, Path] = "/",
+        planner: Optional[ProviderPlanner] = None,
     ) -> None:
         """``float_source``: the FP32/FP16 model a quantized one was made from, for TensorRT on
-        GPUs without INT8 (Jetson Nano). ``ort_module``/``system_root``: injection points for tests."""
+        GPUs without INT8 (Jetson Nano). ``planner``: the host's plans, kept by a model set across
+        reloads (then ``board``/``available_providers`` are its own); without one, this host is
+        detected here. ``ort_module``/``system_root``: injection points for tests."""
         ort = ort_module if ort_module is not None else importlib.import_module("onnxruntime")
 
         self.path = Path(path)
         t0 = time.perf_counter()
         data = self._read(self.path)
         graph = self._summarize(self.path, data)
-        board = board or detect_board()
-        available = list(available_providers or ort.get_available_providers())
-        ort_version = str(getattr(ort, "__version__", ""))
-        refusal = load_refusal(str(self.path), graph.ir_version, graph.opsets, ort_version)
+        planner = planner or ProviderPlanner.detect(ort, board, available_providers)
+        refusal = load_refusal(str(self.path), graph.ir_version, graph.opsets, planner.ort_version)
         if refusal:  # before ORT's own multi-line error, which names neither the limit nor the fix
             raise ModelError(refusal)
-        plan = plan_providers(
-            board.kind, available, board.physical_cores, provider, threads, state_dir, ort_version
-        )
+        plan = planner.plan(provider, threads, state_dir)
         self._engine: Optional[EngineBuild] = None
         if plan.names[0] == TRT:
-            data, graph, plan = self._tensorrt_plan(data, graph, plan, board, float_source)
-            if plan.names[0] == TRT:
-                cache = engine_dir(state_dir, hashlib.sha256(data).hexdigest(), board, system_root)
-                keyed = plan_providers(
-                    board.kind,
-                    available,
-                    board.physical_cores,
-                    provider,
-                    threads,
-                    state_dir,
-                    ort_version,
-                    cache,
-                )
-                # the keyed cache path only: the reason keeps what _tensorrt_plan added (float source)
-                plan = ProviderPlan(keyed.providers, plan.reason, keyed.intra_op_threads, keyed.notes)
-                self._engine = EngineBuild(cache, self.path.name)
+            data, graph, plan = self._tensorrt_plan(data, graph, plan, planner.board, float_source)
+        if plan.names[0] == TRT:  # the keyed cache path only: the reason keeps what _tensorrt_plan added
+            cache = engine_dir(state_dir, hashlib.sha256(data).hexdigest(), planner.board, system_root)
+            plan = plan.with_engine_cache(cache)
+            self._engine = EngineBuild(cache, self.path.name)
         self.session, used = self._create_session(ort, data, plan)
         meta = dict(self.session.get_modelmeta().custom_metadata_map)
         inputs = [TensorInfo(i.name, tuple(i.shape), i.type) for i in self.session.get_inputs()]

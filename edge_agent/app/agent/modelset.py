@@ -1,17 +1,20 @@
 """The detector (+ optional classifier) the agent runs, built from config and warmed as one unit.
 
 Built completely before it is used, so a SIGHUP reload can construct a new set beside the old
-one and swap a single reference: a model that fails to load never replaces a working one.
+one and swap a single reference: a model that fails to load never replaces a working one. The set
+keeps the host's :class:`ProviderPlanner`; ``reload`` gives it to the new set, so the board is
+detected and the providers planned once per process, not once per load.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.adapters.runtime.planner import ProviderPlanner
 from edge_agent.app.cli.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file
 from edge_agent.core.config.schema import Config
 from edge_agent.core.vision.defaults import CROP_PADDING
@@ -28,9 +31,13 @@ class ModelSet:
     classifier: Optional[Classifier] = None
     classify_ids: Optional[list[int]] = None
     crop_padding: float = CROP_PADDING
+    planner: Optional[ProviderPlanner] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_config(cls, cfg: Config) -> ModelSet:
+    def from_config(cls, cfg: Config, planner: Optional[ProviderPlanner] = None) -> ModelSet:
+        """Load and warm the configured models; ``planner``: the one a running set keeps (a reload),
+        else this host is detected now."""
+        planner = planner or ProviderPlanner.detect()
         d = cfg.detector
         state = cfg.device.state_dir
         path = Path(d.model) if d.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
@@ -41,6 +48,7 @@ class ModelSet:
             labels=d.labels,
             state_dir=state,
             float_source=d.float_model,
+            planner=planner,
         )
         detector = Detector(
             model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det), d.output_format
@@ -63,10 +71,16 @@ class ModelSet:
                 threads=d.threads,
                 labels=c.labels,
                 state_dir=state,
+                planner=planner,
             )
             classifier = Classifier(cm, top_k=c.top_k, preprocess_option=c.preprocess)
             ids = detector.class_ids(c.classes) if c.classes else None
-        return cls(detector, classifier, ids, c.crop_padding if c else CROP_PADDING)
+        return cls(detector, classifier, ids, c.crop_padding if c else CROP_PADDING, planner)
+
+    def reload(self, cfg: Config) -> ModelSet:
+        """A new set from ``cfg`` on this set's planner (SIGHUP, a model switch): no second board
+        detection, and no new plan unless ``cfg`` asks for other providers or threads."""
+        return ModelSet.from_config(cfg, self.planner)
 
     def describe(self) -> dict[str, dict[str, str]]:
         """Model ids and hashes carried in every result, so a record says which weights made it."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from edge_agent.adapters.host.durable import write_durable
+from edge_agent.adapters.runtime.planner import ProviderPlanner
 from edge_agent.adapters.updates.frame_ring import FrameRing
 from edge_agent.adapters.updates.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
 from edge_agent.app.agent.modelset import ModelSet
@@ -122,6 +123,7 @@ class ModelUpdates:
         self._started = False
         self._in_progress: Optional[Path] = None  # the request file of the install running now
         self.errors = 0  # jobs the worker failed (logged each; the status shows the count)
+        self._planner: Optional[ProviderPlanner] = None  # made by the first build_models
 
     # ---- loading ----------------------------------------------------------------------------
     def build_models(self, cfg: Config) -> ModelSet:
@@ -139,12 +141,15 @@ class ModelUpdates:
                     "the agent ended uncleanly while it was on trial (crash, watchdog kill or power cut)",
                     origin="agent",
                 )
+        # the host is read once: a rollback's retry, a reload and a switch all plan on this one
+        self._planner = self._planner or ProviderPlanner.detect()
         while True:
             vid = self.store.state().current
             try:
                 if vid:
                     self.store.verify(vid)
-                models = ModelSet.from_config(model_switch.effective_config(cfg, vid, self.store))
+                effective = model_switch.effective_config(cfg, vid, self.store)
+                models = ModelSet.from_config(effective, self._planner)
                 break
             except EdgeAgentError as exc:
                 if not vid:
@@ -347,6 +352,7 @@ class ModelUpdates:
                     baseline_rate=self.detection_rate(),
                     require_signature=origin.startswith("mqtt:"),
                     allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
+                    planner=self._planner,  # the gate loads its models on the running agent's plans
                 )
             except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"
                 result = model_switch.record(

@@ -19,6 +19,7 @@ from edge_agent.core.vision.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.adapters.runtime.planner import ProviderPlanner
     from edge_agent.inference.report import ValidationReport
 
 MAX_CROPS = 200
@@ -112,8 +113,10 @@ def run_gate(
     provider: Optional[str] = None,
     threads: Optional[int] = None,
     crop_padding: float = CROP_PADDING,
+    planner: Optional[ProviderPlanner] = None,
 ) -> GateResult:
-    """Compare ``candidate`` with ``current`` (role -> model path) on ``files``."""
+    """Compare ``candidate`` with ``current`` (role -> model path) on ``files``; ``planner``: the
+    running agent's (its board and plans), else this host is detected per model."""
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
 
     t0 = time.perf_counter()
@@ -128,7 +131,7 @@ def run_gate(
         return res
 
     def load(p: Path, labels: Optional[Path]) -> OnnxModel:
-        return OnnxModel(p, provider=provider, threads=threads, labels=labels, warmup=False)
+        return OnnxModel(p, provider=provider, threads=threads, labels=labels, warmup=False, planner=planner)
 
     ref = load(current["detector"], current.get("detector_labels"))
     cand = load(candidate["detector"], candidate.get("detector_labels"))

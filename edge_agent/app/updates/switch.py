@@ -32,6 +32,7 @@ from edge_agent.core.vision.defaults import CROP_PADDING
 from edge_agent.errors import EdgeAgentError, ModelError
 
 if TYPE_CHECKING:
+    from edge_agent.adapters.runtime.planner import ProviderPlanner
     from edge_agent.core.vision.thresholds import Thresholds
 
 log = logging.getLogger("edge_agent.model_update")
@@ -144,13 +145,14 @@ def install(
     baseline_rate: Optional[float] = None,
     require_signature: bool = False,
     allow_downgrade: bool = False,
+    planner: Optional[ProviderPlanner] = None,
 ) -> dict[str, Any]:
     """Verify, stage, gate and switch; returns the outcome (also kept as ``last`` in the store).
 
     Refusals (bad or missing signature, a version not newer than the highest installed, a failed
     gate) return ``{"outcome": "refused", ...}``; the running model stays. ``require_signature``:
     the package came from outside (MQTT). ``force`` and ``allow_downgrade`` are local decisions:
-    only the CLI passes them."""
+    only the CLI passes them. ``planner``: the running agent's, for the gate's model loads."""
     from edge_agent.app.updates.gate import run_gate
 
     store = store_for(cfg)
@@ -207,6 +209,7 @@ def install(
                     cfg.detector.provider,
                     cfg.detector.threads,
                     cfg.classifier.crop_padding if cfg.classifier else CROP_PADDING,
+                    planner=planner,
                 )
         except (EdgeAgentError, OSError) as exc:  # OSError: a disk full for the ring's snapshot
             store.prune(state.kept())  # the refused candidate goes, unless the device keeps it

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -115,6 +115,16 @@ def _noise_scale(s: FloatArray) -> FloatArray:
     return out
 
 
+class _Detections(NamedTuple):
+    """One frame's detections as arrays, and the valid ones by score (indices into them)."""
+
+    boxes: FloatArray  # (N, 4) x1, y1, x2, y2
+    scores: FloatArray  # (N,)
+    classes: npt.NDArray[np.int64]  # (N,)
+    high: npt.NDArray[np.intp]  # valid, score >= high
+    low: npt.NDArray[np.intp]  # valid, low <= score < high
+
+
 class Tracker:
     """ByteTrack for one camera. ``update`` once per processed frame; not thread-safe.
 
@@ -139,6 +149,9 @@ class Tracker:
         return self._next_id
 
     def _predict(self) -> None:
+        """Stage 0: forget the last frame's detections; move every track one frame on."""
+        for t in self.tracks:
+            t.det_index = -1
         if not self.tracks:
             return
         sc = _noise_scale(self._x)
@@ -194,66 +207,87 @@ class Tracker:
     ) -> List[Track]:
         """Feed one frame's detections (x1,y1,x2,y2; score; class id); returns the confirmed tracks
         matched on this frame, each with ``det_index`` = the index of its detection."""
-        p = self.params
         self.frame += 1
+        d = self._detections(boxes, scores, classes)
+        self._predict()
+        matched: Dict[int, int] = {}  # track position -> detection index, in the order matched
+        pool, rest_high = self._match_high(d, matched)
+        self._match_low(d, pool, matched)
+        self._match_unconfirmed(d, rest_high, matched)
+        self._apply_matches(d, matched)
+        self._age_unmatched(matched)
+        self._birth(d, rest_high, matched)
+        return [t for t in self.tracks if t.confirmed and t.last_frame == self.frame]
+
+    def _detections(
+        self, boxes: npt.ArrayLike, scores: npt.ArrayLike, classes: Optional[npt.ArrayLike]
+    ) -> _Detections:
+        """The frame's arrays, and the valid detections (score >= low, a positive finite box) split
+        into high and low score."""
+        p = self.params
         b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
         sc = np.asarray(scores, dtype=np.float64).reshape(-1)
         cl = np.zeros(len(b), np.int64) if classes is None else np.asarray(classes, np.int64).reshape(-1)
         ok = (sc >= p.low) & (b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1]) & np.isfinite(b).all(axis=1)
         idx_all = np.nonzero(ok)[0]
-        high = idx_all[sc[idx_all] >= p.high]
-        low = idx_all[sc[idx_all] < p.high]
-        for t in self.tracks:
-            t.det_index = -1
-        self._predict()
-        matched: Dict[int, int] = {}  # track position -> detection index
+        return _Detections(b, sc, cl, idx_all[sc[idx_all] >= p.high], idx_all[sc[idx_all] < p.high])
 
-        # 1: confirmed tracks (tracked or lost) x high-score detections
+    def _match_high(self, d: _Detections, matched: Dict[int, int]) -> Tuple[List[int], List[int]]:
+        """Stage 1: confirmed tracks (tracked or lost) x high-score detections; returns that pool
+        of tracks and the high-score detections left."""
+        p = self.params
         pool = [i for i, t in enumerate(self.tracks) if t.confirmed]
-        sim1 = self._sim(pool, b[high], cl[high])
-        if p.fuse_score and sim1.size:
-            sim1 = sim1 * sc[high][None, :]
-        for r, c in self._match(sim1, p.match_iou):
-            matched[pool[r]] = int(high[c])
+        sim = self._sim(pool, d.boxes[d.high], d.classes[d.high])
+        if p.fuse_score and sim.size:
+            sim = sim * d.scores[d.high][None, :]
+        for r, c in self._match(sim, p.match_iou):
+            matched[pool[r]] = int(d.high[c])
         used = set(matched.values())
-        rest_high = [int(d) for d in high if int(d) not in used]
-        # 2: still-tracked (not lost) confirmed tracks left over x low-score detections
-        pool2 = [i for i in pool if i not in matched and not self.tracks[i].lost]
-        for r, c in self._match(self._sim(pool2, b[low], cl[low]), p.low_match_iou):
-            matched[pool2[r]] = int(low[c])
-        # 3: unconfirmed tracks (seen once) x the remaining high-score detections
+        return pool, [int(i) for i in d.high if int(i) not in used]
+
+    def _match_low(self, d: _Detections, pool: List[int], matched: Dict[int, int]) -> None:
+        """Stage 2: still-tracked (not lost) confirmed tracks left over x low-score detections."""
+        left = [i for i in pool if i not in matched and not self.tracks[i].lost]
+        for r, c in self._match(self._sim(left, d.boxes[d.low], d.classes[d.low]), self.params.low_match_iou):
+            matched[left[r]] = int(d.low[c])
+
+    def _match_unconfirmed(self, d: _Detections, rest_high: List[int], matched: Dict[int, int]) -> None:
+        """Stage 3: unconfirmed tracks (seen once) x the high-score detections stage 1 left."""
         fresh = [i for i, t in enumerate(self.tracks) if not t.confirmed]
         rh = np.asarray(rest_high, dtype=np.intp)
-        for r, c in self._match(self._sim(fresh, b[rh], cl[rh]), p.new_match_iou):
+        for r, c in self._match(self._sim(fresh, d.boxes[rh], d.classes[rh]), self.params.new_match_iou):
             matched[fresh[r]] = int(rh[c])
-        used = set(matched.values())
 
-        if matched:
-            t_idx = np.fromiter(matched.keys(), dtype=np.intp)
-            d_idx = np.fromiter(matched.values(), dtype=np.intp)
-            self._correct(t_idx, _to_xywh(b[d_idx]))
-            filtered = _to_xyxy(self._x[t_idx])
-            for k, (ti, di) in enumerate(zip(t_idx.tolist(), d_idx.tolist())):
-                t = self.tracks[ti]
-                t.box = (
-                    float(filtered[k, 0]),
-                    float(filtered[k, 1]),
-                    float(filtered[k, 2]),
-                    float(filtered[k, 3]),
-                )
-                t.score = float(sc[di])
-                t.class_id = int(cl[di]) if p.per_class or not t.classes else t.class_id
-                t.classes[int(cl[di])] += 1
-                t.last_frame = self.frame
-                t.hits += 1
-                t.lost = False
-                if not t.confirmed:  # ids are handed out on confirmation: blips never use one up
-                    t.confirmed = True
-                    t.track_id = self._next_id
-                    self._next_id += 1
-                t.det_index = di
+    def _apply_matches(self, d: _Detections, matched: Dict[int, int]) -> None:
+        """Correct the matched tracks' filters with their detections; a second sighting confirms."""
+        if not matched:
+            return
+        t_idx = np.fromiter(matched.keys(), dtype=np.intp)
+        d_idx = np.fromiter(matched.values(), dtype=np.intp)
+        self._correct(t_idx, _to_xywh(d.boxes[d_idx]))
+        filtered = _to_xyxy(self._x[t_idx])
+        for k, (ti, di) in enumerate(zip(t_idx.tolist(), d_idx.tolist())):
+            self._sighted(self.tracks[ti], filtered[k], float(d.scores[di]), int(d.classes[di]), di)
 
-        # tracks not matched: unconfirmed ones die, confirmed ones are lost, old lost ones removed
+    def _sighted(self, t: Track, box: FloatArray, score: float, cls: int, det_index: int) -> None:
+        """A matched track takes its filtered box, the detection's score and class; a second
+        sighting confirms it (ids are handed out on confirmation: blips never use one up)."""
+        t.box = (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+        t.score = score
+        t.class_id = cls if self.params.per_class or not t.classes else t.class_id
+        t.classes[cls] += 1
+        t.last_frame = self.frame
+        t.hits += 1
+        t.lost = False
+        if not t.confirmed:
+            t.confirmed = True
+            t.track_id = self._next_id
+            self._next_id += 1
+        t.det_index = det_index
+
+    def _age_unmatched(self, matched: Dict[int, int]) -> None:
+        """Tracks not matched: unconfirmed ones die, confirmed ones are lost, old lost ones removed
+        (and the oldest beyond MAX_LOST)."""
         keep: List[int] = []
         self.removed = []
         for i, t in enumerate(self.tracks):
@@ -261,40 +295,48 @@ class Tracker:
                 keep.append(i)
             elif not t.confirmed:
                 continue  # a one-frame blip: never reported, so not "removed" either
-            elif self.frame - t.last_frame > p.lost_frames:
+            elif self.frame - t.last_frame > self.params.lost_frames:
                 self.removed.append(t)
             else:
                 t.lost = True
                 keep.append(i)
-        lost = [i for i in keep if self.tracks[i].lost]
-        if len(lost) > MAX_LOST:
-            lost.sort(key=lambda i: self.tracks[i].last_frame)
-            drop = set(lost[: len(lost) - MAX_LOST])
-            self.removed += [self.tracks[i] for i in drop]
-            keep = [i for i in keep if i not in drop]
-        self._keep(keep)
+        self._keep(self._cap_lost(keep))
 
-        # 4: new tracks from confident leftovers (confirmed at once on the very first frame)
-        new = [d for d in rest_high if d not in used and sc[d] >= p.new_track]
-        if new:
-            self._add(_to_xywh(b[new]))
-            for d in new:
-                box = b[d]
-                first = self.frame == 1
-                t = Track(
-                    self._next_id if first else 0,
-                    (float(box[0]), float(box[1]), float(box[2]), float(box[3])),
-                    float(sc[d]),
-                    int(cl[d]),
-                    self.frame,
-                    self.frame,
-                    confirmed=first,
-                    det_index=d,
-                )
-                t.classes[int(cl[d])] += 1
-                self._next_id += int(first)
-                self.tracks.append(t)
-        return [t for t in self.tracks if t.confirmed and t.last_frame == self.frame]
+    def _cap_lost(self, keep: List[int]) -> List[int]:
+        """``keep`` without the oldest lost tracks beyond MAX_LOST (they are removed)."""
+        lost = [i for i in keep if self.tracks[i].lost]
+        if len(lost) <= MAX_LOST:
+            return keep
+        lost.sort(key=lambda i: self.tracks[i].last_frame)
+        drop = set(lost[: len(lost) - MAX_LOST])
+        self.removed += [self.tracks[i] for i in drop]
+        return [i for i in keep if i not in drop]
+
+    def _birth(self, d: _Detections, rest_high: List[int], matched: Dict[int, int]) -> None:
+        """Stage 4: new tracks from the confident high-score detections no stage matched
+        (confirmed at once on the very first frame)."""
+        used = set(matched.values())
+        new = [i for i in rest_high if i not in used and d.scores[i] >= self.params.new_track]
+        if not new:
+            return
+        self._add(_to_xywh(d.boxes[new]))
+        first = self.frame == 1
+        for i in new:
+            box = d.boxes[i]
+            cls = int(d.classes[i])
+            t = Track(
+                self._next_id if first else 0,
+                (float(box[0]), float(box[1]), float(box[2]), float(box[3])),
+                float(d.scores[i]),
+                cls,
+                self.frame,
+                self.frame,
+                confirmed=first,
+                det_index=i,
+            )
+            t.classes[cls] += 1
+            self._next_id += int(first)
+            self.tracks.append(t)
 
     def end_all(self) -> List[Track]:
         """Stop: every confirmed track ends now (the lifecycle reports their end)."""

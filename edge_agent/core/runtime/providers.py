@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from edge_agent.core.runtime.tensorrt_plan import tensorrt_options
+from edge_agent.core.runtime.tensorrt_plan import TRT_CACHE_PATH_OPTIONS, tensorrt_options
 from edge_agent.errors import ProviderError
 
 TRT = "TensorrtExecutionProvider"
@@ -46,6 +46,17 @@ class ProviderPlan:
     @property
     def names(self) -> list[str]:
         return [p for p, _ in self.providers]
+
+    def with_engine_cache(self, cache_dir: str) -> ProviderPlan:
+        """The same plan with TensorRT's engine (and timing) cache in ``cache_dir``, the keyed
+        directory of one model: what ``plan_providers(..., trt_cache_dir=cache_dir)`` gives, without
+        planning again. Only the path options the plan already has are set (ORT 1.11 has no timing
+        cache path); every other provider, the reason, threads and notes are kept; ``self`` is untouched."""
+        keyed = [
+            (n, {k: cache_dir if k in TRT_CACHE_PATH_OPTIONS else v for k, v in o.items()} if n == TRT else o)
+            for n, o in self.providers
+        ]
+        return replace(self, providers=keyed)
 
 
 def resolve_name(name: str) -> str:

@@ -50,6 +50,8 @@ TRT_OPTION_SINCE: Dict[str, Tuple[int, int]] = {
     "trt_timing_cache_enable": (1, 15),
     "trt_timing_cache_path": (1, 17),
 }
+# the options naming the engine cache directory: a model's keyed directory replaces them
+TRT_CACHE_PATH_OPTIONS = ("trt_engine_cache_path", "trt_timing_cache_path")
 QUANTIZED_KINDS = ("qdq_int8", "qoperator_int8", "dynamic_int8", "mixed")
 
 

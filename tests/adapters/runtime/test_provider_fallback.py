@@ -23,6 +23,7 @@ from support.notify import received
 
 from edge_agent.adapters.runtime.board import BoardInfo
 from edge_agent.adapters.runtime.onnx_model import OnnxModel
+from edge_agent.adapters.runtime.planner import ProviderPlanner
 from edge_agent.core.runtime.providers import CPU, CUDA, TRT
 from edge_agent.errors import ModelError
 
@@ -213,7 +214,7 @@ def test_config_float_model_reaches_the_detector_load(
     fake = FakeGpuOrt()
 
     def on_a_nano(*args: Any, **kwargs: Any) -> OnnxModel:
-        return real(*args, board=NANO, ort_module=fake, system_root=nano_root, **kwargs)
+        return real(*args, ort_module=fake, system_root=nano_root, **kwargs)
 
     monkeypatch.setattr(modelset, "OnnxModel", on_a_nano)
     cls = repo / "models/demo-classifier.onnx"
@@ -221,7 +222,7 @@ def test_config_float_model_reaches_the_detector_load(
         f'[device]\nstate_dir = "{tmp_path}"\n[detector]\nmodel = "{int8}"\nfloat_model = "{fp32}"\n'
         f'[classifier]\nmodel = "{cls}"\n'
     )
-    models = modelset.ModelSet.from_config(cfg)
+    models = modelset.ModelSet.from_config(cfg, ProviderPlanner.detect(fake, NANO))
     assert fake.calls[0][0] == hashlib.sha256(fp32.read_bytes()).hexdigest()
     assert fake.calls[0][1][0] == TRT
     assert models.detector.model.info.quant_kind == "fp32"

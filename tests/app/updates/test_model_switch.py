@@ -633,9 +633,9 @@ def test_the_gate_gets_the_configured_runtime_and_a_hidden_ring_snapshot_on_the_
     calls: list[dict[str, Any]] = []
     real = model_gate.run_gate
 
-    def recorded(cur: Any, cand: Any, files: list[Path], source: str, th: Any, *rest: Any) -> Any:
-        calls.append({"files": list(files), "source": source, "rest": rest})
-        return real(cur, cand, files, source, th, *rest)
+    def recorded(cur: Any, cand: Any, files: list[Path], source: str, th: Any, *rest: Any, **kw: Any) -> Any:
+        calls.append({"files": list(files), "source": source, "rest": rest, "kw": kw})
+        return real(cur, cand, files, source, th, *rest, **kw)
 
     monkeypatch.setattr(model_gate, "run_gate", recorded)
     cfg = cfg_of("[model_update]\nring_frames = 4\nring_interval_s = 1")
@@ -647,6 +647,7 @@ def test_the_gate_gets_the_configured_runtime_and_a_hidden_ring_snapshot_on_the_
     assert install(cfg, _pkg(tmp_path, "2.0"), origin="test")["outcome"] == "switched"
     (call,) = calls
     assert call["source"] == "ring" and call["rest"] == ("cpu", 1, 0.1)  # no classifier: the default padding
+    assert call["kw"] == {"planner": None}  # `model install` without a running agent: this host, per model
     snap = {f.parent for f in call["files"]}
     (d,) = snap  # a copy in one folder, hidden, beside the store (never /tmp: often RAM on a Pi)
     assert d.parent == store.root and d.name.startswith(".gate-") and not d.exists()

@@ -200,7 +200,9 @@ def test_the_attempt_is_on_disk_while_the_gate_runs(
         "baseline_rate": 2.5,
         "require_signature": False,
         "allow_downgrade": False,
+        "planner": agent.updates._planner,  # the gate loads on the running agent's plans
     }
+    assert seen["kw"]["planner"] is not None
     assert agent.updates._in_progress is None
 
 
