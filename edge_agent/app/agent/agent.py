@@ -258,8 +258,13 @@ class Agent:
         log.info("reloaded: detector %s", new_models.detector.model.info.model_id)
 
     def _build_models(self, cfg: Config) -> ModelSet:
-        """The installed model version (with rollback on a load failure), else the config's model."""
-        return self.updates.build_models(cfg) if self.updates is not None else ModelSet.from_config(cfg)
+        """The installed model version (with rollback on a load failure), else the config's model;
+        a reload plans on the running set's providers (no second board detection)."""
+        if self.updates is not None:
+            return self.updates.build_models(cfg)
+        if self._models is not None:
+            return self._models.reload(cfg)
+        return ModelSet.from_config(cfg)
 
     # ---- health ---------------------------------------------------------------------------------
     def warnings(self) -> list[str]:

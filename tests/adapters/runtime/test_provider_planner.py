@@ -227,3 +227,21 @@ def test_the_gate_of_a_switch_loads_on_the_running_agents_planner(
         release_run_lock(cfg)
     assert str(updates.store.state().current).startswith("demo-2.0-") and boards == []
     assert second.detector.model.info.sha256 == hashlib.sha256(INT8.read_bytes()).hexdigest()
+
+
+def test_a_sighup_reload_without_model_updates_plans_on_the_running_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's own reload (SIGHUP, [model_update] off) goes through ModelSet.reload: before, it
+    called ModelSet.from_config and detected the board and planned again."""
+    from edge_agent.app.agent.agent import Agent
+
+    boards, plans = counting(monkeypatch, "detect_board"), counting(monkeypatch, "plan_providers")
+    cfg = config(tmp_path)
+    models = ModelSet.from_config(cfg)
+    agent = Agent(cfg, models=models)
+    agent._reload()
+    assert agent.reloads == 1 and agent.reload_failures == 0
+    assert agent.models is not models and agent.models is not None
+    assert agent.models.planner is models.planner
+    assert (len(boards), len(plans)) == (1, 1)
