@@ -17,7 +17,7 @@ from pathlib import Path
 import edge_agent
 
 PKG = Path(edge_agent.__file__).resolve().parent
-CEILING = 120
+CEILING = 6  # 243 before issue 30; the six left are listed in its closing note
 ANY_ANNOTATION = re.compile(r"(: Any\b|-> Any\b)")
 
 
