@@ -166,13 +166,18 @@ def record(
     ``per_module`` maps a module path (relative to edge_agent/) to its counts: killed, by_mypy,
     timeout, survived, no_tests, other (not run to an end) and total, as ``mutation.py`` counts
     them. The row's history (the hand-written before/after) is kept; a module new to the area gets
-    a new row. Returns the rows written.
+    a new row. A module the run decided nothing of (``--only`` on other modules) keeps its row, and
+    so does a complete figure against a partial run. Returns the rows written.
     """
     data = load(path)
     rows: list[dict[str, Any]] = data["modules"]
     written: list[dict[str, Any]] = []
     for module, c in sorted(per_module.items()):
         row = next((r for r in rows if r["module"] == module and r["area"] == area), None)
+        if c["total"] - c["other"] <= 0:
+            continue  # not run at all: the last figure stands
+        if c["other"] and row is not None and row.get("total") and not row.get("partial"):
+            continue  # part of a module run again: its complete figure stands
         if row is None:
             row = {"module": module, "area": area, "history": {}}
             rows.append(row)

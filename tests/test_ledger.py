@@ -111,6 +111,38 @@ def test_testing_md_is_the_how_not_the_ledger() -> None:
     assert "mutation-ledger.md" in text
 
 
+def test_a_module_the_run_did_not_decide_keeps_its_figure(tmp_path: Path) -> None:
+    """`--only` on one module of an area: the others' mutants are all "other" (not run), and a
+    module run in part keeps its complete figure; the last full score is not overwritten."""
+    path = tmp_path / "scores.json"
+    full = {
+        "module": "app/agent/agent.py",
+        "area": "agent-loop",
+        "killed": 617,
+        "total": 636,
+        "percent": 97.0,
+    }
+    part = {"module": "app/agent/steps.py", "area": "agent-loop", "killed": 58, "total": 58, "percent": 100.0}
+    ledger.save({"areas": {}, "modules": [dict(full), dict(part)]}, path)
+    zero = {"killed": 0, "by_mypy": 0, "timeout": 0, "survived": 0, "no_tests": 0}
+    written = ledger.record(
+        "agent-loop",
+        {
+            "app/agent/agent.py": {**zero, "other": 317, "total": 317},
+            "app/agent/steps.py": {**zero, "killed": 10, "other": 48, "total": 58},
+            "app/agent/camera_pipeline.py": {**zero, "killed": 9, "survived": 1, "other": 0, "total": 10},
+        },
+        date="2026-12-02",
+        command="python .ci/mutation.py agent-loop --only ...",
+        wall_time="1 min",
+        path=path,
+    )
+    agent, steps, new = ledger.load(path)["modules"]
+    assert agent == full and steps == part
+    assert [r["module"] for r in written] == ["app/agent/camera_pipeline.py"]
+    assert (new["killed"], new["total"], new["percent"]) == (9, 10, 90.0)
+
+
 def test_the_run_table_gives_the_counts_that_are_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

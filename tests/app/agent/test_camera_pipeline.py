@@ -171,3 +171,39 @@ def test_the_output_step_is_chosen_once_at_start_not_per_frame(
     assert run_agent(agent) == 0
     assert len(built) == 1 and len(frames) == 4 and stopped == [4]  # stopped once, after the frames
     assert [b["frame"] for b in bodies] == frames and {b["event"] for b in bodies} == {"every_frame"}
+
+
+# ---- the config reaches the step; a reload reaches the frame in flight --------------------------
+
+
+def test_the_event_step_keeps_the_configured_heartbeat(tmp_path: Path, world: dict[str, Path]) -> None:
+    """``[output] heartbeat_s`` reaches the event step's policy: the same empty picture is sent
+    again after 5 s, not after the default 60 s (a step built without it passed every other test)."""
+    cfg = parse_config(
+        agent_toml(tmp_path / "s", world["camera"], world["det"], output='mode = "event"\nheartbeat_s = 5\n')
+    )
+    step = EventStep(cfg, typing.cast(Any, None))
+    assert [step.policy.decide(t, []).emit for t in (0.0, 1.0, 4.9)] == [True, False, False]
+    late = step.policy.decide(5.1, [])
+    assert late.emit and late.reason == "heartbeat"
+
+
+def test_a_frame_prepared_before_a_reload_is_inferred_on_the_new_models_unprepared(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    """The prefetch thread prepared the frame for the old model's input size; after a SIGHUP swap
+    it is inferred on the new set, from the raw frame."""
+    import threading
+    from types import SimpleNamespace
+
+    old, new, prepared = object(), object(), object()
+    owner = SimpleNamespace(
+        models=new, updates=None, sensor=None, stop_event=threading.Event(), put=None, count_error=None
+    )
+    pipe = CameraPipeline(make_cfg(tmp_path, world), typing.cast(Any, owner))
+    calls: list[tuple[object, object]] = []
+    pipe.infer = lambda frame, p, models: calls.append((p, models))  # type: ignore[method-assign,assignment,return-value]
+    frame = typing.cast(Frame, SimpleNamespace(seq=1))
+    pipe.process(frame, typing.cast(Any, prepared), typing.cast(Any, old))
+    pipe.process(frame, typing.cast(Any, prepared), typing.cast(Any, new))
+    assert calls == [(None, new), (prepared, new)]
