@@ -104,6 +104,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/vision/test_classify_rules.py",
             "tests/core/runtime/test_onnx_wire.py",
             "tests/core/runtime/test_onnx_wire_rules.py",
+            "tests/core/runtime/test_engine_cache_plan.py",
             "tests/core/runtime/test_provider_plan_rules.py",
             "tests/adapters/runtime/test_provider_fallback.py",
             "tests/adapters/runtime/test_board_providers.py",
@@ -162,6 +163,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/objects/test_tracker_rules.py",
             "tests/core/objects/test_mot_rules.py",
             "tests/core/objects/test_tracking.py",
+            "tests/core/objects/test_tracker_split.py",
         ],
     ),
     # the format registry (it was inference/formats.py; its area was inference-formats)
@@ -727,9 +729,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "edge_agent/adapters/runtime/onnx_model.py",
             "edge_agent/adapters/runtime/tensorrt_host.py",
             "edge_agent/adapters/runtime/board.py",
+            "edge_agent/adapters/runtime/planner.py",
         ],
         [
             "tests/adapters/runtime/test_runtime.py",
+            "tests/adapters/runtime/test_provider_planner.py",
             "tests/adapters/runtime/test_provider_fallback.py",
             "tests/adapters/runtime/test_board_providers.py",
             "tests/adapters/runtime/test_jetson_plan.py",
