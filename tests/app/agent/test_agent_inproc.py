@@ -394,11 +394,12 @@ def test_queue_step_names_a_non_result_message_by_its_event(
         assert agent._queue(Broken(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
         assert agent._queue(Broken(), "t", {}) is False  # type: ignore[arg-type]
         assert agent._queue(Full(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
+        assert agent._queue(Full(), "t", {"event": "ended"}) is False  # type: ignore[arg-type]
     assert [r.getMessage() for r in caplog.records] == [
         "ended message not queued: disk error: test",
         "counts message not queued: disk error: test",  # the objects mode's counts carry no event
     ]  # a rejection is logged by the outbox, once per streak
-    assert (agent.errors, agent.rejected, agent.emitted) == (2, 1, 0)
+    assert (agent.errors, agent.rejected, agent.emitted) == (2, 2, 0)  # each rejection counted
 
 
 # ---- health figures ---------------------------------------------------------------------------------
@@ -714,6 +715,9 @@ def test_the_status_between_ticks_is_built_fresh_with_the_running_parts(
         assert agent.current_status()["frames"] == 77  # between ticks: the last one
         fresh = agent.current_status(fresh=True)
         assert fresh["state"] == "draining" and fresh["frames"] == 0  # built now, the same state
+        # the pipeline's camera is in both (a fresh snapshot is what a Prometheus scrape serves)
+        assert first["camera"] == fresh["camera"] == agent.pipelines[0].camera.stats()
+        assert fresh["camera"] is not None and "state" in fresh["camera"]
     finally:
         box.close()
 
