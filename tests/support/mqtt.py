@@ -182,10 +182,16 @@ class Broker:
         tls: Optional[TlsFiles] = None,
         users: Optional[dict[str, str]] = None,
         extra_conf: Sequence[str] = (),
+        snippet: Optional[Path] = None,
+        port: Optional[int] = None,
     ) -> None:
+        """``snippet``: a mosquitto.conf snippet (``fleet enroll``'s) that brings its own listener
+        (on ``port``), authentication and ACL; only persistence, the log and ``user root`` (the
+        tests run as root, the files are 0640 root's) are added to it."""
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.snippet = snippet
+        self.port = port or free_port()
         self.tls_port = free_port() if tls else None
         self.tls = tls
         self.users = users
@@ -196,6 +202,11 @@ class Broker:
         self._write_conf()
 
     def _write_conf(self) -> None:
+        if self.snippet is not None:
+            head = ["user root", "persistence true", f"persistence_location {self.workdir}/"]
+            head += ["autosave_interval 0", f"log_dest file {self.log}", "log_type all"]
+            self.conf.write_text("\n".join(head) + "\n" + self.snippet.read_text())
+            return
         lines = [
             "user root",
             "per_listener_settings false",

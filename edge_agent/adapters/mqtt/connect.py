@@ -9,8 +9,21 @@ import ssl
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
+from edge_agent.core.broker.identity import DEVICE_ROLES, OPERATOR_ROLES
 from edge_agent.core.config.schema import MqttConfig
 from edge_agent.errors import SyncError
+
+ROLE_SUFFIXES = {**DEVICE_ROLES, **OPERATOR_ROLES}
+
+
+def login(cfg: MqttConfig, role: str) -> Optional[str]:
+    """The user name of the connection playing ``role`` (a key of core.broker.identity's
+    DEVICE_ROLES or OPERATOR_ROLES): ``username`` + the role's suffix with ``role_usernames``
+    (a broker with ``use_username_as_clientid``: every connection needs a user, hence a client id,
+    of its own, or they would close each other's sessions), else ``username`` itself."""
+    if cfg.username is None or not cfg.role_usernames:
+        return cfg.username
+    return cfg.username + ROLE_SUFFIXES[role]
 
 
 def read_password(cfg: MqttConfig) -> Optional[str]:

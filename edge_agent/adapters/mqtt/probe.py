@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 import paho.mqtt.client as mqtt
 
-from edge_agent.adapters.mqtt.connect import describe_connect_error, read_password, tls_context
+from edge_agent.adapters.mqtt.connect import describe_connect_error, login, read_password, tls_context
 from edge_agent.core.config.schema import MqttConfig
 from edge_agent.errors import EdgeAgentError
 
@@ -48,8 +48,9 @@ def probe_broker(cfg: MqttConfig, device_id: str, timeout_s: float = 5.0) -> tup
     client = mqtt.Client(
         mqtt.CallbackAPIVersion.VERSION2, client_id=f"{device_id}-doctor", reconnect_on_failure=False
     )
-    if cfg.username is not None:
-        client.username_pw_set(cfg.username, password)
+    user = login(cfg, "doctor")
+    if user is not None:
+        client.username_pw_set(user, password)
     if tls is not None:
         client.tls_set_context(tls)
     client.on_connect = on_connect
@@ -66,9 +67,9 @@ def probe_broker(cfg: MqttConfig, device_id: str, timeout_s: float = 5.0) -> tup
         if not answered.wait(timeout_s):
             return "unreachable", f"{where}: no CONNACK within {timeout_s:.0f}s"
         if outcome["refused"]:
-            who = f" as {cfg.username!r}" if cfg.username else " anonymously"
+            who = f" as {user!r}" if user else " anonymously"
             return "refused", f"{where}: broker refused the connection{who}: {outcome['refused']}"
-        return "ok", f"{where}: connected as {cfg.username or 'anonymous'}"
+        return "ok", f"{where}: connected as {user or 'anonymous'}"
     finally:
         client.disconnect()
         client.loop_stop()

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import paho.mqtt.client as mqtt
 
-from edge_agent.adapters.mqtt.connect import describe_connect_error, read_password, tls_context
+from edge_agent.adapters.mqtt.connect import describe_connect_error, login, read_password, tls_context
 from edge_agent.adapters.mqtt.session import SyncSession
 from edge_agent.adapters.outbox.outbox import Outbox
 from edge_agent.core.config.schema import MqttConfig
@@ -28,7 +28,7 @@ from edge_agent.core.messages.batch import batch_topic, kind_of, pack
 from edge_agent.core.messages.builders import encode, offline_status, topics
 from edge_agent.core.queue.backoff import backoff_delay
 from edge_agent.core.queue.policy import TokenBucket
-from edge_agent.errors import QueueError
+from edge_agent.errors import QueueError, SyncError
 
 log = logging.getLogger("edge_agent.mqtt")
 IDLE_POLL_S = 0.25
@@ -76,6 +76,13 @@ class MqttSync:
         """Validate credentials/TLS files (SyncError if unusable) and start the sync thread."""
         if not self.cfg.enabled or self._thread is not None:
             return
+        if self.cfg.role_usernames and self.cfg.username != self.device_id:
+            # the broker's ACL grants <prefix>/<id>/... to the user named <id>: under another name
+            # every publish is dropped by the broker after its PUBACK, and the device deletes it
+            raise SyncError(
+                f"mqtt.role_usernames = true needs mqtt.username = the device id {self.device_id!r}, "
+                f"got {self.cfg.username!r} (`fleet enroll` names a device's broker users after its id)"
+            )
         self._password = read_password(self.cfg)
         self._tls = tls_context(self.cfg)
         self._stop.clear()
@@ -188,8 +195,9 @@ class MqttSync:
         )
         client.max_inflight_messages_set(self.cfg.inflight)
         client.max_queued_messages_set(0)
-        if self.cfg.username is not None:
-            client.username_pw_set(self.cfg.username, self._password)
+        user = login(self.cfg, "sync")
+        if user is not None:
+            client.username_pw_set(user, self._password)
         if self._tls is not None:
             client.tls_set_context(self._tls)
         if self.status_fn is not None:

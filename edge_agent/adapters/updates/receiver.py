@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import paho.mqtt.client as mqtt
 
 from edge_agent.adapters.host.durable import move_durable, write_durable
-from edge_agent.adapters.mqtt.connect import read_password, suback_problems, tls_context
+from edge_agent.adapters.mqtt.connect import login, read_password, suback_problems, tls_context
 from edge_agent.adapters.updates.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
 from edge_agent.adapters.updates.transfers import (
     FILE_MODE,
@@ -148,8 +148,9 @@ class ModelReceiver:
     def _connect(self) -> None:
         m = self.cfg.mqtt
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, clean_session=False)
-        if m.username is not None:
-            c.username_pw_set(m.username, read_password(m))
+        user = login(m, "model")
+        if user is not None:
+            c.username_pw_set(user, read_password(m))
         ctx = tls_context(m)
         if ctx is not None:
             c.tls_set_context(ctx)

@@ -3,6 +3,7 @@
 ``status``: one line per device (state, last seen, model version, backlog, messages, gaps).
 ``gaps DEVICE``: every seq range never received and why (the device's own loss reports).
 ``retire DEVICE [--purge]``: a device taken out of service leaves the fleet views.
+``enroll`` / ``revoke``: the broker's identity files (app/collector/enroll_cmd.py).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def register(sub: Subparsers) -> None:
             "--db", metavar="URL", help=f"collector database (default: ${DB_ENV}, else {DEFAULT_DB})"
         )
         q.add_argument("--json", action="store_true", help="machine-readable output")
+    from edge_agent.app.collector.enroll_cmd import add_commands
+
+    add_commands(fsub)
     st.set_defaults(func=run_status)
     gp.set_defaults(func=run_gaps)
     rt.set_defaults(func=run_retire)

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import paho.mqtt.client as mqtt
 
-from edge_agent.adapters.mqtt.connect import read_password, tls_context
+from edge_agent.adapters.mqtt.connect import login, read_password, tls_context
 from edge_agent.adapters.updates.receiver import model_topics
 from edge_agent.core.config.schema import Config
 from edge_agent.errors import SyncError
@@ -72,11 +72,14 @@ def push_package(
     return tid
 
 
-def _connect(cfg: Config) -> mqtt.Client:
+def _connect(cfg: Config, role: str = "push") -> mqtt.Client:
+    """``role`` "watch" for the verdict watcher: with ``role_usernames`` its own broker user, else
+    the broker (client id = user name) would close the push's connection for it, and back."""
     m = cfg.mqtt
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"edge-agent-push-{uuid.uuid4().hex[:8]}")
-    if m.username is not None:
-        c.username_pw_set(m.username, read_password(m))
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"edge-agent-{role}-{uuid.uuid4().hex[:8]}")
+    user = login(m, role)
+    if user is not None:
+        c.username_pw_set(user, read_password(m))
     ctx = tls_context(m)
     if ctx is not None:
         c.tls_set_context(ctx)
@@ -104,7 +107,7 @@ class OutcomeWatcher:
         self.origin = f"mqtt:{transfer_id}"
         self.outcomes: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self._client = _connect(cfg)
+        self._client = _connect(cfg, "watch")
         self._client.on_message = self._on_message
         self._client.subscribe(f"{cfg.mqtt.topic_prefix.strip('/')}/+/status", qos=1)
 

@@ -34,6 +34,13 @@ class MqttConfig(Section):
         examples=["pi-entrance-01"],
         description="broker user name (unset: connect without credentials)",
     )
+    role_usernames: bool = Field(
+        default=False,
+        description="true (a broker enrolled by `edge-agent fleet enroll`, docs/collector.md): each connection "
+        "logs in with a user of its own, username + its role: the sync as <username>, the model receiver as "
+        "<username>-model, `doctor` as <username>-doctor (`model push`: <username>, its --wait as "
+        "<username>-watch); the broker makes that the client id. On a device: username = [device] id",
+    )
     password_file: Optional[str] = Field(
         default=None,
         examples=["mqtt-password"],
