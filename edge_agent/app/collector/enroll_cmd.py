@@ -104,12 +104,12 @@ def run_enroll(args: argparse.Namespace) -> int:
         groups = sorted({check_name(g, "--group") for g in args.group})
         collectors = [check_name(c, "--collector") for c in args.collector]
         operators = [check_name(o, "--operator") for o in args.operator]
-        if not (devices or collectors or operators):
-            raise EnrollError("nothing to enroll: name a DEVICE, a --collector or an --operator")
-        if len(groups) > MAX_GROUPS:
-            raise EnrollError(f"--group given {len(groups)} times, at most {MAX_GROUPS}")
         if groups and not devices:
             raise EnrollError("--group needs a DEVICE (groups are where devices take model pushes)")
+        if len(groups) > MAX_GROUPS:
+            raise EnrollError(f"--group given {len(groups)} times, at most {MAX_GROUPS}")
+        if not (devices or collectors or operators):
+            raise EnrollError("nothing to enroll: name a DEVICE, a --collector or an --operator")
         named = [*devices, *collectors, *operators]
         dup = sorted({n for n in named if named.count(n) > 1})
         if dup:
