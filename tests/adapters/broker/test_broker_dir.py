@@ -4,6 +4,7 @@ run interrupted anywhere healed by the next one."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from edge_agent.adapters.broker.broker_dir import apply, load, load_settings, read_secret
 from edge_agent.core.broker.files import BrokerSettings, parse_passwd, passwd_line, passwd_matches
-from edge_agent.core.broker.identity import Enrollment, EnrollError
+from edge_agent.core.broker.identity import EnrollError, Enrollment
 
 S = BrokerSettings(prefix="edge", port=1883, deploy_dir="/etc/mosquitto/edge-agent")
 
@@ -59,7 +60,7 @@ def test_rerunning_keeps_passwords_and_bytes(tmp_path: Path) -> None:
     assert read_secret(d, "cam-1") == pw
     lines = parse_passwd((d / "passwd").read_text())
     assert {u: lines[u] for u in ("cam-1", "cam-1-model", "cam-1-doctor")} == {
-        u: l for u, l in parse_passwd(before["passwd"].decode()).items()
+        u: line for u, line in parse_passwd(before["passwd"].decode()).items()
     }
     assert set(load(d).devices) == {"cam-1", "cam-2"} and load(d).collectors == ["coll"]
     # the three users of a device share its one password
@@ -148,6 +149,6 @@ def test_a_broken_registry_is_refused_not_overwritten(tmp_path: Path) -> None:
     d = tmp_path / "d"
     add(d, "cam-1")
     (d / "enrolled.json").write_text('{"version": 1, "devices": {"a b": {}}}')
-    with pytest.raises(EnrollError, match="enrolled.json: device 'a b'"):
+    with pytest.raises(EnrollError, match=re.escape("enrolled.json: device 'a b'")):
         add(d, "cam-2")
     assert (d / "enrolled.json").read_text() == '{"version": 1, "devices": {"a b": {}}}'

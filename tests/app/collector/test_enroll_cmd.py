@@ -4,10 +4,10 @@ one line for every bad input, and the device's config snippet that works with th
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from support import cli
 
 from edge_agent.app.cli.configfile import load_config

@@ -184,7 +184,10 @@ def test_the_doctor_probe_logs_in_as_its_role_user(tmp_path: Path, enrolled: tup
 
     broker, d = enrolled
     cfg = device_cfg(tmp_path, broker, d)
-    assert probe_broker(cfg.mqtt, "cam-e2e") == ("ok", f"127.0.0.1:{broker.port}: connected as cam-e2e-doctor")
+    assert probe_broker(cfg.mqtt, "cam-e2e") == (
+        "ok",
+        f"127.0.0.1:{broker.port}: connected as cam-e2e-doctor",
+    )
     wrong = cfg.mqtt.model_copy(update={"password_file": str(d / "secrets" / "coll-e2e.password")})
     outcome, text = probe_broker(wrong, "cam-e2e")
     assert outcome == "refused" and "refused the connection as 'cam-e2e-doctor'" in text

@@ -206,7 +206,7 @@ def test_settings_are_bounded_and_round_trip() -> None:
     ]:
         with pytest.raises(EnrollError, match=re.escape(msg)):
             BrokerSettings(**bad)  # type: ignore[arg-type]
-    with pytest.raises(EnrollError, match="broker.json"):
+    with pytest.raises(EnrollError, match=re.escape("broker.json")):
         parse_settings('{"prefix": "x", "evil": 1}')
 
 
