@@ -33,7 +33,11 @@ def add_commands(fsub: Subparsers) -> None:
     )
     en.add_argument("device", nargs="*", help="device ids to enroll (their [device] id)")
     en.add_argument(
-        "--group", action="append", default=[], metavar="G", help="model-push group of these devices (repeat)"
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="model-push group of these devices (repeat); sets their groups: give the full list",
     )
     en.add_argument(
         "--collector",
