@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support import cli, wait_until
 from support.collector import REPO, CollectorProc, sqlite_url
-from support.enrolled import enrolled_broker
+from support.enrolled import Peer, enrolled_broker, secret
 from support.fleetrun import count
 from support.mqtt import Broker
 from support.updates import write_config
@@ -147,6 +147,11 @@ def test_the_model_receiver_takes_an_operators_push_only_as_its_role_user(
     try:
         wait_until(rec.subscribed.is_set, 15, "the receiver's SUBACK")
         assert rec.last_error is None  # granted at QoS 1
+        marker = None
+        if not roles:
+            marker = Peer(broker.port, "cam-e2e-model", secret(d, "cam-e2e"), client_id="m")
+            assert marker.connect() == "Success"
+            marker.subscribe("edge/groups/shop/model/#")
         watcher = OutcomeWatcher(ops, "t1")  # connected through the push, as `model push --wait`
         push_package(ops, pkg, [], "shop", chunk_size=1024, transfer_id="t1")
         assert watcher.wait(0.5, [], 0) == {}
@@ -154,15 +159,15 @@ def test_the_model_receiver_takes_an_operators_push_only_as_its_role_user(
             wait_until(lambda: rec.counts["messages"] >= 4, 15, lambda: f"begin + 3 chunks: {rec.snapshot()}")
         else:
             # logged in as "cam-e2e", whose ACL has no model topic: the broker withholds them all
-            # (an acl_file still grants the SUBACK), so the key is what lets updates in
-            import time
-
-            time.sleep(1.0)
+            # (an acl_file still grants the SUBACK), so the key is what lets updates in. The
+            # sync point: a client that may read them got all four by then.
+            assert marker is not None
+            wait_until(lambda: len(marker.got) >= 4, 15, "the push at a reader allowed to see it")
             assert rec.counts["messages"] == 0
     finally:
         rec.stop()
     log = broker.log_text()
-    assert ("as cam-e2e-model (" in log) == roles
+    assert ("as cam-e2e (" in log) == (not roles)  # the receiver's login: <device> only without roles
     assert "as ops (" in log and "as ops-watch (" in log
     assert "already connected, closing old connection" not in log  # push and watcher: two users
 
