@@ -1,10 +1,13 @@
 """The enrollment directory: read it, change it, write every file atomically with tight modes.
 
 Everything is regenerated from ``enrolled.json`` and the kept passwords on every run, so a run
-interrupted anywhere is healed by the next one: password files first (a passwd line never exists
-for a password nobody kept), then ``enrolled.json``, then ``passwd``, ``acl`` and the config
-snippet. A password is generated once per identity and kept (``--rotate`` makes a new one); passwd
-lines of users this tool does not know are kept, with a warning. One run at a time (``flock``).
+cut anywhere is finished by the next one, and fails closed: first the passwords of revoked
+identities are deleted (cut here, the next run gives them a new password nobody has, so a stolen
+one is dead), then new passwords are made (a passwd line never exists for a password nobody kept),
+then ``passwd``, ``acl``, the snippet, and ``enrolled.json`` last (cut before it, a revoked
+identity is still listed and the next run cannot mistake its passwd lines for hand-added ones).
+A password is made once per identity and kept (``--rotate`` makes a new one); passwd lines of
+users this tool does not know are kept, with a warning. One run at a time (``flock``).
 """
 
 from __future__ import annotations
@@ -155,6 +158,9 @@ def apply(
         after = set(enrollment.names())
         change.removed = sorted(before - after)
         old_lines = parse_passwd(_read(layout.passwd) or "")
+        for name in change.removed:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(layout.secret(name))
         lines: dict[str, str] = {}
         for name in sorted(after):
             password = None if name in rotate else read_secret(root, name)
@@ -175,12 +181,9 @@ def apply(
             if user not in users and user not in old_users:  # a user added by hand: keep it
                 lines[user] = line
                 change.foreign_users.append(user)
-        write_durable(layout.settings, settings.to_json().encode(), BROKER_FILE_MODE)
-        write_durable(layout.enrolled, enrollment.to_json().encode(), BROKER_FILE_MODE)
         write_durable(layout.passwd, passwd_text(lines).encode(), BROKER_FILE_MODE)
         write_durable(layout.acl, acl_text(enrollment, settings.prefix).encode(), BROKER_FILE_MODE)
         write_durable(layout.conf, settings.conf().encode(), BROKER_FILE_MODE)
-        for name in change.removed:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(layout.secret(name))
+        write_durable(layout.settings, settings.to_json().encode(), BROKER_FILE_MODE)
+        write_durable(layout.enrolled, enrollment.to_json().encode(), BROKER_FILE_MODE)
     return change

@@ -97,7 +97,6 @@ def test_a_hand_added_user_is_kept_and_a_revoked_one_removed(tmp_path: Path) -> 
 
 
 def test_a_lost_passwd_is_rebuilt_from_the_kept_passwords(tmp_path: Path) -> None:
-    # the order of writes: secrets, enrolled.json, passwd, acl, snippet; a cut after any of them
     d = tmp_path / "d"
     add(d, "cam-1")
     pw = read_secret(d, "cam-1")
@@ -152,3 +151,29 @@ def test_a_broken_registry_is_refused_not_overwritten(tmp_path: Path) -> None:
     with pytest.raises(EnrollError, match=re.escape("enrolled.json: device 'a b'")):
         add(d, "cam-2")
     assert (d / "enrolled.json").read_text() == '{"version": 1, "devices": {"a b": {}}}'
+
+
+@pytest.mark.parametrize("cut_at", ["passwd", "acl", "enrolled.json"])
+def test_a_revoke_cut_short_still_kills_the_old_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut_at: str
+) -> None:
+    import edge_agent.adapters.broker.broker_dir as bd
+
+    d = tmp_path / "d"
+    add(d, "cam-1", "cam-2")
+    stolen = read_secret(d, "cam-1")
+    real = bd.write_durable
+
+    def cut(path: Path, data: bytes, mode: int = 0o640) -> None:
+        if path.name == cut_at:
+            raise OSError(28, "No space left on device")  # the power cut, as far as the files go
+        real(path, data, mode)
+
+    monkeypatch.setattr(bd, "write_durable", cut)
+    with pytest.raises(OSError):
+        apply(d, S, lambda e: e.devices.pop("cam-1"))
+    monkeypatch.setattr(bd, "write_durable", real)
+    add(d, "cam-3")  # any later run, not the revoke again
+    lines = parse_passwd((d / "passwd").read_text())
+    assert stolen is not None
+    assert not any(passwd_matches(line, stolen) for line in lines.values())
