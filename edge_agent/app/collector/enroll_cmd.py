@@ -148,6 +148,11 @@ def run_enroll(args: argparse.Namespace) -> int:
     return 0
 
 
+def _q(value: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's; raw UTF-8, no surrogate escapes)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _snippets(
     root: Path,
     settings: BrokerSettings,
@@ -156,30 +161,33 @@ def _snippets(
     operators: list[str],
     change: Change,
 ) -> None:
-    def secret_line(name: str) -> str:
+    def secret_line(name: str, etc: str = "/etc/edge-agent") -> str:
         state = "new" if name in change.new_secrets else "unchanged"
-        return f"# password ({state}): {root / 'secrets' / (name + '.password')} -> /etc/edge-agent/mqtt-password (0600)"
+        return (
+            f"# password ({state}): {root / 'secrets' / (name + '.password')} -> {etc}/mqtt-password (0600)"
+        )
 
+    prefix = _q(settings.prefix)
     for d in devices:
         _out(f"# device {d}: its /etc/edge-agent/config.toml")
         _out(secret_line(d))
-        _out(f'[device]\nid = "{d}"\n[mqtt]\ntopic_prefix = "{settings.prefix}"\nport = {settings.port}')
-        _out(f'username = "{d}"\npassword_file = "mqtt-password"\nrole_usernames = true\n')
+        _out(f"[device]\nid = {_q(d)}\n[mqtt]\n# host = the broker's address\nport = {settings.port}")
+        _out(
+            f'topic_prefix = {prefix}\nusername = {_q(d)}\npassword_file = "mqtt-password"\nrole_usernames = true\n'
+        )
     for c in collectors:
         _out(f"# collector {c}: its collector.toml")
-        _out(secret_line(c).replace("/etc/edge-agent/", "/etc/edge-collector/"))
-        _out(f'[collector]\nprefix = "{settings.prefix}"\nclient_id = "{c}"\nusername = "{c}"')
-        _out('password_file = "mqtt-password"\n')
+        _out(secret_line(c, "/etc/edge-collector"))
+        _out(f'[collector]\n# broker = "mqtt://<the broker>:{settings.port}"\nprefix = {prefix}')
+        _out(f'client_id = {_q(c)}\nusername = {_q(c)}\npassword_file = "mqtt-password"\n')
     for o in operators:
         _out(f"# operator {o}: the config `edge-agent model push` reads")
         _out(secret_line(o))
-        _out(f'[mqtt]\ntopic_prefix = "{settings.prefix}"\nusername = "{o}"\npassword_file = "mqtt-password"')
-        _out("role_usernames = true\n")
+        _out(f"[mqtt]\n# host = the broker's address\nport = {settings.port}\ntopic_prefix = {prefix}")
+        _out(f'username = {_q(o)}\npassword_file = "mqtt-password"\nrole_usernames = true\n')
     _out(f"# broker: install {root}/passwd and {root}/acl (0640, group mosquitto) in {settings.deploy_dir},")
-    _out(
-        f"# {root}/mosquitto.conf as /etc/mosquitto/conf.d/edge-agent.conf; then `systemctl reload mosquitto`"
-    )
-    _out(f"# (never copy {root}/secrets to the broker)")
+    _out(f"# {root}/mosquitto.conf as /etc/mosquitto/conf.d/edge-agent.conf; restart mosquitto the first")
+    _out(f"# time, `systemctl reload mosquitto` after later runs. Never copy {root}/secrets to the broker.")
 
 
 def run_revoke(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ def test_enroll_prints_configs_that_load_and_name_the_kept_password(tmp_path: Pa
     assert cfg.mqtt.topic_prefix == "site" and cfg.mqtt.password_file == "mqtt-password"
     assert f"password (new): {d}/secrets/cam-1.password" in out
     col = tomllib.loads(
-        "[collector]" + out.split("[collector]")[1].split("# operator")[0].split("# broker")[0]
+        "[collector]" + out.split("[collector]")[1].split("# operator")[0].split("# broker:")[0]
     )
     c = CollectorConfig(**col["collector"])
     assert c.client_id == c.username == "coll-1" and c.prefix == "site"
