@@ -33,7 +33,7 @@ from edge_agent.core.broker.files import (
     passwd_matches,
     passwd_text,
 )
-from edge_agent.core.broker.identity import EnrollError, Enrollment, parse_enrolled
+from edge_agent.core.broker.identity import MAX_IDENTITIES, EnrollError, Enrollment, parse_enrolled
 
 DIR_MODE = 0o750  # the broker's group may read passwd/acl where the directory is deployed
 SECRETS_MODE = 0o700
@@ -154,6 +154,8 @@ def apply(
         before = set(enrollment.names())
         old_users = set(enrollment.users())
         change_fn(enrollment)
+        if len(enrollment.names()) > MAX_IDENTITIES:
+            raise EnrollError(f"more than {MAX_IDENTITIES} identities in one enrollment")
         users = enrollment.users()
         after = set(enrollment.names())
         change.removed = sorted(before - after)

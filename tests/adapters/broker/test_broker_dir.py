@@ -177,3 +177,12 @@ def test_a_revoke_cut_short_still_kills_the_old_password(
     lines = parse_passwd((d / "passwd").read_text())
     assert stolen is not None
     assert not any(passwd_matches(line, stolen) for line in lines.values())
+
+
+def test_the_number_of_identities_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import edge_agent.adapters.broker.broker_dir as bd
+
+    monkeypatch.setattr(bd, "MAX_IDENTITIES", 3)
+    add(tmp_path / "d", "a", "b", "c")
+    with pytest.raises(EnrollError, match="more than 3 identities"):
+        add(tmp_path / "d", "e")
