@@ -20,7 +20,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -38,6 +38,7 @@ from edge_agent.app.agent.parts import start_sensor, start_sync
 from edge_agent.app.updates.agent_side import ModelUpdates
 from edge_agent.core.camera.motion import MotionFilter
 from edge_agent.core.config.schema import Config, require_detector
+from edge_agent.core.objects.count_keys import Op
 from edge_agent.errors import EdgeAgentError, QueueFullError
 
 if TYPE_CHECKING:
@@ -173,10 +174,19 @@ class Agent:
     def count_error(self) -> None:
         self.errors += 1
 
-    def put(self, topic: str, body: dict[str, Any]) -> bool:
+    def put(self, topic: str, body: dict[str, Any], tally: Optional[Sequence[Op]] = None) -> bool:
         """Queue one message of a pipeline into the outbox (the output steps' sink)."""
         assert self._parts is not None
-        return self._queue(self._parts.outbox, topic, body)
+        return self._queue(self._parts.outbox, topic, body, tally)
+
+    def tallies(self) -> Mapping[str, int]:
+        """The counters the outbox stores with the rows that changed them (objects mode)."""
+        assert self._parts is not None
+        return self._parts.outbox.tallies()
+
+    def store_tallies(self, ops: Sequence[Op]) -> None:
+        assert self._parts is not None
+        self._parts.outbox.store_tallies(ops)
 
     @property
     def sensor(self) -> Optional[SerialSensor]:
@@ -218,10 +228,12 @@ class Agent:
         finally:
             pipe.end()
 
-    def _queue(self, outbox: Outbox, topic: str, body: dict[str, Any]) -> bool:
+    def _queue(
+        self, outbox: Outbox, topic: str, body: dict[str, Any], tally: Optional[Sequence[Op]] = None
+    ) -> bool:
         """Queue step: one message into the durable outbox, counted; False when it was not queued."""
         try:
-            outbox.put(topic, body)
+            outbox.put(topic, body, tally)
         except QueueFullError:  # reject_new: counted and logged once per streak by the outbox
             self.rejected += 1
             return False
