@@ -100,6 +100,7 @@ def test_twenty_kill_9_leave_totals_equal_to_the_stored_crossings(tmp_path: Path
     cfg = _config(tmp_path, cam)
     db = tmp_path / "state" / "q.db"
     rng = random.Random(int.from_bytes(os.urandom(4), "big"))
+    after_kill: list[str] = []  # the queue's stored totals against its crossings, after each kill
     for k in range(KILLS):
         proc = subprocess.Popen(
             [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg)],
@@ -112,7 +113,8 @@ def test_twenty_kill_9_leave_totals_equal_to_the_stored_crossings(tmp_path: Path
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
         stored, tally = _stored(db)
-        assert tally == stored, f"after kill {k + 1}: the queue's totals {tally} != its crossings {stored}"
+        if tally != stored:
+            after_kill.append(f"kill {k + 1}: totals {tally} != crossings {stored}")
     # a clean run of 3 frames (no crossing completes): its final counts are what it started from
     done = subprocess.run(
         [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg), "--max-frames", "3"],
@@ -127,7 +129,10 @@ def test_twenty_kill_9_leave_totals_equal_to_the_stored_crossings(tmp_path: Path
     offsets = _offsets(rows)
     boots = {b["boot"] for _, b in rows}
     off = {boot: gap for boot, gap in offsets.items() if gap}
-    assert not off, f"{len(off)} of {len(boots)} boots counted above their stored crossings: {off}"
+    assert not off and not after_kill, (
+        f"{len(off)} of {len(boots)} boots counted above their stored crossings: {off}; "
+        f"{len(after_kill)} of {KILLS} kills left stored totals unequal to the crossings: {after_kill[:3]}"
+    )
     last = [b for _, b in rows if "lines" in b][-1]
     assert last["boot"] == max(boots)
     gate = last["lines"]["gate"]
