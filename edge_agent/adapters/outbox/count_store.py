@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from edge_agent.adapters.host.durable import move_durable
 from edge_agent.errors import QueueError
 
 MAX_BYTES = 1 << 20  # 64 zones + 64 lines of counters are a few kB: anything larger is not ours
@@ -31,3 +32,15 @@ def load(path: Path) -> Optional[Any]:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise QueueError(f"{path}: count checkpoint is not JSON: {exc}") from None
+
+
+def set_aside(path: Path) -> Path:
+    """After the import: ``path`` renamed ``*.imported`` (durably), so it is never read again."""
+    done = path.with_name(path.name + ".imported")
+    try:
+        move_durable(path, done)
+    except OSError as exc:
+        raise QueueError(
+            f"{path}: cannot rename the imported count checkpoint: {exc.strerror or exc}"
+        ) from None
+    return done

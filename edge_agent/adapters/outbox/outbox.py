@@ -225,7 +225,6 @@ class Outbox:
 
     def store_tallies(self, ops: Sequence[Op]) -> None:
         """Set tallies now, in a transaction of their own (the one-time import of a count file)."""
-        self._state.check_open()
         with self.db.wlock, _db_errors(self.path, "store the tallies"):
             self.writer.store_tallies(ops)
 

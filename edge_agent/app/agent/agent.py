@@ -38,6 +38,7 @@ from edge_agent.app.agent.parts import start_sensor, start_sync
 from edge_agent.app.updates.agent_side import ModelUpdates
 from edge_agent.core.camera.motion import MotionFilter
 from edge_agent.core.config.schema import Config, require_detector
+from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
 from edge_agent.core.objects.count_keys import Op
 from edge_agent.errors import EdgeAgentError, QueueFullError
 
@@ -84,6 +85,7 @@ class Agent:
         self.emitted = 0
         self.errors = 0
         self.rejected = 0
+        self._not_queued = LogThrottle(DEVICE_EVERY)
         self.reloads = 0
         self.reload_failures = 0
         self.ready_s: Optional[float] = None
@@ -239,10 +241,11 @@ class Agent:
             return False
         except EdgeAgentError as exc:  # a disk error
             self.errors += 1
-            kind = f"{body.get('event', 'counts')} message"
-            log.error(
-                "%s not queued: %s", f"result of frame {body.get('frame')}" if "image" in body else kind, exc
-            )
+            kind = "result" if "image" in body else f"{body.get('event', 'counts')} message"
+            what = f"result of frame {body.get('frame')}" if "image" in body else kind
+            line = self._not_queued.line(kind, f"{what} not queued: {exc}")  # per message: throttled
+            if line is not None:
+                log.error("%s", line)
             return False
         self.emitted += 1
         if self.on_result is not None:

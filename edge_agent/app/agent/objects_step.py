@@ -99,9 +99,13 @@ class ObjectsStep:
         if where == str(self.checkpoint):
             try:
                 store.store_tallies(count_keys.seed_ops(self.events))
-                self.checkpoint.rename(self.checkpoint.with_name(self.checkpoint.name + ".imported"))
-            except (EdgeAgentError, OSError) as exc:
-                log.error("%s: counts imported, the file stays for the next start: %s", self.checkpoint, exc)
+                count_store.set_aside(self.checkpoint)
+            except EdgeAgentError as exc:
+                log.error(
+                    "%s: counts continue from it in this run, the import is incomplete: %s",
+                    self.checkpoint,
+                    exc,
+                )
                 return
             log.info("counts imported into the queue from %s", self.checkpoint)
 

@@ -442,3 +442,37 @@ def test_a_classifier_in_objects_mode_is_warned_about_once_at_start(
     ObjectsStep(cfg)
     said = [r.getMessage() for r in caplog.records if "[classifier]" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("[classifier] in objects mode: ")
+
+
+def test_an_import_the_queue_cannot_store_keeps_the_file_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from edge_agent.errors import QueueError
+
+    ckpt = tmp_path / "object-counts.json"
+    ckpt.write_text(
+        json.dumps(
+            {
+                "interval_start": 5.0,
+                "interval": {"lines": {}, "zones": {}},
+                "totals": {"lines": {"gate": {"in": 3}}, "zones": {}},
+            }
+        )
+    )
+
+    class Refusing:
+        def tallies(self) -> Mapping[str, int]:
+            return {}
+
+        def store_tallies(self, ops: Sequence[Op]) -> None:
+            raise QueueError("q.db: cannot store the tallies: disk I/O error")
+
+    step = ObjectsStep(cfg_for(tmp_path))
+    with caplog.at_level(logging.ERROR):
+        step.restore(Refusing())
+    assert gate(step) == (3, 0)  # this run continues from the file
+    assert ckpt.exists() and not (tmp_path / "object-counts.json.imported").exists()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{ckpt}: counts continue from it in this run, the import is incomplete: "
+        "q.db: cannot store the tallies: disk I/O error"
+    ]
