@@ -35,7 +35,8 @@ def jpeg_number(img: np.ndarray) -> int:
 
 class MjpegServer:
     """``mode``: "ok", "stall" (stops sending after ``after`` parts, keeps the socket open),
-    "truncate" (part number ``after`` is cut short), "close" (closes mid-part after ``after`` parts).
+    "truncate" (part number ``after`` is cut short), "truncate_first" (the first ``after`` parts
+    are), "close" (closes mid-part after ``after`` parts).
     ``content_length``: send the Content-Length header (ESP32, mjpg-streamer do; some cameras don't).
     """
 
@@ -104,6 +105,8 @@ class MjpegServer:
                 body = jpg
                 if first_conn and self.mode == "truncate" and n == self.after:
                     body = jpg[: len(jpg) // 2]  # the camera's buffer overflowed: a cut JPEG
+                if first_conn and self.mode == "truncate_first" and n < self.after:
+                    body = jpg[: len(jpg) // 2]
                 length = f"Content-Length: {len(body)}\r\n" if self.content_length else ""
                 head = f"\r\n--{BOUNDARY}\r\nContent-Type: image/jpeg\r\n{length}\r\n"
                 h.wfile.write(head.encode() + body)

@@ -25,6 +25,7 @@ from edge_agent.adapters.camera.backends import FrameSource, FrameSourceFactory,
 from edge_agent.adapters.host.probes import lower_thread_priority
 from edge_agent.core.camera.source_spec import Frame, SourceKind, classify_source, redact_source
 from edge_agent.core.config.schema import CameraConfig
+from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
 from edge_agent.core.queue.backoff import backoff_delay
 from edge_agent.errors import CameraError, ImageError
 
@@ -120,6 +121,7 @@ class Camera:
         self.open_failures = 0
         self.errors = 0
         self.skipped = 0
+        self._refusals = LogThrottle(DEVICE_EVERY)  # refused frames: the first, then every 250th
         self.last_error: Optional[str] = None
         self._last_frame_mono: Optional[float] = None
         self._fps = 0.0
@@ -299,7 +301,10 @@ class Camera:
             except ImageError as exc:
                 self.skipped += 1
                 self._record_error(str(exc))
-                log.warning("camera %s: %s", self.name, exc)
+                # one line per refused part was 280 lines in 14 s of a bad MJPEG stream
+                line = self._refusals.line(self.name, f"camera {self.name}: {exc}")
+                if line is not None:
+                    log.warning("%s", line)
                 continue
             except (CameraError, OSError, cv2.error) as exc:
                 return f"read failed: {exc}"

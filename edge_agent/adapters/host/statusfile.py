@@ -18,6 +18,8 @@ from typing import Any, Optional, Union
 
 from edge_agent.errors import EdgeAgentError
 
+STATUS_MODE = 0o640  # owner writes, the agent's group reads, others nothing
+
 
 @dataclass(frozen=True)
 class StatusSnapshot:
@@ -33,10 +35,10 @@ def write_status(path: Union[str, Path], status: Mapping[str, Any], now: Optiona
     """Atomically replace ``path`` with the snapshot (core.status, exactly as MQTT carries it; its
     ``ts`` is the time it was taken); creates the directory.
 
-    Mode 0644 however we were started: ``edge-agent status`` is for any operator on the box, like
-    ``systemctl status``. The snapshot holds counters, states and redacted sources, never a
-    password or a URL's credentials, and the Prometheus port already serves the same to any local
-    user; the config (broker, user names) stays 0640."""
+    Mode 0640 however we were started (umask or not): the agent's group (the operators added to
+    it) may run ``edge-agent status``, other local users may not. The snapshot holds no password,
+    but it names the cameras, the broker's state and the device's figures: no business of every
+    account on the box, like the 0640 config."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     body = dict(status)
@@ -47,7 +49,7 @@ def write_status(path: Union[str, Path], status: Mapping[str, Any], now: Optiona
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, STATUS_MODE)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

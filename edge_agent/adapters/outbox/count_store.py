@@ -1,7 +1,8 @@
-"""The objects-mode counter checkpoint: one small JSON file, replaced durably (``write_durable``).
+"""The objects-mode counter checkpoint of older versions: one small JSON file, now only read.
 
-Kept beside the queue in ``state_dir`` so counts continue across a restart (docs/objects.md explains
-why a crash can lose at most ``CHECKPOINT_S`` of counts and never count anything twice).
+The counters live in the outbox, committed with their events (outbox.tallies; docs/objects.md):
+this file, fsynced before the events, was ahead of them after a kill -9. A start that finds no
+counters in the queue imports it once (app.agent.objects_step) and renames it ``*.imported``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from edge_agent.adapters.host.durable import write_durable
+from edge_agent.adapters.host.durable import move_durable
 from edge_agent.errors import QueueError
 
 MAX_BYTES = 1 << 20  # 64 zones + 64 lines of counters are a few kB: anything larger is not ours
@@ -33,11 +34,13 @@ def load(path: Path) -> Optional[Any]:
         raise QueueError(f"{path}: count checkpoint is not JSON: {exc}") from None
 
 
-def save(path: Path, state: object) -> None:
-    """Write ``state`` so that a crash leaves either the old or the new file, never half of one."""
-    data = json.dumps(state, separators=(",", ":"), allow_nan=False).encode("utf-8")
+def set_aside(path: Path) -> Path:
+    """After the import: ``path`` renamed ``*.imported`` (durably), so it is never read again."""
+    done = path.with_name(path.name + ".imported")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_durable(path, data, 0o644)
+        move_durable(path, done)
     except OSError as exc:
-        raise QueueError(f"{path}: cannot write the count checkpoint: {exc.strerror or exc}") from None
+        raise QueueError(
+            f"{path}: cannot rename the imported count checkpoint: {exc.strerror or exc}"
+        ) from None
+    return done

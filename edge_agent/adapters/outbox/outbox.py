@@ -34,6 +34,7 @@ from edge_agent.adapters.outbox.opening import open_queue
 from edge_agent.adapters.outbox.reserve import Reserve
 from edge_agent.adapters.outbox.space import SLICE_BYTES, Space, slice_batch
 from edge_agent.adapters.outbox.state import QueueState, batch_bytes
+from edge_agent.adapters.outbox.tallies import Op, checked, from_meta
 from edge_agent.adapters.outbox.writer import Writer
 from edge_agent.core.config.schema import QueueConfig
 from edge_agent.core.messages.builders import encode, stamp
@@ -87,6 +88,7 @@ class Outbox:
         s = self._state = QueueState(self.path, counters)
         self.counters = counters
         s.count, s.bytes = opened.rows, opened.nbytes
+        s.tallies = from_meta(meta)
         if recovery is not None:
             counters["salvaged"] += recovery.salvaged
             counters["lost"] += recovery.lost
@@ -123,17 +125,21 @@ class Outbox:
         return self._state.boot
 
     # ---- producer side -------------------------------------------------------------------
-    def put(self, topic: str, payload: Dict[str, Any]) -> str:
+    def put(self, topic: str, payload: Dict[str, Any], tally: Optional[Sequence[Op]] = None) -> str:
         """Queue one message; stamps ``seq`` and ``boot`` (and ``id`` when absent) into the places
         the message's builder named (``core.messages.stamp``); returns the id.
 
+        ``tally``: counter operations (outbox.tallies) committed with this row, or never.
         Every call takes a sequence number, also when the message is then rejected, so the far
         end sees every result the device lost as a gap. Raises QueueFullError under ``reject_new``
-        at a cap or on a full disk, and for a message larger than ``max_bytes`` under any policy.
+        at a cap or on a full disk, and for a message larger than ``max_bytes`` under any policy;
+        it raises only when the message was not queued (a failed commit of a queued one is the
+        flusher's to retry).
         """
         s = self._state
+        ops = checked(tally) if tally else ()
         try:
-            return self._put(topic, payload)
+            return self._put(topic, payload, ops)
         except QueueFullError:
             # a refused message took a number too: beyond the reservation, reserve it (and the
             # count of refusals) in the marks, or a crash would forget the loss and reuse the number
@@ -143,7 +149,7 @@ class Outbox:
                 self.ledger.reserve_seq()
             raise
 
-    def _put(self, topic: str, payload: Dict[str, Any]) -> str:
+    def _put(self, topic: str, payload: Dict[str, Any], ops: Tuple[Op, ...]) -> str:
         s = self._state
         with s.lock:
             s.check_open()
@@ -160,14 +166,20 @@ class Outbox:
                 s.batch_since = time.monotonic()
             s.batch.append((msg_id, topic, data, time.time(), s.seq))
             s.batch_bytes += len(data)
+            if ops:
+                s.tally_ops[s.seq] = ops
             n = len(s.batch)
             if n == 1 or n >= self.flush_batch:  # start the interval clock, or flush now
                 s.cond.notify_all()
             reserve_spent = s.seq >= s.seq_reserved
         if self.flush_interval_s == 0 or n >= 4 * self.flush_batch or reserve_spent:
-            # reject_new on a full disk: the batch is held, later puts refused
-            with contextlib.suppress(QueueFullError):
+            try:
                 self.flush()
+            except QueueFullError:  # reject_new on a full disk: the batch is held, later puts refused
+                pass
+            except QueueError as exc:
+                # queued (requeued for the flusher): raising made the caller take its tally back
+                s.warn("flush", f"outbox {self.path}: flush failed (will retry): {exc}", logging.ERROR)
         return msg_id
 
     def _reject(self, reason: str) -> None:
@@ -205,6 +217,16 @@ class Outbox:
                     s.requeue([b for later in slices[k:] for b in later])
                     raise
             return n
+
+    def tallies(self) -> Dict[str, int]:
+        """The stored tallies (outbox.tallies): what the committed rows' operations made them."""
+        with self._state.lock:
+            return dict(self._state.tallies)
+
+    def store_tallies(self, ops: Sequence[Op]) -> None:
+        """Set tallies now, in a transaction of their own (the one-time import of a count file)."""
+        with self.db.wlock, _db_errors(self.path, "store the tallies"):
+            self.writer.store_tallies(ops)
 
     # ---- sync side: the claims part, behind the boundary ---------------------------------
     def claim(self, n: int, newest_first: bool = False) -> List[Message]:

@@ -203,6 +203,7 @@ class Space:
                     raise
                 if self.step("drop", batch_rows=len(batch)).action == "drop_batch":
                     break
+        self._writer.forget_tallies(batch)  # counted as dropped: never counted in a tally either
         with s.lock:
             s.counters["dropped"] += len(batch)
             s.dirty = True

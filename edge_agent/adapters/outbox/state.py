@@ -51,6 +51,9 @@ class QueueState:
         self.committing: Tuple[int, int] = (0, 0)
         self.inflight: Set[int] = set()
         self.acked_undeleted: Set[int] = set()
+        # tallies (outbox.tallies): the stored values, and the operations of rows not committed yet
+        self.tallies: Dict[str, int] = {}
+        self.tally_ops: Dict[int, Tuple[Tuple[str, str, int], ...]] = {}  # seq -> operations
         # sequence (see outbox_marks.Ledger.resume): handed out, committed, reserved on disk
         self.boot = 0
         self.seq = self.seq_reserved = self.seq_at_open = self.seq_committed = 0

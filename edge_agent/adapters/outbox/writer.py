@@ -1,5 +1,6 @@
 """The outbox's commit path: one group commit of the batch, with the drops the caps require, the
-counters and the marks, in one write transaction on the writer connection."""
+counters, the tallies the batch's rows carried (outbox.tallies) and the marks, in one write
+transaction on the writer connection."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import List, Tuple
 
+from edge_agent.adapters.outbox import tallies
 from edge_agent.adapters.outbox.db import ROWS_DELTA
 from edge_agent.adapters.outbox.marks import Ledger
 from edge_agent.adapters.outbox.state import Batch, Connections, QueueState, batch_bytes
@@ -55,11 +57,15 @@ class Writer:
         added = batch_bytes(batch)
         committed = max([s.seq_committed, *(b[4] for b in batch)])
         s.ahead = min(self._flush_batch, max(16, 2 * len(batch)))
+        with s.lock:
+            carried = [s.tally_ops[b[4]] for b in batch if b[4] in s.tally_ops]
+        folded = tallies.fold(carried)
         with self.txn():
             conn.executemany(
                 "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?,?,?,?,?)",
                 [(m, t, p, len(p), c) for m, t, p, c, _ in batch],
             )
+            tallies.write(conn, folded)  # with the rows that carried them, or not at all
             dropped, freed = self.drop_over_limits(count + len(batch), nbytes + added)
             with s.lock:
                 counters = dict(s.counters)
@@ -76,6 +82,10 @@ class Writer:
             s.disk_full = False
             s.seq_reserved = dict(meta)["seq"]
             s.seq_committed = committed
+            tallies.apply(s.tallies, folded)
+            # every row up to committed is stored or given up: their operations are done with
+            for q in [q for q in s.tally_ops if q <= committed]:
+                del s.tally_ops[q]
         if s.capped:
             self._db.checkpoint()  # on a full disk the WAL's bytes go straight back
         if dropped:
@@ -86,6 +96,22 @@ class Writer:
                 f"(dropped so far: {s.counters['dropped']})",
             )
         return len(batch)
+
+    def store_tallies(self, ops: Sequence[tallies.Op]) -> None:
+        """Set tallies in a transaction of their own, at once (a one-time import; the caller
+        holds ``db.wlock``)."""
+        folded = tallies.fold([tallies.checked(ops)])
+        with self.txn():
+            tallies.write(self._db.w, folded)
+            self._db.w.execute("COMMIT")
+        with self._s.lock:
+            tallies.apply(self._s.tallies, folded)
+
+    def forget_tallies(self, batch: Batch) -> None:
+        """A full disk gave ``batch`` up: its rows' operations are never applied."""
+        with self._s.lock:
+            for b in batch:
+                self._s.tally_ops.pop(b[4], None)
 
     # ---- drops (inside the writer's transaction) -----------------------------------------
     def droppable(self, limit: int, order: str = "ASC") -> List[Tuple[int, int]]:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Literal, Optional, Protocol
 import serial
 
 from edge_agent.core.config.schema import SensorConfig
+from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
 from edge_agent.core.queue.backoff import backoff_delay
 from edge_agent.core.sensor.parse import EdgeTrigger, Reading, make_parser, parse_trigger
 from edge_agent.errors import SensorError
@@ -87,6 +88,7 @@ class SerialSensor:
         self.lines = 0
         self.readings = 0
         self.garbage = 0
+        self._refusals = LogThrottle(DEVICE_EVERY)  # garbage lines: the first, then every 250th
         self.triggers = 0
         self.reconnects = 0
         self.open_failures = 0
@@ -158,10 +160,11 @@ class SerialSensor:
         except SensorError as exc:
             self.garbage += 1
             self.last_error = str(exc)
-            # first few at warning level so a wrong protocol setting is obvious; then debug
-            log.log(
-                logging.WARNING if self.garbage <= 5 else logging.DEBUG, "sensor %s: %s", self.cfg.port, exc
-            )
+            # the first (a wrong protocol setting is obvious), then every 250th with the count: a
+            # line per garbage line (a wrong baud rate: hundreds a second) filled the journal
+            text = self._refusals.line(self.cfg.port, f"sensor {self.cfg.port}: {exc}")
+            if text is not None:
+                log.warning("%s", text)
             return None
         self.readings += 1
         with self._lock:

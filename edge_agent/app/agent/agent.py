@@ -20,7 +20,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -38,6 +38,8 @@ from edge_agent.app.agent.parts import start_sensor, start_sync
 from edge_agent.app.updates.agent_side import ModelUpdates
 from edge_agent.core.camera.motion import MotionFilter
 from edge_agent.core.config.schema import Config, require_detector
+from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
+from edge_agent.core.objects.count_keys import Op
 from edge_agent.errors import EdgeAgentError, QueueFullError
 
 if TYPE_CHECKING:
@@ -83,6 +85,7 @@ class Agent:
         self.emitted = 0
         self.errors = 0
         self.rejected = 0
+        self._not_queued = LogThrottle(DEVICE_EVERY)
         self.reloads = 0
         self.reload_failures = 0
         self.ready_s: Optional[float] = None
@@ -173,10 +176,19 @@ class Agent:
     def count_error(self) -> None:
         self.errors += 1
 
-    def put(self, topic: str, body: dict[str, Any]) -> bool:
+    def put(self, topic: str, body: dict[str, Any], tally: Optional[Sequence[Op]] = None) -> bool:
         """Queue one message of a pipeline into the outbox (the output steps' sink)."""
         assert self._parts is not None
-        return self._queue(self._parts.outbox, topic, body)
+        return self._queue(self._parts.outbox, topic, body, tally)
+
+    def tallies(self) -> Mapping[str, int]:
+        """The counters the outbox stores with the rows that changed them (objects mode)."""
+        assert self._parts is not None
+        return self._parts.outbox.tallies()
+
+    def store_tallies(self, ops: Sequence[Op]) -> None:
+        assert self._parts is not None
+        self._parts.outbox.store_tallies(ops)
 
     @property
     def sensor(self) -> Optional[SerialSensor]:
@@ -218,19 +230,22 @@ class Agent:
         finally:
             pipe.end()
 
-    def _queue(self, outbox: Outbox, topic: str, body: dict[str, Any]) -> bool:
+    def _queue(
+        self, outbox: Outbox, topic: str, body: dict[str, Any], tally: Optional[Sequence[Op]] = None
+    ) -> bool:
         """Queue step: one message into the durable outbox, counted; False when it was not queued."""
         try:
-            outbox.put(topic, body)
+            outbox.put(topic, body, tally)
         except QueueFullError:  # reject_new: counted and logged once per streak by the outbox
             self.rejected += 1
             return False
         except EdgeAgentError as exc:  # a disk error
             self.errors += 1
-            kind = f"{body.get('event', 'counts')} message"
-            log.error(
-                "%s not queued: %s", f"result of frame {body.get('frame')}" if "image" in body else kind, exc
-            )
+            kind = "result" if "image" in body else f"{body.get('event', 'counts')} message"
+            what = f"result of frame {body.get('frame')}" if "image" in body else kind
+            line = self._not_queued.line(kind, f"{what} not queued: {exc}")  # per message: throttled
+            if line is not None:
+                log.error("%s", line)
             return False
         self.emitted += 1
         if self.on_result is not None:

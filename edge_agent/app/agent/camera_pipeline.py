@@ -26,6 +26,7 @@ from edge_agent.app.agent.steps import feed_model_updates
 from edge_agent.core.camera.motion import MotionFilter
 from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.schema import Config
+from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
 from edge_agent.core.vision.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
 from edge_agent.core.vision.results import Detection
 from edge_agent.errors import EdgeAgentError
@@ -64,6 +65,7 @@ class CameraPipeline:
         self.output: OutputStep = output_step(cfg, owner)  # chosen once, here
         self.observers: list[FrameObserver] = []
         self.observer_errors = 0
+        self._infer_errors = LogThrottle(DEVICE_EVERY)
         self.prefetch: Optional[Prefetch] = None
         self.trigger_only = False
         self.frames = 0
@@ -191,7 +193,9 @@ class CameraPipeline:
             )
         except EdgeAgentError as exc:
             self.owner.count_error()
-            log.error("frame %d: %s", frame.seq, exc)
+            line = self._infer_errors.line("infer", f"frame {frame.seq}: {exc}")  # per frame: throttled
+            if line is not None:
+                log.error("%s", line)
             return None
         timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
         timings["age"] = (t0 - frame.ts_mono) * 1e3  # how old the frame is when inference starts

@@ -1,17 +1,17 @@
 """Objects mode's step of the agent loop: detections -> tracker -> object events -> outbox.
 
 One instance per camera. ``on_frame`` is the only per-frame call; ``stop`` ends every object and
-writes the final counts. The counter checkpoint (adapters.count_store) is written when counts
-change (at most every ``CHECKPOINT_S``), before each counts message is queued, and at stop.
+queues the final counts. The counters are stored by the outbox with the events that changed them
+(core.objects.count_keys: each put carries its counter operations); ``restore`` continues them
+at start, importing the JSON checkpoint of older versions once (adapters.count_store).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -20,6 +20,8 @@ from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.scene import objects_classifier_warning
 from edge_agent.core.config.schema import Config
 from edge_agent.core.messages.builders import counts_message, object_message, object_topics
+from edge_agent.core.objects import count_keys
+from edge_agent.core.objects.count_keys import Op
 from edge_agent.core.objects.lifecycle import ObjectEvents
 from edge_agent.core.objects.tracker import Tracker, TrackerParams
 from edge_agent.core.vision.results import Detection
@@ -28,8 +30,21 @@ from edge_agent.errors import EdgeAgentError
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_S = 1.0
-Put = Callable[[str, Dict[str, Any]], bool]  # queue one message; False when it was not queued
+
+class Put(Protocol):
+    def __call__(self, topic: str, body: Dict[str, Any], tally: Optional[Sequence[Op]] = None) -> bool:
+        """Queue one message with its counter operations; False when it was not queued."""
+        ...
+
+
+class CountStore(Protocol):
+    """Where the counters are stored (the agent's outbox)."""
+
+    def tallies(self) -> Mapping[str, int]: ...
+
+    def store_tallies(self, ops: Sequence[Op]) -> None:
+        """Store ``ops`` now (raises EdgeAgentError when it cannot)."""
+        ...
 
 
 def tracker_params(cfg: Config) -> TrackerParams:
@@ -62,18 +77,37 @@ class ObjectsStep:
         if unused is not None:
             log.warning("%s", unused)
         self._labels: Dict[int, str] = {}
-        self._dirty = False
-        self._saved_at = 0.0
         self.sent = 0
-        try:
-            state = count_store.load(self.checkpoint)
-        except EdgeAgentError as exc:
-            log.error("counts start from zero: %s", exc)
-            state = None
-        if state is not None:
-            problem = self.events.restore_counts(state)
-            if problem is not None:
-                log.error("counts start from zero: %s: %s", self.checkpoint, problem)
+
+    def restore(self, store: CountStore) -> None:
+        """Continue the stored counters; without any, import the old JSON checkpoint once (then
+        renamed ``*.imported``: the outbox holds the counters from there on)."""
+        stored = count_keys.state_from(store.tallies(), self.events.interval_start)
+        where = "the queue's counters"
+        if stored is None:
+            try:
+                stored = count_store.load(self.checkpoint)
+            except EdgeAgentError as exc:
+                log.error("counts start from zero: %s", exc)
+            where = str(self.checkpoint)
+        if stored is None:
+            return
+        problem = self.events.restore_counts(stored)
+        if problem is not None:
+            log.error("counts start from zero: %s: %s", where, problem)
+            return
+        if where == str(self.checkpoint):
+            try:
+                store.store_tallies(count_keys.seed_ops(self.events))
+                count_store.set_aside(self.checkpoint)
+            except EdgeAgentError as exc:
+                log.error(
+                    "%s: counts continue from it in this run, the import is incomplete: %s",
+                    self.checkpoint,
+                    exc,
+                )
+                return
+            log.info("counts imported into the queue from %s", self.checkpoint)
 
     def on_frame(self, frame: Frame, dets: Sequence[Detection], put: Put) -> List[Dict[str, Any]]:
         """Track this frame's detections, queue its events (and the counts when due)."""
@@ -93,13 +127,12 @@ class ObjectsStep:
         return events
 
     def stop(self, put: Put, frame: Optional[Frame] = None) -> None:
-        """End every tracked object, send the counts so far, checkpoint."""
+        """End every tracked object, send the counts so far."""
         now_mono = time.monotonic()
         events = self.events.end_all(self.tracker.end_all(), now_mono)
         self._queue(events, frame, put)
         if self.cfg.zones or self.cfg.lines:
-            self._send_counts(self.events.take_counts(time.time()), put)
-        self._save()
+            self._send_counts(time.time(), put)
 
     # ---- internals ----------------------------------------------------------------------------
     def _label(self, class_id: int) -> str:
@@ -132,8 +165,6 @@ class ObjectsStep:
                 best = ev.pop("_best_image", None)
                 if best is not None:
                     snap = encode_snapshot(best, self.cfg.output.snapshot_max_bytes)
-            if ev["event"] in ("line_crossed", "zone_entered"):
-                self._dirty = True
             body = object_message(
                 ev,
                 device_id=self.cfg.device.id,
@@ -142,31 +173,25 @@ class ObjectsStep:
                 frame=frame.seq if frame is not None else None,
                 snapshot_jpeg_b64=snap,
             )
-            if put(self.topic, body):
+            if put(self.topic, body, count_keys.event_ops(ev)):
                 self.sent += 1
+            else:  # not stored: neither is its count (the outbox took nothing of it)
+                count_keys.uncount(self.events, ev)
 
     def _counts(self, put: Put) -> None:
         now = time.time()
-        due = self.events.counts_due(now)
-        if due is not None:
-            self._send_counts(due, put)
-        elif self._dirty and time.monotonic() - self._saved_at >= CHECKPOINT_S:
-            self._save()
+        if self.events.counts_is_due(now):
+            self._send_counts(now, put)
 
-    def _send_counts(self, counts: Dict[str, Any], put: Put) -> None:
-        # checkpoint first: a crash between the two loses this message (a seq gap), never re-sends
-        # the interval's counts a second time after the restart
-        self._save()
+    def _send_counts(self, now: float, put: Put) -> None:
+        # the interval restarts in the transaction that stores its message: a crash before the
+        # commit loses neither (the next boot's first message carries the interval's counts)
+        interval, start = self.events.interval, self.events.interval_start
+        counts = self.events.take_counts(now)
         body = counts_message(
             counts, device_id=self.cfg.device.id, ts=time.time(), interval_s=self.cfg.output.counts_interval_s
         )
-        if put(self.counts_topic, body):
+        if put(self.counts_topic, body, count_keys.reset_ops(self.events)):
             self.sent += 1
-
-    def _save(self) -> None:
-        try:
-            count_store.save(self.checkpoint, self.events.count_state())
-        except EdgeAgentError as exc:
-            log.error("%s", exc)
-        self._dirty = False
-        self._saved_at = time.monotonic()
+        else:  # refused: the interval goes on, its counts go with the next message
+            self.events.interval, self.events.interval_start = interval, start

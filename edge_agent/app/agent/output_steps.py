@@ -10,6 +10,7 @@ frame. A new mode is one class here and one entry in :data:`OUTPUT_STEPS` (its n
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Protocol
 
 from edge_agent.app.agent.modelset import ModelSet
@@ -19,6 +20,7 @@ from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.schema import Config
 from edge_agent.core.messages.builders import topics
 from edge_agent.core.messages.output_policy import OutputPolicy
+from edge_agent.core.objects.count_keys import Op
 from edge_agent.core.vision.results import Detection
 
 if TYPE_CHECKING:
@@ -29,9 +31,16 @@ class Sink(Protocol):
     """Where a step's messages go (the agent's outbox, shared by every camera) and the sensor
     whose latest reading a result may carry."""
 
-    def put(self, topic: str, body: dict[str, Any]) -> bool:
-        """Queue one message; False when it was not queued (counted by the agent)."""
+    def put(self, topic: str, body: dict[str, Any], tally: Optional[Sequence[Op]] = None) -> bool:
+        """Queue one message (with the counter operations it carries, committed with it); False
+        when it was not queued (counted by the agent)."""
         ...
+
+    def tallies(self) -> Mapping[str, int]:
+        """The counters the queue stores (objects mode)."""
+        ...
+
+    def store_tallies(self, ops: Sequence[Op]) -> None: ...
 
     @property
     def sensor(self) -> Optional[SerialSensor]: ...
@@ -98,16 +107,25 @@ class ObjectsOutput(OutputStep):
     def __init__(self, cfg: Config, sink: Sink) -> None:
         super().__init__(cfg, sink)
         self.objects = ObjectsStep(cfg)
+        self._restored = False
+
+    def _restore(self) -> None:
+        # here, not in __init__: the pipeline is built before the agent opens its outbox
+        if not self._restored:
+            self._restored = True
+            self.objects.restore(self.sink)
 
     def on_frame(
         self, frame: Frame, dets: list[Detection], timings: dict[str, float], models: ModelSet
     ) -> None:
         t1 = time.monotonic()
+        self._restore()
         self.objects.on_frame(frame, dets, self.sink.put)
         timings["track"] = (time.monotonic() - t1) * 1e3  # in the status latency (same dict)
 
     def stop(self) -> None:
         """Every object still tracked ends; the counts so far."""
+        self._restore()
         self.objects.stop(self.sink.put)
 
 

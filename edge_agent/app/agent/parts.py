@@ -14,6 +14,7 @@ from edge_agent.adapters.host.probes import clock_synchronised
 from edge_agent.adapters.outbox.outbox import Outbox
 from edge_agent.core.config.schema import Config
 from edge_agent.core.messages.builders import sensor_message, topics
+from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
 from edge_agent.errors import EdgeAgentError
 
 if TYPE_CHECKING:  # imported when started: paho and pyserial load only when used
@@ -52,6 +53,7 @@ def start_sensor(cfg: Config, outbox: Outbox, count_error: Callable[[], None]) -
     on_reading = None
     if scfg.publish:
         topic = topics(cfg.mqtt.topic_prefix, cfg.device.id).sensors
+        not_queued = LogThrottle(DEVICE_EVERY)
 
         def on_reading(reading: dict[str, Any]) -> None:
             # readings on their own topic, through the same durable outbox (sensor thread)
@@ -62,7 +64,9 @@ def start_sensor(cfg: Config, outbox: Outbox, count_error: Callable[[], None]) -
                 outbox.put(topic, body)
             except EdgeAgentError as exc:
                 count_error()
-                log.error("sensor reading not queued: %s", exc)
+                line = not_queued.line("reading", f"sensor reading not queued: {exc}")  # per reading
+                if line is not None:
+                    log.error("%s", line)
 
     sensor = SerialSensor(scfg, on_reading=on_reading)
     sensor.start()

@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Optional
 
 DEFAULT_EVERY = 100
+# the device's per-frame / per-line refusals (camera parts, sensor lines): at 20 bad frames a second
+# a line every 12.5 s; 1,000 refusals make 5 lines, the last saying 1000
+DEVICE_EVERY = 250
 MAX_KEYS = 1024  # keys are outside values (a device id): bounded, the oldest forgotten first
 
 

@@ -6,8 +6,8 @@ decides, and ``ended`` when the tracker drops it (duration, classes seen, best c
 per line (in/out) and zone (entered, occupancy) accumulate for ``counts_interval_s`` and are then
 reported as one counts body, with the totals since the counters were created.
 
-The counters are plain data (:meth:`ObjectEvents.count_state` / :meth:`restore_counts`) so the app
-can checkpoint them and a restart continues them instead of starting again from zero.
+The counters are plain data (:meth:`ObjectEvents.count_state` / :meth:`restore_counts`; as named
+integers: core.objects.count_keys) so the app stores them and a restart continues them.
 """
 
 from __future__ import annotations
@@ -197,11 +197,13 @@ class ObjectEvents:
                     occ[name] += 1
         return occ
 
+    def counts_is_due(self, now: float) -> bool:
+        """An interval has ended (and there is something to count)."""
+        return now - self.interval_start >= self.interval_s and bool(self.lines or self.zones)
+
     def counts_due(self, now: float) -> Optional[Dict[str, Any]]:
         """The counts body when an interval has ended (then a new one starts), else None."""
-        if now - self.interval_start < self.interval_s or not (self.lines or self.zones):
-            return None
-        return self.take_counts(now)
+        return self.take_counts(now) if self.counts_is_due(now) else None
 
     def take_counts(self, now: float) -> Dict[str, Any]:
         occ = self.occupancy()

@@ -25,8 +25,8 @@ def test_roundtrip_and_age(tmp_path: Path) -> None:
     assert snap.data["fps"] == 9.5 and snap.data["camera"] == {"state": "streaming"}
     assert snap.written_at == 1000.0 and snap.age_s == 12.5
     assert snap.is_stale(10.0) and not snap.is_stale(15.0)
-    # any operator may run `edge-agent status` (issue 22): readable by all, writable by the agent only
-    assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+    # the agent's group may run `edge-agent status`, others may not read it; the agent writes
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
     assert [p.name for p in path.parent.iterdir()] == ["status.json"]  # no temp files left behind
 
 
@@ -92,3 +92,19 @@ def test_a_file_from_the_future_is_age_zero(tmp_path: Path) -> None:
     write_status(p, {"state": "running"}, now=1000.0)
     snap = read_status(p, now=900.0)
     assert snap is not None and snap.age_s == 0.0 and not snap.is_stale(0.0)
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_the_status_file_is_0640_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    """0640 on the real file under any umask: 0 would have left 0600 of mkstemp or a 0666 file,
+    077 must not take the group's read away."""
+    old = os.umask(umask)
+    try:
+        path = tmp_path / "status.json"
+        write_status(path, {"fps": 1.0}, now=5.0)
+        write_status(path, {"fps": 2.0}, now=6.0)  # replaced, not appended to: the mode again
+    finally:
+        os.umask(old)
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
+    snap = read_status(path, now=6.0)
+    assert snap is not None and snap.data["fps"] == 2.0

@@ -1,31 +1,26 @@
-"""The objects-mode count checkpoint: replaced durably (a power cut leaves the old counts or the
-new), bounded on read, and every bad file one error naming it."""
+"""The objects-mode count checkpoint of older versions, read once for the import: bounded on read,
+and every bad file one error naming it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from edge_agent.adapters.host import durable
 from edge_agent.adapters.outbox import count_store
 from edge_agent.errors import QueueError
 
 
-def test_save_replaces_the_file_through_the_durable_helper(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    dirs: list[Path] = []
-    real = durable.fsync_dir
-    monkeypatch.setattr(durable, "fsync_dir", lambda p: (dirs.append(Path(p)), real(p))[1])
-    path = tmp_path / "state" / "counts.json"
-    count_store.save(path, {"zones": {"door": {"in": 3}}})
-    count_store.save(path, {"zones": {"door": {"in": 4}}})
-    assert dirs == [path.parent, path.parent]  # written beside, renamed, directory synced: twice
-    assert count_store.load(path) == {"zones": {"door": {"in": 4}}}
-    assert os.listdir(path.parent) == ["counts.json"]
-    assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+def test_the_module_only_reads_now() -> None:
+    """The counters moved into the outbox (outbox.tallies): nothing writes this file any more."""
+    assert not hasattr(count_store, "save")
+
+
+def test_an_unreadable_checkpoint_is_one_queue_error(tmp_path: Path) -> None:
+    d = tmp_path / "dir.json"
+    d.mkdir()
+    with pytest.raises(QueueError, match=r"dir.json: cannot read the count checkpoint"):
+        count_store.load(d)
 
 
 def test_a_checkpoint_of_exactly_the_cap_is_read_one_byte_more_is_refused(
@@ -49,13 +44,3 @@ def test_a_missing_checkpoint_is_none_and_a_broken_one_names_the_file(tmp_path: 
     bad.write_bytes(b"\xff\xfe")
     with pytest.raises(QueueError, match=r"bad.json: count checkpoint is not JSON"):
         count_store.load(bad)
-
-
-def test_an_unwritable_place_is_one_queue_error(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    with pytest.raises(QueueError, match=r"cannot write the count checkpoint"):
-        count_store.save(blocker / "counts.json", {"a": 1})
-    with pytest.raises(ValueError):
-        count_store.save(tmp_path / "nan.json", {"a": float("nan")})  # never written as NaN
-    assert not (tmp_path / "nan.json").exists()

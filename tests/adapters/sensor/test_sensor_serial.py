@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -277,3 +278,23 @@ def test_a_sensor_stopped_before_it_started_says_stopped() -> None:
     s = SerialSensor(SensorConfig(port="loop://", protocol="kv"))
     s.stop()
     assert s.state == "stopped" and s.stats()["state"] == "stopped"
+
+
+def test_a_thousand_garbage_lines_make_five_log_lines_the_last_with_the_count(
+    pty: Pty, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wrong baud rate sends garbage all day: the first refusal as is, then every 250th with the
+    count (LogThrottle), never one line each; every line is still counted."""
+    caplog.set_level(logging.DEBUG, "edge_agent.adapters.sensor.serial_reader")
+    s = start(SensorConfig(port=str(pty.link), protocol="kv"))
+    try:
+        for i in range(1000):
+            pty.write(f"\x00\xffgarbage {i}\n")
+        wait_until(lambda: s.garbage == 1000, what="1000 garbage lines", timeout=30)
+    finally:
+        s.stop()
+    lines = [r.getMessage() for r in caplog.records if "garbage" in r.getMessage()]
+    assert len(lines) == 5, lines
+    assert all(r.levelno == logging.WARNING for r in caplog.records if "garbage" in r.getMessage())
+    assert "(1000 refused for " in lines[-1] and "(250 refused for " in lines[1]
+    assert "refused for" not in lines[0]

@@ -321,12 +321,10 @@ def test_a_model_error_drops_the_frame_and_is_counted(
     assert [b["image"] for b in bodies] == ["000.png", "003.png"]
     assert (agent.frames, agent.emitted, agent.errors) == (2, 2, 2)  # each error counted
     assert agent.last_status is not None and agent.last_status["errors"] == 2
-    # each failed frame is named by its number: the two between the first and the second result
+    # the first failed frame is named by its number; the next is counted, not logged (a model
+    # failing on every frame logged a line per frame: LogThrottle, the 250th says how many)
     first = bodies[0]["frame"]
-    assert [r.getMessage() for r in caplog.records] == [
-        f"frame {first + 1}: inference failed: test",
-        f"frame {first + 2}: inference failed: test",
-    ]
+    assert [r.getMessage() for r in caplog.records] == [f"frame {first + 1}: inference failed: test"]
 
 
 class UnpreparableDetector(Detector):
@@ -356,13 +354,13 @@ def test_a_full_queue_is_a_rejection_and_a_disk_error_an_error(
     real_put = Outbox.put
     calls: list[int] = []
 
-    def put(self: Outbox, topic: str, payload: dict[str, Any]) -> str:
+    def put(self: Outbox, topic: str, payload: dict[str, Any], tally: Any = None) -> str:
         calls.append(1)
         if len(calls) == 2:
             raise QueueFullError("queue full: test")
         if len(calls) == 3:
             raise QueueError("disk error: test")
-        return real_put(self, topic, payload)
+        return real_put(self, topic, payload, tally)
 
     monkeypatch.setattr(Outbox, "put", put)
     bodies: list[dict[str, Any]] = []
@@ -383,11 +381,11 @@ def test_queue_step_names_a_non_result_message_by_its_event(
     agent = Agent(make_cfg(tmp_path, world))
 
     class Broken:
-        def put(self, topic: str, body: dict[str, Any]) -> str:
+        def put(self, topic: str, body: dict[str, Any], tally: Any = None) -> str:
             raise QueueError("disk error: test")
 
     class Full:
-        def put(self, topic: str, body: dict[str, Any]) -> str:
+        def put(self, topic: str, body: dict[str, Any], tally: Any = None) -> str:
             raise QueueFullError("queue full: test")
 
     with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent.agent"):
@@ -400,6 +398,14 @@ def test_queue_step_names_a_non_result_message_by_its_event(
         "counts message not queued: disk error: test",  # the objects mode's counts carry no event
     ]  # a rejection is logged by the outbox, once per streak
     assert (agent.errors, agent.rejected, agent.emitted) == (2, 2, 0)  # each rejection counted
+    # a disk error on every message: the first line, then every 250th with the count, never one each
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent.agent"):
+        for _ in range(999):
+            agent._queue(Broken(), "t", {"event": "ended"})  # type: ignore[arg-type]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4 and agent.errors == 2 + 999  # 1000 ended in all: lines at 250 .. 1000
+    assert lines[-1].startswith("ended message not queued: disk error: test (1000 refused for ")
 
 
 # ---- health figures ---------------------------------------------------------------------------------

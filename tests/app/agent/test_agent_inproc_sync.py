@@ -108,11 +108,11 @@ def test_a_sensor_reading_the_queue_refuses_is_counted_and_inference_goes_on(
     real_put = Outbox.put
     refused = threading.Event()
 
-    def put(self: Outbox, topic: str, payload: dict[str, Any]) -> str:
+    def put(self: Outbox, topic: str, payload: dict[str, Any], tally: Any = None) -> str:
         if topic.endswith("/sensors"):
             refused.set()
             raise QueueError("disk error: test")
-        return real_put(self, topic, payload)
+        return real_put(self, topic, payload, tally)
 
     monkeypatch.setattr(Outbox, "put", put)
     pty = PtySensor(tmp_path / "tty")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.clip import REPO
@@ -85,14 +85,29 @@ def test_five_crossings_two_dwells_exactly_once_each_through_run(tmp_path: Path)
     assert len(rows) == 25 + len(counts)
 
 
+def _queue_totals(db: Path) -> dict[str, int]:
+    """The gate's totals the queue file stores (with the events that made them)."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return {"in": 0, "out": 0}
+    try:
+        meta = dict(con.execute("SELECT key, value FROM meta WHERE key LIKE 'tally:%'").fetchall())
+    except sqlite3.Error:
+        meta = {}
+    finally:
+        con.close()
+    return {d: int(meta.get(f'tally:["totals","lines","gate","{d}"]', 0)) for d in ("in", "out")}
+
+
 def test_counts_survive_kill_9_without_double_counting(tmp_path: Path) -> None:
-    """kill -9 after the second crossing: the restarted agent's totals are exactly the checkpoint's
-    (what was counted before the kill, once), and the crossings it then sees add on top, once."""
+    """kill -9 after the second crossing: the restarted agent's totals are exactly the queue's
+    (what was counted and stored before the kill, once), and the crossings it then sees add on top."""
     cam = tmp_path / "cam"
     cam.mkdir()
     make_clip(cam)
     cfg = config(tmp_path, cam, "objects")
-    ckpt = tmp_path / "objects" / "object-counts.json"
+    db = tmp_path / "objects" / "q.db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "edge_agent", "-q", "run", "--config", str(cfg)],
         stdout=subprocess.DEVNULL,
@@ -100,14 +115,9 @@ def test_counts_survive_kill_9_without_double_counting(tmp_path: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 120
-        seen: dict[str, Any] = {}
         while time.monotonic() < deadline:
-            try:
-                seen = json.loads(ckpt.read_text())
-            except (OSError, ValueError):
-                seen = {}
-            gate = seen.get("totals", {}).get("lines", {}).get("gate", {})
-            if gate.get("in", 0) + gate.get("out", 0) >= 2:
+            gate = _queue_totals(db) if db.exists() else {"in": 0, "out": 0}
+            if gate["in"] + gate["out"] >= 2:
                 break
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
@@ -115,8 +125,13 @@ def test_counts_survive_kill_9_without_double_counting(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-    at_kill = json.loads(ckpt.read_text())["totals"]["lines"]["gate"]
+    at_kill = _queue_totals(db)
     assert at_kill["in"] + at_kill["out"] >= 2
+    with sqlite3.connect(db) as con:
+        stored = [json.loads(p) for (p,) in con.execute("SELECT payload FROM messages")]
+    crossed = [b["direction"] for b in stored if b.get("event") == "line_crossed"]
+    assert (crossed.count("in"), crossed.count("out")) == (at_kill["in"], at_kill["out"])
+    assert not (tmp_path / "objects" / "object-counts.json").exists()  # no checkpoint file any more
     rows = run_agent(cfg, "--max-frames", "3")  # 3 empty frames: no new crossing
     final = [b for t, b, _ in rows if t == "edge/cam-1/counts"][-1]["lines"]["gate"]
     assert (final["total_in"], final["total_out"]) == (at_kill["in"], at_kill["out"])

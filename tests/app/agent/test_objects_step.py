@@ -1,5 +1,6 @@
-"""The objects step of the loop in-process: best-confidence snapshot on "ended", the counter
-checkpoint (written, continued, a corrupt one refused with one log line), counts on their topic."""
+"""The objects step of the loop in-process: best-confidence snapshot on "ended", the counters
+(continued from a real outbox, the old checkpoint imported once, a corrupt one refused with one
+log line, a refused event or counts message taking nothing along), counts on their topic."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import base64
 import json
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,11 +16,14 @@ import cv2
 import numpy as np
 import pytest
 from support.clip import real_photo
+from support.outbox import big_limits
 
+from edge_agent.adapters.outbox.outbox import Outbox
 from edge_agent.app.agent import objects_step
-from edge_agent.app.agent.objects_step import CHECKPOINT_S, ObjectsStep, tracker_params
+from edge_agent.app.agent.objects_step import ObjectsStep, tracker_params
 from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.schema import parse_config
+from edge_agent.core.objects.count_keys import Op
 from edge_agent.core.objects.tracker import TrackerParams
 from edge_agent.core.vision.results import Detection
 
@@ -43,13 +48,15 @@ in_side = "left"
     )
 
 
-def walk_across(step: ObjectsStep, sent: list[tuple[str, dict[str, Any]]], confs: list[float]) -> None:
+def walk_across(
+    step: ObjectsStep, sent: list[tuple[str, dict[str, Any]]], confs: list[float], put: Any = None
+) -> None:
     img = real_photo("sample_0.jpg")
     for k, conf in enumerate(confs):
         x = 20 + 20 * k
         det = Detection(box=(x, 80.0, x + 50.0, 130.0), label="square", class_id=1, confidence=conf)
         frame = Frame(image=img, ts_mono=time.monotonic(), ts_wall=time.time(), seq=k, source="t")
-        step.on_frame(frame, [det], lambda t, b: sent.append((t, b)) is None)
+        step.on_frame(frame, [det], put or (lambda t, b, _=None: sent.append((t, b)) is None))
 
 
 def test_ended_carries_the_best_confidence_crop_and_validates(tmp_path: Path) -> None:
@@ -58,7 +65,7 @@ def test_ended_carries_the_best_confidence_crop_and_validates(tmp_path: Path) ->
     sent: list[tuple[str, dict[str, Any]]] = []
     confs = [0.6, 0.7, 0.95, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6]
     walk_across(step, sent, confs)
-    step.stop(lambda t, b: sent.append((t, b)) is None)
+    step.stop(lambda t, b, _=None: sent.append((t, b)) is None)
     objects = [b for t, b in sent if t.endswith("/objects")]
     assert [b["event"] for b in objects] == ["appeared", "line_crossed", "ended"]
     ended = objects[-1]
@@ -76,25 +83,142 @@ def test_ended_carries_the_best_confidence_crop_and_validates(tmp_path: Path) ->
     assert counts["lines"]["gate"] == {"in": 1, "out": 0, "total_in": 1, "total_out": 0}
 
 
-def test_the_checkpoint_continues_counts_and_a_corrupt_one_is_refused(
+class QueueSink:
+    """A real outbox as the step's sink and count store; every message is also kept in ``sent``."""
+
+    def __init__(
+        self, path: Path, refuse: Callable[[str, dict[str, Any]], bool] = lambda t, b: False
+    ) -> None:
+        self.ob = Outbox(path, big_limits(), flush_interval_s=60)
+        self.refuse = refuse
+        self.sent: list[tuple[str, dict[str, Any], Optional[Sequence[Op]]]] = []
+
+    def put(self, topic: str, body: dict[str, Any], tally: Optional[Sequence[Op]] = None) -> bool:
+        if self.refuse(topic, body):
+            return False
+        self.sent.append((topic, body, tally))
+        self.ob.put(topic, body, tally)
+        return True
+
+    def tallies(self) -> Mapping[str, int]:
+        return self.ob.tallies()
+
+    def store_tallies(self, ops: Sequence[Op]) -> None:
+        self.ob.store_tallies(ops)
+
+
+def gate(step: ObjectsStep) -> tuple[int, int]:
+    g = step.events.totals["lines"]["gate"]
+    return g["in"], g["out"]
+
+
+def test_the_queue_continues_the_counts(tmp_path: Path) -> None:
+    sink = QueueSink(tmp_path / "q.db")
+    step = ObjectsStep(cfg_for(tmp_path))
+    step.restore(sink)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    walk_across(step, sent, [0.9] * 12)  # a put that is not the queue's: counted, never stored
+    step.stop(sink.put)
+    sink.ob.close()
+    assert not (tmp_path / "object-counts.json").exists()  # no checkpoint file any more
+    sink = QueueSink(tmp_path / "q.db")
+    # the walk's crossing went elsewhere: the queue counted nothing (stop's counts reset the interval)
+    assert '["totals","lines","gate","in"]' not in sink.tallies()
+    step = ObjectsStep(cfg_for(tmp_path))
+    step.restore(sink)
+    walk_across(step, [], [0.9] * 12, sink.put)
+    assert gate(step) == (1, 0)
+    frame = Frame(
+        image=real_photo("sample_0.jpg"), ts_mono=time.monotonic(), ts_wall=time.time(), seq=99, source="t"
+    )
+    step.on_frame(frame, [], sink.put)
+    step.stop(sink.put)
+    sink.ob.close()
+    again = ObjectsStep(cfg_for(tmp_path))
+    sink = QueueSink(tmp_path / "q.db")
+    again.restore(sink)
+    assert gate(again) == (1, 0)  # continued from the queue, not from zero
+    assert again.events.interval["lines"]["gate"] == {"in": 0, "out": 0}  # stop's counts reset it
+    sink.ob.close()
+
+
+def test_the_old_checkpoint_is_imported_once_and_a_corrupt_one_refused(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    ckpt = tmp_path / "object-counts.json"
+    old = {
+        "interval_start": 1_700_000_000.5,
+        "interval": {"lines": {"gate": {"in": 2, "out": 1}}, "zones": {}},
+        "totals": {"lines": {"gate": {"in": 7, "out": 4}}, "zones": {}},
+    }
+    ckpt.write_text(json.dumps(old))
+    sink = QueueSink(tmp_path / "q.db")
     step = ObjectsStep(cfg_for(tmp_path))
-    sent: list[tuple[str, dict[str, Any]]] = []
-    walk_across(step, sent, [0.9] * 12)
-    step.stop(lambda t, b: sent.append((t, b)) is None)
-    saved = json.loads((tmp_path / "object-counts.json").read_text())
-    assert saved["totals"]["lines"]["gate"] == {"in": 1, "out": 0}
+    step.restore(sink)
+    assert gate(step) == (7, 4) and step.events.interval_start == 1_700_000_000.5
+    assert not ckpt.exists() and (tmp_path / "object-counts.json.imported").exists()
+    assert sink.tallies()['["totals","lines","gate","in"]'] == 7  # stored in the queue at once
+    sink.ob.close()
+    ckpt.write_text(json.dumps({**old, "totals": {"lines": {"gate": {"in": 99, "out": 99}}}}))
+    sink = QueueSink(tmp_path / "q.db")
     again = ObjectsStep(cfg_for(tmp_path))
-    assert again.events.totals["lines"]["gate"]["in"] == 1  # continued, not from zero
-    (tmp_path / "object-counts.json").write_text('{"interval_start": 1, "totals": 7}')
+    again.restore(sink)  # the queue holds counters: a checkpoint file is not read again
+    assert gate(again) == (7, 4)
+    assert again.events.interval["lines"]["gate"] == {"in": 2, "out": 1}
+    sink.ob.close()
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "object-counts.json").write_text('{"interval_start": 1, "totals": 7}')
+    sink = QueueSink(fresh / "q.db")
     with caplog.at_level(logging.ERROR):
-        fresh = ObjectsStep(cfg_for(tmp_path))
-    assert fresh.events.totals["lines"]["gate"]["in"] == 0
+        step = ObjectsStep(cfg_for(fresh))
+        step.restore(sink)
+    assert gate(step) == (0, 0) and sink.tallies() == {}
     assert any(
         "counts start from zero" in r.getMessage() and "object-counts.json" in r.getMessage()
         for r in caplog.records
     )
+    sink.ob.close()
+
+
+def test_an_event_the_queue_refuses_takes_its_count_back(tmp_path: Path) -> None:
+    sink = QueueSink(tmp_path / "q.db", refuse=lambda t, b: b.get("event") == "line_crossed")
+    step = ObjectsStep(cfg_for(tmp_path))
+    step.restore(sink)
+    walk_across(step, [], [0.9] * 12, sink.put)
+    walk = [b for _, b, _ in sink.sent]
+    assert "appeared" in [b.get("event") for b in walk] and "line_crossed" not in [
+        b.get("event") for b in walk
+    ]
+    assert gate(step) == (0, 0) and step.events.interval["lines"]["gate"]["in"] == 0
+    step.stop(sink.put)
+    (counts,) = [b for t, b, _ in sink.sent if t == step.counts_topic]
+    assert counts["lines"]["gate"]["total_in"] == 0
+    sink.ob.close()
+
+
+def test_a_refused_counts_message_keeps_its_interval_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(objects_step, "time", clock)
+    refusing = [True]
+    sink = QueueSink(tmp_path / "q.db", refuse=lambda t, b: "lines" in b and refusing[0])
+    step = ObjectsStep(lost_fast(tmp_path, interval=60))
+    step.restore(sink)
+    start = step.events.interval_start
+    img = real_photo("sample_0.jpg")
+    for k, x in enumerate(WALK[:5]):
+        step.on_frame(*at(k, x, img), sink.put)
+    clock.wall += 60
+    step.on_frame(*at(5, 200, img), sink.put)  # counts due, refused
+    assert step.events.interval["lines"]["gate"]["in"] == 1 and step.events.interval_start == start
+    refusing[0] = False
+    step.on_frame(*at(6, None, img), sink.put)
+    (counts,) = [b for t, b, _ in sink.sent if t == step.counts_topic]
+    assert counts["lines"]["gate"]["in"] == 1 and counts["from"] == start
+    sink.ob.close()
 
 
 # ---- every [tracker] key, the topics, the message fields and the checkpoint timing ----------------
@@ -192,7 +316,7 @@ def test_object_messages_carry_wall_times_frames_and_labels(
     step = ObjectsStep(lost_fast(tmp_path))
     img = real_photo("sample_0.jpg")  # 320 x 240: the line at x = 160
     sent: list[tuple[str, dict[str, Any]]] = []
-    put = lambda t, b: sent.append((t, b)) is None  # noqa: E731
+    put = lambda t, b, _=None: sent.append((t, b)) is None  # noqa: E731
     for k, x in enumerate(WALK):
         frame, dets = at(k, x, img)
         step.on_frame(frame, dets, put)
@@ -221,7 +345,7 @@ def test_nothing_crosses_a_line_that_is_only_crossed_on_a_square_frame(
     sent: list[tuple[str, dict[str, Any]]] = []
     for k, x in enumerate([100, 115, 130, 145]):
         frame, dets = at(k, x, img)
-        step.on_frame(frame, dets, lambda t, b: sent.append((t, b)) is None)
+        step.on_frame(frame, dets, lambda t, b, _=None: sent.append((t, b)) is None)
     assert [b["event"] for _, b in sent] == ["appeared"]
 
 
@@ -233,43 +357,12 @@ def test_messages_the_queue_refuses_are_not_counted_as_sent(
     img = real_photo("sample_0.jpg")
     for k, x in enumerate(WALK):
         frame, dets = at(k, x, img)
-        step.on_frame(frame, dets, lambda t, b: False)
-    step.stop(lambda t, b: False)
+        step.on_frame(frame, dets, lambda t, b, _=None: False)
+    step.stop(lambda t, b, _=None: False)
     assert step.sent == 0
 
 
-def test_the_checkpoint_is_written_after_a_crossing_at_most_every_checkpoint_s(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clock = Clock()
-    monkeypatch.setattr(objects_step, "time", clock)
-    step = ObjectsStep(lost_fast(tmp_path))
-    img = real_photo("sample_0.jpg")
-    ckpt = tmp_path / "object-counts.json"
-
-    def saved_in() -> Optional[int]:
-        if not ckpt.exists():
-            return None
-        return int(json.loads(ckpt.read_text())["totals"]["lines"]["gate"]["in"])
-
-    put = lambda t, b: True  # noqa: E731
-    # object 0 walks 100 -> 220, object 1 (lower) two frames behind: they cross in at 4 and 6
-    paths = [[x, x - 40] for x in [100, 120, 140, 160, 180, 200, 220, 240]]
-    for k in range(4):
-        step.on_frame(*at(k, paths[k], img), put)
-    assert saved_in() is None  # appeared only: nothing to checkpoint
-    step.on_frame(*at(4, paths[4], img), put)  # object 0 crossed in
-    assert saved_in() == 1
-    step.on_frame(*at(5, paths[5], img), put)
-    clock.mono += CHECKPOINT_S - 0.01
-    step.on_frame(*at(6, paths[6], img), put)  # object 1 crossed in
-    assert saved_in() == 1  # not yet: at most every CHECKPOINT_S
-    clock.mono += 0.01
-    step.on_frame(*at(7, paths[7], img), put)
-    assert saved_in() == 2  # exactly CHECKPOINT_S after the last write
-
-
-def test_counts_go_out_when_their_interval_ends_checkpointed_first(
+def test_counts_go_out_when_their_interval_ends_with_the_operations_they_carry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
@@ -277,12 +370,11 @@ def test_counts_go_out_when_their_interval_ends_checkpointed_first(
     step = ObjectsStep(lost_fast(tmp_path, interval=60))
     img = real_photo("sample_0.jpg")
     sent: list[tuple[str, dict[str, Any]]] = []
-    ckpt = tmp_path / "object-counts.json"
+    carried: dict[str, Any] = {}
 
-    def put(t: str, b: dict[str, Any]) -> bool:
-        if t == step.counts_topic:  # written before the counts are queued
-            assert json.loads(ckpt.read_text())["totals"]["lines"]["gate"]["in"] == 1
+    def put(t: str, b: dict[str, Any], tally: Optional[Sequence[Op]] = None) -> bool:
         sent.append((t, b))
+        carried[b.get("event", "counts")] = list(tally or [])
         return True
 
     for k, x in enumerate(WALK[:5]):
@@ -295,17 +387,16 @@ def test_counts_go_out_when_their_interval_ends_checkpointed_first(
         counts["lines"]["gate"]["in"] == 1 and counts["interval_s"] == 60 and counts["device_id"] == "cam-x"
     )
     assert step.sent == len(sent) == 3
-
-
-def test_a_checkpoint_that_cannot_be_written_is_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    (tmp_path / "file").write_text("")
-    step = ObjectsStep(lost_fast(tmp_path), tmp_path / "file" / "counts.json")
-    with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent.objects_step"):
-        step.stop(lambda t, b: True)
-    assert any("counts.json" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
-    assert step._dirty is False
+    assert carried["appeared"] == []
+    assert carried["line_crossed"] == [
+        ("add", '["totals","lines","gate","in"]', 1),
+        ("add", '["interval","lines","gate","in"]', 1),
+    ]
+    assert sorted(carried["counts"]) == [  # the interval restarts with its message, and only then
+        ("set", '["interval","lines","gate","in"]', 0),
+        ("set", '["interval","lines","gate","out"]', 0),
+        ("set", '["interval_start_ms"]', 1_700_000_060_000),
+    ]
 
 
 def test_the_crop_of_a_reduced_decode_is_scaled_and_clipped() -> None:
@@ -333,8 +424,8 @@ def test_objects_ended_by_stop_carry_wall_times_from_the_clocks_at_stop(
     sent: list[dict[str, Any]] = []
     for k in range(2):
         frame, dets = at(k, 100 + 20 * k, img, offset=5.0)  # the frames' own offset is not used at stop
-        step.on_frame(frame, dets, lambda t, b: sent.append(b) is None)
-    step.stop(lambda t, b: sent.append(b) is None)
+        step.on_frame(frame, dets, lambda t, b, _=None: sent.append(b) is None)
+    step.stop(lambda t, b, _=None: sent.append(b) is None)
     (ended,) = [b for b in sent if b.get("event") == "ended"]
     assert ended["first_seen"] == round(10.1234 + 1_700_000_000.0 - 500.0, 3)
     assert ended["last_seen"] == round(11.1234 + 1_700_000_000.0 - 500.0, 3) and "frame" not in ended
@@ -351,3 +442,37 @@ def test_a_classifier_in_objects_mode_is_warned_about_once_at_start(
     ObjectsStep(cfg)
     said = [r.getMessage() for r in caplog.records if "[classifier]" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("[classifier] in objects mode: ")
+
+
+def test_an_import_the_queue_cannot_store_keeps_the_file_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from edge_agent.errors import QueueError
+
+    ckpt = tmp_path / "object-counts.json"
+    ckpt.write_text(
+        json.dumps(
+            {
+                "interval_start": 5.0,
+                "interval": {"lines": {}, "zones": {}},
+                "totals": {"lines": {"gate": {"in": 3}}, "zones": {}},
+            }
+        )
+    )
+
+    class Refusing:
+        def tallies(self) -> Mapping[str, int]:
+            return {}
+
+        def store_tallies(self, ops: Sequence[Op]) -> None:
+            raise QueueError("q.db: cannot store the tallies: disk I/O error")
+
+    step = ObjectsStep(cfg_for(tmp_path))
+    with caplog.at_level(logging.ERROR):
+        step.restore(Refusing())
+    assert gate(step) == (3, 0)  # this run continues from the file
+    assert ckpt.exists() and not (tmp_path / "object-counts.json.imported").exists()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{ckpt}: counts continue from it in this run, the import is incomplete: "
+        "q.db: cannot store the tallies: disk I/O error"
+    ]

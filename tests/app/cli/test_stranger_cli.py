@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -127,7 +128,7 @@ def open_dir() -> Iterator[Path]:
     shutil.rmtree(d)
 
 
-def test_status_works_for_an_operator_who_is_not_root(open_dir: Path) -> None:
+def test_status_works_for_the_agents_group_and_not_for_other_users(open_dir: Path) -> None:
     why = _nobody_can_run_python()
     if why:
         pytest.skip(why)
@@ -141,9 +142,14 @@ def test_status_works_for_an_operator_who_is_not_root(open_dir: Path) -> None:
     os.chmod(cfg, 0o640)  # root:root 0640: readable by the service's group, not by nobody
     base = ["runuser", "-u", "nobody", "--", sys.executable, "-m", "edge_agent", "-q", "status"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run(
-        [*base, "--file", str(status), "--json"], capture_output=True, text=True, cwd="/", env=env
-    )
+    show = [*base, "--file", str(status), "--json"]
+    # root:root 0640: nobody is not in the group: one error naming the file, no traceback
+    r = subprocess.run(show, capture_output=True, text=True, cwd="/", env=env)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert f"{status}: cannot read status file" in r.stderr and "Permission denied" in r.stderr
+    # the file's group is nobody's (an operator added to the agent's group): readable
+    os.chown(status, 0, pwd.getpwnam("nobody").pw_gid)
+    r = subprocess.run(show, capture_output=True, text=True, cwd="/", env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["device_id"] == "d1"
     # without read access to the config: says so and reads the default path (absent here)
