@@ -46,7 +46,8 @@ def status(dev: str, state: str, ts: float = NOW, **queue: int) -> Optional[Devi
         "queue": {"pending": 3, **queue},
         "models": {"detector": {"id": "m1"}},
     }
-    return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), NOW).status
+    # received when sent (a status ts later than its receive time is clamped to it)
+    return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), max(NOW, ts)).status
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,12 +15,15 @@ default ``synchronous_commit``); the caller acknowledges MQTT messages only afte
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
+from edge_agent.adapters.collector import trust
+from edge_agent.adapters.collector.trust import Limits
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, Record
 from edge_agent.errors import EdgeAgentError
 
@@ -67,8 +70,12 @@ def _ep(col: str, dialect: str) -> str:
 class CollectorDb:
     """One connection; not thread-safe (the collector has one writer thread)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, password: Optional[str] = None, limits: Optional[Limits] = None) -> None:
+        """``password``: PostgreSQL's, read from a file (never on the URL: argv shows in ps)."""
         self.url = url
+        self.limits = limits or Limits()
+        self.last_duplicates = 0  # of the last store(): identical redeliveries
+        self.last_conflicts: dict[str, int] = {}  # of the last store(): new conflicts per device
         if url.startswith("sqlite:"):
             self.dialect = "sqlite"
             path = _sqlite_path(url)
@@ -89,7 +96,10 @@ class CollectorDb:
                     "PostgreSQL needs psycopg 3: pip install 'onnx-edge-agent[collector]'"
                 ) from None
             try:
-                self.conn = psycopg.connect(url, autocommit=True)
+                if password is None:
+                    self.conn = psycopg.connect(url, autocommit=True)
+                else:  # a keyword: libpq merges it with the URL, it never shows in argv
+                    self.conn = psycopg.connect(url, autocommit=True, password=password)
             except psycopg.Error as exc:
                 raise DbError(
                     f"--db: cannot connect to PostgreSQL: {str(exc).strip().splitlines()[0]}"
@@ -114,6 +124,15 @@ class CollectorDb:
         import psycopg
 
         return (psycopg.Error,)
+
+    def transient(self) -> tuple[type[BaseException], ...]:
+        """The driver's errors about the database, not the data (locked, gone, disk): the round is
+        retried as a whole with backoff. Every other error of a round is about its messages."""
+        if self.dialect == "sqlite":
+            return (sqlite3.OperationalError,)
+        import psycopg
+
+        return (psycopg.OperationalError, psycopg.InterfaceError)
 
     def close(self) -> None:
         self.conn.close()
@@ -170,18 +189,23 @@ class CollectorDb:
         # writers then never wait on each other in a cycle (they deadlocked in the 200-device run)
         records = sorted(records, key=lambda r: (r.device, r.boot, r.seq))
         seen = {r.device for r in records} | {e.device for e in events}
+        reported: dict[str, int] = {}
+        for st in statuses:
+            reported[st.device] = max(reported.get(st.device, 0), st.seq)
         by_device: dict[str, list[DeviceStatus]] = {}
         for st in statuses:
             by_device.setdefault(st.device, []).append(st)
         self._begin()
         try:
-            inserted = self._insert_records(records, received) if records else 0
+            split = trust.sort_records(self, records, reported, self.limits)
+            inserted = self._insert_records(split.new, received) if split.new else 0
             for dev in sorted(seen | set(by_device)):
                 for st in by_device.get(dev, []):
                     self._upsert_status(st, received)
                 # last_seen is when anything was last heard, even a status that lost to a newer one
                 # (the upsert above then changes nothing, last_seen included)
                 self._x(self._seen_sql(), (dev, received))
+            conflicts = trust.store_conflicts(self, split.conflicts, received, self.limits)
             for e in events:
                 self._x(
                     self._ts_sql("INSERT INTO events (device, kind, received, body) VALUES (?, ?, {t}, {j})"),
@@ -192,11 +216,45 @@ class CollectorDb:
                     self._ts_sql("INSERT INTO rejected (received, topic, reason) VALUES ({t}, ?, ?)"),
                     (r.received, r.topic, r.reason),
                 )
+            if rejected:
+                trust.trim(self, "rejected", self.limits.rejected_max)
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
+        # a record that lost the insert race to another collector counts as a duplicate
+        self.last_duplicates = split.duplicates + len(split.new) - inserted
+        self.last_conflicts = conflicts
         return inserted
+
+    def _rollback(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        except self.errors():  # the connection is gone: nothing to roll back, the caller reopens
+            pass
+
+    def dead_letter(self, topic: str, reason: str, payload: bytes, received: float) -> None:
+        """Keep a message that failed ``deliveries_max`` stores: its topic, the reason, the first
+        4 KiB of its payload (escaped: a typical result, 0.5 KiB, is kept whole and can be replayed),
+        how often; in its own transaction, bounded."""
+        key = trust.digest(topic, hashlib.sha256(payload).hexdigest())
+        text = payload[:4096].decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        self._begin()
+        try:
+            self._x(
+                self._ts_sql(
+                    "INSERT INTO dead_letters (digest, first_seen, last_seen, topic, reason, payload, count) "
+                    "VALUES (?, {t}, {t}, ?, ?, ?, 1) ON CONFLICT (digest) DO UPDATE SET "
+                    "last_seen = excluded.last_seen, reason = excluded.reason, count = dead_letters.count + 1"
+                ),
+                (key, received, received, topic[:1024], reason[:1024], text),
+            )
+            trust.trim(self, "dead_letters", self.limits.rejected_max)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
 
     def retire(self, device: str, purge: bool = False) -> Optional[tuple[int, int]]:
         """Remove ``device`` from the fleet: its ``devices`` row, and with ``purge`` its stored
@@ -255,24 +313,49 @@ class CollectorDb:
         )
 
     def _upsert_status(self, s: DeviceStatus, received: float) -> None:
-        """The newest status wins, by its ``ts``; an offline one by ``max(ts, receive time)``: a last
-        will carries the snapshot of its connect, older than the statuses sent after it, and a
-        redelivered old status (collector restart, another group member) must not win over it."""
+        """The newest status wins. With the agent's ``(boot, link, offline, status_seq)`` (core.fleet
+        status_order): by that tuple, so neither a forged ts nor a clock stepped back decides; the
+        last will of a connection (made at its CONNECT, offline = 1) beats every status sent on that
+        connection and loses to the next connection's. An old agent's status (or a stored row of
+        one) without it: by ``ts`` (clamped to the receive time), an offline one by ``max(ts,
+        receive time)``: a last will carries the snapshot of its connect, older than the statuses
+        sent after it, and a redelivered old status (collector restart, another group member) must
+        not win over it."""
         cols = ["state", "status_time", "status_order", "last_seen", "version", "model_version", "backlog"]
-        cols += [*LOSS_COUNTERS, "disk_full", "status"]
+        cols += [
+            *LOSS_COUNTERS,
+            "disk_full",
+            "status",
+            "status_boot",
+            "status_link",
+            "status_rank",
+            "status_seq",
+        ]
         order = max(s.ts, received) if s.state == "offline" else s.ts
         vals: list[Any] = [s.state, s.ts, order, received, s.version, s.model_version, s.backlog]
         vals += [s.counters.get(k, 0) for k in LOSS_COUNTERS]
         vals += [int(s.disk_full) if self.dialect == "sqlite" else s.disk_full, s.body]
+        vals += list(s.order) if s.order is not None else [None] * 4
+        tup = "(excluded.status_boot, excluded.status_link, excluded.status_rank, excluded.status_seq) >= "
+        tup += "(devices.status_boot, devices.status_link, devices.status_rank, devices.status_seq)"
+        both = "excluded.status_seq IS NOT NULL AND devices.status_seq IS NOT NULL"
         if self.dialect == "sqlite":
             marks = ", ".join("?" for _ in cols)
-            newer = "excluded.status_order >= COALESCE(devices.status_order, 0)"
+            by_ts = "excluded.status_order >= COALESCE(devices.status_order, 0)"
         else:
             times = {"status_time", "status_order", "last_seen"}
             marks = ", ".join(
                 "to_timestamp(%s)" if c in times else ("%s::jsonb" if c == "status" else "%s") for c in cols
             )
-            newer = "devices.status_order IS NULL OR excluded.status_order >= devices.status_order"
+            by_ts = "devices.status_order IS NULL OR excluded.status_order >= devices.status_order"
+        newer = f"CASE WHEN {both} THEN {tup} ELSE ({by_ts}) END"
+        # the highest outbox seq the device reported is kept whichever status wins (seq plausibility)
+        great0 = "max" if self.dialect == "sqlite" else "GREATEST"
+        self._x(
+            f"INSERT INTO devices (device, reported_seq) VALUES (?, ?) ON CONFLICT (device) DO UPDATE SET "
+            f"reported_seq = {great0}(COALESCE(devices.reported_seq, 0), excluded.reported_seq)",
+            (s.device, s.seq),
+        )
         sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "last_seen")
         great = "max" if self.dialect == "sqlite" else "GREATEST"
         sql = (
@@ -287,7 +370,7 @@ class CollectorDb:
         d = self.dialect
         rows = self._x(
             f"SELECT device, state, {_ep('last_seen', d)}, {_ep('status_time', d)}, version, model_version, backlog, "
-            f"{', '.join(LOSS_COUNTERS)} FROM devices ORDER BY device"
+            f"{', '.join(LOSS_COUNTERS)}, conflicts FROM devices ORDER BY device"
         ).fetchall()
         gaps = {
             dev: (n, missing)
@@ -313,6 +396,7 @@ class CollectorDb:
                     "messages": int(counts.get(dev, 0)),
                     "gaps": int(n),
                     "missing": int(missing or 0),
+                    "conflicts": int(row[7 + len(LOSS_COUNTERS)] or 0),
                 }
             )
         return out
@@ -323,6 +407,14 @@ class CollectorDb:
             (device,),
         ).fetchall()
         return [(int(a), int(b), None if c is None else int(c), int(e)) for a, b, c, e in rows]
+
+    def conflict_rows(self, device: str, limit: int = 1000) -> list[tuple[int, int, Optional[str], str]]:
+        """``(boot, seq, msg_id, reason)`` of the device's kept conflicts, by seq."""
+        rows = self._x(
+            "SELECT boot, seq, msg_id, reason FROM conflicts WHERE device = ? ORDER BY seq, boot, id LIMIT ?",
+            (device, limit),
+        ).fetchall()
+        return [(int(b), int(q), m, str(r)) for b, q, m, r in rows]
 
     def counters(self, device: str) -> Optional[dict[str, int]]:
         row = self._x(
@@ -339,6 +431,9 @@ class CollectorDb:
             ]
         )
         return rows, keys
+
+    def device_ids(self) -> list[str]:
+        return [str(r[0]) for r in self._x("SELECT device FROM devices").fetchall()]
 
     def online(self) -> int:
         return int(
