@@ -205,7 +205,7 @@ class CollectorDb:
                 # last_seen is when anything was last heard, even a status that lost to a newer one
                 # (the upsert above then changes nothing, last_seen included)
                 self._x(self._seen_sql(), (dev, received))
-            conflicts = trust.store_conflicts(self, split.conflicts, received, self.limits)
+            conflicts, repeats = trust.store_conflicts(self, split.conflicts, received, self.limits)
             for e in events:
                 self._x(
                     self._ts_sql("INSERT INTO events (device, kind, received, body) VALUES (?, ?, {t}, {j})"),
@@ -223,7 +223,7 @@ class CollectorDb:
             self._rollback()
             raise
         # a record that lost the insert race to another collector counts as a duplicate
-        self.last_duplicates = split.duplicates + len(split.new) - inserted
+        self.last_duplicates = split.duplicates + repeats + len(split.new) - inserted
         self.last_conflicts = conflicts
         return inserted
 

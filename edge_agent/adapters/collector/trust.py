@@ -135,12 +135,13 @@ def sort_records(
 
 def store_conflicts(
     db: CollectorDb, conflicts: Sequence[tuple[Record, str]], received: float, limits: Limits
-) -> dict[str, int]:
+) -> tuple[dict[str, int], int]:
     """Keep the first ``conflicts_max_per_device`` of each device; returns how many new conflicts
-    each device had (an identical copy of a kept conflict is not counted twice)."""
+    each device had, and how many were copies of a kept conflict (redeliveries: duplicates)."""
     counted: dict[str, int] = {}
+    repeats = 0
     if not conflicts:
-        return counted
+        return counted, repeats
     devices = sorted({r.device for r, _ in conflicts})
     kept: dict[str, int] = {}
     for part in _chunks(devices):
@@ -173,12 +174,14 @@ def store_conflicts(
             r.body,
         )
         n = int(db._x(ins, params).rowcount)
+        if n == 0:
+            repeats += 1
+            continue
         kept[r.device] = kept.get(r.device, 0) + n
         counted[r.device] = counted.get(r.device, 0) + n
     for dev, n in sorted(counted.items()):
-        if n:
-            db._x("UPDATE devices SET conflicts = conflicts + ? WHERE device = ?", (n, dev))
-    return counted
+        db._x("UPDATE devices SET conflicts = conflicts + ? WHERE device = ?", (n, dev))
+    return counted, repeats
 
 
 def trim(db: CollectorDb, table: str, keep: int) -> int:

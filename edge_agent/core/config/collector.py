@@ -184,11 +184,6 @@ class CollectorConfig(BaseModel):
     def _db_url(cls, value: str) -> str:
         if not value.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ValueError("expected sqlite:///PATH (4 slashes for an absolute path) or postgresql://...")
-        if db_url_password(value):
-            raise ValueError(
-                "the URL carries a password (it would show in ps and in logs): put it in a file "
-                "named by db_password_file (--db-password-file) or libpq's PGPASSFILE"
-            )
         return value
 
     @field_validator("prefix")
@@ -237,6 +232,13 @@ def parse_collector_config(text: str, source: str, overrides: dict[str, object])
     section = data.get("collector", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{source}: collector must be a table ([collector])")
+    for where, given in ((f"{source} [collector] db", section.get("db")), ("--db", overrides.get("db"))):
+        if isinstance(given, str) and db_url_password(given):  # the URL is not echoed: it holds the secret
+            raise ConfigError(
+                f"{where}: the database URL carries a password (it would show in ps, logs and shell "
+                "history): put it in a file named by db_password_file / --db-password-file, or use "
+                "libpq's PGPASSFILE"
+            )
     try:
         return CollectorConfig.model_validate({**section, **overrides})
     except ValidationError as exc:

@@ -220,15 +220,13 @@ def status_order(
     body: Mapping[str, Any], queue: Mapping[str, Any], state: str
 ) -> Optional[tuple[int, int, int, int]]:
     """``(boot, link, offline, status_seq)``: which status of a device is the newest, without its
-    wall clock (a forged ts of 9e10 pinned a row; a clock stepped back froze one). ``link`` is the
-    MQTT connection the snapshot belongs to (``broker.connect_attempts``; the last will is made for
-    the connection it is set on), so the will of a connection beats every status sent on it
-    (``offline`` = 1 > 0) and loses to the first of the next connection. None (an old agent
-    without ``status_seq``): ordered by ts as before."""
-    broker = body.get("broker") if isinstance(body.get("broker"), dict) else {}
-    assert isinstance(broker, dict)
+    wall clock (a forged ts of 9e10 pinned a row; a clock stepped back 30 days froze one). The
+    device's MQTT sync stamps ``link`` (the connection a status goes out on; the last will is
+    stamped for the connection it is set on, at its CONNECT) and ``status_seq`` (+1 per status of
+    the boot), so the will of a connection beats every status sent on it (offline = 1 > 0) and
+    loses to the first of the next connection. None (an old agent): ordered by ts, as before."""
     boot = _whole(queue.get("boot"), MAX_BOOT)
-    link = _whole(broker.get("connect_attempts", 0), MAX_SEQ)
+    link = _whole(body.get("link"), MAX_SEQ)
     counter = _whole(body.get("status_seq"), MAX_SEQ)
     if boot is None or link is None or counter is None:
         return None

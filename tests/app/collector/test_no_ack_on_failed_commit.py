@@ -21,9 +21,9 @@ from support import wait_until
 
 from edge_agent.adapters.collector.db import CollectorDb
 from edge_agent.adapters.collector.subscriber import Inbound
-from edge_agent.core.messages.fleet import Record
 from edge_agent.app.collector.loop import Collector
 from edge_agent.core.config.collector import parse_collector_config
+from edge_agent.core.messages.fleet import Record
 
 pytestmark = pytest.mark.slow
 TRIGGER = {
@@ -64,7 +64,13 @@ def sql(url: str, statements: list[str]) -> None:
 class Writer(threading.Thread):
     """The collector built and driven on one thread (an SQLite connection stays on its thread)."""
 
-    def __init__(self, url: str, batch: list[Inbound], trigger: Optional[dict[str, list[str]]] = None, **settings: object) -> None:
+    def __init__(
+        self,
+        url: str,
+        batch: list[Inbound],
+        trigger: Optional[dict[str, list[str]]] = None,
+        **settings: object,
+    ) -> None:
         super().__init__()
         self.url, self.batch = url, batch
         self.trigger = trigger or TRIGGER
