@@ -25,8 +25,8 @@ class Started(Exception):
 def started_with(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
-    def record(cfg: Any, password: Any, tls: Any, leave_quiet_s: Any = None) -> None:
-        seen.update(cfg=cfg, password=password, tls=tls, quiet=leave_quiet_s)
+    def record(cfg: Any, password: Any, tls: Any, leave_quiet_s: Any = None, db_password: Any = None) -> None:
+        seen.update(cfg=cfg, password=password, tls=tls, quiet=leave_quiet_s, db_password=db_password)
         raise Started
 
     monkeypatch.setattr(collector, "Collector", record)
