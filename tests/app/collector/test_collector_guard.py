@@ -104,7 +104,7 @@ def test_only_enrolled_devices_are_taken_and_the_list_is_reread_when_it_changes(
 def test_a_bad_enrolled_file_is_one_clear_error_at_start(tmp_path: Path, text: str, why: str) -> None:
     path = tmp_path / "enrolled.json"
     path.write_text(text)
-    with pytest.raises(ConfigError, match="enrolled_file .*enrolled.json") as err:
+    with pytest.raises(ConfigError, match=r"enrolled_file .*enrolled\.json") as err:
         Admission(str(path), 100, 3600)
     assert why in str(err.value)
     with pytest.raises(ConfigError, match="cannot read it"):
