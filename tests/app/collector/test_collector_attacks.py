@@ -195,3 +195,34 @@ def test_the_database_password_comes_from_a_file_and_never_shows_in_ps(
     finally:
         col.stop()
     assert secret not in col.text()
+
+
+def test_two_hundred_forged_results_of_a_live_device_lose_none_of_its_real_ones(
+    broker: Broker, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    col = CollectorProc(broker.port, url, tmp_path / "c.log", "coll-forge")
+    col.start()
+    try:
+        subscribed(col)
+        topic = "edge/cam-1/detections"
+        publish(broker.port, [(topic, result(s)) for s in range(1, 130)])
+        forged = [dict(json.loads(result(s)), id=f"forged-{s}", score=0.99) for s in range(130, 330)]
+        publish(broker.port, [(topic, json.dumps(b).encode()) for b in forged])  # first: wins the key
+        wait_until(lambda: len(query(url, "SELECT seq FROM messages")) == 329, 60, col.text, every=0.2)
+        publish(broker.port, [(topic, result(s)) for s in range(130, 330)])
+        wait_until(lambda: len(query(url, "SELECT id FROM conflicts")) == 200, 60, col.text, every=0.2)
+    finally:
+        col.stop()
+    real_ids = {f"r{s}" for s in range(1, 330)}
+    stored = {json.loads(str(b))["id"] for (b,) in query(url, "SELECT body FROM messages")}
+    stored |= {json.loads(str(b))["id"] for (b,) in query(url, "SELECT body FROM conflicts")}
+    assert real_ids <= stored  # none lost: in messages or in conflicts
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    out = cli("fleet", "status", "--json", "--db", url, quiet=False, env=env)
+    (dev,) = json.loads(out.stdout)["devices"]
+    assert (dev["device"], dev["conflicts"], dev["messages"], dev["gaps"]) == ("cam-1", 200, 329, 0)
+    gaps = cli("fleet", "gaps", "cam-1", "--db", url, quiet=False, env=env)
+    assert "cam-1: 200 conflicts" in gaps.stdout and "boot 1 seq 130 id r130:" in gaps.stdout
+    # logged once for the device, not 200 times
+    assert col.text().count("kept in conflicts") == 1
