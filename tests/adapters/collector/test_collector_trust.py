@@ -172,3 +172,24 @@ def test_an_old_agent_without_counters_is_still_ordered_by_ts_and_offline_by_arr
         assert state_of(db) == "offline"
     finally:
         db.close()
+
+
+def test_a_forged_order_far_ahead_cannot_pin_the_device_row(url: str) -> None:
+    db = CollectorDb(url)
+    try:
+        db.migrate()
+        db.store([], NOW, statuses=[st("running", 2, 6)])
+        # forged: boot 2^31 (or a link 10^9 ahead) would win every later comparison for ever
+        db.store([], NOW + 1, statuses=[st("offline", 2, 7, boot=2**31, at=NOW + 1)])
+        # the forged one was ordered by its (clamped) ts: the device's next status, sent later, wins
+        db.store([], NOW + 2, statuses=[st("running", 2, 8, ts=NOW + 2, at=NOW + 2)])
+        assert state_of(db) == "running"
+        db.store([], NOW + 3, statuses=[st("offline", 10**9, 1, at=NOW + 3)])
+        db.store([], NOW + 4, statuses=[st("running", 2, 9, ts=NOW + 4, at=NOW + 4)])
+        assert state_of(db) == "running"
+        # a jump within the bounds (a device that rebooted 999 times while away) is taken
+        db.store([], NOW + 5, statuses=[st("draining", 1, 1, boot=1000, at=NOW + 5)])
+        db.store([], NOW + 6, statuses=[st("running", 5, 50, boot=999, at=NOW + 6)])
+        assert state_of(db) == "draining"
+    finally:
+        db.close()
