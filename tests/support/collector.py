@@ -46,7 +46,8 @@ def status(dev: str, state: str, ts: float = NOW, **queue: int) -> Optional[Devi
         "queue": {"pending": 3, **queue},
         "models": {"detector": {"id": "m1"}},
     }
-    return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), NOW).status
+    # received when sent (a status ts later than its receive time is clamped to it)
+    return parse("edge", f"edge/{dev}/status", json.dumps(body).encode(), max(NOW, ts)).status
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +68,9 @@ class Postgres:
     """One PostgreSQL cluster of a test's own. As root, the server runs as ``nobody`` (PostgreSQL
     refuses to run as root); the data dir lives in a fresh /tmp directory owned by that user."""
 
-    def __init__(self) -> None:
+    def __init__(self, password: Optional[str] = None) -> None:
+        """``password``: the ``postgres`` user's, and password (scram) authentication on TCP."""
+        self.password = password
         bindir = find_pg_bin()
         if bindir is None:
             raise FileNotFoundError("initdb/pg_ctl not found (Debian package 'postgresql')")
@@ -97,7 +100,7 @@ class Postgres:
                 str(self.data),
                 "-U",
                 "postgres",
-                "--auth=trust",
+                *self._auth(),
                 "--no-sync",
                 "-E",
                 "UTF8",
@@ -119,6 +122,16 @@ class Postgres:
             "start",
         )
         wait_port(self.port, 30)
+
+    def _auth(self) -> list[str]:
+        if self.password is None:
+            return ["--auth=trust"]
+        pwfile = self.root / "pw"
+        pwfile.write_text(self.password + "\n")
+        if self.runas:
+            nobody = pwd.getpwnam("nobody")
+            os.chown(pwfile, nobody.pw_uid, nobody.pw_gid)
+        return ["--auth-host=scram-sha-256", "--auth-local=trust", f"--pwfile={pwfile}"]
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
@@ -147,6 +160,7 @@ class CollectorProc:
         group: Optional[str] = None,
         metrics_port: int = 0,
         prefix: str = "edge",
+        extra: tuple[str, ...] = (),
     ) -> None:
         self.args = [
             sys.executable,
@@ -166,6 +180,7 @@ class CollectorProc:
             self.args += ["--group", group]
         if metrics_port:
             self.args += ["--metrics-port", str(metrics_port)]
+        self.args += list(extra)
         self.log = log
         self.proc: Optional[subprocess.Popen[bytes]] = None
 

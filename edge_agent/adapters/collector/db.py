@@ -15,12 +15,16 @@ default ``synchronous_commit``); the caller acknowledges MQTT messages only afte
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
+from edge_agent.adapters.collector import trust
+from edge_agent.adapters.collector.statuses import upsert_status
+from edge_agent.adapters.collector.trust import Limits
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, Record
 from edge_agent.errors import EdgeAgentError
 
@@ -67,8 +71,12 @@ def _ep(col: str, dialect: str) -> str:
 class CollectorDb:
     """One connection; not thread-safe (the collector has one writer thread)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, password: Optional[str] = None, limits: Optional[Limits] = None) -> None:
+        """``password``: PostgreSQL's, read from a file (never on the URL: argv shows in ps)."""
         self.url = url
+        self.limits = limits or Limits()
+        self.last_duplicates = 0  # of the last store(): identical redeliveries
+        self.last_conflicts: dict[str, int] = {}  # of the last store(): new conflicts per device
         if url.startswith("sqlite:"):
             self.dialect = "sqlite"
             path = _sqlite_path(url)
@@ -89,7 +97,10 @@ class CollectorDb:
                     "PostgreSQL needs psycopg 3: pip install 'onnx-edge-agent[collector]'"
                 ) from None
             try:
-                self.conn = psycopg.connect(url, autocommit=True)
+                if password is None:
+                    self.conn = psycopg.connect(url, autocommit=True)
+                else:  # a keyword: libpq merges it with the URL, it never shows in argv
+                    self.conn = psycopg.connect(url, autocommit=True, password=password)
             except psycopg.Error as exc:
                 raise DbError(
                     f"--db: cannot connect to PostgreSQL: {str(exc).strip().splitlines()[0]}"
@@ -114,6 +125,15 @@ class CollectorDb:
         import psycopg
 
         return (psycopg.Error,)
+
+    def transient(self) -> tuple[type[BaseException], ...]:
+        """The driver's errors about the database, not the data (locked, gone, disk): the round is
+        retried as a whole with backoff. Every other error of a round is about its messages."""
+        if self.dialect == "sqlite":
+            return (sqlite3.OperationalError,)
+        import psycopg
+
+        return (psycopg.OperationalError, psycopg.InterfaceError)
 
     def close(self) -> None:
         self.conn.close()
@@ -170,18 +190,23 @@ class CollectorDb:
         # writers then never wait on each other in a cycle (they deadlocked in the 200-device run)
         records = sorted(records, key=lambda r: (r.device, r.boot, r.seq))
         seen = {r.device for r in records} | {e.device for e in events}
+        reported: dict[str, int] = {}
+        for st in statuses:
+            reported[st.device] = max(reported.get(st.device, 0), st.seq)
         by_device: dict[str, list[DeviceStatus]] = {}
         for st in statuses:
             by_device.setdefault(st.device, []).append(st)
         self._begin()
         try:
-            inserted = self._insert_records(records, received) if records else 0
+            split = trust.sort_records(self, records, reported, self.limits)
+            inserted = self._insert_records(split.new, received) if split.new else 0
             for dev in sorted(seen | set(by_device)):
                 for st in by_device.get(dev, []):
-                    self._upsert_status(st, received)
+                    upsert_status(self, st, received)
                 # last_seen is when anything was last heard, even a status that lost to a newer one
                 # (the upsert above then changes nothing, last_seen included)
                 self._x(self._seen_sql(), (dev, received))
+            conflicts, repeats = trust.store_conflicts(self, split.conflicts, received, self.limits)
             for e in events:
                 self._x(
                     self._ts_sql("INSERT INTO events (device, kind, received, body) VALUES (?, ?, {t}, {j})"),
@@ -192,11 +217,45 @@ class CollectorDb:
                     self._ts_sql("INSERT INTO rejected (received, topic, reason) VALUES ({t}, ?, ?)"),
                     (r.received, r.topic, r.reason),
                 )
+            if rejected:
+                trust.trim(self, "rejected", self.limits.rejected_max)
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
+        # a record that lost the insert race to another collector counts as a duplicate
+        self.last_duplicates = split.duplicates + repeats + len(split.new) - inserted
+        self.last_conflicts = conflicts
         return inserted
+
+    def _rollback(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        except self.errors():  # the connection is gone: nothing to roll back, the caller reopens
+            pass
+
+    def dead_letter(self, topic: str, reason: str, payload: bytes, received: float) -> None:
+        """Keep a message that failed ``deliveries_max`` stores: its topic, the reason, the first
+        4 KiB of its payload (escaped: a typical result, 0.5 KiB, is kept whole and can be replayed),
+        how often; in its own transaction, bounded."""
+        key = trust.digest(topic, hashlib.sha256(payload).hexdigest())
+        text = payload[:4096].decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        self._begin()
+        try:
+            self._x(
+                self._ts_sql(
+                    "INSERT INTO dead_letters (digest, first_seen, last_seen, topic, reason, payload, count) "
+                    "VALUES (?, {t}, {t}, ?, ?, ?, 1) ON CONFLICT (digest) DO UPDATE SET "
+                    "last_seen = excluded.last_seen, reason = excluded.reason, count = dead_letters.count + 1"
+                ),
+                (key, received, received, topic[:1024], reason[:1024], text),
+            )
+            trust.trim(self, "dead_letters", self.limits.rejected_max)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
 
     def retire(self, device: str, purge: bool = False) -> Optional[tuple[int, int]]:
         """Remove ``device`` from the fleet: its ``devices`` row, and with ``purge`` its stored
@@ -254,40 +313,12 @@ class CollectorDb:
             "DO UPDATE SET last_seen = GREATEST(devices.last_seen, excluded.last_seen)"
         )
 
-    def _upsert_status(self, s: DeviceStatus, received: float) -> None:
-        """The newest status wins, by its ``ts``; an offline one by ``max(ts, receive time)``: a last
-        will carries the snapshot of its connect, older than the statuses sent after it, and a
-        redelivered old status (collector restart, another group member) must not win over it."""
-        cols = ["state", "status_time", "status_order", "last_seen", "version", "model_version", "backlog"]
-        cols += [*LOSS_COUNTERS, "disk_full", "status"]
-        order = max(s.ts, received) if s.state == "offline" else s.ts
-        vals: list[Any] = [s.state, s.ts, order, received, s.version, s.model_version, s.backlog]
-        vals += [s.counters.get(k, 0) for k in LOSS_COUNTERS]
-        vals += [int(s.disk_full) if self.dialect == "sqlite" else s.disk_full, s.body]
-        if self.dialect == "sqlite":
-            marks = ", ".join("?" for _ in cols)
-            newer = "excluded.status_order >= COALESCE(devices.status_order, 0)"
-        else:
-            times = {"status_time", "status_order", "last_seen"}
-            marks = ", ".join(
-                "to_timestamp(%s)" if c in times else ("%s::jsonb" if c == "status" else "%s") for c in cols
-            )
-            newer = "devices.status_order IS NULL OR excluded.status_order >= devices.status_order"
-        sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "last_seen")
-        great = "max" if self.dialect == "sqlite" else "GREATEST"
-        sql = (
-            f"INSERT INTO devices (device, {', '.join(cols)}) VALUES ({'?' if self.dialect == 'sqlite' else '%s'}, {marks}) "
-            f"ON CONFLICT (device) DO UPDATE SET {sets}, "
-            f"last_seen = {great}(COALESCE(devices.last_seen, excluded.last_seen), excluded.last_seen) WHERE {newer}"
-        )
-        self.conn.execute(sql, [s.device, *vals])
-
     # ---- reads (fleet views, metrics, tests) ----------------------------------------------
     def devices(self) -> list[dict[str, Any]]:
         d = self.dialect
         rows = self._x(
             f"SELECT device, state, {_ep('last_seen', d)}, {_ep('status_time', d)}, version, model_version, backlog, "
-            f"{', '.join(LOSS_COUNTERS)} FROM devices ORDER BY device"
+            f"{', '.join(LOSS_COUNTERS)}, conflicts FROM devices ORDER BY device"
         ).fetchall()
         gaps = {
             dev: (n, missing)
@@ -313,6 +344,7 @@ class CollectorDb:
                     "messages": int(counts.get(dev, 0)),
                     "gaps": int(n),
                     "missing": int(missing or 0),
+                    "conflicts": int(row[7 + len(LOSS_COUNTERS)] or 0),
                 }
             )
         return out
@@ -323,6 +355,14 @@ class CollectorDb:
             (device,),
         ).fetchall()
         return [(int(a), int(b), None if c is None else int(c), int(e)) for a, b, c, e in rows]
+
+    def conflict_rows(self, device: str, limit: int = 1000) -> list[tuple[int, int, Optional[str], str]]:
+        """``(boot, seq, msg_id, reason)`` of the device's kept conflicts, by seq."""
+        rows = self._x(
+            "SELECT boot, seq, msg_id, reason FROM conflicts WHERE device = ? ORDER BY seq, boot, id LIMIT ?",
+            (device, limit),
+        ).fetchall()
+        return [(int(b), int(q), m, str(r)) for b, q, m, r in rows]
 
     def counters(self, device: str) -> Optional[dict[str, int]]:
         row = self._x(
@@ -339,6 +379,9 @@ class CollectorDb:
             ]
         )
         return rows, keys
+
+    def device_ids(self) -> list[str]:
+        return [str(r[0]) for r in self._x("SELECT device FROM devices").fetchall()]
 
     def online(self) -> int:
         return int(

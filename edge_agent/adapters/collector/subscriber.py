@@ -6,7 +6,13 @@ message only when told to (paho 2.x ``manual_ack``), i.e. after the database com
 - ``manual_ack=True``: paho sends no PUBACK by itself; un-acked messages are sent again by the
   broker after a reconnect (MQTT 5 section 4.4), so a crash between receive and commit loses nothing;
 - Receive Maximum: how many un-acked messages the broker may push before waiting for our acks
-  (flow control; also bounds the in-memory inbox);
+  (flow control). Not trusted to bound memory: mosquitto 2.0.11 did not enforce it (78,108
+  un-acked messages in the inbox; 30 messages of 10 MB took the collector from 89 to 1,062 MB
+  RSS), so the inbox is bounded in bytes (:class:`Inbox`): when full, paho's thread waits in
+  ``on_message``, stops reading the socket, and TCP holds the broker. That cannot hold up the acks:
+  the writer takes a round out of the inbox before it commits and acks, and ``client.ack`` only
+  queues the PUBACK (no lock paho's thread holds in a callback). A payload over ``message_max``
+  is not kept at all: it becomes a small rejection at once;
 - every connection has a number: an ack for a message received on an earlier connection is not
   sent (packet ids restart; the broker sends that message again and the insert is idempotent);
 - ``leave=True`` (``collect --leave``): the same session, but UNSUBSCRIBE instead of SUBSCRIBE, so
@@ -21,6 +27,7 @@ import queue
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
@@ -43,6 +50,70 @@ class Inbound(NamedTuple):
     mid: int
     qos: int
     conn: int  # the connection it arrived on
+    size: int = -1  # >= 0: the payload had this many bytes, over message_max, and was dropped
+
+
+OVERHEAD = 256  # bytes counted per message besides its payload (the tuple, the topic, paho's object)
+
+
+class Inbox:
+    """A FIFO bounded in bytes: ``put`` waits while it is full (at least one message always fits,
+    so no message is too big to pass); ``get``/``get_nowait`` raise queue.Empty like queue.Queue."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.peak = 0
+        self.waits = 0  # how often the reader had to wait (back-pressure applied)
+        self._items: deque[tuple[Inbound, int]] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def put(self, item: Inbound) -> bool:
+        """False if the inbox was closed while waiting (the message is not kept: never acked)."""
+        n = len(item.payload) + len(item.topic) + OVERHEAD
+        with self._cond:
+            if self._items and self.bytes + n > self.max_bytes and not self._closed:
+                self.waits += 1
+                while self._items and self.bytes + n > self.max_bytes and not self._closed:
+                    self._cond.wait(1.0)
+            if self._closed:
+                return False
+            self._items.append((item, n))
+            self.bytes += n
+            self.peak = max(self.peak, self.bytes)
+            self._cond.notify_all()
+            return True
+
+    def get(self, timeout: float) -> Inbound:
+        with self._cond:
+            if not self._items:
+                self._cond.wait(timeout)
+            return self._pop()
+
+    def get_nowait(self) -> Inbound:
+        with self._cond:
+            return self._pop()
+
+    def _pop(self) -> Inbound:
+        if not self._items:
+            raise queue.Empty
+        item, n = self._items.popleft()
+        self.bytes -= n
+        self._cond.notify_all()
+        return item
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def close(self) -> None:
+        """Wake a waiting ``put`` for good (stop: paho's thread must be joinable)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
 
 class Subscriber:
@@ -62,13 +133,16 @@ class Subscriber:
         password: Optional[str] = None,
         tls: Optional[ssl.SSLContext] = None,
         leave: bool = False,
+        inbox_bytes: int = 64 * 1024 * 1024,
+        message_max: int = 16 * 1024 * 1024,
     ) -> None:
         self.host, self.port, self.filters = host, port, list(filters)
+        self.message_max = message_max
         self.leave = leave
         self.unsubscribed = threading.Event()  # leave: the broker confirmed the UNSUBSCRIBE
         self.unsubscribed_at = 0.0
         self.keepalive_s = keepalive_s
-        self.inbox: queue.Queue[Inbound] = queue.Queue()
+        self.inbox = Inbox(inbox_bytes)
         self.connected = threading.Event()
         self.conn = 0
         self.connects = 0
@@ -105,6 +179,7 @@ class Subscriber:
         if end_session:
             props = Properties(PacketTypes.DISCONNECT)
             props.SessionExpiryInterval = 0
+        self.inbox.close()  # paho's thread may wait in on_message for room
         self.client.disconnect(properties=props)
         self.client.loop_stop()
 
@@ -204,4 +279,9 @@ class Subscriber:
             topic = msg.topic
         except UnicodeDecodeError:  # not UTF-8: stored as rejected under a readable name
             topic = bytes(msg._topic).decode("utf-8", "replace")
+        if len(msg.payload) > self.message_max:  # not kept: a small rejection record instead
+            self.inbox.put(
+                Inbound(topic[:1024], b"", int(msg.mid), int(msg.qos), self.conn, len(msg.payload))
+            )
+            return
         self.inbox.put(Inbound(topic, bytes(msg.payload), int(msg.mid), int(msg.qos), self.conn))

@@ -10,6 +10,7 @@ capped exponential backoff. The agent loop only ever calls ``Outbox.put()``, nev
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import ssl
@@ -59,6 +60,7 @@ class MqttSync:
         self.last_sync: Optional[float] = None
         self.last_error: Optional[str] = None
         self.connect_attempts = 0
+        self._status_seq = itertools.count(1)  # next() is atomic in CPython: any thread may publish
         self.connects = 0
         self.published = 0
         self.acked = 0
@@ -127,12 +129,19 @@ class MqttSync:
             "thread_restarts": self.thread_restarts,
         }
 
+    def _stamp(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The order of what this process publishes on the status topic, for the collector (which
+        must not order statuses by the device's clock): ``link`` = the connection it goes out on
+        (the last will is stamped for the connection it is set on), ``status_seq`` = +1 per status
+        of this boot. The will of link k then beats the statuses sent on link k, and loses to k+1."""
+        return {**body, "link": self.connect_attempts, "status_seq": next(self._status_seq)}
+
     def publish_status(self, snapshot: dict[str, Any]) -> bool:
         """Publish ``snapshot`` (a core.status body) retained on the status topic, if connected."""
         client, session = self._client, self._session_state
         if client is None or session is None or self.state != "connected":
             return False
-        info = client.publish(self.status_topic, encode(snapshot), qos=1, retain=True)
+        info = client.publish(self.status_topic, encode(self._stamp(snapshot)), qos=1, retain=True)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             return False
         session.register(info.mid, None)
@@ -201,7 +210,8 @@ class MqttSync:
         if self._tls is not None:
             client.tls_set_context(self._tls)
         if self.status_fn is not None:
-            client.will_set(self.status_topic, encode(offline_status(self.status_fn())), qos=1, retain=True)
+            will = self._stamp(offline_status(self.status_fn()))
+            client.will_set(self.status_topic, encode(will), qos=1, retain=True)
         client.on_connect = session.on_connect
         client.on_disconnect = session.on_disconnect
         client.on_publish = session.on_publish
@@ -210,8 +220,8 @@ class MqttSync:
     def _session(self) -> Optional[float]:
         """One connection from CONNECT to loss or stop; how long it lasted, None if refused."""
         session = SyncSession(self._wake)
+        self.connect_attempts += 1  # before the client: its last will is stamped with this link
         client = self._new_client(session)
-        self.connect_attempts += 1
         try:
             client.connect(self.cfg.host, self.cfg.port, self.cfg.keepalive_s)
         except OSError as exc:
@@ -340,7 +350,7 @@ class MqttSync:
     def _end_session(self, client: mqtt.Client, session: SyncSession) -> None:
         if self._stop.is_set() and not session.lost.is_set():
             if self.status_fn is not None:
-                body = offline_status(self.status_fn())
+                body = self._stamp(offline_status(self.status_fn()))
                 info = client.publish(self.status_topic, encode(body), qos=1, retain=True)
                 # rc is an error when the connection died since the check above: a drop at the
                 # stop, not a sync failure (wait_for_publish would raise it as RuntimeError)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import ssl
 import sys
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from edge_agent.core.config.collector import CollectorConfig
 
 log = logging.getLogger("edge_agent.collector")
-FLAGS = ("broker", "db", "prefix", "client_id", "group", "metrics_port")
+FLAGS = ("broker", "db", "db_password_file", "prefix", "client_id", "group", "metrics_port")
 
 
 def register(sub: Subparsers) -> None:
@@ -40,6 +41,12 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--config", "-c", metavar="FILE", help="collector TOML with a [collector] table")
     p.add_argument("--broker", metavar="URL", help="mqtt://HOST:PORT or mqtts://HOST:PORT")
     p.add_argument("--db", metavar="URL", help="sqlite:///PATH (sqlite:////abs/path) or postgresql://...")
+    p.add_argument(
+        "--db-password-file",
+        metavar="FILE",
+        help="file holding the PostgreSQL password (relative: under $CREDENTIALS_DIRECTORY); never "
+        "put it in --db, which every user sees in ps (libpq's PGPASSFILE works too)",
+    )
     p.add_argument("--prefix", help="topic prefix the devices publish under")
     p.add_argument("--client-id", help="fixed MQTT client id: the broker keeps its session while we are down")
     p.add_argument("--group", help="shared subscription group ($share/GROUP/...) to split the load")
@@ -86,6 +93,22 @@ def settings(args: argparse.Namespace) -> CollectorConfig:
     return parse_collector_config("", "flags", overrides)
 
 
+def read_db_password(cfg: CollectorConfig) -> Optional[str]:
+    """The PostgreSQL password from ``db_password_file`` (relative: under systemd's
+    $CREDENTIALS_DIRECTORY), else None (libpq then reads PGPASSFILE / ~/.pgpass itself)."""
+    if not cfg.db_password_file:
+        return None
+    path = Path(cfg.db_password_file)
+    creds = os.environ.get("CREDENTIALS_DIRECTORY")
+    if not path.is_absolute() and creds:
+        path = Path(creds) / path
+    try:
+        return path.read_text(encoding="utf-8").rstrip("\r\n") or None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"db_password_file = {cfg.db_password_file!r}: cannot read it ({why})") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.host.metrics_http import MetricsServer
     from edge_agent.adapters.mqtt.connect import read_password, tls_context
@@ -108,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
     tls: Optional[ssl.SSLContext] = tls_context(mcfg)
     if tls is None and broker_address(cfg.broker)[2]:
         tls = ssl.create_default_context()
-    collector = Collector(cfg, read_password(mcfg), tls, args.quiet_s if leave else None)
+    collector = Collector(
+        cfg, read_password(mcfg), tls, args.quiet_s if leave else None, read_db_password(cfg)
+    )
     stop = threading.Event()
 
     def _stop(signum: int, frame: Optional[FrameType]) -> None:

@@ -56,7 +56,13 @@ def register(sub: Subparsers) -> None:
 
 def _open(args: argparse.Namespace) -> CollectorDb:
     from edge_agent.adapters.collector.db import CollectorDb
+    from edge_agent.core.config.collector import db_url_password
 
+    if args.db and db_url_password(args.db):  # not echoed: it holds the secret
+        raise ConfigError(
+            "--db: the database URL carries a password (every user sees it in ps): use libpq's "
+            f"PGPASSFILE (or ${DB_ENV})"
+        )
     url = args.db or os.environ.get(DB_ENV) or DEFAULT_DB
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
@@ -88,7 +94,7 @@ def run_status(args: argparse.Namespace) -> int:
         _out(json.dumps({"devices": devices}, indent=2))
         return 0
     now = time.time()
-    head = ("DEVICE", "STATE", "LAST SEEN", "MODEL", "BACKLOG", "MESSAGES", "GAPS")
+    head = ("DEVICE", "STATE", "LAST SEEN", "MODEL", "BACKLOG", "MESSAGES", "GAPS", "CONFLICTS")
     rows = [
         (
             d["device"],
@@ -98,6 +104,7 @@ def run_status(args: argparse.Namespace) -> int:
             "-" if d["backlog"] is None else str(d["backlog"]),
             str(d["messages"]),
             f"{d['gaps']} ({d['missing']} seq)" if d["gaps"] else "0",
+            str(d["conflicts"]),
         )
         for d in devices
     ]
@@ -124,19 +131,33 @@ def run_gaps(args: argparse.Namespace) -> int:
     try:
         counters = db.counters(args.device)
         gaps = explain(db.gap_rows(args.device), counters or {})
+        conflicts = db.conflict_rows(args.device)
+        total = next((d["conflicts"] for d in db.devices() if d["device"] == args.device), 0)
     finally:
         db.close()
     if counters is None:
         raise ConfigError(f"device {args.device!r}: not in the collector's database")
     if args.json:
         out = [{**g._asdict(), "missing": g.last - g.first + 1} for g in gaps]
-        _out(json.dumps({"device": args.device, "gaps": out}, indent=2))
+        kept = [{"boot": b, "seq": q, "id": m, "reason": r} for b, q, m, r in conflicts]
+        _out(
+            json.dumps(
+                {"device": args.device, "gaps": out, "conflicts": total, "conflicts_kept": kept}, indent=2
+            )
+        )
         return 0
     if not gaps:
         _out(f"{args.device}: no gaps")
     for g in gaps:
         n = g.last - g.first + 1
         _out(f"{args.device}: seq {g.first}..{g.last} ({n} missing): {g.reason}")
+    if total:
+        # without broker ACLs the collector cannot tell the real copy from a forged one: both kept
+        _out(f"{args.device}: {total} conflicts (a seq taken twice with another id or body, or far ahead):")
+        for b, q, m, r in conflicts[:20]:
+            _out(f"{args.device}:   boot {b} seq {q} id {m}: {r}")
+        if len(conflicts) > 20:
+            _out(f"{args.device}:   ... {len(conflicts) - 20} more kept (--json lists them)")
     return 0
 
 

@@ -2,10 +2,14 @@
 and only then acknowledge it to the broker.
 
 One writer thread. A round takes up to ``batch_max`` messages (whatever arrived; it never waits
-for a batch to fill), parses them (core.fleet), stores records, statuses, events and rejections
-in one transaction and acks them all. A database error leaves the round un-acked and retries it
-with backoff (reconnecting to PostgreSQL); if the process dies instead, the broker sends the same
-messages again and the idempotent insert counts them as duplicates.
+for a batch to fill), parses, normalises and admits each inside one guard (anything a message
+makes it raise turns it into a rejection), stores records, statuses, events and rejections in one
+transaction and acks them all. A transient database error (locked, connection gone) leaves the
+round un-acked and retries it with backoff (reconnecting to PostgreSQL). Any other error of a
+round (a bug, data a driver refuses) rolls it back and stores its messages one by one; one that
+fails ``deliveries_max`` times is dead-lettered (kept in ``dead_letters``, acked). Measured before:
+one 90-byte message with a lone surrogate raised in the driver, outside the per-message guard,
+and crash-looped the collector at every restart (the broker redelivered it each time).
 """
 
 from __future__ import annotations
@@ -16,17 +20,56 @@ import ssl
 import threading
 import time
 from collections import deque
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from edge_agent.adapters.collector.db import CollectorDb, DbError, Rejected
 from edge_agent.adapters.collector.subscriber import Inbound, Subscriber
+from edge_agent.adapters.collector.trust import Limits
+from edge_agent.app.collector.admission import Admission, Deliveries
 from edge_agent.core.config.collector import CollectorConfig, broker_address
 from edge_agent.core.config.schema import MqttConfig
-from edge_agent.core.messages.fleet import DeviceStatus, Event, IngestError, Record, parse, subscriptions
+from edge_agent.core.messages.fleet import (
+    DeviceStatus,
+    Event,
+    IngestError,
+    Record,
+    parse,
+    safe_text,
+    split_topic,
+    subscriptions,
+)
+from edge_agent.core.messages.log_throttle import LogThrottle
 
 log = logging.getLogger("edge_agent.collector")
 RATE_WINDOW_S = 10.0
 ONLINE_EVERY_S = 5.0
+
+
+class Item(NamedTuple):
+    """One message of a round, after the guard: what it holds, or why it is rejected."""
+
+    m: Inbound
+    records: list[Record]
+    status: Optional[DeviceStatus]
+    event: Optional[Event]
+    rejected: Optional[Rejected]
+
+
+class Outcome(NamedTuple):
+    inserted: int
+    duplicates: int
+    rejected: int
+    conflicts: dict[str, int]
+    newest: Optional[float]  # device time of the newest record stored
+
+    def plus(self, o: Outcome) -> Outcome:
+        c = dict(self.conflicts)
+        for k, v in o.conflicts.items():
+            c[k] = c.get(k, 0) + v
+        newest = max((t for t in (self.newest, o.newest) if t is not None), default=None)
+        return Outcome(
+            self.inserted + o.inserted, self.duplicates + o.duplicates, self.rejected + o.rejected, c, newest
+        )
 
 
 class Metrics:
@@ -42,6 +85,11 @@ class Metrics:
         self.lag_s = 0.0  # receive time - device time of the newest record stored
         self.devices_online = 0
         self.rounds = 0
+        self.conflicts = 0  # messages kept in conflicts (same key, other content; implausible seq)
+        self.dead_letters = 0
+        self.round_failures = 0  # rounds that failed for their data and were stored one by one
+        self.new_devices_refused = 0
+        self.inbox_bytes = 0
         self._window: deque[tuple[float, int]] = deque()
 
     def stored(self, now: float, n: int) -> None:
@@ -62,10 +110,15 @@ class Metrics:
             "collector_duplicates_dropped_total": self.duplicates,
             "collector_rejected_total": self.rejected,
             "collector_db_errors_total": self.db_errors,
+            "collector_conflicts_total": self.conflicts,
+            "collector_dead_letters_total": self.dead_letters,
+            "collector_round_failures_total": self.round_failures,
+            "collector_new_devices_refused_total": self.new_devices_refused,
             "collector_ingest_rate_per_s": round(self.rate(now), 1),
             "collector_lag_s": round(self.lag_s, 3),
             "collector_devices_online": self.devices_online,
             "collector_inbox": inbox,
+            "collector_inbox_bytes": self.inbox_bytes,
             "collector_broker_connected": 1.0 if connected else 0.0,
         }
 
@@ -77,6 +130,7 @@ class Collector:
         password: Optional[str],
         tls: Optional[ssl.SSLContext],
         leave_quiet_s: Optional[float] = None,
+        db_password: Optional[str] = None,
     ) -> None:
         """``leave_quiet_s``: leave the group (``collect --leave``): store what the broker queued
         for this client id, and once nothing has come for that long, end the session."""
@@ -84,8 +138,13 @@ class Collector:
         self.leave_quiet_s = leave_quiet_s
         self.left = False
         host, port, _ = broker_address(cfg.broker)
-        self.db = CollectorDb(cfg.db)
+        self.db_password = db_password
+        self.db = self._open_db()
         self.metrics = Metrics()
+        self.throttle = LogThrottle(cfg.log_every)
+        self.conflict_log = LogThrottle(cfg.log_every)
+        self.deliveries = Deliveries()
+        self.admission = Admission(cfg.enrolled_file, cfg.new_devices_max, cfg.new_devices_interval_s)
         self.sub = Subscriber(
             host,
             port,
@@ -98,6 +157,8 @@ class Collector:
             password=password,
             tls=tls,
             leave=leave_quiet_s is not None,
+            inbox_bytes=cfg.inbox_max_mib * 1024 * 1024,
+            message_max=cfg.message_max_kib * 1024,
         )
         self._online_at = 0.0
 
@@ -107,6 +168,7 @@ class Collector:
         except self.db.errors() as exc:  # one line; the URL (it may hold a password) is not shown
             raise DbError(f"{self.db.dialect}: cannot apply the collector schema: {exc}") from None
         log.info("collector: database %s at schema version %d", self.db.dialect, version)
+        self.admission.known.update(self.db.device_ids())
         self.sub.start()
         last = time.monotonic()
         try:
@@ -155,53 +217,147 @@ class Collector:
                 break
         return batch
 
+    def _guarded(self, m: Inbound, received: float) -> Item:
+        """Parse, normalise and admit one message; anything it raises makes it a rejection (acked).
+        Were it to raise out of the round, the collector would exit without an ack, and the broker
+        would hand the same message to the restarted one (or the group's next member) for ever."""
+        try:
+            if m.size >= 0:
+                raise IngestError(
+                    f"{m.topic[:200]}: {m.size} bytes, at most {self.sub.message_max} taken (message_max_kib)"
+                )
+            parsed = parse(self.cfg.prefix, m.topic, m.payload, received)
+            device = split_topic(self.cfg.prefix, m.topic)[0]
+            why = self.admission.refuse(device)
+            if why is not None:
+                raise IngestError(f"{m.topic[:200]}: {why}")
+            return Item(m, parsed.records, parsed.status, parsed.event, None)
+        except Exception as exc:  # noqa: BLE001 -- IngestError, or a parser bug: see above
+            why = str(exc) if isinstance(exc, IngestError) else f"unexpected {type(exc).__name__}: {exc}"
+            why = safe_text(why)
+            key = (
+                "new device ids"
+                if "enrolled" in why
+                else safe_text(m.topic.split("/")[1] if m.topic.count("/") >= 1 else m.topic, 80)
+            )
+            line = self.throttle.line(key, f"collector: rejected: {why}")
+            if line is not None:
+                log.warning("%s", line)
+            return Item(m, [], None, None, Rejected(safe_text(m.topic), why, received))
+
     def _round(self, batch: list[Inbound], stop: threading.Event) -> None:
         received = time.time()
         self.metrics.taken += len(batch)
-        records: list[Record] = []
-        statuses: list[DeviceStatus] = []
-        events: list[Event] = []
-        rejected: list[Rejected] = []
-        for m in batch:
-            try:
-                parsed = parse(self.cfg.prefix, m.topic, m.payload, received)
-            except Exception as exc:  # noqa: BLE001 -- IngestError, or a parser bug: a message that raised
-                # anything else would end the collector, and the broker would hand the same message to
-                # the restarted one (or the next member of the group) for ever: a poison message
-                why = str(exc) if isinstance(exc, IngestError) else f"unexpected {type(exc).__name__}: {exc}"
-                log.warning("collector: rejected: %s", why)
-                rejected.append(Rejected(m.topic[:1024], why[:1024], received))
-                continue
-            records.extend(parsed.records)
-            if parsed.status is not None:
-                statuses.append(parsed.status)
-            if parsed.event is not None:
-                events.append(parsed.event)
-        failures = 0
-        while True:
-            try:
-                inserted = self.db.store(records, received, statuses, events, rejected)
-                break
-            except self.db.errors() as exc:
-                failures += 1
-                self.metrics.db_errors += 1
-                log.error(
-                    "collector: database error (round of %d messages not acknowledged): %s", len(batch), exc
-                )
-                if stop.wait(min(30.0, 0.5 * 2 ** min(failures, 6))):
-                    return  # not acknowledged: the broker sends them again to the next collector
-                self._reopen()
-        self.sub.ack(batch)  # only now: the rows are committed
+        items = [self._guarded(m, received) for m in batch]
+        done = self._store(items, received, stop)
+        if done is None:
+            return  # stopping: not acknowledged, the broker sends them again
+        self.sub.ack(batch)  # only now: the rows are committed (or dead-lettered)
         now = time.monotonic()
         met = self.metrics
         met.messages += len(batch)
-        met.records += inserted
-        met.duplicates += len(records) - inserted
-        met.rejected += len(rejected)
+        met.records += done.inserted
+        met.duplicates += done.duplicates
+        met.rejected += done.rejected
+        met.conflicts += sum(done.conflicts.values())
         met.rounds += 1
-        met.stored(now, inserted)
-        if records:
-            met.lag_s = max(0.0, received - max(r.time for r in records))
+        met.new_devices_refused = self.admission.refused
+        met.inbox_bytes = self.sub.inbox.bytes
+        met.stored(now, done.inserted)
+        for dev, n in sorted(done.conflicts.items()):
+            line = self.conflict_log.line(
+                dev,
+                f"collector: {dev}: {n} message(s) with a seq already taken by another id or body, or implausibly far ahead: kept in conflicts (fleet gaps {dev})",
+            )
+            if line is not None:
+                log.warning("%s", line)
+        if done.newest is not None:
+            met.lag_s = max(0.0, received - done.newest)
+
+    def _store(self, items: list[Item], received: float, stop: threading.Event) -> Optional[Outcome]:
+        """The round in one transaction; the driver's transient errors (database locked or gone)
+        retry it with backoff, anything else (a bug, data a driver refuses) rolls it back and
+        stores its messages one by one. None: stopped before it was stored."""
+        failures = 0
+        while True:
+            try:
+                return self._store_items(items, received)
+            except self.db.transient() as exc:
+                failures += 1
+                if not self._backoff(failures, len(items), exc, stop):
+                    return None
+            except Exception as exc:  # noqa: BLE001 -- about the data: never a crash loop
+                self.metrics.round_failures += 1
+                log.error(
+                    "collector: a round of %d messages failed (%s: %s): storing them one by one",
+                    len(items),
+                    type(exc).__name__,
+                    safe_text(str(exc), 300),
+                )
+                return self._one_by_one(items, received, stop)
+
+    def _one_by_one(self, items: list[Item], received: float, stop: threading.Event) -> Optional[Outcome]:
+        total = Outcome(0, 0, 0, {}, None)
+        failures = 0
+        for it in items:
+            key = Deliveries.key(it.m.topic, it.m.payload)
+            while True:
+                try:
+                    total = total.plus(self._store_items([it], received))
+                    self.deliveries.forget(key)
+                    break
+                except self.db.transient() as exc:
+                    failures += 1
+                    if not self._backoff(failures, 1, exc, stop):
+                        return None
+                except Exception as exc:  # noqa: BLE001 -- about this message
+                    why = safe_text(f"{type(exc).__name__}: {exc}", 300)
+                    if self.deliveries.failed(key) < self.cfg.deliveries_max:
+                        continue
+                    if self._dead_letter(it, why, received, stop):
+                        break
+                    return None
+        return total
+
+    def _dead_letter(self, it: Item, why: str, received: float, stop: threading.Event) -> bool:
+        """Keep the message in dead_letters and let it be acked; False: stopped first."""
+        failures = 0
+        while True:
+            try:
+                self.db.dead_letter(safe_text(it.m.topic), why, it.m.payload, received)
+                break
+            except self.db.transient() as exc:
+                failures += 1
+                if not self._backoff(failures, 1, exc, stop):
+                    return False
+            except Exception as exc:  # noqa: BLE001 -- even that failed: log it, ack it, go on
+                log.error("collector: could not dead-letter %s: %s", safe_text(it.m.topic, 200), exc)
+                break
+        self.metrics.dead_letters += 1
+        log.error(
+            "collector: dead letter after %d failed stores: %s (%s)",
+            self.cfg.deliveries_max,
+            safe_text(it.m.topic, 200),
+            why,
+        )
+        return True
+
+    def _backoff(self, failures: int, n: int, exc: BaseException, stop: threading.Event) -> bool:
+        self.metrics.db_errors += 1
+        log.error("collector: database error (round of %d messages not acknowledged): %s", n, exc)
+        if stop.wait(min(30.0, 0.5 * 2 ** min(failures, 6))):
+            return False  # not acknowledged: the broker sends them again to the next collector
+        self._reopen()
+        return True
+
+    def _store_items(self, items: list[Item], received: float) -> Outcome:
+        records = [r for it in items for r in it.records]
+        statuses = [it.status for it in items if it.status is not None]
+        events = [it.event for it in items if it.event is not None]
+        rejected = [it.rejected for it in items if it.rejected is not None]
+        inserted = self.db.store(records, received, statuses, events, rejected)
+        newest = max((r.time for r in records), default=None)
+        return Outcome(inserted, self.db.last_duplicates, len(rejected), dict(self.db.last_conflicts), newest)
 
     def _reopen(self) -> None:
         if self.db.dialect != "postgresql":
@@ -210,9 +366,14 @@ class Collector:
             self.db.close()
         finally:
             try:
-                self.db = CollectorDb(self.cfg.db)
+                self.db = self._open_db()
             except (DbError, *self.db.errors()) as exc:  # type: ignore[misc]  # the next round retries
                 log.error("collector: reconnecting to the database failed: %s", exc)
+
+    def _open_db(self) -> CollectorDb:
+        c = self.cfg
+        limits = Limits(c.seq_jump_max, c.conflicts_max_per_device, c.rejected_max)
+        return CollectorDb(c.db, self.db_password, limits)
 
     def _refresh_online(self) -> None:
         now = time.monotonic()

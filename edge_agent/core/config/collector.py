@@ -101,6 +101,77 @@ class CollectorConfig(BaseModel):
     metrics_port: int = Field(
         default=0, ge=0, lt=65536, description="Prometheus text on 127.0.0.1:PORT/metrics; 0 = off"
     )
+    db_password_file: Optional[str] = Field(
+        default=None,
+        description="file holding the PostgreSQL password (a relative path resolves under systemd's "
+        "$CREDENTIALS_DIRECTORY when set); the db URL itself may not carry one (it would show in ps); "
+        "libpq's PGPASSFILE works too",
+        examples=["db-password"],
+    )
+    inbox_max_mib: int = Field(
+        default=64,
+        ge=1,
+        le=4096,
+        description="MiB of received, not yet stored messages held in memory; when full the subscriber "
+        "stops reading the socket, so TCP back-pressure holds the broker",
+    )
+    message_max_kib: int = Field(
+        default=16 * 1024,
+        ge=64,
+        le=16 * 1024,
+        description="largest MQTT payload taken (KiB); a larger one is rejected at once, its payload "
+        "not kept. At least the devices' [mqtt] batch_max_kib (at most 16384)",
+    )
+    deliveries_max: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="a message whose store failed this many times (for a reason other than the "
+        "database being unreachable) is dead-lettered: acknowledged and kept in dead_letters",
+    )
+    rejected_max: int = Field(
+        default=10_000,
+        ge=10,
+        le=10_000_000,
+        description="newest rows kept in the rejected table (and in dead_letters); older ones are "
+        "deleted and counted",
+    )
+    conflicts_max_per_device: int = Field(
+        default=1000,
+        ge=1,
+        le=10_000_000,
+        description="conflicting messages (same device, boot, seq; other content) kept per device; "
+        "beyond it they are only counted",
+    )
+    seq_jump_max: int = Field(
+        default=1_000_000,
+        ge=1_000_000,
+        le=2**62,
+        description="a seq more than this above the highest the device is known to have reached "
+        "(stored or reported in its status) is held as a conflict, not stored as a huge gap",
+    )
+    enrolled_file: Optional[str] = Field(
+        default=None,
+        description="JSON file of enrolled devices (written by `edge-agent fleet enroll`); when set, "
+        "a message from any other device id is rejected. Re-read when its mtime changes",
+        examples=["/etc/edge-collector/enrolled.json"],
+    )
+    new_devices_max: int = Field(
+        default=100,
+        ge=1,
+        le=1_000_000,
+        description="without enrolled_file: new device ids taken per new_devices_interval_s; a "
+        "message from one more is rejected (no device row)",
+    )
+    new_devices_interval_s: int = Field(
+        default=3600, ge=1, le=30 * 86400, description="the interval of new_devices_max, seconds"
+    )
+    log_every: int = Field(
+        default=100,
+        ge=1,
+        le=1_000_000,
+        description="refusal log lines: the first of each device, then every Nth with the count",
+    )
 
     @field_validator("broker")
     @classmethod
@@ -122,6 +193,18 @@ class CollectorConfig(BaseModel):
         if problem is not None:
             raise ValueError(f"not a usable MQTT topic prefix: {problem}")
         return value
+
+
+def db_url_password(url: str) -> bool:
+    """Whether a postgresql:// URL holds a password (``user:pw@`` or ``password=`` in the query)."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        return False
+    try:
+        parts = urlsplit(url)
+        has = parts.password is not None
+    except ValueError:
+        return False
+    return has or "password=" in parts.query.lower()
 
 
 def broker_address(url: str) -> tuple[str, int, bool]:
@@ -149,6 +232,13 @@ def parse_collector_config(text: str, source: str, overrides: dict[str, object])
     section = data.get("collector", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{source}: collector must be a table ([collector])")
+    for where, given in ((f"{source} [collector] db", section.get("db")), ("--db", overrides.get("db"))):
+        if isinstance(given, str) and db_url_password(given):  # the URL is not echoed: it holds the secret
+            raise ConfigError(
+                f"{where}: the database URL carries a password (it would show in ps, logs and shell "
+                "history): put it in a file named by db_password_file / --db-password-file, or use "
+                "libpq's PGPASSFILE"
+            )
     try:
         return CollectorConfig.model_validate({**section, **overrides})
     except ValidationError as exc:

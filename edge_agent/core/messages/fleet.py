@@ -24,6 +24,7 @@ MSG_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
 MAX_SEQ = 2**62
 MAX_BOOT = 2**31
 MAX_PAYLOAD = 16 * 1024 * 1024
+MAX_DEPTH = 64  # JSON nesting: our messages nest 4 deep; json.loads recurses (RecursionError)
 TS_MAX = 1e11  # year 5138: anything later is not a clock reading
 STATUS_KIND = "status"
 LOSS_COUNTERS = ("dropped", "expired", "rejected", "lost", "crashes", "seq_skipped", "salvaged")
@@ -46,13 +47,16 @@ class Record(NamedTuple):
 class DeviceStatus(NamedTuple):
     device: str
     state: str
-    ts: float
+    ts: float  # the device's ts, clamped to the receive time (a future ts must not pin a row)
     version: str
     model_version: str
     backlog: int
     counters: dict[str, int]  # LOSS_COUNTERS from the snapshot's queue block
     disk_full: bool
     body: str
+    # the order of statuses (boot, link, offline, status_seq): None for an old agent (then by ts)
+    order: Optional[tuple[int, int, int, int]] = None
+    seq: int = 0  # the outbox's current seq as the device reports it (queue.seq)
 
 
 class Event(NamedTuple):
@@ -91,13 +95,53 @@ def split_topic(prefix: str, topic: str) -> tuple[str, str]:
 
 
 def _json_text(value: object, where: str) -> str:
+    """Compact JSON that every driver can store: a lone surrogate (``"\\ud800"`` passes json.loads)
+    made the driver's UTF-8 encode raise outside the per-message guard and crash-looped the
+    collector, so encodability is checked here, where a failure is a rejection."""
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except ValueError as exc:
-        raise IngestError(f"{where}: not storable JSON ({exc})") from None
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise IngestError(
+            f"{where}: holds a lone UTF-16 surrogate (\\ud800-\\udfff), not storable text"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise IngestError(f"{where}: not storable JSON ({str(exc)[:120]})") from None
     if "\\u0000" in text:  # PostgreSQL's jsonb and text refuse NUL
         raise IngestError(f"{where}: contains a NUL character")
     return text
+
+
+def _loads(payload: bytes, where: str) -> object:
+    """json.loads, with the nesting bounded (the C decoder raises RecursionError past ~1000 levels;
+    a deep value that did decode would break the next recursive reader, so it is refused here)."""
+    try:
+        body = json.loads(payload)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise IngestError(f"{where}: not JSON ({str(exc)[:120]})") from None
+    if payload.count(b"[") + payload.count(b"{") > MAX_DEPTH and depth(body) > MAX_DEPTH:
+        raise IngestError(f"{where}: JSON nested deeper than {MAX_DEPTH}")
+    return body
+
+
+def depth(value: object) -> int:
+    """Nesting depth of a decoded JSON value, without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, list):
+            deepest = max(deepest, d)
+            todo.extend((x, d + 1) for x in v if isinstance(x, (dict, list)))
+    return deepest
+
+
+def safe_text(text: str, limit: int = 1024) -> str:
+    """Text for the rejected table and the log: bounded, no NUL, always encodable."""
+    return (
+        text[:limit].replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("ascii", "replace")
+    )
 
 
 def _int(body: Mapping[str, Any], key: str, lo: int, hi: int, where: str) -> int:
@@ -151,17 +195,42 @@ def device_status(device: str, body: object, received: float, where: str) -> Dev
         raise IngestError(f"{where}: device_id {str(body.get('device_id'))[:80]!r} is not {device!r}")
     queue = body.get("queue") if isinstance(body.get("queue"), dict) else {}
     assert isinstance(queue, dict)
+    state = _text(body.get("state"), 32) or "unknown"
     return DeviceStatus(
         device=device,
-        state=_text(body.get("state"), 32) or "unknown",
-        ts=_ts(body, received),
+        state=state,
+        ts=min(_ts(body, received), received),
         version=_text(body.get("version"), 64),
         model_version=_text(model_version(body), 128),
         backlog=_count(queue, "pending"),
         counters={k: _count(queue, k) for k in LOSS_COUNTERS},
         disk_full=queue.get("disk_full") is True,
         body=_json_text(body, where),
+        order=status_order(body, queue, state),
+        seq=_count(queue, "seq"),
     )
+
+
+def _whole(value: object, hi: int) -> Optional[int]:
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= hi
+    return value if ok else None  # type: ignore[return-value]
+
+
+def status_order(
+    body: Mapping[str, Any], queue: Mapping[str, Any], state: str
+) -> Optional[tuple[int, int, int, int]]:
+    """``(boot, link, offline, status_seq)``: which status of a device is the newest, without its
+    wall clock (a forged ts of 9e10 pinned a row; a clock stepped back 30 days froze one). The
+    device's MQTT sync stamps ``link`` (the connection a status goes out on; the last will is
+    stamped for the connection it is set on, at its CONNECT) and ``status_seq`` (+1 per status of
+    the boot), so the will of a connection beats every status sent on it (offline = 1 > 0) and
+    loses to the first of the next connection. None (an old agent): ordered by ts, as before."""
+    boot = _whole(queue.get("boot"), MAX_BOOT)
+    link = _whole(body.get("link"), MAX_SEQ)
+    counter = _whole(body.get("status_seq"), MAX_SEQ)
+    if boot is None or link is None or counter is None:
+        return None
+    return (boot, link, 1 if state == "offline" else 0, counter)
 
 
 def model_version(body: Mapping[str, Any]) -> str:
@@ -184,17 +253,17 @@ def parse(prefix: str, topic: str, payload: bytes, received: float) -> Parsed:
     if kind == BATCH_KIND:
         try:
             lines = unpack(payload)
-        except BatchError as exc:
-            raise IngestError(f"{where}: {exc}") from None
+        except (BatchError, RecursionError) as exc:
+            raise IngestError(f"{where}: {str(exc)[:200]}") from None
+        for i, (_, b) in enumerate(lines):
+            if depth(b) > MAX_DEPTH:
+                raise IngestError(f"{where} line {i + 1}: JSON nested deeper than {MAX_DEPTH}")
         return Parsed(
             [record(device, k, b, received, f"{where} line {i + 1}") for i, (k, b) in enumerate(lines)],
             None,
             None,
         )
-    try:
-        body = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise IngestError(f"{where}: not JSON ({exc})") from None
+    body = _loads(payload, where)
     if kind == STATUS_KIND:
         return Parsed([], device_status(device, body, received, where), None)
     if isinstance(body, dict) and "seq" in body:

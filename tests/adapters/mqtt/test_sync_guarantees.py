@@ -123,5 +123,6 @@ def test_status_is_the_snapshot_given_and_the_will_says_offline(tmp_path: Path, 
     collector.wait_until(lambda c: len(c.messages) >= 2, 5, "len(c.messages) >= 2")
     bodies = [json.loads(p) for _, p, _ in collector.messages]
     collector.close()
-    assert bodies[0] == {"state": "running", "n": 1}
-    assert bodies[-1] == {"state": "offline", "n": 1}
+    # stamped with the connection and the status counter (the will was 1, set before the CONNECT)
+    assert bodies[0] == {"state": "running", "n": 1, "link": 1, "status_seq": 2}
+    assert bodies[-1] == {"state": "offline", "n": 1, "link": 1, "status_seq": 3}

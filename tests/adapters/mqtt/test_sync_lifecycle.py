@@ -88,7 +88,13 @@ def test_the_broker_sees_the_device_id_a_clean_session_the_keepalive_and_a_clean
     # a stop ends with a DISCONNECT (the broker drops the will), not a closed socket
     wait_until(lambda: f"Client {DEVICE} disconnected." in broker.log_text(), 10, broker.log_text)
     # and leaves "offline" retained, so a dashboard that looks later does not read "running"
-    assert retained(broker.port, f"edge/{DEVICE}/status") == ({"state": "offline"}, 1, True)
+    # stamped for the collector's ordering: link 1 (the first connection); status_seq 3 after the
+    # will (1) and the status published at connect (2)
+    assert retained(broker.port, f"edge/{DEVICE}/status") == (
+        {"state": "offline", "link": 1, "status_seq": 3},
+        1,
+        True,
+    )
 
 
 def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs_off(
@@ -123,7 +129,9 @@ def test_a_device_that_vanishes_is_marked_offline_by_its_retained_will_and_backs
             finally:
                 broker.proc.send_signal(signal.SIGCONT)
             assert (ob.stats()["pending"], ob.stats()["inflight"]) == (3, 0)
-            assert retained(broker.port, f"edge/{DEVICE}/status") == ({"state": "offline", "n": 7}, 1, True)
+            # the will: stamped at the CONNECT of link 1, before the connect status (status_seq 2)
+            will = {"state": "offline", "n": 7, "link": 1, "status_seq": 1}
+            assert retained(broker.port, f"edge/{DEVICE}/status") == (will, 1, True)
             assert not poll(lambda: sync.connect_attempts > 1, 1.0), "reconnected without a backoff"
             assert sync.stats()["connects"] == 1 and sync.thread_restarts == 0
         finally:

@@ -25,8 +25,8 @@ class Started(Exception):
 def started_with(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
-    def record(cfg: Any, password: Any, tls: Any, leave_quiet_s: Any = None) -> None:
-        seen.update(cfg=cfg, password=password, tls=tls, quiet=leave_quiet_s)
+    def record(cfg: Any, password: Any, tls: Any, leave_quiet_s: Any = None, db_password: Any = None) -> None:
+        seen.update(cfg=cfg, password=password, tls=tls, quiet=leave_quiet_s, db_password=db_password)
         raise Started
 
     monkeypatch.setattr(collector, "Collector", record)
@@ -81,3 +81,16 @@ def test_an_unreadable_config_file_is_one_error_naming_it(tmp_path: Path) -> Non
     args.config = str(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match=r"missing\.toml: cannot read the collector config"):
         collect_cmd.settings(args)
+
+
+def test_the_db_password_file_reaches_the_collector_and_a_missing_one_is_one_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "db-password").write_text("s3cret\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    seen = started_with(monkeypatch, ["--db", "postgresql://u@h/db", "--db-password-file", "db-password"])
+    assert seen["db_password"] == "s3cret"
+    assert started_with(monkeypatch, ["--db", "postgresql://u@h/db"])["db_password"] is None
+    args = build_parser().parse_args(["collect", "--db", "postgresql://u@h/db", "--db-password-file", "nope"])
+    with pytest.raises(ConfigError, match=r"^db_password_file = 'nope': cannot read it \(No such file"):
+        collect_cmd.run(args)

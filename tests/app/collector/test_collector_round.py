@@ -249,10 +249,15 @@ def test_the_prometheus_figures_name_every_counter() -> None:
         "collector_duplicates_dropped_total": 4,
         "collector_rejected_total": 3,
         "collector_db_errors_total": 2,
+        "collector_conflicts_total": 0,
+        "collector_dead_letters_total": 0,
+        "collector_round_failures_total": 0,
+        "collector_new_devices_refused_total": 0,
         "collector_ingest_rate_per_s": round(20 / RATE_WINDOW_S, 1),
         "collector_lag_s": 1.235,
         "collector_devices_online": 9,
         "collector_inbox": 11,
+        "collector_inbox_bytes": 0,
         "collector_broker_connected": 1.0,
     }
     assert m.values(inbox=0, connected=False)["collector_broker_connected"] == 0.0

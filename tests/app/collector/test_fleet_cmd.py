@@ -62,8 +62,9 @@ def test_status_columns_a_zero_backlog_is_zero_and_gaps_count_their_seqs(
     assert main(["-q", "fleet", "status", "--db", url]) == 0
     rows = table(capsys)
     cam1, cam2 = rows["cam-1"], rows["cam-2"]
-    assert cam1[1] == "running" and cam1[-5:] == ["0", "2", "1", "(2", "seq)"]  # backlog 0, not "-"
-    assert cam2[1] == "-" and cam2[-3:] == ["-", "1", "0"]  # no status: no backlog known
+    # backlog 0 (not "-"), 2 messages, 1 gap of 2 seqs, 0 conflicts
+    assert cam1[1] == "running" and cam1[-6:] == ["0", "2", "1", "(2", "seq)", "0"]
+    assert cam2[1] == "-" and cam2[-4:] == ["-", "1", "0", "0"]  # no status: no backlog known
 
 
 def test_a_missing_file_and_a_database_that_is_not_the_collectors_are_one_error_each(

@@ -80,3 +80,34 @@ def test_the_example_states_the_bounds_of_each_number() -> None:
     assert "[>= 60, <= 4294967295]\nsession_expiry_s = 604_800\n" in text
     assert "[>= 1, <= 65535]\nreceive_maximum = 1000\n" in text
     assert "[> 0, <= 65535]\nkeepalive_s = 30\n" in text
+
+
+@pytest.mark.parametrize(
+    "url, has",
+    [
+        ("postgresql://u:pw@h/db", True),
+        ("postgres://u:@h/db", True),  # an empty password is still one on argv
+        ("postgresql://u@h/db?sslmode=require&Password=x", True),
+        ("postgresql://u@h/db", False),
+        ("postgresql:///db?host=/run/postgresql", False),
+        ("sqlite:////var/lib/x:y@z.db", False),
+    ],
+)
+def test_a_password_in_the_db_url_is_found(url: str, has: bool) -> None:
+    from edge_agent.core.config.collector import db_url_password
+
+    assert db_url_password(url) is has
+
+
+def test_a_db_url_with_a_password_is_refused_without_echoing_it() -> None:
+    for text, over in (
+        ("[collector]\ndb = 'postgresql://u:hunter2@h/db'\n", {}),
+        ("", {"db": "postgresql://u:hunter2@h/db"}),
+    ):
+        with pytest.raises(ConfigError) as err:
+            parse_collector_config(text, "c.toml", over)
+        assert "hunter2" not in str(err.value) and "db_password_file" in str(err.value)
+    cfg = parse_collector_config(
+        "[collector]\ndb = 'postgresql://u@h/db'\ndb_password_file = 'pw'\n", "c.toml", {}
+    )
+    assert cfg.db_password_file == "pw"

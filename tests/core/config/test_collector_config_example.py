@@ -26,7 +26,7 @@ def test_the_full_example_sets_every_unset_key_with_a_valid_value() -> None:
     short, full = collector_example().splitlines(), collector_example(full=True).splitlines()
     assert len(short) == len(full)
     assert all(s in (f, f"# {f}") for s, f in zip(short, full))
-    assert sum(s == f"# {f}" for s, f in zip(short, full)) == 5  # the five unset keys
+    assert sum(s == f"# {f}" for s, f in zip(short, full)) == 7  # the seven unset keys
 
 
 def test_collect_prints_it() -> None:

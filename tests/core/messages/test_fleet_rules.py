@@ -376,3 +376,201 @@ def test_one_skipped_seq_or_one_expired_message_is_enough_to_explain_a_gap() -> 
     assert explain(ROWS, {"seq_skipped": 1})[1].reported
     g = explain(ROWS, {"expired": 3})[2]
     assert g.reason == "dropped on the device (device reports expired 3)" and g.reported
+
+
+def test_a_lone_surrogate_is_refused_in_a_message_an_event_a_status_and_a_batch_line() -> None:
+    # json.loads takes "\ud800"; the drivers' UTF-8 encode did not, outside the guard (a crash loop)
+    lone = b'{"id":"r1","seq":7,"boot":2,"device_id":"cam-1","label":"\\ud800"}'
+    why = "holds a lone UTF-16 surrogate (\\ud800-\\udfff), not storable text"
+    assert refused(TOPIC, lone) == f"{TOPIC}: {why}"
+    assert refused("edge/cam-1/model_progress", b'["\\udfff"]') == f"edge/cam-1/model_progress: {why}"
+    assert refused("edge/cam-1/status", b'{"state":"running","\\udc00":1}') == f"edge/cam-1/status: {why}"
+    topic = "edge/cam-1/batch.zlib"
+    rows = [("detections", json.dumps(result(seq=1)).encode()), ("detections", lone)]
+    assert refused(topic, pack(rows, 1 << 20).payload) == f"{topic} line 2: {why}"
+    # a surrogate PAIR is a real character: stored (as UTF-8)
+    pair = parse("edge", TOPIC, b'{"id":"r1","seq":7,"boot":2,"e":"\\ud83d\\ude00"}', NOW).records[0]
+    assert "\U0001f600" in pair.body
+
+
+def test_json_nesting_is_bounded_in_messages_and_in_batch_lines() -> None:
+    deep = b'{"id":"r1","seq":7,"boot":2,"x":' + b"[" * 64 + b"]" * 64 + b"}"
+    assert refused(TOPIC, deep) == f"{TOPIC}: JSON nested deeper than 64"
+    ok = b'{"id":"r1","seq":7,"boot":2,"x":' + b"[" * 63 + b"]" * 63 + b"}"
+    assert parse("edge", TOPIC, ok, NOW).records[0].seq == 7  # 64 levels with the body: taken
+    assert refused(TOPIC, b"[" * 100_000).startswith(f"{TOPIC}: not JSON (maximum recursion depth")
+    # brackets inside strings are not nesting
+    many = json.dumps(result(x="[" * 500)).encode()
+    assert parse("edge", TOPIC, many, NOW).records[0].seq == 7
+    topic = "edge/cam-1/batch.zlib"
+    body = json.dumps(
+        result(
+            x=[
+                [
+                    [
+                        [
+                            [
+                                [
+                                    [
+                                        [
+                                            [
+                                                [
+                                                    [
+                                                        [
+                                                            [
+                                                                [
+                                                                    [
+                                                                        [
+                                                                            [
+                                                                                [
+                                                                                    [
+                                                                                        [
+                                                                                            [
+                                                                                                [
+                                                                                                    [
+                                                                                                        [
+                                                                                                            [
+                                                                                                                [
+                                                                                                                    [
+                                                                                                                        [
+                                                                                                                            [
+                                                                                                                                [
+                                                                                                                                    [
+                                                                                                                                        [
+                                                                                                                                            [
+                                                                                                                                                [
+                                                                                                                                                    [
+                                                                                                                                                        [
+                                                                                                                                                            [
+                                                                                                                                                                [
+                                                                                                                                                                    [
+                                                                                                                                                                        [
+                                                                                                                                                                            [
+                                                                                                                                                                                [
+                                                                                                                                                                                    [
+                                                                                                                                                                                        [
+                                                                                                                                                                                            [
+                                                                                                                                                                                                [
+                                                                                                                                                                                                    [
+                                                                                                                                                                                                        [
+                                                                                                                                                                                                            [
+                                                                                                                                                                                                                [
+                                                                                                                                                                                                                    [
+                                                                                                                                                                                                                        [
+                                                                                                                                                                                                                            [
+                                                                                                                                                                                                                                [
+                                                                                                                                                                                                                                    [
+                                                                                                                                                                                                                                        [
+                                                                                                                                                                                                                                            [
+                                                                                                                                                                                                                                                [
+                                                                                                                                                                                                                                                    [
+                                                                                                                                                                                                                                                        [
+                                                                                                                                                                                                                                                            [
+                                                                                                                                                                                                                                                                [
+                                                                                                                                                                                                                                                                    [
+                                                                                                                                                                                                                                                                        [
+                                                                                                                                                                                                                                                                            [
+                                                                                                                                                                                                                                                                                1
+                                                                                                                                                                                                                                                                            ]
+                                                                                                                                                                                                                                                                        ]
+                                                                                                                                                                                                                                                                    ]
+                                                                                                                                                                                                                                                                ]
+                                                                                                                                                                                                                                                            ]
+                                                                                                                                                                                                                                                        ]
+                                                                                                                                                                                                                                                    ]
+                                                                                                                                                                                                                                                ]
+                                                                                                                                                                                                                                            ]
+                                                                                                                                                                                                                                        ]
+                                                                                                                                                                                                                                    ]
+                                                                                                                                                                                                                                ]
+                                                                                                                                                                                                                            ]
+                                                                                                                                                                                                                        ]
+                                                                                                                                                                                                                    ]
+                                                                                                                                                                                                                ]
+                                                                                                                                                                                                            ]
+                                                                                                                                                                                                        ]
+                                                                                                                                                                                                    ]
+                                                                                                                                                                                                ]
+                                                                                                                                                                                            ]
+                                                                                                                                                                                        ]
+                                                                                                                                                                                    ]
+                                                                                                                                                                                ]
+                                                                                                                                                                            ]
+                                                                                                                                                                        ]
+                                                                                                                                                                    ]
+                                                                                                                                                                ]
+                                                                                                                                                            ]
+                                                                                                                                                        ]
+                                                                                                                                                    ]
+                                                                                                                                                ]
+                                                                                                                                            ]
+                                                                                                                                        ]
+                                                                                                                                    ]
+                                                                                                                                ]
+                                                                                                                            ]
+                                                                                                                        ]
+                                                                                                                    ]
+                                                                                                                ]
+                                                                                                            ]
+                                                                                                        ]
+                                                                                                    ]
+                                                                                                ]
+                                                                                            ]
+                                                                                        ]
+                                                                                    ]
+                                                                                ]
+                                                                            ]
+                                                                        ]
+                                                                    ]
+                                                                ]
+                                                            ]
+                                                        ]
+                                                    ]
+                                                ]
+                                            ]
+                                        ]
+                                    ]
+                                ]
+                            ]
+                        ]
+                    ]
+                ]
+            ]
+        )
+    )
+    assert refused(topic, pack([("detections", body.encode())], 1 << 20).payload) == (
+        f"{topic} line 1: JSON nested deeper than 64"
+    )
+
+
+def test_a_batch_line_of_another_device_is_refused() -> None:
+    topic = "edge/cam-1/batch.zlib"
+    rows = [
+        ("detections", json.dumps(result(seq=1)).encode()),
+        ("detections", json.dumps(result(seq=2, device_id="cam-9")).encode()),
+    ]
+    assert refused(topic, pack(rows, 1 << 20).payload) == (
+        f"{topic} line 2: device_id 'cam-9' is not the topic's device 'cam-1'"
+    )
+
+
+def test_a_status_ts_from_the_future_is_the_receive_time_and_its_order_needs_every_counter() -> None:
+    def status(**kw: Any) -> Any:
+        body = {"device_id": "cam-1", "state": "running", "ts": 9e10, "queue": {"boot": 3, "seq": 41}, **kw}
+        got = parse("edge", "edge/cam-1/status", json.dumps(body).encode(), NOW).status
+        assert got is not None
+        return got
+
+    s = status(link=2, status_seq=9)
+    assert s.ts == NOW and s.order == (3, 2, 0, 9) and s.seq == 41
+    assert parse(
+        "edge",
+        "edge/cam-1/status",
+        json.dumps(
+            {"state": "offline", "ts": NOW - 5, "link": 2, "status_seq": 1, "queue": {"boot": 3}}
+        ).encode(),
+        NOW,
+    ).status.order == (3, 2, 1, 1)  # type: ignore[union-attr]
+    assert status().order is None  # an old agent: ordered by ts
+    assert status(link=2).order is None and status(link=-1, status_seq=1).order is None
+    assert status(link=2, status_seq=True).order is None and status(link=2, status_seq=2**63).order is None
