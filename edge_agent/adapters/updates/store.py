@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -34,11 +35,27 @@ from edge_agent.adapters.updates.package_file import (
     sha256_file,
     tighten_dir,
 )
+from edge_agent.core.config.schema import Config
+from edge_agent.core.updates.binding import Target
 from edge_agent.core.updates.package import MANIFEST, Manifest, parse_manifest
 from edge_agent.core.updates.store_state import StoreState
 from edge_agent.errors import ModelError
 
 log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=1)
+def _board_kind() -> str:
+    from edge_agent.adapters.runtime.board import detect_board
+
+    return str(detect_board().kind)
+
+
+def device_target(cfg: Config) -> Target:
+    """This device as a manifest's target fields name it: its id, groups, board kind, agent version."""
+    from edge_agent import __version__
+
+    return Target(cfg.device.id, tuple(cfg.model_update.groups), _board_kind(), __version__)
 
 
 class ModelStore:

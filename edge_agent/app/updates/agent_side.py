@@ -37,6 +37,7 @@ from edge_agent.errors import EdgeAgentError
 
 if TYPE_CHECKING:
     from edge_agent.adapters.updates.receiver import ModelReceiver
+    from edge_agent.core.updates.package import Manifest
 
 log = logging.getLogger("edge_agent.model_update")
 INBOX_POLL_S = 1.0
@@ -216,7 +217,7 @@ class ModelUpdates:
             from edge_agent.adapters.updates.receiver import ModelReceiver
 
             self._receiver = ModelReceiver(
-                self.cfg, self.store.root / "transfers", self.inbox, self._on_transfer
+                self.cfg, self.store.root / "transfers", self.inbox, self._on_transfer, screen=self._screen
             )
             try:
                 self._receiver.start()
@@ -352,6 +353,7 @@ class ModelUpdates:
                     baseline_rate=self.detection_rate(),
                     require_signature=origin.startswith("mqtt:"),
                     allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
+                    allow_rolled_back=bool(req.get("allow_rolled_back")) and origin == "cli",
                     planner=self._planner,  # the gate loads its models on the running agent's plans
                 )
             except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"
@@ -369,6 +371,11 @@ class ModelUpdates:
         if result["outcome"] == Outcome.SWITCHED:
             self.request_reload()
         self._publish_status()
+
+    def _screen(self, m: Manifest) -> Optional[str]:
+        """A verified begin's manifest against the store, before its chunks take any disk: a
+        signed older build replayed under a new transfer id is refused at its begin."""
+        return model_switch.downgrade_reason(self.store, self.store.state(), m)
 
     def _on_transfer(self, info: Optional[dict[str, Any]]) -> None:
         self.transfer = info
