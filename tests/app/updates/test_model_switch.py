@@ -131,10 +131,18 @@ def test_the_same_version_again_is_unchanged_and_an_older_one_refused(
     assert down["outcome"] == "switched"
     st = _state(cfg)
     assert st.current != top and st.highest == Highest(version="2.0", vid=top)  # the mark stays
-    # the very package that set the mark may come back (after a rollback); another 2.0 may not
+    # the very package that set the mark may come back after a rollback, but only on purpose
+    # (a rolled-back version stays refused until a newer one); another 2.0 may not at all
     rollback(cfg, "r")
-    rollback(cfg, "r")
-    assert install(cfg, _pkg(tmp_path, "2.0"), origin="test")["outcome"] == "switched"
+    rollback(cfg, "bad in the field")
+    assert [r.version for r in _state(cfg).rolled_back] == ["1.0", "2.0"]
+    again = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    assert (
+        again["outcome"] == "refused"
+        and "version 2.0 was rolled back on this device (bad in the field)" in again["detail"]
+    )
+    assert install(cfg, _pkg(tmp_path, "2.0"), origin="test", allow_rolled_back=True)["outcome"] == "switched"
+    assert _state(cfg).rolled_back == []  # 2.0 installed: 1.0 and 2.0 no longer need the list
     other = pack_in_process(tmp_path / "o.pkg", FP32, version="2.0")
     res = install(cfg, other, origin="test")
     assert res["outcome"] == "refused" and "not newer than 2.0" in res["detail"]
