@@ -70,6 +70,8 @@ def packages(models_dir: Path) -> dict[str, Path]:
     out["other_key"] = other
     for name, k in (("signed", key), ("badsig", other)):
         out[name] = pack(INT8, models_dir / f"{name}.pkg", f"2.1+{name}", "--sign", str(k))
+    # signed, in 16 KiB chunks: about 30 of them, for the resume tests
+    out["small"] = pack(INT8, models_dir / "small.pkg", "2.1+small", "--sign", str(key), "--chunk-kb", "16")
     return out
 
 

@@ -110,10 +110,17 @@ class OutcomeWatcher:
             body = json.loads(msg.payload.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             return
-        last = (body.get("model_update") or {}).get("last") or {}
+        mu = body.get("model_update") or {}
+        last = mu.get("last") or {}
+        transfer = mu.get("transfer") or {}
         if last.get("origin") == self.origin and last.get("outcome") != "unchanged":
             with self._lock:
                 self.outcomes[str(body.get("device_id"))] = last
+        elif transfer.get("transfer_id") == self.origin[len("mqtt:") :] and transfer.get("refused"):
+            # refused at its begin (signature, targets, rolled back, floor): no install, no "last"
+            verdict = {"outcome": "refused", "detail": str(transfer["refused"]), "origin": self.origin}
+            with self._lock:
+                self.outcomes.setdefault(str(body.get("device_id")), verdict)
 
     def wait(self, timeout_s: float, devices: list[str], expect: int) -> dict[str, dict[str, Any]]:
         deadline = time.monotonic() + timeout_s
