@@ -207,6 +207,8 @@ def _manifest(cls: type[M], **fields: object) -> M:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "manifest"
         value = fields.get(field)
+        if isinstance(value, list) and len(first["loc"]) > 1 and isinstance(first["loc"][1], int):
+            value = value[first["loc"][1]]  # the one --for-device / --for-group / --board at fault
         raise ConfigError(
             f"{FLAG_OF.get(field, field)} {str(value)[:60]!r}: {first['msg']} (the package manifest's rule)"
         ) from None

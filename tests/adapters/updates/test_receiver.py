@@ -296,3 +296,75 @@ def test_the_receiver_thread_is_supervised(make_config: Callable[..., Path], tmp
         updates.stop()
         release_run_lock(cfg)
     assert not rec.alive()
+
+
+# ---- the free-space floor ------------------------------------------------------------------------
+def test_the_floor_is_the_larger_of_its_two_keys_plus_the_queue_reserve_on_the_same_disk(
+    make_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    rec, root = _receiver(
+        make_config, "[model_update]\ntransfer_min_free_mb = 2\ntransfer_min_free_percent = 5"
+    )
+    cfg = rec.cfg
+    assert Path(cfg.queue.path).parent.stat().st_dev == root.stat().st_dev  # the outbox is on this disk
+    reserve = cfg.queue.reserve_bytes
+    assert reserve == 1 << 20
+    assert model_mqtt.transfer_floor(cfg, root, 10 << 20) == (2 << 20) + reserve  # 2 MiB > 5 % of 10
+    assert model_mqtt.transfer_floor(cfg, root, 100 << 20) == 5 * (1 << 20) + reserve  # 5 % of 100 MiB
+    elsewhere = cfg.model_copy(update={"queue": cfg.queue.model_copy(update={"path": "/proc/outbox.db"})})
+    assert model_mqtt.transfer_floor(elsewhere, root, 10 << 20) == 2 << 20  # another filesystem
+
+
+@pytest.mark.parametrize(("extra", "stored"), [("transfer_min_free_percent = 0", True), ("", False)])
+def test_a_chunk_is_stored_only_while_the_floor_stays_free(
+    make_config: Callable[..., Path], extra: str, stored: bool
+) -> None:
+    """100 MiB free on a 1 GiB disk: under the default floor (10 % = 102 MiB) nothing is stored;
+    with the percent at 0 the 64 MiB floor lets the transfer in."""
+    cfg = load_config(make_config(extra=with_keys(f"[model_update]\n{extra}")))
+    root = Path(cfg.device.state_dir)
+    rec = ModelReceiver(
+        cfg, root / "transfers", root / "inbox", lambda info: None, space=lambda p: (100 << 20, 1 << 30)
+    )
+    rec.load()
+    data = os.urandom(2048)
+    rec.handle(f"{BASE}/begin", _begin(data))
+    rec.handle(f"{BASE}/chunk/t1/0", data[:1024])
+    assert (root / "transfers" / "t1").exists() == stored
+    assert rec.counts["low_space"] == (0 if stored else 1) and rec.counts["unknown_transfer"] == (
+        0 if stored else 1
+    )
+    if not stored:  # the begin's refusal names the floor; the chunk after it has no transfer
+        assert rec.counts["refused"] == 2
+
+
+def test_a_transfer_stops_at_the_floor_on_a_real_small_disk(
+    make_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A 16 MiB tmpfs, a 4 MiB floor, a signed 8 MiB transfer: then something else fills the disk
+    (the outbox growing): the chunks stop before the floor, counted, none half-written."""
+    from support.tmpfs import free, tmpfs
+
+    with tmpfs(tmp_path / "small", size="16m") as disk:
+        cfg = load_config(
+            make_config(
+                extra=with_keys("[model_update]\ntransfer_min_free_mb = 4\ntransfer_min_free_percent = 0")
+            )
+        )
+        rec = ModelReceiver(cfg, disk / "transfers", disk / "inbox", lambda info: None)
+        rec.load()
+        data = os.urandom(8 << 20)
+        chunk = 1 << 20
+        rec.handle(f"{BASE}/begin", _begin(data, chunk=chunk))
+        for i in range(3):
+            rec.handle(f"{BASE}/chunk/t1/{i}", data[i * chunk : (i + 1) * chunk])
+        assert rec.counts["low_space"] == 0
+        with open(disk / "outbox-growth", "wb") as f:  # the queue takes 7 MiB meanwhile
+            f.write(b"\0" * (7 << 20))
+        for i in range(3, 8):
+            rec.handle(f"{BASE}/chunk/t1/{i}", data[i * chunk : (i + 1) * chunk])
+        assert rec.counts["low_space"] >= 1 and rec.counts["failed"] == 0
+        assert free(disk) >= 4 << 20  # the floor held
+        kept = sorted(int(p.name) for p in (disk / "transfers" / "t1" / "chunks").iterdir())
+        assert kept == list(range(len(kept))) and 3 <= len(kept) < 8
+        assert all((disk / "transfers" / "t1" / "chunks" / str(i)).stat().st_size == chunk for i in kept)

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
-from support.updates import inbox_body, make_begin, trusted_key, with_keys, write_config
+from support.updates import inbox_body, make_begin, with_keys, write_config
 
 from edge_agent.adapters.updates import intake as model_mqtt
 from edge_agent.adapters.updates.intake import DONE_KEEP

@@ -640,3 +640,37 @@ def test_the_verdict_lists_classifier_checks_and_survives_a_gate_without_metrics
     assert _print_result(res, True) == 1
     out = capsys.readouterr().out
     assert out.startswith('{\n  "outcome": "refused",\n  "detail"') and json.loads(out) == res
+
+
+def test_push_refuses_a_package_that_names_no_device_or_group_and_sends_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Every device would refuse it at its begin: said once, before the broker is reached (none
+    listens on the config's port)."""
+    from support import free_port
+
+    pkg = pack_in_process(
+        tmp_path / "local.pkg",
+        INT8,
+        version="2.0",
+        signature_key=trusted_key()[0],
+        for_devices=[],
+        for_groups=[],
+    )
+    cfg_path = write_config(tmp_path, port=free_port())
+    rc, out, err = run(capsys, "push", str(pkg), "-c", str(cfg_path), "--device", "cam-1")
+    assert rc == 1 and out == ""
+    assert err == (
+        f"edge-agent model: error: {pkg}: names no device or group; devices refuse it over MQTT (repack with "
+        "`edge-agent model pack --for-device ID` or `--for-group G`)\n"
+    )
+    old = tmp_path / "old.pkg"  # format 1 (manifest first, no plan): one line too
+    from edge_agent.adapters.updates import signing
+    from edge_agent.adapters.updates.package_file import PackageReader, write_package
+    from edge_agent.core.updates.package import manifest_bytes
+
+    with PackageReader(pkg) as r:
+        m = r.manifest.model_copy(update={"format": 1, "transfer": None, "for_devices": ["cam-1"]})
+    write_package(old, m, {"detector.onnx": INT8}, signing.sign(manifest_bytes(m), trusted_key()[0]))
+    rc, out, err = run(capsys, "push", str(old), "-c", str(cfg_path), "--device", "cam-1")
+    assert rc == 1 and "a format-1 package without a transfer plan; pushing needs a package" in err
