@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 from edge_agent.adapters.host.durable import move_durable, write_durable
 from edge_agent.adapters.updates import signing
 from edge_agent.adapters.updates.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
-from edge_agent.adapters.updates.store import ModelStore, device_target
+from edge_agent.adapters.updates.store import ModelStore, device_target, downgrade_reason
 from edge_agent.adapters.updates.transfers import (
     FILE_MODE,
     Refused,
@@ -66,8 +66,6 @@ MIB = 1 << 20
 # what a refusal is counted as, besides "refused" (the status's model_update.receiver shows each)
 KINDS = ("unsigned", "not_for_device", "rolled_back", "unknown_transfer", "bad_chunk", "low_space")
 
-# extra screening of a verified manifest by the agent (anti-rollback against its store): a reason
-Screen = Callable[[Manifest], Optional[str]]
 FreeSpace = Callable[[Path], tuple[int, int]]  # directory -> (bytes free to us, filesystem size)
 
 
@@ -95,14 +93,12 @@ class TransferIntake:
         workdir: Path,
         inbox: Path,
         on_progress: Callable[[Optional[dict[str, Any]]], None],
-        screen: Optional[Screen] = None,
         space: FreeSpace = free_space,
     ) -> None:
         self.cfg = cfg
         self.dir = workdir
         self.inbox = inbox
         self.on_progress = on_progress
-        self.screen = screen
         self.space = space
         self.cap = int(cfg.model_update.max_package_mb * 1e6)
         # the chunks of every transfer on disk together: two packages' worth, whatever the count
@@ -217,10 +213,10 @@ class TransferIntake:
         problem = target_problem(m, device_target(self.cfg), network=True)
         if problem:
             raise Refused(f"{src}: {m.name} {m.version} {problem}", "not_for_device")
-        problem = rolled_back_problem(ModelStore(self.cfg.device.state_dir).state(), m)
-        if problem:
-            raise Refused(f"{src}: {problem}", "rolled_back")
-        problem = self.screen(m) if self.screen is not None else None
+        store = ModelStore(self.cfg.device.state_dir)
+        state = store.state()
+        # a signed older build or a rolled-back version, replayed under any transfer id
+        problem = rolled_back_problem(state, m) or downgrade_reason(store, state, m)
         if problem:
             raise Refused(f"{src}: {problem}", "rolled_back")
         return begin, m

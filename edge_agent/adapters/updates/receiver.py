@@ -28,7 +28,7 @@ import paho.mqtt.client as mqtt
 from edge_agent.adapters.mqtt.connect import read_password, suback_problems, tls_context
 from edge_agent.adapters.updates.intake import MAX_TRANSFERS as MAX_TRANSFERS
 from edge_agent.adapters.updates.intake import TRANSFER_MAX_AGE_S as TRANSFER_MAX_AGE_S
-from edge_agent.adapters.updates.intake import FreeSpace, Screen, TransferIntake, free_space, log
+from edge_agent.adapters.updates.intake import FreeSpace, TransferIntake, free_space, log
 from edge_agent.core.config.schema import Config
 
 if TYPE_CHECKING:
@@ -52,10 +52,9 @@ class ModelReceiver(TransferIntake):
         inbox: Path,
         on_progress: Callable[[Optional[dict[str, Any]]], None],
         client_id: Optional[str] = None,
-        screen: Optional[Screen] = None,
         space: FreeSpace = free_space,
     ) -> None:
-        super().__init__(cfg, workdir, inbox, on_progress, screen, space)
+        super().__init__(cfg, workdir, inbox, on_progress, space)
         self.client_id = client_id or f"{cfg.device.id}-model"
         self.bases = model_topics(cfg.mqtt.topic_prefix, cfg.device.id, cfg.model_update.groups)
         self._client: Optional[mqtt.Client] = None

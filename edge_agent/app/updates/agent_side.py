@@ -3,11 +3,10 @@
 One worker thread does the slow things (gate, staging, rollback) so the inference loop never
 waits on them and keeps pinging the watchdog; the loop only hands it frames' detection counts.
 
-Trial: after a switch the new model is "on trial" for ``trial_s``. It is rolled back when
-- it does not load (at the switch or at any later start),
-- the agent ends uncleanly while it is on trial (a crash, systemd's watchdog kill, a power cut:
-  the trial's ``running`` flag is still set at the next start), or
-- its detections per frame collapse below ``collapse_ratio`` x the old model's.
+Trial: after a switch the new model is "on trial" for ``trial_s``. It is rolled back when it
+does not load (at the switch or at any later start), when the agent ends uncleanly while it is on
+trial (a crash, systemd's watchdog kill, a power cut: the trial's ``running`` flag is still set at
+the next start), or when its detections per frame collapse below ``collapse_ratio`` x the old one's.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from edge_agent.errors import EdgeAgentError
 
 if TYPE_CHECKING:
     from edge_agent.adapters.updates.receiver import ModelReceiver
-    from edge_agent.core.updates.package import Manifest
 
 log = logging.getLogger("edge_agent.model_update")
 INBOX_POLL_S = 1.0
@@ -217,7 +215,7 @@ class ModelUpdates:
             from edge_agent.adapters.updates.receiver import ModelReceiver
 
             self._receiver = ModelReceiver(
-                self.cfg, self.store.root / "transfers", self.inbox, self._on_transfer, screen=self._screen
+                self.cfg, self.store.root / "transfers", self.inbox, self._on_transfer
             )
             try:
                 self._receiver.start()
@@ -371,11 +369,6 @@ class ModelUpdates:
         if result["outcome"] == Outcome.SWITCHED:
             self.request_reload()
         self._publish_status()
-
-    def _screen(self, m: Manifest) -> Optional[str]:
-        """A verified begin's manifest against the store, before its chunks take any disk: a
-        signed older build replayed under a new transfer id is refused at its begin."""
-        return model_switch.downgrade_reason(self.store, self.store.state(), m)
 
     def _on_transfer(self, info: Optional[dict[str, Any]]) -> None:
         self.transfer = info

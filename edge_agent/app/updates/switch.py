@@ -20,15 +20,16 @@ from edge_agent import __version__
 from edge_agent.adapters.updates import signing
 from edge_agent.adapters.updates.package_file import PackageReader
 from edge_agent.adapters.updates.store import ModelStore, device_target
+from edge_agent.adapters.updates.store import downgrade_reason as downgrade_reason  # re-exported (CLI, tests)
+from edge_agent.adapters.updates.store import highest as highest
 from edge_agent.core.config.schema import Config
 from edge_agent.core.updates.binding import rolled_back_problem, target_problem
 from edge_agent.core.updates.package import (
-    Manifest,
     check_agent_version,
     check_runtime_version,
     parse_version,
 )
-from edge_agent.core.updates.store_state import Highest, Outcome, RolledBack, StoreState, Trial, event
+from edge_agent.core.updates.store_state import Highest, Outcome, RolledBack, Trial, event
 from edge_agent.core.vision.defaults import CROP_PADDING
 from edge_agent.errors import EdgeAgentError, ModelError
 
@@ -247,40 +248,6 @@ def install(
         out = record(store, origin, m.summary(), Outcome.SWITCHED, detail, gate.to_json(), signer=signer)
         log.info("switched to %s in %.1fs (%s)", vid, time.monotonic() - t0, origin)
         return out
-
-
-def highest(store: ModelStore, state: StoreState) -> Optional[Highest]:
-    """The highest version ever switched to (kept in the pointer file, so across rollbacks and
-    restarts); a store from before anti-rollback starts from its current version."""
-    if state.highest is not None:
-        return state.highest
-    if state.current:
-        try:
-            return Highest(version=store.manifest(state.current).version, vid=state.current)
-        except ModelError:
-            return None
-    return None
-
-
-def downgrade_reason(store: ModelStore, state: StoreState, m: Manifest) -> Optional[str]:
-    """Why ``m`` would be a rollback (PEP 440 order), or None. The same version is accepted only
-    as the very package that set the mark (re-installing it after a rollback): a different package
-    under an old version number is a replay of an older build."""
-    hi = highest(store, state)
-    if hi is None:
-        return None
-    try:
-        top = parse_version(hi.version)
-    except ValueError:  # a pointer written by hand: not a reason to refuse every update
-        return None
-    v = parse_version(m.version)
-    if v > top or (v == top and hi.vid == m.version_id):
-        return None
-    return (
-        f"version {m.version} is not newer than {hi.version}, the highest installed "
-        "(anti-rollback); to go back on purpose run `edge-agent model rollback` or "
-        "`edge-agent model install --allow-downgrade PACKAGE` on the device"
-    )
 
 
 def _at_most(a: str, b: str) -> bool:

@@ -683,3 +683,48 @@ def test_a_stuck_file_never_makes_a_drop_fail(
     remove_path(root / "transfers" / "stray")
     assert rec.counts["failed"] == 0 and rec.counts["refused"] == 0
     assert (root / "transfers" / "t1" / "begin.json").exists()  # the new begin, written
+
+
+def test_a_begin_of_a_rolled_back_or_older_version_is_refused_before_anything_is_written(
+    make: Callable[..., Any],
+) -> None:
+    from edge_agent.adapters.updates.store import ModelStore
+    from edge_agent.core.updates.store_state import Highest, RolledBack
+
+    rec, root, _ = make()
+    store = ModelStore(str(root))
+    state = store.state()
+    state.highest = Highest(version="5.0", vid="demo-5.0-aaaaaaaa")
+    state.remember_rollback(RolledBack(version="6.0", vid="demo-6.0-bbbbbbbb", reason="collapsed", at=1.0))
+    store.save(state)
+    data = os.urandom(1500)
+    rec.handle(f"{BASE}/begin", _begin(data, "old", version="4.0"))
+    assert rec.last_error is not None and "version 4.0 is not newer than 5.0" in rec.last_error
+    rec.handle(f"{BASE}/begin", _begin(data, "back", version="6.0"))
+    assert (
+        rec.last_error is not None
+        and "version 6.0 was rolled back on this device (collapsed)" in rec.last_error
+    )
+    assert rec.counts["rolled_back"] == 2 and rec.counts["refused"] == 2
+    assert list((root / "transfers").iterdir()) == []
+    rec.handle(f"{BASE}/begin", _begin(data, "new", version="6.1"))  # newer than both: taken
+    assert (root / "transfers" / "new" / "begin.json").exists() and rec.counts["refused"] == 2
+
+
+def test_a_begin_for_another_board_or_a_newer_agent_is_refused(make: Callable[..., Any]) -> None:
+    rec, root, _ = make()
+    other = "rpi4" if _board() != "rpi4" else "jetson"
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "b", boards=[other]))
+    assert f"is for boards ['{other}'], this device is '{_board()}'" in str(rec.last_error)
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "v", min_agent_version="99.0"))
+    assert "needs edge-agent >= 99.0" in str(rec.last_error)
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "g", for_devices=[], for_groups=["elsewhere"]))
+    assert rec.counts["not_for_device"] == 3 and list((root / "transfers").iterdir()) == []
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "ok", boards=[_board()]))
+    assert (root / "transfers" / "ok").is_dir()
+
+
+def _board() -> str:
+    from edge_agent.adapters.runtime.board import detect_board
+
+    return str(detect_board().kind)

@@ -106,8 +106,10 @@ def test_bad_signature_over_mqtt_is_refused(
     # refused at its begin, before a chunk was stored: nothing reached the install
     assert a.last() == {} and a.detector_sha() == FP32_SHA
     rec = wait_until(
-        lambda: (((a.status() or {}).get("model_update") or {}).get("receiver") or {}).get("unsigned") == 1
-        and a.status()["model_update"]["receiver"],  # the status file lags the status topic by <= 2 s
+        lambda: (
+            (((a.status() or {}).get("model_update") or {}).get("receiver") or {}).get("unsigned") == 1
+            and a.status()["model_update"]["receiver"]
+        ),  # the status file lags the status topic by <= 2 s
         what="the refusal counted",
     )
     assert rec["unknown_transfer"] == 2 and rec["failed"] == 0  # its 2 chunks dropped

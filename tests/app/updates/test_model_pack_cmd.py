@@ -138,7 +138,10 @@ def test_a_probe_folder_without_images_is_an_error(
         (["--name", "n" * 101], "String should have at most 100 characters"),
         (["--min-agent-version", "abc"], "--min-agent-version: version 'abc' is not a PEP 440 version"),
         (["--version", "1 2"], "--version: version '1 2' is not a PEP 440 version"),
-        (["--for-device", "cam-1", "--for-device", "cam/1"], "--for-device 'cam/1': String should match pattern"),
+        (
+            ["--for-device", "cam-1", "--for-device", "cam/1"],
+            "--for-device 'cam/1': String should match pattern",
+        ),
         (["--for-group", "g/#"], "--for-group 'g/#': String should match pattern"),
         (["--board", "rpi6"], "--board 'rpi6': expected one of rpi4, rpi5, rpi, jetson, generic-arm"),
         (["--chunk-kb", "0"], "--chunk-kb 0: expected 1..16384"),
