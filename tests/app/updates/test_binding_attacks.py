@@ -180,10 +180,13 @@ def test_chunks_after_an_unsigned_begin_never_fill_the_disk_the_outbox_needs(
     tmp_path: Path,
 ) -> None:
     """100 MiB of chunks after an unsigned begin, the agent's state and outbox on one 64 MiB tmpfs
-    while it puts a result per frame. Before: the chunks were stored until the disk was full and
-    the outbox dropped 456 of 1,245 results. Now: 0 bytes stored, 0 results dropped."""
+    while it puts a result per frame and sends one a second (a backlog grows). Before: 65 MB of
+    chunks stored until the disk was full, and the outbox dropped 544 of 678 results (measured on
+    the code before format 2). Now: 0 bytes stored, 0 results dropped."""
     with tmpfs(tmp_path / "state-cam-1", size="64m"):
-        a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
+        # results with snapshots, sent at 1 a second: a backlog grows in the outbox meanwhile
+        slow = "\n[mqtt]\nrate_limit_per_s = 1.0\n[output]\nsnapshot = true\nsnapshot_max_bytes = 8192\n"
+        a = AgentProc(make_config(port=broker.port, extra=keys(packages) + slow))
         assert Path(a.cfg.queue.path).parent == a.state  # the outbox on the same tmpfs
         agents.append(a.start())
         subscribed(a, broker.port, "edge/cam-1/model")
@@ -212,5 +215,9 @@ def test_chunks_after_an_unsigned_begin_never_fill_the_disk_the_outbox_needs(
             lambda: (s := a.status() or {}).get("results", 0) > before + 50 and s, 60, "more results"
         )
         assert st["queue"]["dropped"] == 0 and st["queue"]["disk_full"] is False, st["queue"]
-        print(f"results put during the flood: {st['results'] - before}, dropped {st['queue']['dropped']}")
+        assert st["queue"]["pending"] > 20  # a backlog on the disk: the outbox really needed the room
+        q = st["queue"]
+        print(
+            f"results put during the flood: {st['results'] - before}, pending {q['pending']}, dropped {q['dropped']}"
+        )
         a.stop()
