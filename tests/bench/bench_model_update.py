@@ -104,7 +104,7 @@ trusted_keys = ["{pub}"]  # MQTT delivery is off without one
             time.sleep(0.05)
         time.sleep(2.0)  # the receiver's subscription is in place
         t0 = time.time()
-        push_package(load_config(cfg_path), pkg, ["bench-1"], None, chunk)
+        push_package(load_config(cfg_path), pkg, ["bench-1"], None)  # chunked as packed (--chunk-kb)
         while not model_id().startswith("detector.onnx@") and time.monotonic() < deadline + 300:
             time.sleep(0.01)
         t1 = time.time()
@@ -170,6 +170,10 @@ def main() -> None:
                 "2",
                 "--sign",
                 str(tmpd / "bench.key"),
+                "--for-device",
+                "bench-1",
+                "--chunk-kb",
+                str(args.chunk_kb),
             ],
             check=True,
         )

@@ -23,8 +23,14 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+# whom the fixture packages are for (signed): the devices and the group the update tests use
+TARGET_ARGS = ("--for-group", "fleet-a", *(a for i in range(1, 5) for a in ("--for-device", f"cam-{i}")))
+
+
 def pack(model: Path, out: Path, version: str, *extra: str) -> Path:
-    """One real `edge-agent model pack` of the demo package name (every fixture package is made here)."""
+    """One real `edge-agent model pack` of the demo package name (every fixture package is made here),
+    for :data:`TARGET_ARGS` unless ``extra`` names its own targets."""
+    targets = () if any(e.startswith("--for-") for e in extra) else TARGET_ARGS
     r = cli(
         "model",
         "pack",
@@ -35,6 +41,7 @@ def pack(model: Path, out: Path, version: str, *extra: str) -> Path:
         "demo",
         "--version",
         version,
+        *targets,
         *extra,
         quiet=False,
     )
@@ -63,6 +70,8 @@ def packages(models_dir: Path) -> dict[str, Path]:
     out["other_key"] = other
     for name, k in (("signed", key), ("badsig", other)):
         out[name] = pack(INT8, models_dir / f"{name}.pkg", f"2.1+{name}", "--sign", str(k))
+    # signed, in 16 KiB chunks: about 30 of them, for the resume tests
+    out["small"] = pack(INT8, models_dir / "small.pkg", "2.1+small", "--sign", str(key), "--chunk-kb", "16")
     return out
 
 

@@ -4,6 +4,8 @@ written by ``support.world.agent_toml``) and in-process packages; the agent subp
 
 from __future__ import annotations
 
+import functools
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -115,7 +117,7 @@ def pack_in_process(
     model checks): mutmut credits only in-process calls, and the subprocess pack costs seconds."""
     from edge_agent.adapters.updates import signing
     from edge_agent.adapters.updates.package_file import describe_file, write_package
-    from edge_agent.core.updates.package import Manifest, manifest_bytes
+    from edge_agent.core.updates.package import Manifest
 
     sources = {"detector.onnx": detector}
     files = {"detector": describe_file(detector, "detector.onnx")}
@@ -125,6 +127,8 @@ def pack_in_process(
             files[role] = describe_file(path, f"{role}.onnx")
     for p in probe or []:
         sources[f"probe/{p.name}"] = p
+    manifest.setdefault("for_devices", [f"cam-{i}" for i in range(1, 5)])
+    manifest.setdefault("for_groups", ["fleet-a"])
     m = Manifest(
         name=name,
         version=version,
@@ -136,6 +140,63 @@ def pack_in_process(
         force=force,
         **manifest,
     )
-    sig = signing.sign(manifest_bytes(m), signature_key) if signature_key else None
-    write_package(out, m, sources, sig)
+    key = signature_key
+    write_package(out, m, sources, signer=(lambda data: signing.sign(data, key)) if key else None)
     return out
+
+
+def signed_begin(
+    key: Path, body: bytes, tid: str = "t1", chunk: int = 1024, **manifest: Any
+) -> tuple[bytes, list[bytes]]:
+    """A begin carrying a manifest signed by ``key`` whose transfer plan covers ``body`` (any bytes:
+    the receiver checks the plan, the install the package), and the chunks of ``body``."""
+    import hashlib
+
+    from edge_agent.adapters.updates import signing
+    from edge_agent.core.updates.binding import SignedBegin
+    from edge_agent.core.updates.package import Manifest, PackageFile, manifest_bytes
+    from edge_agent.core.updates.plan import TransferPlan
+
+    chunks = [body[i : i + chunk] for i in range(0, len(body), chunk)]
+    plan = TransferPlan(
+        size=len(body), chunk_size=chunk, chunks=[hashlib.sha256(c).hexdigest() for c in chunks]
+    )
+    fields: dict[str, Any] = {
+        "name": "demo",
+        "version": "9.0",
+        "created_at": "2026-11-30T00:00:00Z",
+        "files": {"detector": PackageFile(path="detector.onnx", sha256="0" * 64, size=len(body))},
+        "for_devices": ["cam-1"],
+        "transfer": plan,
+        **manifest,
+    }
+    data = manifest_bytes(Manifest(**fields))
+    return SignedBegin(tid, data, signing.sign(data, key)).to_json(), chunks
+
+
+@functools.lru_cache(maxsize=1)
+def trusted_key() -> tuple[Path, str]:
+    """A signing key for receiver tests made once per process (its file, its public key)."""
+    from edge_agent.adapters.updates import signing
+
+    path = Path(tempfile.mkdtemp(prefix="edge-test-key-")) / "signing.key"
+    return path, signing.generate_key(path)
+
+
+def with_keys(extra: str = "", pub: Optional[str] = None) -> str:
+    """``extra`` config with ``trusted_key()`` (or ``pub``) trusted, in its [model_update] table."""
+    line = f'trusted_keys = ["{pub or trusted_key()[1]}"]'
+    if "[model_update]" in extra:
+        return extra.replace("[model_update]", f"[model_update]\n{line}", 1)
+    return f"{extra}\n[model_update]\n{line}\n"
+
+
+def make_begin(body: bytes, tid: str = "t1", chunk: int = 1024, **manifest: Any) -> bytes:
+    """:func:`signed_begin` with :func:`trusted_key`."""
+    return signed_begin(trusted_key()[0], body, tid, chunk, **manifest)[0]
+
+
+def inbox_body(pkg: Path, body: bytes) -> bool:
+    """The assembled package holds ``body`` and then the tar members of the signed manifest."""
+    data = pkg.read_bytes()
+    return data[: len(body)] == body and b"manifest.json" in data[len(body) : len(body) + 512]

@@ -13,7 +13,7 @@ import os
 import tarfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import BinaryIO, Callable, Optional
 
 from edge_agent.adapters.host.durable import FILE_MODE, durable_file, fsync_dir, write_durable
 from edge_agent.core.updates.package import (
@@ -24,6 +24,7 @@ from edge_agent.core.updates.package import (
     manifest_bytes,
     parse_manifest,
 )
+from edge_agent.core.updates.plan import DEFAULT_CHUNK, TransferPlan, plan_chunk_size
 from edge_agent.errors import ModelError
 
 CHUNK = 1 << 20
@@ -76,24 +77,115 @@ def write_package(
     manifest: Manifest,
     sources: dict[str, Path],
     signature: Optional[bytes] = None,
-) -> None:
+    *,
+    signer: Optional[Callable[[bytes], bytes]] = None,
+    chunk_size: int = DEFAULT_CHUNK,
+) -> Manifest:
     """``sources`` maps each manifest path to the file to store; through the durable-write helper,
-    so a full disk or a bad source leaves no half package behind and a power cut no empty one."""
-    with durable_file(out, PACKAGE_MODE) as f, tarfile.open(
-        fileobj=f, mode="w", format=tarfile.PAX_FORMAT
-    ) as tar:
-        for name, data in ((MANIFEST, manifest_bytes(manifest)), (SIGNATURE, signature)):
-            if data is None:
-                continue
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-            tar.addfile(info, io.BytesIO(data))
-        for name, src in sources.items():
-            info = tar.gettarinfo(str(src), arcname=name)
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            with open(src, "rb") as s:
-                tar.addfile(info, s)
+    so a full disk or a bad source leaves no half package behind and a power cut no empty one.
+
+    Format 2 (the default): the files first, then ``manifest.json`` with the transfer plan of the
+    bytes before it (the body MQTT sends, chunk by chunk, each hash signed), signed by ``signer``.
+    A ready ``signature`` of ``manifest`` as it is writes the old layout (format 1: manifest
+    first, no plan), which a device installs locally only. Returns the manifest written."""
+    with durable_file(out, PACKAGE_MODE) as f:
+        if signature is not None:
+            with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                _add_bytes(tar, MANIFEST, manifest_bytes(manifest))
+                _add_bytes(tar, SIGNATURE, signature)
+                _add_files(tar, sources)
+            return manifest
+        approx = sum(p.stat().st_size + 2048 for p in sources.values())
+        hasher = _ChunkHasher(f, plan_chunk_size(approx, chunk_size))
+        with tarfile.open(fileobj=hasher, mode="w", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+            _add_files(tar, sources)
+            m = manifest.model_copy(update={"transfer": hasher.plan()})
+            data = manifest_bytes(m)
+            _add_bytes(tar, MANIFEST, data)
+            _add_bytes(tar, SIGNATURE, signer(data) if signer is not None else None)
+        return m
+
+
+def write_tail(f: BinaryIO, manifest_data: bytes, signature: Optional[bytes]) -> None:
+    """Append the manifest (and signature) members and the end of the archive to a package body
+    (the receiver's assembly: the body came in signed chunks, the manifest in the begin)."""
+    with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        _add_bytes(tar, MANIFEST, manifest_data)
+        _add_bytes(tar, SIGNATURE, signature)
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: Optional[bytes]) -> None:
+    if data is None:
+        return
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _add_files(tar: tarfile.TarFile, sources: dict[str, Path]) -> None:
+    for name, src in sources.items():
+        info = tar.gettarinfo(str(src), arcname=name)
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        with open(src, "rb") as s:
+            tar.addfile(info, s)
+
+
+class _ChunkHasher:
+    """A write-through file that hashes what passes, chunk by chunk, until :meth:`plan`."""
+
+    def __init__(self, f: BinaryIO, chunk_size: int) -> None:
+        self.f, self.chunk_size = f, chunk_size
+        self.pos = 0
+        self.hashes: list[str] = []
+        self._h = hashlib.sha256()
+        self._in_chunk = 0
+        self._frozen = False
+
+    def write(self, data: bytes) -> int:
+        n = self.f.write(data)
+        view = memoryview(data)
+        while not self._frozen and view:
+            take = min(len(view), self.chunk_size - self._in_chunk)
+            self._h.update(view[:take])
+            self._in_chunk += take
+            view = view[take:]
+            if self._in_chunk == self.chunk_size:
+                self.hashes.append(self._h.hexdigest())
+                self._h, self._in_chunk = hashlib.sha256(), 0
+        self.pos += len(data)
+        return n if n is not None else len(data)
+
+    def tell(self) -> int:
+        return self.pos
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def plan(self) -> TransferPlan:
+        if self._in_chunk:
+            self.hashes.append(self._h.hexdigest())
+        self._frozen = True
+        return TransferPlan(size=self.pos, chunk_size=self.chunk_size, chunks=self.hashes)
+
+
+def transfer_parts(path: Path) -> tuple[TransferPlan, bytes, bytes]:
+    """What `model push` sends of a package: the plan, the manifest bytes and the signature; the
+    body (the first ``plan.size`` bytes) checked against the plan's hashes first."""
+    with PackageReader(path) as r:
+        plan, data, sig = r.manifest.transfer, r.manifest_data, r.signature
+    if plan is None:
+        raise ModelError(
+            f"{path}: a format-{r.manifest.format} package without a transfer plan; pushing needs a package "
+            "from this version's `edge-agent model pack` (repack it)"
+        )
+    if sig is None:
+        raise ModelError(f"{path}: unsigned; a package pushed over MQTT must be signed (`model pack --sign`)")
+    with open(path, "rb") as f:
+        for i, want in enumerate(plan.chunks):
+            if hashlib.sha256(f.read(plan.chunk_len(i))).hexdigest() != want:
+                raise ModelError(f"{path}: chunk {i} does not match its signed hash (damaged package)")
+    return plan, data, sig
 
 
 def describe_file(path: Path, arcname: str) -> PackageFile:

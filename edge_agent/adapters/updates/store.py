@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -34,11 +35,27 @@ from edge_agent.adapters.updates.package_file import (
     sha256_file,
     tighten_dir,
 )
-from edge_agent.core.updates.package import MANIFEST, Manifest, parse_manifest
-from edge_agent.core.updates.store_state import StoreState
+from edge_agent.core.config.schema import Config
+from edge_agent.core.updates.binding import Target
+from edge_agent.core.updates.package import MANIFEST, Manifest, parse_manifest, parse_version
+from edge_agent.core.updates.store_state import Highest, StoreState
 from edge_agent.errors import ModelError
 
 log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=1)
+def _board_kind() -> str:
+    from edge_agent.adapters.runtime.board import detect_board
+
+    return str(detect_board().kind)
+
+
+def device_target(cfg: Config) -> Target:
+    """This device as a manifest's target fields name it: its id, groups, board kind, agent version."""
+    from edge_agent import __version__
+
+    return Target(cfg.device.id, tuple(cfg.model_update.groups), _board_kind(), __version__)
 
 
 class ModelStore:
@@ -169,3 +186,37 @@ class ModelStore:
     def probe_images(self, vid: str) -> list[Path]:
         m = self.manifest(vid)
         return [self.version_dir(vid) / p.path for p in m.probe]
+
+
+def highest(store: ModelStore, state: StoreState) -> Optional[Highest]:
+    """The highest version ever switched to (kept in the pointer file, so across rollbacks and
+    restarts); a store from before anti-rollback starts from its current version."""
+    if state.highest is not None:
+        return state.highest
+    if state.current:
+        try:
+            return Highest(version=store.manifest(state.current).version, vid=state.current)
+        except ModelError:
+            return None
+    return None
+
+
+def downgrade_reason(store: ModelStore, state: StoreState, m: Manifest) -> Optional[str]:
+    """Why ``m`` would be a rollback (PEP 440 order), or None. The same version is accepted only
+    as the very package that set the mark (re-installing it after a rollback): a different package
+    under an old version number is a replay of an older build."""
+    hi = highest(store, state)
+    if hi is None:
+        return None
+    try:
+        top = parse_version(hi.version)
+    except ValueError:  # a pointer written by hand: not a reason to refuse every update
+        return None
+    v = parse_version(m.version)
+    if v > top or (v == top and hi.vid == m.version_id):
+        return None
+    return (
+        f"version {m.version} is not newer than {hi.version}, the highest installed "
+        "(anti-rollback); to go back on purpose run `edge-agent model rollback` or "
+        "`edge-agent model install --allow-downgrade PACKAGE` on the device"
+    )

@@ -3,11 +3,10 @@
 One worker thread does the slow things (gate, staging, rollback) so the inference loop never
 waits on them and keeps pinging the watchdog; the loop only hands it frames' detection counts.
 
-Trial: after a switch the new model is "on trial" for ``trial_s``. It is rolled back when
-- it does not load (at the switch or at any later start),
-- the agent ends uncleanly while it is on trial (a crash, systemd's watchdog kill, a power cut:
-  the trial's ``running`` flag is still set at the next start), or
-- its detections per frame collapse below ``collapse_ratio`` x the old model's.
+Trial: after a switch the new model is "on trial" for ``trial_s``. It is rolled back when it
+does not load (at the switch or at any later start), when the agent ends uncleanly while it is on
+trial (a crash, systemd's watchdog kill, a power cut: the trial's ``running`` flag is still set at
+the next start), or when its detections per frame collapse below ``collapse_ratio`` x the old one's.
 """
 
 from __future__ import annotations
@@ -352,6 +351,7 @@ class ModelUpdates:
                     baseline_rate=self.detection_rate(),
                     require_signature=origin.startswith("mqtt:"),
                     allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
+                    allow_rolled_back=bool(req.get("allow_rolled_back")) and origin == "cli",
                     planner=self._planner,  # the gate loads its models on the running agent's plans
                 )
             except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"

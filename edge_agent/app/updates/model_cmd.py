@@ -53,6 +53,11 @@ def register(sub: Subparsers) -> None:
         action="store_true",
         help="install a version not newer than the highest installed (anti-rollback is on otherwise)",
     )
+    ins.add_argument(
+        "--allow-rolled-back",
+        action="store_true",
+        help="install a version this device rolled back (refused otherwise until a newer one is installed)",
+    )
     ins.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the running agent")
     ins.add_argument("--json", action="store_true", help="print the outcome as JSON")
     ins.set_defaults(func=install)
@@ -72,7 +77,6 @@ def register(sub: Subparsers) -> None:
     target = pu.add_mutually_exclusive_group(required=True)
     target.add_argument("--device", action="append", help="device id (repeatable)")
     target.add_argument("--group", help="group topic every device in model_update.groups listens to")
-    pu.add_argument("--chunk-kb", type=int, default=256, help="chunk size in KiB (default 256)")
     pu.add_argument(
         "--force",
         action="store_true",
@@ -177,7 +181,12 @@ def install(args: argparse.Namespace) -> int:
     pid = agent_pid(cfg)
     if pid is None:
         res = model_switch.install(
-            cfg, pkg, force=args.force, origin="cli", allow_downgrade=args.allow_downgrade
+            cfg,
+            pkg,
+            force=args.force,
+            origin="cli",
+            allow_downgrade=args.allow_downgrade,
+            allow_rolled_back=args.allow_rolled_back,
         )
         if res["outcome"] == Outcome.SWITCHED:
             res["detail"] += "; no agent running: it loads this version at its next start"
@@ -185,7 +194,12 @@ def install(args: argparse.Namespace) -> int:
     inbox = inbox_dir(cfg)
     make_dir(inbox, PRIVATE_DIR_MODE)
     stem = f"cli-{uuid.uuid4().hex[:12]}"
-    req = {"origin": "cli", "force": args.force, "allow_downgrade": args.allow_downgrade}
+    req = {
+        "origin": "cli",
+        "force": args.force,
+        "allow_downgrade": args.allow_downgrade,
+        "allow_rolled_back": args.allow_rolled_back,
+    }
     write_durable(inbox / f"{stem}.request.json", json.dumps(req).encode())
     copy_durable(pkg, inbox / f"{stem}.pkg")
     sys.stderr.write(f"handed {pkg} to the running agent (pid {pid}); waiting for the gate...\n")
@@ -259,13 +273,8 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a device id or group as [device] 
 
 def _check_push_args(args: argparse.Namespace) -> None:
     """Every argument checked before anything is sent: one line per mistake, exit 1."""
-    from edge_agent.core.updates.package import MAX_CHUNK, MIN_CHUNK, check_transfer_id
+    from edge_agent.core.updates.package import check_transfer_id
 
-    lo, hi = MIN_CHUNK // 1024, MAX_CHUNK // 1024
-    if not lo <= args.chunk_kb <= hi:
-        raise ConfigError(
-            f"--chunk-kb {args.chunk_kb}: expected {lo}..{hi} (devices refuse other chunk sizes)"
-        )
     for dev in args.device or []:
         if not _NAME.fullmatch(dev):  # fullmatch: "$" let "cam-1\n" through
             raise ConfigError(f"--device {dev[:70]!r}: expected a device id of 1 to 64 of [A-Za-z0-9_.-]")
@@ -288,6 +297,28 @@ def _check_push_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"--transfer-id: {exc}") from None
 
 
+def _warn_untargeted(pkg: Path, devices: list[str], group: Optional[str]) -> None:
+    """A push to a device or group the signed manifest does not name is refused there: say so."""
+    from edge_agent.adapters.updates.package_file import PackageReader
+
+    with PackageReader(pkg) as r:
+        m = r.manifest
+    if not (m.for_devices or m.for_groups):
+        raise ModelError(
+            f"{pkg}: names no device or group; devices refuse it over MQTT (repack with "
+            "`edge-agent model pack --for-device ID` or `--for-group G`)"
+        )
+    for dev in devices:
+        if dev not in m.for_devices and not m.for_groups:
+            sys.stderr.write(
+                f"warning: {pkg} is not for device {dev!r} (its manifest names {m.for_devices[:5]})\n"
+            )
+    if group is not None and group not in m.for_groups:
+        sys.stderr.write(
+            f"warning: {pkg} does not name group {group!r}: its devices refuse it unless the manifest names them\n"
+        )
+
+
 def push(args: argparse.Namespace) -> int:
     from edge_agent.app.updates.push import OutcomeWatcher, push_package
 
@@ -303,7 +334,8 @@ def push(args: argparse.Namespace) -> int:
         raise ModelError(f"{pkg}: no such package file")
     tid = args.transfer_id or uuid.uuid4().hex[:16]
     watcher = OutcomeWatcher(cfg, tid) if args.wait > 0 else None
-    push_package(cfg, pkg, args.device or [], args.group, args.chunk_kb * 1024, transfer_id=tid)
+    _warn_untargeted(pkg, args.device or [], args.group)
+    push_package(cfg, pkg, args.device or [], args.group, transfer_id=tid)
     sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
     if watcher is None:
         return 0

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.updates.package import Manifest
 
 
 def register_under(msub: Subparsers) -> None:
@@ -31,6 +32,30 @@ def register_under(msub: Subparsers) -> None:
     pk.add_argument("--name", help="package name (default: the detector's file stem)")
     pk.add_argument("--version", dest="pkg_version", help="package version (default: UTC timestamp)")
     pk.add_argument("--min-agent-version", help="oldest edge-agent that may install it (default: this one)")
+    pk.add_argument(
+        "--for-device",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a device that may install it (repeatable; signed). A package pushed over MQTT needs at least "
+        "one --for-device or --for-group; a local `model install` needs neither",
+    )
+    pk.add_argument(
+        "--for-group", action="append", default=[], metavar="G", help="a group whose devices may install it"
+    )
+    pk.add_argument(
+        "--board",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help=f"a board kind that may install it (repeatable; default any): {', '.join(BOARD_KINDS)}",
+    )
+    pk.add_argument(
+        "--chunk-kb",
+        type=int,
+        default=256,
+        help="MQTT chunk size in KiB (signed: every chunk's hash is listed)",
+    )
     pk.add_argument("--probe", help="folder of probe images the gate uses when a device's ring is empty")
     pk.add_argument("--sign", metavar="KEYFILE", help="sign the manifest with this Ed25519 private key")
     pk.add_argument(
@@ -66,6 +91,13 @@ def pack(args: argparse.Namespace) -> int:
                 parse_version(value)
             except ValueError as exc:
                 raise ConfigError(f"{flag}: {exc}") from None
+    for kind in args.board:
+        if kind not in BOARD_KINDS:
+            raise ConfigError(f"--board {kind[:40]!r}: expected one of {', '.join(BOARD_KINDS)}")
+    from edge_agent.core.updates.plan import MAX_CHUNK, MIN_CHUNK
+
+    if not MIN_CHUNK // 1024 <= args.chunk_kb <= MAX_CHUNK // 1024:
+        raise ConfigError(f"--chunk-kb {args.chunk_kb}: expected {MIN_CHUNK // 1024}..{MAX_CHUNK // 1024}")
     out_dir = Path(args.output).parent
     if not out_dir.is_dir():
         raise ModelError(f"-o {args.output}: the folder {out_dir} does not exist")
@@ -111,25 +143,57 @@ def pack(args: argparse.Namespace) -> int:
         labels=labels,
         probe=probe,
         force=args.force,
+        for_devices=args.for_device,
+        for_groups=args.for_group,
+        boards=args.board,
     )
     if args.force and not args.sign:
         sys.stderr.write("warning: --force without --sign: devices ignore force in an unsigned manifest\n")
+    if not (args.for_device or args.for_group):
+        sys.stderr.write(
+            "note: no --for-device / --for-group: devices install it locally only (`model install`), "
+            "never over MQTT\n"
+        )
     parse_manifest(manifest_bytes(m), "pack")  # the same checks a device will make
-    sig = signing.sign(manifest_bytes(m), Path(args.sign)) if args.sign else None
+    key = Path(args.sign) if args.sign else None
+    if key is not None:
+        signing.public_key(key)  # a bad key file is one line now, not after hashing the models
     out = Path(args.output)
     try:
-        write_package(out, m, sources, sig)
+        m = write_package(
+            out,
+            m,
+            sources,
+            signer=(lambda data: signing.sign(data, key)) if key is not None else None,
+            chunk_size=args.chunk_kb * 1024,
+        )
     except OSError as exc:
         raise ModelError(f"-o {out}: cannot write the package: {exc.strerror or exc}") from None
     sys.stdout.write(
         f"{out}: {m.name} {m.version} ({m.task}), {out.stat().st_size} bytes, "
-        f"{'signed' if sig else 'unsigned'}, detector sha256 {files['detector'].sha256[:16]}...\n"
+        f"{'signed' if key else 'unsigned'}, for {_targets(m)}, detector sha256 {files['detector'].sha256[:16]}...\n"
     )
     return 0
 
 
 M = TypeVar("M", bound="BaseModel")
-FLAG_OF = {"name": "--name", "version": "--version", "min_agent_version": "--min-agent-version"}
+FLAG_OF = {
+    "name": "--name",
+    "version": "--version",
+    "min_agent_version": "--min-agent-version",
+    "for_devices": "--for-device",
+    "for_groups": "--for-group",
+    "boards": "--board",
+}
+BOARD_KINDS = (
+    "rpi4",
+    "rpi5",
+    "rpi",
+    "jetson",
+    "generic-arm",
+    "generic-x86",
+    "generic",
+)  # adapters.runtime.board
 
 
 def _manifest(cls: type[M], **fields: object) -> M:
@@ -143,9 +207,19 @@ def _manifest(cls: type[M], **fields: object) -> M:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "manifest"
         value = fields.get(field)
+        if isinstance(value, list) and len(first["loc"]) > 1 and isinstance(first["loc"][1], int):
+            value = value[first["loc"][1]]  # the one --for-device / --for-group / --board at fault
         raise ConfigError(
             f"{FLAG_OF.get(field, field)} {str(value)[:60]!r}: {first['msg']} (the package manifest's rule)"
         ) from None
+
+
+def _targets(m: Manifest) -> str:
+    named = [*(f"device {d}" for d in m.for_devices), *(f"group {g}" for g in m.for_groups)]
+    boards = f" on {'/'.join(m.boards)}" if m.boards else ""
+    return (
+        ", ".join(named[:6]) + (", ..." if len(named) > 6 else "") if named else "local installs"
+    ) + boards
 
 
 def _min_onnxruntime(sources: dict[str, Path]) -> str:

@@ -1,14 +1,14 @@
 """The sending side of the MQTT model transfer (``edge-agent model push``), for operators and tests.
 
-Publishes ``begin`` then every chunk with QoS 1 and waits for each PUBACK, so when it returns the
+The begin carries the package's signed manifest, whose transfer plan (made by ``model pack``)
+fixes the chunking and each chunk's sha256: the sender chooses only the transfer id. Publishes
+``begin`` then every chunk with QoS 1 and waits for each PUBACK, so when it returns the
 broker holds the whole package for every subscribed device, online or not (persistent sessions).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import threading
 import time
 import uuid
@@ -19,8 +19,10 @@ from typing import Any, Optional
 import paho.mqtt.client as mqtt
 
 from edge_agent.adapters.mqtt.connect import login, read_password, tls_context
+from edge_agent.adapters.updates.package_file import transfer_parts
 from edge_agent.adapters.updates.receiver import model_topics
 from edge_agent.core.config.schema import Config
+from edge_agent.core.updates.binding import SignedBegin
 from edge_agent.errors import SyncError
 
 PUBACK_TIMEOUT_S = 60.0
@@ -31,31 +33,26 @@ def push_package(
     package: Path,
     devices: list[str],
     group: Optional[str],
-    chunk_size: int = 256 * 1024,
     transfer_id: Optional[str] = None,
     only: Optional[Iterable[int]] = None,
 ) -> str:
-    """Send ``package``; ``only`` re-sends just those chunk indexes (a device's ``missing`` ranges
-    after its broker session was lost) under the same ``transfer_id``."""
-    data = package.read_bytes()
+    """Send ``package`` (ModelError when it has no signed transfer plan); ``only`` re-sends just
+    those chunk indexes (a device's ``missing`` ranges after its broker session was lost) under the
+    same ``transfer_id``."""
+    plan, manifest_data, signature = transfer_parts(package)
+    with open(package, "rb") as f:
+        data = f.read(plan.size)
     tid = transfer_id or uuid.uuid4().hex[:16]
     prefix = cfg.mqtt.topic_prefix
     bases = [model_topics(prefix, d, [])[0] for d in devices]
     if group:
         bases.append(model_topics(prefix, "-", [group])[1])
-    chunks = max(1, math.ceil(len(data) / chunk_size))
-    begin = {
-        "transfer_id": tid,
-        "name": package.name,
-        "size": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "chunks": chunks,
-        "chunk_size": chunk_size,
-    }
+    chunks, chunk_size = plan.count, plan.chunk_size
+    begin = SignedBegin(tid, manifest_data, signature).to_json()
     client = _connect(cfg)
     try:
         for base in bases:
-            infos = [client.publish(f"{base}/begin", json.dumps(begin), qos=1)]
+            infos = [client.publish(f"{base}/begin", begin, qos=1)]
             for i in range(chunks) if only is None else sorted(set(only)):
                 infos.append(
                     client.publish(
@@ -116,10 +113,17 @@ class OutcomeWatcher:
             body = json.loads(msg.payload.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             return
-        last = (body.get("model_update") or {}).get("last") or {}
+        mu = body.get("model_update") or {}
+        last = mu.get("last") or {}
+        transfer = mu.get("transfer") or {}
         if last.get("origin") == self.origin and last.get("outcome") != "unchanged":
             with self._lock:
                 self.outcomes[str(body.get("device_id"))] = last
+        elif transfer.get("transfer_id") == self.origin[len("mqtt:") :] and transfer.get("refused"):
+            # refused at its begin (signature, targets, rolled back, floor): no install, no "last"
+            verdict = {"outcome": "refused", "detail": str(transfer["refused"]), "origin": self.origin}
+            with self._lock:
+                self.outcomes.setdefault(str(body.get("device_id")), verdict)
 
     def wait(self, timeout_s: float, devices: list[str], expect: int) -> dict[str, dict[str, Any]]:
         deadline = time.monotonic() + timeout_s

@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Any, Optional
 from edge_agent import __version__
 from edge_agent.adapters.updates import signing
 from edge_agent.adapters.updates.package_file import PackageReader
-from edge_agent.adapters.updates.store import ModelStore
+from edge_agent.adapters.updates.store import ModelStore, device_target
+from edge_agent.adapters.updates.store import downgrade_reason as downgrade_reason  # re-exported (CLI, tests)
+from edge_agent.adapters.updates.store import highest as highest
 from edge_agent.core.config.schema import Config
+from edge_agent.core.updates.binding import rolled_back_problem, target_problem
 from edge_agent.core.updates.package import (
-    Manifest,
     check_agent_version,
     check_runtime_version,
     parse_version,
 )
-from edge_agent.core.updates.store_state import Highest, Outcome, StoreState, Trial, event
+from edge_agent.core.updates.store_state import Highest, Outcome, RolledBack, Trial, event
 from edge_agent.core.vision.defaults import CROP_PADDING
 from edge_agent.errors import EdgeAgentError, ModelError
 
@@ -145,6 +147,7 @@ def install(
     baseline_rate: Optional[float] = None,
     require_signature: bool = False,
     allow_downgrade: bool = False,
+    allow_rolled_back: bool = False,
     planner: Optional[ProviderPlanner] = None,
 ) -> dict[str, Any]:
     """Verify, stage, gate and switch; returns the outcome (also kept as ``last`` in the store).
@@ -152,7 +155,9 @@ def install(
     Refusals (bad or missing signature, a version not newer than the highest installed, a failed
     gate) return ``{"outcome": "refused", ...}``; the running model stays. ``require_signature``:
     the package came from outside (MQTT). ``force`` and ``allow_downgrade`` are local decisions:
-    only the CLI passes them. ``planner``: the running agent's, for the gate's model loads."""
+    only the CLI passes them, and ``allow_rolled_back`` (a version this device rolled back).
+    A package from MQTT must name this device or one of its groups in its signed manifest; a
+    local one may name nobody, but one that names others (or another board) is refused too. ``planner``: the running agent's, for the gate's model loads."""
     from edge_agent.app.updates.gate import run_gate
 
     store = store_for(cfg)
@@ -174,6 +179,13 @@ def install(
                         f"{package}: unsigned package from {origin} refused: a package from outside the "
                         "device must be signed (set model_update.trusted_keys; docs/threat-model.md)"
                     )
+                # the signed target fields, never the topic: a replay elsewhere is not for us
+                problem = target_problem(m, device_target(cfg), network=require_signature)
+                if problem:
+                    raise ModelError(f"{package}: not for this device: the package {problem}")
+                problem = None if allow_rolled_back else rolled_back_problem(state, m)
+                if problem:
+                    raise ModelError(f"{package}: {problem}")
                 if state.current == m.version_id:
                     return record(
                         store,
@@ -222,6 +234,9 @@ def install(
             log.warning("%s: gate failed but --force given by %s: switching anyway", vid, origin)
         if downgrade_reason(store, state, m) is None:  # an --allow-downgrade keeps the highest
             state.highest = Highest(version=m.version, vid=vid)
+        # a version installed (newer, or this one by --allow-rolled-back) ends the refusal of
+        # the rolled-back versions up to it; newer rolled-back ones stay refused
+        state.rolled_back = [r for r in state.rolled_back if not _at_most(r.version, m.version)]
         state.history = [*state.history, state.current][-(mu.keep_versions - 1) :]
         state.current = vid
         state.trial = Trial(
@@ -235,38 +250,11 @@ def install(
         return out
 
 
-def highest(store: ModelStore, state: StoreState) -> Optional[Highest]:
-    """The highest version ever switched to (kept in the pointer file, so across rollbacks and
-    restarts); a store from before anti-rollback starts from its current version."""
-    if state.highest is not None:
-        return state.highest
-    if state.current:
-        try:
-            return Highest(version=store.manifest(state.current).version, vid=state.current)
-        except ModelError:
-            return None
-    return None
-
-
-def downgrade_reason(store: ModelStore, state: StoreState, m: Manifest) -> Optional[str]:
-    """Why ``m`` would be a rollback (PEP 440 order), or None. The same version is accepted only
-    as the very package that set the mark (re-installing it after a rollback): a different package
-    under an old version number is a replay of an older build."""
-    hi = highest(store, state)
-    if hi is None:
-        return None
+def _at_most(a: str, b: str) -> bool:
     try:
-        top = parse_version(hi.version)
-    except ValueError:  # a pointer written by hand: not a reason to refuse every update
-        return None
-    v = parse_version(m.version)
-    if v > top or (v == top and hi.vid == m.version_id):
-        return None
-    return (
-        f"version {m.version} is not newer than {hi.version}, the highest installed "
-        "(anti-rollback); to go back on purpose run `edge-agent model rollback` or "
-        "`edge-agent model install --allow-downgrade PACKAGE` on the device"
-    )
+        return parse_version(a) <= parse_version(b)
+    except ValueError:
+        return False
 
 
 def _snapshot(files: list[Path], dest: Path) -> list[Path]:
@@ -301,6 +289,11 @@ def rollback(
                 store, origin, None, Outcome.REFUSED, "nothing to roll back: the config's model runs"
             )
         prev = state.history.pop() if state.history else CONFIG_MODEL
+        try:  # refused over MQTT from now on, whatever transfer id a replay comes under
+            version = store.manifest(cur).version
+            state.remember_rollback(RolledBack(version=version, vid=cur, reason=reason[:300], at=time.time()))
+        except ModelError as exc:  # its files are gone or damaged: the version is not known
+            log.warning("rolled-back %s: its version is unknown (%s), not remembered", cur, exc)
         state.current, state.trial = prev, None
         store.save(state)
         store.prune(state.kept())

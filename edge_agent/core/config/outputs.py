@@ -192,6 +192,20 @@ class ModelUpdateConfig(Section):
         description="the folder watched for packages (unset: <state_dir>/models/inbox)",
     )
     max_package_mb: float = Field(default=512.0, gt=0, description="larger packages are refused")
+    transfer_min_free_mb: float = Field(
+        default=64.0,
+        ge=0,
+        le=1 << 20,
+        description="an MQTT transfer stores a chunk only while the state filesystem keeps this much "
+        "free (and transfer_min_free_percent, and the queue's reserve_bytes when the outbox is there "
+        "too): a transfer never fills the disk the outbox needs",
+    )
+    transfer_min_free_percent: float = Field(
+        default=10.0,
+        ge=0,
+        le=90,
+        description="the transfer floor as a share of the state filesystem's size; the larger of the two counts",
+    )
     mqtt: bool = Field(
         default=True,
         description="take packages on <prefix>/<device>/model/... and <prefix>/groups/<group>/model/... "

@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Dict, List, Literal, Optional, Tuple
+from typing import Annotated, Dict, List, Literal, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from edge_agent.core.config.schema import Config
+from edge_agent.core.updates.plan import MAX_CHUNK as MAX_CHUNK
+from edge_agent.core.updates.plan import MIN_CHUNK as MIN_CHUNK
+from edge_agent.core.updates.plan import TransferPlan
 from edge_agent.errors import ModelError
 
-FORMAT = 1
+# 2: the manifest names its targets and carries the MQTT transfer plan, and the files come
+# before it in the tar. Format 1 packages (no targets) are still read for local installs only.
+FORMAT = 2
+READS = (1, 2)
+MAX_TARGETS = 1000  # device ids / groups one manifest may name
+# a device id as [device] id allows it; a group as one MQTT topic level (no wildcard, no '/')
+DeviceId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+GroupName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f/#+]{1,100}$")]
+BoardKind = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
 ROLES = ("detector", "classifier", "float_source")
@@ -60,6 +71,12 @@ class Manifest(BaseModel):
     # switch even if the device's gate refuses: the package author's decision, covered by the
     # signature and honoured only when a trusted key signed it (never a flag from the network)
     force: bool = False
+    # what the package is for (signed, like Mender's device_types_compatible / RAUC's compatible):
+    # a device takes it only when it is named or one of its groups is; empty = a local install only
+    for_devices: List[DeviceId] = Field(default_factory=list, max_length=MAX_TARGETS)
+    for_groups: List[GroupName] = Field(default_factory=list, max_length=MAX_TARGETS)
+    boards: List[BoardKind] = Field(default_factory=list, max_length=32)  # empty = any board
+    transfer: Optional[TransferPlan] = None  # the body's chunk hashes; required over MQTT
 
     @field_validator("version")
     @classmethod
@@ -94,8 +111,8 @@ def parse_manifest(data: bytes, source: str) -> Manifest:
         raise ModelError(
             f"{source}: {MANIFEST} field {where} = {first.get('input')!r}: {first['msg']}"
         ) from None
-    if m.format != FORMAT:
-        raise ModelError(f"{source}: package format {m.format}, this agent reads format {FORMAT}")
+    if m.format not in READS:
+        raise ModelError(f"{source}: package format {m.format}, this agent reads formats {list(READS)}")
     unknown = sorted(set(m.files) - set(ROLES))
     if unknown:
         raise ModelError(f"{source}: {MANIFEST} files has unknown role(s) {unknown}; expected {list(ROLES)}")
@@ -168,75 +185,14 @@ def update_warnings(cfg: Config) -> List[str]:
     ]
 
 
-# ---- the MQTT transfer: every number in a begin is bounded before it sizes anything ----------
-MIN_CHUNK = 1024  # 1 KiB: below this the per-chunk files and PUBACKs cost more than the data
-MAX_CHUNK = 16 << 20  # 16 MiB: one chunk is held in memory by paho and by the receiver
-MAX_BEGIN_BYTES = 4096
+# ---- the MQTT transfer (the begin itself is core.updates.binding) ------------------------------
 _TID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_SHA = re.compile(r"^[0-9a-f]{64}$")
-
-
-class TransferBegin(BaseModel):
-    """A validated ``begin``: ``size`` within the cap, ``chunks == ceil(size / chunk_size)``."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    transfer_id: str
-    size: int
-    sha256: str
-    chunks: int
-    chunk_size: int
-    name: Optional[str] = None
-
-    def chunk_len(self, idx: int) -> int:
-        """The exact length chunk ``idx`` must have (every chunk is full but the last)."""
-        return self.chunk_size if idx < self.chunks - 1 else self.size - self.chunk_size * (self.chunks - 1)
 
 
 def check_transfer_id(tid: str) -> str:
     if not _TID.fullmatch(tid):  # fullmatch: "$" alone lets a trailing newline through
         raise ValueError(f"transfer id {tid[:70]!r}: expected 1 to 64 of [A-Za-z0-9_-]")
     return tid
-
-
-def _int_field(raw: Dict[str, object], key: str, lo: int, hi: int) -> int:
-    v = raw.get(key)
-    # bool is an int in Python; a float or string is not a count: exact integers only
-    if type(v) is not int:
-        raise ValueError(f"begin field {key} = {str(v)[:40]!r}: expected an integer")
-    if not lo <= v <= hi:
-        raise ValueError(f"begin field {key} = {v}: expected {lo}..{hi}")
-    return v
-
-
-def parse_begin(payload: bytes, max_size: int) -> TransferBegin:
-    """Untrusted ``begin`` bytes -> :class:`TransferBegin`, or ValueError naming the field.
-
-    Nothing here allocates in proportion to a number from the payload: that is the point."""
-    if len(payload) > MAX_BEGIN_BYTES:
-        raise ValueError(f"begin is {len(payload)} bytes; expected at most {MAX_BEGIN_BYTES}")
-    try:
-        raw = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"begin is not JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ValueError("begin is not a JSON object")
-    tid = check_transfer_id(str(raw.get("transfer_id", "")))
-    size = _int_field(raw, "size", 1, 1 << 62)
-    if size > max_size:
-        raise ValueError(f"package is {size} bytes > max_package_mb ({max_size} bytes)")
-    chunk_size = _int_field(raw, "chunk_size", MIN_CHUNK, MAX_CHUNK)
-    chunks = _int_field(raw, "chunks", 1, size)
-    if chunks != -(-size // chunk_size):
-        raise ValueError(f"begin: {chunks} chunks of {chunk_size} bytes do not make {size} bytes")
-    sha = raw.get("sha256")
-    if not isinstance(sha, str) or not _SHA.fullmatch(sha):
-        raise ValueError("begin field sha256: expected 64 lowercase hex digits")
-    name = raw.get("name")
-    if name is not None and (not isinstance(name, str) or len(name) > 200):
-        raise ValueError("begin field name: expected a string of at most 200 characters")
-    return TransferBegin(
-        transfer_id=tid, size=size, sha256=sha, chunks=chunks, chunk_size=chunk_size, name=name
-    )
 
 
 def missing_ranges(have: set[int], total: int, limit: int = 20) -> List[List[int]]:

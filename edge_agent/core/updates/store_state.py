@@ -104,6 +104,22 @@ class Highest:
         return {"version": self.version, "vid": self.vid}
 
 
+MAX_ROLLED_BACK = 32  # remembered rolled-back versions; the oldest is forgotten first
+
+
+@dataclass
+class RolledBack:
+    """A version rolled back on this device: refused over MQTT until a newer one is installed."""
+
+    version: str
+    vid: Optional[str]
+    reason: str
+    at: float
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"version": self.version, "vid": self.vid, "reason": self.reason, "at": self.at}
+
+
 @dataclass
 class StoreState:
     current: Optional[str] = None  # active version id; None = the config's model
@@ -111,6 +127,7 @@ class StoreState:
     trial: Optional[Trial] = None
     highest: Optional[Highest] = None  # absent in stores from before anti-rollback
     last: Optional[Dict[str, Any]] = None  # the last install/rollback event, as published
+    rolled_back: List[RolledBack] = field(default_factory=list)  # oldest first, bounded
     updated_at: Optional[float] = None
     extra: Dict[str, Any] = field(default_factory=dict)  # keys of a newer agent, kept as they are
 
@@ -132,14 +149,21 @@ class StoreState:
         )
         if self.highest is not None:
             out["highest"] = self.highest.to_json()
+        if self.rolled_back:
+            out["rolled_back"] = [r.to_json() for r in self.rolled_back[-MAX_ROLLED_BACK:]]
         return out
+
+    def remember_rollback(self, entry: RolledBack) -> None:
+        """``entry`` refused from now on (one entry per version, the newest reason kept)."""
+        self.rolled_back = [r for r in self.rolled_back if r.version != entry.version]
+        self.rolled_back = [*self.rolled_back, entry][-MAX_ROLLED_BACK:]
 
     @classmethod
     def from_json(cls, data: object, source: str) -> StoreState:
         """``data`` as ``json.loads`` gave it; ModelError names ``source`` and the bad field."""
         if not isinstance(data, dict):
             raise ModelError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        known = ("current", "history", "trial", "highest", "last", "updated_at")
+        known = ("current", "history", "trial", "highest", "last", "rolled_back", "updated_at")
         history = data.get("history", [])
         if not isinstance(history, list):
             raise ModelError(f"{source}: history: expected a list of version ids, got {_show(history)}")
@@ -149,6 +173,7 @@ class StoreState:
             trial=_trial(data.get("trial"), source),
             highest=_highest(data.get("highest"), source),
             last=_obj(data.get("last"), source, "last"),
+            rolled_back=_rolled_back(data.get("rolled_back", []), source),
             updated_at=_num(data.get("updated_at"), source, "updated_at", optional=True),
             extra={k: v for k, v in data.items() if k not in known},
         )
@@ -217,6 +242,24 @@ def _highest(value: object, source: str) -> Optional[Highest]:
     if not isinstance(version, str) or not version:
         raise ModelError(f"{source}: highest.version: expected a version string, got {_show(version)}")
     return Highest(version=version, vid=_vid(raw.get("vid"), source, "highest.vid", optional=True))
+
+
+def _rolled_back(value: object, source: str) -> List[RolledBack]:
+    if not isinstance(value, list):
+        raise ModelError(f"{source}: rolled_back: expected a list, got {_show(value)}")
+    out = []
+    for i, item in enumerate(value[-MAX_ROLLED_BACK:]):
+        raw = _obj(item, source, f"rolled_back[{i}]") or {}
+        version, reason = raw.get("version"), raw.get("reason", "")
+        if not isinstance(version, str) or not 0 < len(version) <= 50:
+            raise ModelError(f"{source}: rolled_back[{i}].version: expected a version, got {_show(version)}")
+        if not isinstance(reason, str):
+            raise ModelError(f"{source}: rolled_back[{i}].reason: expected a string, got {_show(reason)}")
+        at = _num(raw.get("at", 0), source, f"rolled_back[{i}].at")
+        assert at is not None
+        vid = _vid(raw.get("vid"), source, f"rolled_back[{i}].vid", optional=True)
+        out.append(RolledBack(version=version, vid=vid, reason=reason[:300], at=at))
+    return out
 
 
 def event(

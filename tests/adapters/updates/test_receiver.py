@@ -1,12 +1,12 @@
-"""The MQTT model receiver fed hostile messages directly (no broker): every number bounded, nothing
-stored without a begin, storage capped, bad state on disk discarded, no exception escapes."""
+"""The MQTT model receiver fed hostile messages directly (no broker): nothing stored without a
+signed begin, every chunk checked against its signed hash, storage capped, bad state on disk
+discarded, no exception escapes."""
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 import logging
-import math
 import os
 import tempfile
 import time
@@ -16,10 +16,11 @@ from typing import Any, Callable, Optional
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.updates import write_config
+from support.updates import inbox_body, make_begin, signed_begin, trusted_key, with_keys, write_config
 
 from edge_agent.adapters.host import durable
-from edge_agent.adapters.updates import receiver as model_mqtt
+from edge_agent.adapters.updates import intake as model_mqtt
+from edge_agent.adapters.updates import signing
 from edge_agent.adapters.updates.receiver import MAX_TRANSFERS, ModelReceiver
 from edge_agent.app.cli.configfile import load_config
 
@@ -29,7 +30,7 @@ BASE = "edge/cam-1/model"
 def _receiver(
     make_config: Callable[..., Path], extra: str = "", events: Optional[list[Any]] = None
 ) -> tuple[ModelReceiver, Path]:
-    cfg = load_config(make_config(extra=extra))
+    cfg = load_config(make_config(extra=with_keys(extra)))
     root = Path(cfg.device.state_dir)
     sink = events if events is not None else []
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: sink.append(info))
@@ -37,42 +38,50 @@ def _receiver(
     return rec, root
 
 
-def _begin(data: bytes, tid: str = "t1", chunk: int = 1024, **over: Any) -> bytes:
-    b = {
-        "transfer_id": tid,
-        "size": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "chunks": max(1, math.ceil(len(data) / chunk)),
-        "chunk_size": chunk,
-        **over,
-    }
-    return json.dumps(b).encode()
+def _begin(data: bytes, tid: str = "t1", chunk: int = 1024, **manifest: Any) -> bytes:
+    return make_begin(data, tid, chunk, **manifest)
+
+
+def _old_begin(data: bytes, tid: str = "t1", chunk: int = 1024, **over: Any) -> bytes:
+    """The unsigned begin of package format 1 (what today's main sends and takes)."""
+    b = {"transfer_id": tid, "size": len(data), "sha256": "0" * 64, "chunks": -(-len(data) // chunk)}
+    return json.dumps({**b, "chunk_size": chunk, **over}).encode()
 
 
 def _bytes_under(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
 
 
-def test_a_begin_with_a_billion_chunks_is_refused_without_allocating(
-    make_config: Callable[..., Path],
+def test_an_unsigned_or_badly_signed_begin_writes_nothing(
+    make_config: Callable[..., Path], tmp_path: Path
 ) -> None:
     rec, root = _receiver(make_config)
+    good = json.loads(_begin(b"a" * 2048))
+    other = tmp_path / "other.key"
+    signing.generate_key(other)
+    lying = json.loads(base64.b64decode(good["manifest"]))
+    lying["transfer"]["chunks"] *= 2  # 4 hashes for 2 chunks, signed by the trusted key
+    lying_data = json.dumps(lying).encode()
+    signed_lie = {"manifest": _b64(lying_data), "signature": _b64(signing.sign(lying_data, trusted_key()[0]))}
     for bad in (
-        {"chunks": 10**9},  # today's crash: set(range(10**9))
-        {"chunks": 10**9, "size": 10**9 * 1024},  # consistent, but over max_package_mb
-        {"chunk_size": 0},
-        {"chunk_size": 10},  # below 1 KiB
-        {"chunk_size": 1 << 30},
-        {"size": 0, "chunks": 0},
-        {"size": -5},
-        {"chunks": True},
-        {"size": "2048"},
-        {"sha256": "x"},
-        {"transfer_id": "../etc"},
+        _old_begin(b"a" * 2048, chunks=10**9),  # issue 17's crash, in the old format: refused as such
+        _old_begin(b"a" * 2048),
+        json.dumps({**good, "signature": _b64(b"x" * 64)}).encode(),
+        json.dumps({**good, "signature": good["signature"][:-8]}).encode(),  # not 64 bytes
+        json.dumps({**good, "manifest": "***"}).encode(),  # not base64
+        json.dumps({**good, **signed_lie}).encode(),
+        signed_begin(other, b"a" * 2048)[0],  # a key the device does not trust
+        _begin(b"a" * 2048, tid="../etc"),
+        b"[]",
+        b"x" * (600 << 10),  # over the begin's 512 KiB
     ):
-        rec.handle(f"{BASE}/begin", _begin(b"a" * 2048, **bad))
-    assert rec.counts["refused"] == 11 and rec.counts["failed"] == 0
+        rec.handle(f"{BASE}/begin", bad)
+    assert rec.counts["refused"] == 10 and rec.counts["unsigned"] == 10 and rec.counts["failed"] == 0
     assert list((root / "transfers").iterdir()) == []
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def test_chunks_without_a_begin_and_empty_or_wrong_sized_chunks_are_never_stored(
@@ -88,11 +97,13 @@ def test_chunks_without_a_begin_and_empty_or_wrong_sized_chunks_are_never_stored
     rec.handle(f"{BASE}/chunk/t1/0", data[:1000])  # shorter than chunk_size
     rec.handle(f"{BASE}/chunk/t1/2", data[2048:] + b"x")  # the last chunk is exactly size - 2048
     rec.handle(f"{BASE}/chunk/t1/3", b"y" * 1024)  # outside the transfer
-    assert rec.counts["refused"] == 54
+    assert (
+        rec.counts["refused"] == 54 and rec.counts["unknown_transfer"] == 50 and rec.counts["bad_chunk"] == 4
+    )
     assert list((root / "transfers" / "t1" / "chunks").iterdir()) == []
     for i in range(3):
         rec.handle(f"{BASE}/chunk/t1/{i}", data[i * 1024 : (i + 1) * 1024])
-    assert (root / "inbox" / "t1.pkg").read_bytes() == data
+    assert inbox_body(root / "inbox" / "t1.pkg", data)
     assert not (root / "transfers" / "t1").exists()
 
 
@@ -168,13 +179,13 @@ def test_resume_after_restart_counts_the_chunks_on_disk(make_config: Callable[..
     assert not (root / "transfers" / "t1" / "chunks" / ".1.tmp").exists()
     rec2.handle(f"{BASE}/chunk/t1/1", data[1024:2048])
     rec2.handle(f"{BASE}/chunk/t1/2", data[2048:])
-    assert (root / "inbox" / "t1.pkg").read_bytes() == data
+    assert inbox_body(root / "inbox" / "t1.pkg", data)
 
 
 def test_force_from_the_sender_never_reaches_the_inbox(make_config: Callable[..., Path]) -> None:
     rec, root = _receiver(make_config)
     data = os.urandom(1024)
-    rec.handle(f"{BASE}/begin", _begin(data, force=True))
+    rec.handle(f"{BASE}/begin", json.dumps({**json.loads(_begin(data)), "force": True}).encode())
     rec.handle(f"{BASE}/chunk/t1/0", data)
     req = json.loads((root / "inbox" / "t1.request.json").read_text())
     assert req == {"origin": "mqtt:t1"}
@@ -190,7 +201,7 @@ def test_an_unexpected_error_is_counted_and_does_not_escape(
 
     monkeypatch.setattr(model_mqtt, "write_durable", full_disk)
     rec.handle(f"{BASE}/begin", _begin(os.urandom(1024)))
-    monkeypatch.setattr(model_mqtt, "parse_begin", lambda *a: (_ for _ in ()).throw(MemoryError()))
+    monkeypatch.setattr(model_mqtt, "parse_signed_begin", lambda *a: (_ for _ in ()).throw(MemoryError()))
     rec.handle(f"{BASE}/begin", _begin(os.urandom(1024)))
     snap = rec.snapshot()
     assert snap["failed"] == 2 and "MemoryError" in snap["last_error"]
@@ -285,3 +296,75 @@ def test_the_receiver_thread_is_supervised(make_config: Callable[..., Path], tmp
         updates.stop()
         release_run_lock(cfg)
     assert not rec.alive()
+
+
+# ---- the free-space floor ------------------------------------------------------------------------
+def test_the_floor_is_the_larger_of_its_two_keys_plus_the_queue_reserve_on_the_same_disk(
+    make_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    rec, root = _receiver(
+        make_config, "[model_update]\ntransfer_min_free_mb = 2\ntransfer_min_free_percent = 5"
+    )
+    cfg = rec.cfg
+    assert Path(cfg.queue.path).parent.stat().st_dev == root.stat().st_dev  # the outbox is on this disk
+    reserve = cfg.queue.reserve_bytes
+    assert reserve == 1 << 20
+    assert model_mqtt.transfer_floor(cfg, root, 10 << 20) == (2 << 20) + reserve  # 2 MiB > 5 % of 10
+    assert model_mqtt.transfer_floor(cfg, root, 100 << 20) == 5 * (1 << 20) + reserve  # 5 % of 100 MiB
+    elsewhere = cfg.model_copy(update={"queue": cfg.queue.model_copy(update={"path": "/proc/outbox.db"})})
+    assert model_mqtt.transfer_floor(elsewhere, root, 10 << 20) == 2 << 20  # another filesystem
+
+
+@pytest.mark.parametrize(("extra", "stored"), [("transfer_min_free_percent = 0", True), ("", False)])
+def test_a_chunk_is_stored_only_while_the_floor_stays_free(
+    make_config: Callable[..., Path], extra: str, stored: bool
+) -> None:
+    """100 MiB free on a 1 GiB disk: under the default floor (10 % = 102 MiB) nothing is stored;
+    with the percent at 0 the 64 MiB floor lets the transfer in."""
+    cfg = load_config(make_config(extra=with_keys(f"[model_update]\n{extra}")))
+    root = Path(cfg.device.state_dir)
+    rec = ModelReceiver(
+        cfg, root / "transfers", root / "inbox", lambda info: None, space=lambda p: (100 << 20, 1 << 30)
+    )
+    rec.load()
+    data = os.urandom(2048)
+    rec.handle(f"{BASE}/begin", _begin(data))
+    rec.handle(f"{BASE}/chunk/t1/0", data[:1024])
+    assert (root / "transfers" / "t1").exists() == stored
+    assert rec.counts["low_space"] == (0 if stored else 1) and rec.counts["unknown_transfer"] == (
+        0 if stored else 1
+    )
+    if not stored:  # the begin's refusal names the floor; the chunk after it has no transfer
+        assert rec.counts["refused"] == 2
+
+
+def test_a_transfer_stops_at_the_floor_on_a_real_small_disk(
+    make_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A 16 MiB tmpfs, a 4 MiB floor, a signed 8 MiB transfer: then something else fills the disk
+    (the outbox growing): the chunks stop before the floor, counted, none half-written."""
+    from support.tmpfs import free, tmpfs
+
+    with tmpfs(tmp_path / "small", size="16m") as disk:
+        cfg = load_config(
+            make_config(
+                extra=with_keys("[model_update]\ntransfer_min_free_mb = 4\ntransfer_min_free_percent = 0")
+            )
+        )
+        rec = ModelReceiver(cfg, disk / "transfers", disk / "inbox", lambda info: None)
+        rec.load()
+        data = os.urandom(8 << 20)
+        chunk = 1 << 20
+        rec.handle(f"{BASE}/begin", _begin(data, chunk=chunk))
+        for i in range(3):
+            rec.handle(f"{BASE}/chunk/t1/{i}", data[i * chunk : (i + 1) * chunk])
+        assert rec.counts["low_space"] == 0
+        with open(disk / "outbox-growth", "wb") as f:  # the queue takes 7 MiB meanwhile
+            f.write(b"\0" * (7 << 20))
+        for i in range(3, 8):
+            rec.handle(f"{BASE}/chunk/t1/{i}", data[i * chunk : (i + 1) * chunk])
+        assert rec.counts["low_space"] >= 1 and rec.counts["failed"] == 0
+        assert free(disk) >= 4 << 20  # the floor held
+        kept = sorted(int(p.name) for p in (disk / "transfers" / "t1" / "chunks").iterdir())
+        assert kept == list(range(len(kept))) and 3 <= len(kept) < 8
+        assert all((disk / "transfers" / "t1" / "chunks" / str(i)).stat().st_size == chunk for i in kept)

@@ -4,7 +4,6 @@ paho's callbacks. Fast, in process: `python .ci/mutation.py model-receiver` runs
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -16,11 +15,12 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
-from support.updates import write_config
+from support.updates import inbox_body, make_begin, with_keys, write_config
 
-from edge_agent.adapters.updates import receiver as model_mqtt
-from edge_agent.adapters.updates.receiver import DONE_KEEP, ModelReceiver, model_topics
-from edge_agent.adapters.updates.transfers import load_transfer, remove_path
+from edge_agent.adapters.updates import intake as model_mqtt
+from edge_agent.adapters.updates.intake import DONE_KEEP
+from edge_agent.adapters.updates.receiver import ModelReceiver, model_topics
+from edge_agent.adapters.updates.transfers import remove_path
 from edge_agent.app.cli.configfile import load_config
 
 BASE = "edge/cam-1/model"
@@ -29,7 +29,7 @@ BASE = "edge/cam-1/model"
 @pytest.fixture
 def make(tmp_path: Path) -> Callable[..., tuple[ModelReceiver, Path, list[Any]]]:
     def build(extra: str = "", load: bool = True) -> tuple[ModelReceiver, Path, list[Any]]:
-        cfg = load_config(write_config(tmp_path, extra=extra))
+        cfg = load_config(write_config(tmp_path, extra=with_keys(extra)))
         root = Path(cfg.device.state_dir)
         events: list[Any] = []
         rec = ModelReceiver(cfg, root / "transfers", root / "inbox", events.append)
@@ -40,16 +40,13 @@ def make(tmp_path: Path) -> Callable[..., tuple[ModelReceiver, Path, list[Any]]]
     return build
 
 
-def _begin(data: bytes, tid: str = "t1", chunk: int = 1024, **over: Any) -> bytes:
-    b = {
-        "transfer_id": tid,
-        "size": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "chunks": max(1, math.ceil(len(data) / chunk)),
-        "chunk_size": chunk,
-        **over,
-    }
-    return json.dumps(b).encode()
+def _begin(data: bytes, tid: str = "t1", chunk: int = 1024, **manifest: Any) -> bytes:
+    """A begin signed by the trusted test key, its plan covering ``data`` in ``chunk``-byte chunks
+    (``size=N``: N zero bytes instead, for the tests of caps that never send the chunks)."""
+    if "size" in manifest:
+        data = bytes(manifest.pop("size"))
+        manifest.pop("chunks", None)
+    return make_begin(data, tid, chunk, **manifest)
 
 
 def _send(rec: ModelReceiver, data: bytes, tid: str = "t1", chunk: int = 1024, **over: Any) -> None:
@@ -78,7 +75,7 @@ def test_a_complete_transfer_lands_in_the_inbox_private_verified_and_announced(
     caplog.set_level(logging.INFO, logger="edge_agent.model_mqtt")
     _send(rec, data)
     pkg, req = root / "inbox" / "t1.pkg", root / "inbox" / "t1.request.json"
-    assert pkg.read_bytes() == data and _mode(pkg) == 0o600
+    assert inbox_body(pkg, data) and _mode(pkg) == 0o600
     assert json.loads(req.read_text()) == {"origin": "mqtt:t1"} and _mode(req) == 0o600
     assert rec.completed == ["t1"]
     assert json.loads((root / "transfers" / "done.json").read_text()) == ["t1"]
@@ -88,8 +85,11 @@ def test_a_complete_transfer_lands_in_the_inbox_private_verified_and_announced(
     assert (events[0]["received"], events[0]["missing"]) == (0, [[0, 2]])  # the begin is announced
     assert (events[1]["received"], events[1]["missing"]) == (1, [[1, 2]])  # and the first chunk
     assert events[0]["bytes"] == 2500 and events[0]["chunks"] == 3 and events[0]["transfer_id"] == "t1"
-    assert "model transfer t1 complete (2500 bytes, sha256 ok): handed to the inbox" in caplog.messages
-    assert rec.counts == {"messages": 4, "refused": 0, "failed": 0, "discarded_at_start": 0, "restarts": 0}
+    assert "model transfer t1 complete (3 chunks, each sha256 ok): handed to the inbox" in caplog.messages
+    assert rec.counts == {"messages": 4, **dict.fromkeys(rec.counts.keys() - {"messages"}, 0)}
+    assert {"unsigned", "not_for_device", "rolled_back", "unknown_transfer", "bad_chunk", "low_space"} < set(
+        rec.counts
+    )
     # a redelivered begin or chunk of a finished transfer is acknowledged and ignored
     rec.handle(f"{BASE}/begin", _begin(data))
     rec.handle(f"{BASE}/chunk/t1/0", data[:1024])
@@ -100,28 +100,29 @@ def test_a_complete_transfer_lands_in_the_inbox_private_verified_and_announced(
 def test_a_group_transfer_is_received_too(make: Callable[..., Any]) -> None:
     rec, root, _ = make('[model_update]\ngroups = ["fleet"]')
     data = os.urandom(1500)
-    rec.handle("edge/groups/fleet/model/begin", _begin(data, "g1"))
+    rec.handle("edge/groups/fleet/model/begin", _begin(data, "g1", for_devices=[], for_groups=["fleet"]))
     rec.handle("edge/groups/fleet/model/chunk/g1/0", data[:1024])
     rec.handle("edge/groups/fleet/model/chunk/g1/1", data[1024:])
-    assert (root / "inbox" / "g1.pkg").read_bytes() == data
+    assert inbox_body(root / "inbox" / "g1.pkg", data)
     rec.handle("edge/groups/other/model/begin", _begin(data, "g2"))
     assert rec.counts["refused"] == 1 and rec.last_error is not None
     assert "not a model-transfer topic" in rec.last_error
 
 
-def test_an_assembled_package_with_the_wrong_sha256_is_refused_with_both_hashes(
+def test_a_chunk_whose_sha256_is_not_the_signed_one_is_refused_and_not_stored(
     make: Callable[..., Any],
 ) -> None:
-    rec, root, events = make()
+    rec, root, _ = make()
     data = os.urandom(2048)
-    _send(rec, data, sha256="ab" * 32)
-    got = hashlib.sha256(data).hexdigest()
-    reason = f"assembled package has sha256 {got[:16]}... / 2048 bytes, begin said {'ab' * 8}... / 2048 bytes"
-    assert events[-1] == {"transfer_id": "t1", "refused": reason}
-    assert rec.counts["refused"] == 1 and rec.last_error == f"transfer t1: {reason}"
-    assert list((root / "inbox").iterdir()) == [] and rec.completed == []
-    assert json.loads((root / "transfers" / "done.json").read_text()) == ["t1"]  # not taken again
-    assert sorted(p.name for p in (root / "transfers").iterdir()) == ["done.json"]
+    rec.handle(f"{BASE}/begin", _begin(data))
+    forged = bytes([data[0] ^ 1]) + data[1:1024]  # the right length, one bit off
+    rec.handle(f"{BASE}/chunk/t1/0", forged)
+    assert rec.counts["refused"] == 1 and rec.counts["bad_chunk"] == 1
+    assert rec.last_error is not None and "chunk 0 does not match its signed sha256" in rec.last_error
+    assert list((root / "transfers" / "t1" / "chunks").iterdir()) == []
+    rec.handle(f"{BASE}/chunk/t1/0", data[:1024])  # the true chunk is still taken
+    rec.handle(f"{BASE}/chunk/t1/1", data[1024:])
+    assert inbox_body(root / "inbox" / "t1.pkg", data) and rec.counts["refused"] == 1
 
 
 def test_the_done_list_keeps_the_last_ones(make: Callable[..., Any]) -> None:
@@ -132,15 +133,17 @@ def test_the_done_list_keeps_the_last_ones(make: Callable[..., Any]) -> None:
     assert done == [f"d{i}" for i in range(3, DONE_KEEP + 3)]
     rec.handle(f"{BASE}/chunk/d0/0", bytes([0]) * 10)  # forgotten: a chunk without its begin
     rec.handle(f"{BASE}/chunk/d3/0", bytes([3]) * 10)  # remembered: ignored
-    assert rec.counts["refused"] == 1
+    assert rec.counts["refused"] == 1 and rec.counts["unknown_transfer"] == 1
 
 
 def test_a_begin_refused_tells_the_sender_once_a_second(make: Callable[..., Any]) -> None:
     rec, _, events = make()
-    bad = _begin(b"x" * 10, "bad1", chunks=10**9)
-    rec.handle(f"{BASE}/begin", bad)
-    rec.handle(f"{BASE}/begin", bad)
-    assert len(events) == 1 and events[0]["transfer_id"] == "bad1" and "chunks" in events[0]["refused"]
+    # the unsigned begin of the old format (today's push before package format 2)
+    bad = json.dumps({"transfer_id": "bad1", "size": 10, "sha256": "a" * 64, "chunks": 1, "chunk_size": 1024})
+    rec.handle(f"{BASE}/begin", bad.encode())
+    rec.handle(f"{BASE}/begin", bad.encode())
+    assert len(events) == 1 and events[0]["transfer_id"] == "bad1"
+    assert "begin carries no signed manifest" in events[0]["refused"]
     assert rec.counts["refused"] == 2
     rec._last_refusal -= model_mqtt.PROGRESS_EVERY_S
     rec.handle(f"{BASE}/begin", b"{not json")
@@ -165,7 +168,7 @@ def test_chunk_topics_are_parsed_strictly(make: Callable[..., Any]) -> None:
     assert rec.counts["refused"] == 7
     rec.handle(f"{BASE}/chunk/t1/000000001", data[1024:])  # nine digits: index 1
     rec.handle(f"{BASE}/chunk/t1/0", data[:1024])
-    assert (root / "inbox" / "t1.pkg").read_bytes() == data
+    assert inbox_body(root / "inbox" / "t1.pkg", data)
 
 
 def test_a_chunk_over_the_protocol_maximum_is_refused_before_anything(
@@ -200,28 +203,7 @@ def test_a_restart_keeps_only_chunks_that_can_belong(make: Callable[..., Any]) -
     assert events[-1]["received"] == 2 and events[-1]["missing"] == [[2, 2]]
     rec.handle(f"{BASE}/chunk/t1/0", b"z" * 1024)  # already on disk: the first copy stays
     rec.handle(f"{BASE}/chunk/t1/2", data[2048:])
-    assert (root / "inbox" / "t1.pkg").read_bytes() == data
-
-
-def test_a_restart_keeps_the_chunk_indexes_the_receiver_takes_nine_digits_and_no_more(tmp_path: Path) -> None:
-    # max_package_mb has no upper bound: a 2 TB package in 1 KiB chunks has 10-digit indexes. The
-    # receiver takes chunk topics of at most 9 digits, so a restart keeps exactly those
-    size = 2 * 10**12
-    begin = {
-        "transfer_id": "big",
-        "size": size,
-        "sha256": "0" * 64,
-        "chunks": -(-size // 1024),
-        "chunk_size": 1024,
-    }
-    d = tmp_path / "big"
-    (d / "chunks").mkdir(parents=True)
-    (d / "begin.json").write_text(json.dumps(begin))
-    for name in ("123456789", "1234567890"):
-        (d / "chunks" / name).write_bytes(b"x" * 1024)
-    t = load_transfer(d, size)
-    assert t.have == {123456789}
-    assert sorted(p.name for p in (d / "chunks").iterdir()) == ["123456789"]
+    assert inbox_body(root / "inbox" / "t1.pkg", data)
 
 
 def test_a_restarted_transfer_without_chunks_yet_is_kept_and_its_age_is_its_begin(
@@ -245,7 +227,7 @@ def test_state_that_cannot_be_a_transfer_is_discarded_with_its_reason(
     _, root, _ = make(load=False)
     tdir = root / "transfers"
     _state_dir(root, "named", _begin(b"x" * 10, "other"))  # begin.json of another transfer
-    _state_dir(root, "padded", b" " * (1 << 16) + _begin(b"x" * 10, "padded"))  # > 64 KiB: not read whole
+    _state_dir(root, "padded", b" " * (1 << 20) + _begin(b"x" * 10, "padded"))  # > 1 MiB: not read whole
     (tdir / "afile").write_bytes(b"x")
     target = root / "elsewhere"
     _state_dir(root, "elsewhere-src", _begin(b"x" * 10, "link")).rename(target)
@@ -268,11 +250,13 @@ def test_a_transfer_complete_on_disk_is_finished_at_start(make: Callable[..., An
     d = _state_dir(root, "t1", _begin(data))
     (d / "chunks" / "0").write_bytes(data[:1024])
     (d / "chunks" / "1").write_bytes(data[1024:])
-    cfg = load_config(write_config(tmp_path, port=free_port()))  # nothing listens: start() does not wait
+    cfg = load_config(
+        write_config(tmp_path, port=free_port(), extra=with_keys())
+    )  # nothing listens: start() does not wait
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
     rec.start()
     try:
-        assert (root / "inbox" / "t1.pkg").read_bytes() == data
+        assert inbox_body(root / "inbox" / "t1.pkg", data)
         assert rec.counts["messages"] == 1 and rec.alive()
     finally:
         rec.stop()
@@ -318,14 +302,7 @@ def test_a_message_from_paho_is_handled(make: Callable[..., Any]) -> None:
     data = os.urandom(100)
     rec._on_message(None, None, SimpleNamespace(topic=f"{BASE}/begin", payload=_begin(data)))
     rec._on_message(None, None, SimpleNamespace(topic=f"{BASE}/chunk/t1/0", payload=data))
-    assert (root / "inbox" / "t1.pkg").read_bytes() == data and rec.counts["messages"] == 2
-
-
-def test_refusal_events_carry_the_transfer_and_reason(make: Callable[..., Any]) -> None:
-    rec, _, events = make()
-    rec._refused("t9", "because")
-    assert events == [{"transfer_id": "t9", "refused": "because"}]
-    assert rec.counts["refused"] == 1 and rec.last_error == "transfer t9: because"
+    assert inbox_body(root / "inbox" / "t1.pkg", data) and rec.counts["messages"] == 2
 
 
 # ---- supervision and the connection (survivors of the first mutation run) -----------------------
@@ -335,7 +312,9 @@ def test_ensure_alive_restarts_a_dead_thread_counts_it_and_not_after_stop(
     from support import free_port
 
     _, root, _ = make(load=False)
-    cfg = load_config(write_config(tmp_path, port=free_port()))  # nothing listens: paho keeps retrying
+    cfg = load_config(
+        write_config(tmp_path, port=free_port(), extra=with_keys())
+    )  # nothing listens: paho keeps retrying
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
     assert rec.ensure_alive() is False  # not started: nothing to supervise
     rec.start()
@@ -374,7 +353,7 @@ def test_a_persistent_authenticated_session_gets_what_was_sent_while_off(
     monkeypatch.setenv("EDGE_TEST_PW", "s3cret")
     with Broker(tmp_path / "auth-broker", users={"dev": "s3cret", "pusher": "p"}) as broker:
         _, root, _ = make(load=False)
-        cfg = load_config(write_config(tmp_path, port=broker.port))
+        cfg = load_config(write_config(tmp_path, port=broker.port, extra=with_keys()))
         cfg.mqtt = cfg.mqtt.model_copy(
             update={
                 "username": "dev",
@@ -408,7 +387,7 @@ def test_a_persistent_authenticated_session_gets_what_was_sent_while_off(
             wait_until(
                 (root / "inbox" / "t1.pkg").exists, timeout=15, what="the queued transfer in the inbox"
             )
-            assert (root / "inbox" / "t1.pkg").read_bytes() == data
+            assert inbox_body(root / "inbox" / "t1.pkg", data)
         finally:
             again.stop()
 
@@ -472,7 +451,7 @@ def test_a_failure_finishing_a_transfer_at_start_names_it(
         raise OSError("disk gone")
 
     monkeypatch.setattr(ModelReceiver, "_assemble", boom)
-    cfg = load_config(write_config(tmp_path, port=free_port()))
+    cfg = load_config(write_config(tmp_path, port=free_port(), extra=with_keys()))
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
     rec.start()
     rec.stop()
@@ -489,7 +468,7 @@ def test_a_re_push_refreshes_the_transfer_and_finishes_it_when_complete(
     (d / "chunks" / "1").write_bytes(data[1024:])  # complete on disk, not finished (cut before)
     rec, _, _ = make()
     rec.handle(f"{BASE}/begin", _begin(data))  # the operator re-pushes: finished at once
-    assert (root / "inbox" / "t1.pkg").read_bytes() == data
+    assert inbox_body(root / "inbox" / "t1.pkg", data)
     rec.handle(f"{BASE}/begin", _begin(data[:1200], "t2"))
     rec._transfers["t2"].active_at = time.time() - model_mqtt.TRANSFER_MAX_AGE_S + 5  # nearly expired
     rec.handle(f"{BASE}/begin", _begin(data[:1200], "t2"))  # re-push: active again
@@ -506,7 +485,7 @@ def test_refusal_reports_are_spaced_by_exactly_the_interval(
     rec, _, events = make()
     now = [1000.0]
     monkeypatch.setattr(model_mqtt, "time", SimpleNamespace(monotonic=lambda: now[0], time=time.time))
-    bad = _begin(b"x" * 10, "b1", chunks=10**9)
+    bad = _begin(b"x" * 10, "b1", for_devices=["cam-9"])  # signed, for another device
     rec.handle(f"{BASE}/begin", bad)
     now[0] += model_mqtt.PROGRESS_EVERY_S - 0.001
     rec.handle(f"{BASE}/begin", bad)
@@ -521,14 +500,14 @@ def test_an_inbox_on_another_filesystem_gets_a_private_copy(tmp_path: Path) -> N
     from support.tmpfs import tmpfs
 
     with tmpfs(tmp_path / "mnt") as mnt:
-        cfg = load_config(write_config(tmp_path))
+        cfg = load_config(write_config(tmp_path, extra=with_keys()))
         root = Path(cfg.device.state_dir)
         rec = ModelReceiver(cfg, root / "transfers", mnt / "inbox", lambda info: None)
         rec.load()
         data = os.urandom(1500)
         _send(rec, data)
         pkg = mnt / "inbox" / "t1.pkg"
-        assert pkg.read_bytes() == data and _mode(pkg) == 0o600
+        assert inbox_body(pkg, data) and _mode(pkg) == 0o600
         assert rec.counts["failed"] == 0
 
 
@@ -560,8 +539,9 @@ def test_everything_on_disk_is_private_whatever_the_umask(make: Callable[..., An
     old = os.umask(0)
     try:
         rec, root, _ = make()
-        rec.handle(f"{BASE}/begin", _begin(os.urandom(3000)))
-        rec.handle(f"{BASE}/chunk/t1/0", os.urandom(1024))
+        data = os.urandom(3000)
+        rec.handle(f"{BASE}/begin", _begin(data))
+        rec.handle(f"{BASE}/chunk/t1/0", data[:1024])
     finally:
         os.umask(old)
     t = root / "transfers"
@@ -582,8 +562,10 @@ def test_error_lines_name_the_topic_and_the_reason_and_are_bounded(
     long = "x" * 500
     rec.handle(long, b"")
     assert rec.last_error is not None and rec.last_error.startswith(f"message on '{'x' * 120}':")
-    rec._count("refused", "y" * 400)
-    assert rec.last_error == "y" * 300 and caplog.messages[-1] == "model transfer: refused " + "y" * 300
+    rec._count("failed", "y" * 400)
+    assert rec.last_error == "y" * 300 and caplog.messages[-1] == "model transfer: failed " + "y" * 300
+    rec._count("refused", "z")  # the third refusal of its kind: counted, not logged (LogThrottle)
+    assert rec.last_error == "z" and caplog.messages[-1] == "model transfer: failed " + "y" * 300
     rec.handle(f"{BASE}/begin", b"{broken")
     assert rec.last_error is not None and rec.last_error.startswith(f"message on '{BASE}/begin': ")
     assert len(rec.last_error) > len(f"message on '{BASE}/begin': ") + 10 and "None" not in rec.last_error
@@ -598,18 +580,18 @@ def test_chunk_refusals_say_what_the_begin_expects(
     rec.handle(f"{BASE}/chunk/t9/0", b"z")
     assert (
         rec.last_error
-        == f"message on '{BASE}/chunk/t9/0': chunk 0 of transfer t9 without its begin: not stored"
+        == f"message on '{BASE}/chunk/t9/0': chunk 0 of transfer t9, which has no verified begin: dropped"
     )
     rec.handle(f"{BASE}/begin", _begin(os.urandom(2500)))
     rec.handle(f"{BASE}/chunk/t1/5", b"z" * 10)
     assert rec.last_error is not None and rec.last_error.endswith(
-        "transfer t1: chunk 5 of 10 bytes; the begin says 3 chunks, this one of 452 bytes"
+        "transfer t1: chunk 5 of 10 bytes; the signed plan has 3 chunks, this one of 452 bytes"
     )
     monkeypatch.setattr(model_mqtt, "MAX_CHUNK", 10)
     rec.handle(
         f"{BASE}/chunk/t1/2", b"z" * 10
     )  # exactly the maximum: judged by the begin, not refused as too big
-    assert rec.last_error is not None and "of 10 bytes; the begin says" in rec.last_error
+    assert rec.last_error is not None and "of 10 bytes; the signed plan has" in rec.last_error
 
 
 def test_the_oldest_transfer_by_activity_goes_first_and_at_most_four_are_kept(
@@ -666,10 +648,10 @@ def test_progress_is_announced_at_most_once_a_second_with_the_name(
     now = [5000.0]
     monkeypatch.setattr(model_mqtt, "time", SimpleNamespace(monotonic=lambda: now[0], time=time.time))
     data = os.urandom(5 * 1024)
-    rec.handle(f"{BASE}/begin", _begin(data, name="yolo-v9"))
+    rec.handle(f"{BASE}/begin", _begin(data, name="yolo-v9", version="9.0"))
     rec.handle(f"{BASE}/chunk/t1/0", data[:1024])  # the first chunk: always announced
     rec.handle(f"{BASE}/chunk/t1/1", data[1024:2048])  # same instant: not announced
-    assert [e["received"] for e in events] == [0, 1] and events[0]["name"] == "yolo-v9"
+    assert [e["received"] for e in events] == [0, 1] and events[0]["name"] == "yolo-v9-9.0"
     now[0] += model_mqtt.PROGRESS_EVERY_S  # exactly one interval later
     rec.handle(f"{BASE}/chunk/t1/2", data[2048:3072])
     assert [e["received"] for e in events] == [0, 1, 3]
@@ -701,3 +683,48 @@ def test_a_stuck_file_never_makes_a_drop_fail(
     remove_path(root / "transfers" / "stray")
     assert rec.counts["failed"] == 0 and rec.counts["refused"] == 0
     assert (root / "transfers" / "t1" / "begin.json").exists()  # the new begin, written
+
+
+def test_a_begin_of_a_rolled_back_or_older_version_is_refused_before_anything_is_written(
+    make: Callable[..., Any],
+) -> None:
+    from edge_agent.adapters.updates.store import ModelStore
+    from edge_agent.core.updates.store_state import Highest, RolledBack
+
+    rec, root, _ = make()
+    store = ModelStore(str(root))
+    state = store.state()
+    state.highest = Highest(version="5.0", vid="demo-5.0-aaaaaaaa")
+    state.remember_rollback(RolledBack(version="6.0", vid="demo-6.0-bbbbbbbb", reason="collapsed", at=1.0))
+    store.save(state)
+    data = os.urandom(1500)
+    rec.handle(f"{BASE}/begin", _begin(data, "old", version="4.0"))
+    assert rec.last_error is not None and "version 4.0 is not newer than 5.0" in rec.last_error
+    rec.handle(f"{BASE}/begin", _begin(data, "back", version="6.0"))
+    assert (
+        rec.last_error is not None
+        and "version 6.0 was rolled back on this device (collapsed)" in rec.last_error
+    )
+    assert rec.counts["rolled_back"] == 2 and rec.counts["refused"] == 2
+    assert list((root / "transfers").iterdir()) == []
+    rec.handle(f"{BASE}/begin", _begin(data, "new", version="6.1"))  # newer than both: taken
+    assert (root / "transfers" / "new" / "begin.json").exists() and rec.counts["refused"] == 2
+
+
+def test_a_begin_for_another_board_or_a_newer_agent_is_refused(make: Callable[..., Any]) -> None:
+    rec, root, _ = make()
+    other = "rpi4" if _board() != "rpi4" else "jetson"
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "b", boards=[other]))
+    assert f"is for boards ['{other}'], this device is '{_board()}'" in str(rec.last_error)
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "v", min_agent_version="99.0"))
+    assert "needs edge-agent >= 99.0" in str(rec.last_error)
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "g", for_devices=[], for_groups=["elsewhere"]))
+    assert rec.counts["not_for_device"] == 3 and list((root / "transfers").iterdir()) == []
+    rec.handle(f"{BASE}/begin", _begin(b"x" * 10, "ok", boards=[_board()]))
+    assert (root / "transfers" / "ok").is_dir()
+
+
+def _board() -> str:
+    from edge_agent.adapters.runtime.board import detect_board
+
+    return str(detect_board().kind)

@@ -82,7 +82,7 @@ def test_the_default_config_takes_no_package_from_mqtt(
     r = cli(
         "model",
         "push",
-        str(packages["good"]),
+        str(packages["signed"]),
         "-c",
         str(a.cfg_path),
         "--device",

@@ -18,7 +18,7 @@ from support import cli, wait_until
 from support.mqtt import Broker, Collector
 from support.updates import FP32, INT8, AgentProc, keys
 
-from edge_agent.adapters.updates.package_file import PackageReader
+from edge_agent.adapters.updates.package_file import PackageReader, transfer_parts
 from edge_agent.app.cli.configfile import load_config
 from edge_agent.app.updates.push import push_package
 
@@ -35,7 +35,7 @@ def test_good_package_over_mqtt_switches_and_status_reports_it(
     assert a.detector_sha() == FP32_SHA
     col = Collector(broker.port, "edge/cam-1/status", client_id="status-watch")
     try:
-        tid = push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk_size=64 * 1024)
+        tid = push_package(a.cfg, packages["signed"], ["cam-1"], None)
         wait_until(
             lambda: a.detector_sha() == INT8_SHA, what=lambda: f"switch to the INT8 model\n{a.log_text()}"
         )
@@ -103,8 +103,16 @@ def test_bad_signature_over_mqtt_is_refused(
         quiet=False,
     )
     assert r.returncode == 1 and "cam-1: refused:" in r.stdout and "bad signature" in r.stdout, r.stdout
-    assert "bad signature" in a.last()["detail"]
-    assert a.detector_sha() == FP32_SHA
+    # refused at its begin, before a chunk was stored: nothing reached the install
+    assert a.last() == {} and a.detector_sha() == FP32_SHA
+    rec = wait_until(
+        lambda: (
+            (((a.status() or {}).get("model_update") or {}).get("receiver") or {}).get("unsigned") == 1
+            and a.status()["model_update"]["receiver"]
+        ),  # the status file lags the status topic by <= 2 s
+        what="the refusal counted",
+    )
+    assert rec["unknown_transfer"] == 2 and rec["failed"] == 0  # its 2 chunks dropped
     r = cli(
         "model",
         "push",
@@ -128,16 +136,16 @@ def test_kill9_mid_transfer_resumes_and_completes(
 ) -> None:
     a = AgentProc(make_config(port=broker.port, extra=keys(packages)))
     agents.append(a.start())
-    chunk = 16 * 1024
-    total = -(-packages["signed"].stat().st_size // chunk)
+    total = transfer_parts(packages["small"])[0].count  # 16 KiB chunks
+    assert total > 20
     tid = "resume-test"
-    push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10))
+    push_package(a.cfg, packages["small"], ["cam-1"], None, transfer_id=tid, only=range(10))
     chunks = a.state / "models" / "transfers" / tid / "chunks"
     wait_until(lambda: chunks.is_dir() and len(list(chunks.iterdir())) >= 10, what="10 chunks on disk")
     a.kill9()
     assert a.detector_sha() is None
     # the rest arrives while the device is down: the broker keeps it for the persistent session
-    push_package(a.cfg, packages["signed"], ["cam-1"], None, chunk, transfer_id=tid, only=range(10, total))
+    push_package(a.cfg, packages["small"], ["cam-1"], None, transfer_id=tid, only=range(10, total))
     assert len(list(chunks.iterdir())) == 10  # persisted across the kill, nothing more yet
     a.start()
     wait_until(
@@ -186,6 +194,7 @@ def test_kill9_during_cli_install_always_leaves_a_working_model(
                 str(packages["good"]),
                 "-c",
                 str(cfg_path),
+                "--allow-rolled-back",  # each round's rollback below is a reset, not a verdict
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -349,23 +358,23 @@ def test_one_package_on_a_group_topic_reaches_ten_devices(
 
     receivers = []
     for i in range(10):
-        cfg = load_config(
-            make_config(port=broker.port, device=f"dev-{i}", extra='[model_update]\ngroups = ["fleet-a"]')
-        )
+        extra = keys(packages) + '\ngroups = ["fleet-a"]'
+        cfg = load_config(make_config(port=broker.port, device=f"dev-{i}", extra=extra))
         root = Path(cfg.device.state_dir)
         rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
         rec.start()
         receivers.append((rec, root / "inbox"))
     try:
         wait_until(lambda: all(r.subscribed.is_set() for r, _ in receivers), what="10 receivers subscribed")
-        sha = hashlib.sha256(packages["good"].read_bytes()).hexdigest()
-        tid = push_package(
-            load_config(make_config(port=broker.port)), packages["good"], [], "fleet-a", 32 * 1024
-        )
+        plan, manifest, _ = transfer_parts(packages["small"])
+        body = packages["small"].read_bytes()[: plan.size]
+        tid = push_package(load_config(make_config(port=broker.port)), packages["small"], [], "fleet-a")
         for _, inbox in receivers:
             pkg = inbox / f"{tid}.pkg"
             wait_until(pkg.exists, what=f"{pkg}")
-            assert hashlib.sha256(pkg.read_bytes()).hexdigest() == sha
+            assert pkg.read_bytes()[: plan.size] == body  # the signed body, then the signed manifest
+            with PackageReader(pkg) as r:
+                assert r.manifest_data == manifest
     finally:
         for r, _ in receivers:
             r.stop()
@@ -376,51 +385,60 @@ def test_transfer_over_the_size_cap_is_refused(
 ) -> None:
     from edge_agent.adapters.updates.receiver import ModelReceiver
 
-    cfg = load_config(make_config(port=broker.port, extra="[model_update]\nmax_package_mb = 0.1"))
+    cfg = load_config(make_config(port=broker.port, extra=keys(packages) + "\nmax_package_mb = 0.1"))
     root = Path(cfg.device.state_dir)
     events: list[dict[str, Any]] = []
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: events.append(info or {}))
     rec.start()
     try:
         wait_until(rec.subscribed.is_set, what="subscribed (SUBACK)")
-        push_package(cfg, packages["good"], ["cam-1"], None)
+        push_package(cfg, packages["signed"], ["cam-1"], None)
         wait_until(lambda: any("refused" in e for e in events), what="refusal")
-        assert "max_package_mb" in next(e["refused"] for e in events if "refused" in e)
+        assert "> max_package_mb (100000 bytes)" in next(e["refused"] for e in events if "refused" in e)
+        assert (
+            not (root / "transfers" / "done.json").exists() and len(list((root / "transfers").iterdir())) == 0
+        )
         assert list((root / "inbox").glob("*.pkg")) == []
     finally:
         rec.stop()
 
 
-def test_assembled_package_with_the_wrong_sha256_is_refused(
+def test_a_chunk_that_is_not_the_signed_one_is_refused_before_it_is_written(
     broker: Broker, packages: dict[str, Path], make_config: Callable[..., Path]
 ) -> None:
+    """The signed begin of a real package, then its first chunk with one byte changed: refused
+    (not stored) at once, not after the whole package was assembled; the true chunks still go in."""
     import paho.mqtt.client as mqtt
 
     from edge_agent.adapters.updates.receiver import ModelReceiver
+    from edge_agent.core.updates.binding import SignedBegin
 
-    cfg = load_config(make_config(port=broker.port))
+    cfg = load_config(make_config(port=broker.port, extra=keys(packages)))
     root = Path(cfg.device.state_dir)
     events: list[dict[str, Any]] = []
     rec = ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: events.append(info or {}))
     rec.start()
-    data = packages["good"].read_bytes()
+    plan, manifest, sig = transfer_parts(packages["small"])
+    data = packages["small"].read_bytes()[: plan.size]
     pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bad-sender")
     pub.connect("127.0.0.1", broker.port)
     pub.loop_start()
     try:
         wait_until(rec.subscribed.is_set, what="subscribed (SUBACK)")
-        begin = {
-            "transfer_id": "badsha",
-            "size": len(data),
-            "sha256": "0" * 64,
-            "chunks": 1,
-            "chunk_size": len(data),
-        }
-        pub.publish("edge/cam-1/model/begin", json.dumps(begin), qos=1).wait_for_publish(5)
-        pub.publish("edge/cam-1/model/chunk/badsha/0", data, qos=1).wait_for_publish(5)
-        wait_until(lambda: any("refused" in e for e in events), what="refusal")
-        assert "sha256" in next(e["refused"] for e in events if "refused" in e)
-        assert list((root / "inbox").glob("*.pkg")) == []
+        base = "edge/cam-1/model"
+        pub.publish(f"{base}/begin", SignedBegin("badsha", manifest, sig).to_json(), qos=1).wait_for_publish(
+            5
+        )
+        first = data[: plan.chunk_size]
+        pub.publish(f"{base}/chunk/badsha/0", bytes([first[0] ^ 1]) + first[1:], qos=1).wait_for_publish(5)
+        wait_until(lambda: rec.counts["bad_chunk"] == 1, what="the forged chunk refused")
+        assert rec.last_error is not None and "chunk 0 does not match its signed sha256" in rec.last_error
+        assert list((root / "transfers" / "badsha" / "chunks").iterdir()) == []
+        for i in range(plan.count):
+            chunk = data[i * plan.chunk_size : (i + 1) * plan.chunk_size]
+            pub.publish(f"{base}/chunk/badsha/{i}", chunk, qos=1).wait_for_publish(5)
+        wait_until((root / "inbox" / "badsha.pkg").exists, what="the true package in the inbox")
+        assert rec.counts["refused"] == 1
     finally:
         pub.disconnect()
         pub.loop_stop()
@@ -447,15 +465,15 @@ def test_a_transfer_survives_a_broker_that_lost_its_sessions(
         real_replace(src, dst)
 
     monkeypatch.setattr(durable.os, "replace", counting_replace)  # every durable write
-    cfg_path = make_config(port=broker.port)
+    cfg_path = make_config(port=broker.port, extra=keys(packages))
     cfg = load_config(cfg_path)
     root = Path(cfg.device.state_dir)
     rec = model_mqtt.ModelReceiver(cfg, root / "transfers", root / "inbox", lambda info: None)
     rec.start()
     try:
         wait_until(rec.subscribed.is_set, what="subscribed (SUBACK)")
-        chunk, tid = 32 * 1024, "lost-session"
-        push_package(cfg, packages["good"], ["cam-1"], None, chunk, transfer_id=tid, only=range(5))
+        tid = "lost-session"
+        push_package(cfg, packages["small"], ["cam-1"], None, transfer_id=tid, only=range(5))
         chunks = root / "transfers" / tid / "chunks"
         wait_until(lambda: len(list(chunks.iterdir())) == 5, what="5 chunks on disk")
         broker.stop()
@@ -464,22 +482,20 @@ def test_a_transfer_survives_a_broker_that_lost_its_sessions(
         r = cli(
             "model",
             "push",
-            str(packages["good"]),
+            str(packages["small"]),
             "-c",
             str(cfg_path),
             "--device",
             "cam-1",
-            "--chunk-kb",
-            "32",
             "--transfer-id",
             tid,
             quiet=False,
         )
         assert r.returncode == 0, r.stderr
         wait_until((root / "inbox" / f"{tid}.pkg").exists, what="the completed package in the inbox")
-        total = -(-packages["good"].stat().st_size // chunk)
-        assert sorted(int(n) for n in written if n.isdigit()) == list(range(total))  # 0-4 written once
+        plan = transfer_parts(packages["small"])[0]
+        assert sorted(int(n) for n in written if n.isdigit()) == list(range(plan.count))  # 0-4 written once
         data = (root / "inbox" / f"{tid}.pkg").read_bytes()
-        assert hashlib.sha256(data).digest() == hashlib.sha256(packages["good"].read_bytes()).digest()
+        assert data[: plan.size] == packages["small"].read_bytes()[: plan.size]
     finally:
         rec.stop()

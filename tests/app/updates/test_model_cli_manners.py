@@ -23,9 +23,6 @@ def test_pack_into_a_missing_folder_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--device", "cam-1", "--chunk-kb", "0"], "--chunk-kb 0"),
-        (["--device", "cam-1", "--chunk-kb", "-5"], "--chunk-kb -5"),
-        (["--device", "cam-1", "--chunk-kb", "99999999"], "--chunk-kb 99999999"),
         (["--device", "bad/id"], "--device 'bad/id'"),
         (["--device", "cam-1", "--wait", "-1"], "--wait -1"),
         (["--device", "cam-1", "--wait", "nan"], "--wait nan"),

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.updates import INT8, SAMPLES, make_zero_score, pack_in_process, write_config
+from support.updates import INT8, SAMPLES, make_zero_score, pack_in_process, trusted_key, write_config
 
+from edge_agent.adapters.updates.package_file import transfer_parts
 from edge_agent.app.cli.configfile import load_config
 from edge_agent.app.cli.main import main
 from edge_agent.app.updates.agent_side import inbox_dir, pid_file
@@ -34,7 +35,10 @@ def cfg_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def good(tmp_path: Path) -> Path:
-    return pack_in_process(tmp_path / "v2.pkg", INT8, version="2.0", probe=ONE_PROBE)
+    # signed: `model push` sends only signed packages (a device without keys installs it all the same)
+    return pack_in_process(
+        tmp_path / "v2.pkg", INT8, version="2.0", probe=ONE_PROBE, signature_key=trusted_key()[0]
+    )
 
 
 @pytest.fixture
@@ -217,7 +221,12 @@ def test_install_to_an_agent_that_never_answers_times_out_with_one_line(
     )
     reqs = list(inbox_dir(cfg).glob("*.request.json"))
     assert len(reqs) == 1 and reqs[0].stem.startswith("cli-")
-    assert json.loads(reqs[0].read_text()) == {"origin": "cli", "force": True, "allow_downgrade": False}
+    assert json.loads(reqs[0].read_text()) == {
+        "origin": "cli",
+        "force": True,
+        "allow_downgrade": False,
+        "allow_rolled_back": False,
+    }
     pkg = reqs[0].with_name(reqs[0].name.replace(".request.json", ".pkg"))
     assert pkg.read_bytes() == good.read_bytes()
     assert oct(inbox_dir(cfg).stat().st_mode & 0o777) == "0o700"
@@ -399,14 +408,6 @@ NAMES = "expected 1 to 64 of [A-Za-z0-9_.-]"
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (
-            ["--device", "cam-1", "--chunk-kb", "0"],
-            "--chunk-kb 0: expected 1..16384 (devices refuse other chunk sizes)",
-        ),
-        (
-            ["--device", "cam-1", "--chunk-kb", "16385"],
-            "--chunk-kb 16385: expected 1..16384 (devices refuse other chunk sizes)",
-        ),
         (["--device", "bad/id"], "--device 'bad/id': expected a device id of 1 to 64 of [A-Za-z0-9_.-]"),
         (
             ["--device", "x" * 100],
@@ -456,8 +457,6 @@ def test_push_argument_mistakes_are_one_line_and_nothing_is_sent(
 @pytest.mark.parametrize(
     "args",
     [
-        ["--device", "cam-1", "--chunk-kb", "1"],
-        ["--device", "cam-1", "--chunk-kb", "16384"],
         ["--device", "x" * 64, "--device", "A_b.c-9"],
         ["--group", "g" * 64, "--wait", "0"],
         ["--group", "g", "--wait", "1", "--expect", "0"],
@@ -555,20 +554,18 @@ def test_push_to_a_group_without_wait_sends_and_exits_0(
 
     cfg_path = write_config(tmp_path, port=broker.port)
     topics = Collector(broker.port, "edge/#", client_id="group-watch")
-    rc, out, err = run(capsys, "push", str(good), "-c", str(cfg_path), "--group", "north", "--chunk-kb", "1")
+    rc, out, err = run(capsys, "push", str(good), "-c", str(cfg_path), "--group", "north")
     assert rc == 0, err
     lines = out.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"pushed {good} as transfer ")
     tid = lines[0].rsplit(" ", 1)[1]
     assert len(tid) == 16 and all(c in "0123456789abcdef" for c in tid)
-    size = good.stat().st_size
-    chunks = -(-size // 1024)
-    topics.wait_until(
-        lambda c: sum("/chunk/" in t for t, _, _ in c.messages) == chunks, 30, "every 1 KiB chunk"
-    )
+    assert "does not name group 'north'" in err  # the package is for fleet-a: said before sending
+    chunks = transfer_parts(good)[0].count
+    topics.wait_until(lambda c: sum("/chunk/" in t for t, _, _ in c.messages) == chunks, 30, "every chunk")
     topics.close()
     begin = json.loads(next(p for t, p, _ in topics.messages if t == "edge/groups/north/model/begin"))
-    assert (begin["transfer_id"], begin["chunk_size"], begin["chunks"]) == (tid, 1024, chunks)
+    assert begin["transfer_id"] == tid and set(begin) == {"transfer_id", "manifest", "signature"}
     assert {t.rsplit("/chunk/", 1)[0] for t, _, _ in topics.messages} == {
         "edge/groups/north/model",
         "edge/groups/north/model/begin",
@@ -643,3 +640,37 @@ def test_the_verdict_lists_classifier_checks_and_survives_a_gate_without_metrics
     assert _print_result(res, True) == 1
     out = capsys.readouterr().out
     assert out.startswith('{\n  "outcome": "refused",\n  "detail"') and json.loads(out) == res
+
+
+def test_push_refuses_a_package_that_names_no_device_or_group_and_sends_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Every device would refuse it at its begin: said once, before the broker is reached (none
+    listens on the config's port)."""
+    from support import free_port
+
+    pkg = pack_in_process(
+        tmp_path / "local.pkg",
+        INT8,
+        version="2.0",
+        signature_key=trusted_key()[0],
+        for_devices=[],
+        for_groups=[],
+    )
+    cfg_path = write_config(tmp_path, port=free_port())
+    rc, out, err = run(capsys, "push", str(pkg), "-c", str(cfg_path), "--device", "cam-1")
+    assert rc == 1 and out == ""
+    assert err == (
+        f"edge-agent model: error: {pkg}: names no device or group; devices refuse it over MQTT (repack with "
+        "`edge-agent model pack --for-device ID` or `--for-group G`)\n"
+    )
+    old = tmp_path / "old.pkg"  # format 1 (manifest first, no plan): one line too
+    from edge_agent.adapters.updates import signing
+    from edge_agent.adapters.updates.package_file import PackageReader, write_package
+    from edge_agent.core.updates.package import manifest_bytes
+
+    with PackageReader(pkg) as r:
+        m = r.manifest.model_copy(update={"format": 1, "transfer": None, "for_devices": ["cam-1"]})
+    write_package(old, m, {"detector.onnx": INT8}, signing.sign(manifest_bytes(m), trusted_key()[0]))
+    rc, out, err = run(capsys, "push", str(old), "-c", str(cfg_path), "--device", "cam-1")
+    assert rc == 1 and "a format-1 package without a transfer plan; pushing needs a package" in err

@@ -138,6 +138,14 @@ def test_a_probe_folder_without_images_is_an_error(
         (["--name", "n" * 101], "String should have at most 100 characters"),
         (["--min-agent-version", "abc"], "--min-agent-version: version 'abc' is not a PEP 440 version"),
         (["--version", "1 2"], "--version: version '1 2' is not a PEP 440 version"),
+        (
+            ["--for-device", "cam-1", "--for-device", "cam/1"],
+            "--for-device 'cam/1': String should match pattern",
+        ),
+        (["--for-group", "g/#"], "--for-group 'g/#': String should match pattern"),
+        (["--board", "rpi6"], "--board 'rpi6': expected one of rpi4, rpi5, rpi, jetson, generic-arm"),
+        (["--chunk-kb", "0"], "--chunk-kb 0: expected 1..16384"),
+        (["--chunk-kb", "16385"], "--chunk-kb 16385: expected 1..16384"),
     ],
 )
 def test_a_flag_the_manifest_refuses_is_one_error_naming_it_and_nothing_is_written(
@@ -175,3 +183,40 @@ def test_name_and_min_agent_version_flags_reach_the_manifest(tmp_path: Path) -> 
     )
     m = manifest(pkg)
     assert (m.name, m.version, m.min_agent_version, m.task) == ("yard-cam", "3", "0.5", "detect")
+
+
+def test_the_target_flags_reach_the_signed_manifest_with_a_plan_of_the_body(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edge_agent.adapters.updates import signing
+    from edge_agent.adapters.updates.package_file import transfer_parts
+
+    key = tmp_path / "k"
+    signing.generate_key(key)
+    pkg = tmp_path / "p.pkg"
+    flags = ["--for-device", "cam-1", "--for-device", "cam-2", "--for-group", "north", "--board", "rpi5"]
+    args = [
+        "model",
+        "pack",
+        str(INT8),
+        *flags,
+        "--chunk-kb",
+        "64",
+        "--sign",
+        str(key),
+        "-o",
+        str(pkg),
+        "--version",
+        "3",
+    ]
+    assert main(args) == 0
+    assert "for device cam-1, device cam-2, group north on rpi5" in capsys.readouterr().out
+    m = manifest(pkg)
+    assert (m.for_devices, m.for_groups, m.boards, m.format) == (["cam-1", "cam-2"], ["north"], ["rpi5"], 2)
+    plan, data, sig = transfer_parts(pkg)  # every chunk of the body matches its hash
+    assert plan.chunk_size == 64 << 10 and plan.size < pkg.stat().st_size and len(sig) == 64
+    assert signing.verify(data, sig, [signing.public_key(key)], "p") == 0  # the plan is signed
+    unnamed = tmp_path / "u.pkg"
+    assert main(["model", "pack", str(INT8), "-o", str(unnamed), "--version", "3"]) == 0
+    assert "no --for-device / --for-group: devices install it locally only" in capsys.readouterr().err
+    assert manifest(unnamed).for_devices == [] and manifest(unnamed).transfer is not None

@@ -4,7 +4,7 @@ and which verdicts the watcher takes from the devices' retained status."""
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 import os
 import signal
@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from support import free_port, wait_until
 from support.mqtt import Broker, Collector, require_mosquitto
-from support.updates import write_config
+from support.updates import trusted_key, write_config
 
+from edge_agent.adapters.updates.package_file import transfer_parts
 from edge_agent.app.cli.configfile import load_config
 from edge_agent.app.updates import push as model_push
 from edge_agent.app.updates.push import OutcomeWatcher, push_package
@@ -26,10 +27,32 @@ from edge_agent.errors import SyncError
 CHUNK = 1024
 
 
-def package(tmp_path: Path, size: int) -> Path:
-    p = tmp_path / "demo-2.0.pkg"
-    p.write_bytes(os.urandom(size))
-    return p
+def package(tmp_path: Path, size: int, chunk: int = CHUNK) -> Path:
+    """A signed package whose "detector" is ``size`` random bytes (push never loads it), planned
+    in ``chunk``-byte chunks."""
+    from edge_agent.adapters.updates import signing
+    from edge_agent.adapters.updates.package_file import describe_file, write_package
+    from edge_agent.core.updates.package import Manifest
+
+    det = tmp_path / "det.bin"
+    det.write_bytes(os.urandom(size))
+    m = Manifest(
+        name="demo",
+        version="2.0",
+        created_at="2026-11-30T00:00:00Z",
+        files={"detector": describe_file(det, "detector.onnx")},
+        for_devices=["cam-1", "cam-2"],
+        for_groups=["north"],
+    )
+    out = tmp_path / "demo-2.0.pkg"
+    key = trusted_key()[0]
+    write_package(out, m, {"detector.onnx": det}, signer=lambda d: signing.sign(d, key), chunk_size=chunk)
+    return out
+
+
+def body(pkg: Path) -> bytes:
+    """What the chunks carry: the package up to its manifest (the signed plan's size)."""
+    return pkg.read_bytes()[: transfer_parts(pkg)[0].size]
 
 
 def cfg_for(tmp_path: Path, port: int, extra: str = "") -> Any:
@@ -45,31 +68,30 @@ def chunks_on(c: Collector, base: str, tid: str) -> dict[int, bytes]:
 
 def test_every_chunk_reaches_each_named_device_and_the_group(tmp_path: Path, broker: Broker) -> None:
     """70 chunks (more than the 64 awaited at once) to two devices and a group: each topic gets
-    the begin and the whole package, in order, and nothing goes to a device not named."""
-    pkg = package(tmp_path, 70 * CHUNK - 100)
-    data = pkg.read_bytes()
+    the signed begin and the whole body, in order, and nothing goes to a device not named."""
+    pkg = package(tmp_path, 68 * CHUNK - 100)  # + its pax and tar headers: 70 chunks, the last short
+    data = body(pkg)
+    plan, manifest, sig = transfer_parts(pkg)
+    assert plan.count == 70 and plan.chunk_size == CHUNK
     c = Collector(broker.port, "edge/#", client_id="watch-all")
     cfg = cfg_for(tmp_path, broker.port)
-    tid = push_package(cfg, pkg, ["cam-1", "cam-2"], "north", chunk_size=CHUNK)
+    tid = push_package(cfg, pkg, ["cam-1", "cam-2"], "north")
     bases = ["edge/cam-1/model", "edge/cam-2/model", "edge/groups/north/model"]
     c.wait_until(lambda col: all(len(chunks_on(col, b, tid)) == 70 for b in bases), 20, "70 chunks per topic")
     c.close()
     assert len(tid) == 16 and all(ch in "0123456789abcdef" for ch in tid)
     begins = {t: json.loads(p) for t, p, _ in c.messages if t.endswith("/begin")}
     assert sorted(begins) == [f"{b}/begin" for b in sorted(bases)]
-    for body in begins.values():
-        assert body == {
+    for begin in begins.values():
+        assert begin == {
             "transfer_id": tid,
-            "name": "demo-2.0.pkg",
-            "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "chunks": 70,
-            "chunk_size": CHUNK,
+            "manifest": base64.b64encode(manifest).decode(),
+            "signature": base64.b64encode(sig).decode(),
         }
     for b in bases:
         got = chunks_on(c, b, tid)
         assert b"".join(got[i] for i in range(70)) == data
-        assert len(got[69]) == CHUNK - 100
+        assert len(got[69]) == plan.chunk_len(69) < CHUNK
     assert {t.split("/")[1] for t, _, _ in c.messages} == {"cam-1", "cam-2", "groups"}
 
 
@@ -77,41 +99,41 @@ def test_only_resends_just_those_chunks_under_the_same_transfer(tmp_path: Path, 
     pkg = package(tmp_path, 10 * CHUNK)
     c = Collector(broker.port, "edge/#", client_id="watch-resend")
     cfg = cfg_for(tmp_path, broker.port)
-    tid = push_package(cfg, pkg, ["cam-1"], None, CHUNK, transfer_id="t-resend", only=[7, 2, 7])
+    tid = push_package(cfg, pkg, ["cam-1"], None, transfer_id="t-resend", only=[7, 2, 7])
     assert tid == "t-resend"
     c.wait_until(lambda col: len(chunks_on(col, "edge/cam-1/model", tid)) == 2, 10, "the two chunks")
     time.sleep(0.2)  # not a synchronisation: a chunk not asked for must not follow
     c.close()
     got = chunks_on(c, "edge/cam-1/model", tid)
-    data = pkg.read_bytes()
+    data = body(pkg)
     assert got == {2: data[2 * CHUNK : 3 * CHUNK], 7: data[7 * CHUNK : 8 * CHUNK]}
     begin = json.loads(next(p for t, p, _ in c.messages if t.endswith("/begin")))
-    assert begin["chunks"] == 10 and begin["transfer_id"] == tid  # the whole transfer's begin again
+    assert begin["transfer_id"] == tid and "manifest" in begin  # the whole transfer's begin again
     assert [t for t, _, _ in c.messages if "/chunk/" in t] == [
         f"edge/cam-1/model/chunk/{tid}/2",
         f"edge/cam-1/model/chunk/{tid}/7",
     ]  # in index order, each once
 
 
-def test_an_empty_package_is_one_chunk_and_the_topic_prefix_is_honoured(
+def test_a_small_package_is_one_chunk_and_the_topic_prefix_is_honoured(
     tmp_path: Path, broker: Broker
 ) -> None:
-    pkg = package(tmp_path, 0)
+    pkg = package(tmp_path, 10, chunk=4096)
     c = Collector(broker.port, "#", client_id="watch-prefix")
     cfg = cfg_for(tmp_path, broker.port)
     cfg = cfg.model_copy(update={"mqtt": cfg.mqtt.model_copy(update={"topic_prefix": "/site9/"})})
-    tid = push_package(cfg, pkg, ["cam-1"], None, CHUNK)
+    tid = push_package(cfg, pkg, ["cam-1"], None)
     c.wait_until(lambda col: len(col.messages) >= 2, 10, "begin and one chunk")
     c.close()
     assert [t for t, _, _ in c.messages] == ["site9/cam-1/model/begin", f"site9/cam-1/model/chunk/{tid}/0"]
-    assert json.loads(c.messages[0][1])["chunks"] == 1 and c.messages[1][1] == b""
+    assert json.loads(c.messages[0][1])["transfer_id"] == tid and c.messages[1][1] == body(pkg)
 
 
 def test_no_broker_is_a_sync_error_naming_host_and_port(tmp_path: Path) -> None:
     port = free_port()
     cfg = cfg_for(tmp_path, port)
     with pytest.raises(SyncError, match=rf"^cannot connect to 127\.0\.0\.1:{port}: "):
-        push_package(cfg, package(tmp_path, 10), ["cam-1"], None, CHUNK)
+        push_package(cfg, package(tmp_path, 10), ["cam-1"], None)
 
 
 def test_a_broker_that_never_acknowledges_is_an_error_not_a_hang(
@@ -135,7 +157,7 @@ def test_a_broker_that_never_acknowledges_is_an_error_not_a_hang(
     monkeypatch.setattr(model_push, "_connect", connect_then_pause)
     try:
         with pytest.raises(SyncError, match=r"^the broker did not acknowledge a chunk within 0.5 s$"):
-            push_package(cfg, pkg, ["cam-1"], None, CHUNK)
+            push_package(cfg, pkg, ["cam-1"], None)
     finally:
         broker.proc.send_signal(signal.SIGCONT)
 
@@ -160,7 +182,7 @@ def test_a_push_with_credentials_logs_in(tmp_path: Path, monkeypatch: pytest.Mon
         cfg = cfg.model_copy(
             update={"mqtt": cfg.mqtt.model_copy(update={"username": "op", "password_env": "EDGE_PUSH_PW"})}
         )
-        tid = push_package(cfg, package(tmp_path, 100), ["cam-1"], None, CHUNK)
+        tid = push_package(cfg, package(tmp_path, 100, chunk=4096), ["cam-1"], None)  # one chunk
         deadline = time.monotonic() + 10
         while len(got) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -236,7 +258,7 @@ def test_a_device_offline_during_the_push_gets_every_chunk_when_it_returns(
     first.disconnect()  # offline, its session kept
     first.loop_stop()
     pkg = package(tmp_path, 5 * CHUNK)
-    tid = push_package(cfg_for(tmp_path, broker.port), pkg, ["cam-1"], None, CHUNK)
+    tid = push_package(cfg_for(tmp_path, broker.port), pkg, ["cam-1"], None)
     got: list[tuple[str, int]] = []
     back = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="cam-1-device", clean_session=False)
     back.on_message = lambda c, u, m: got.append((m.topic, m.qos))
@@ -244,13 +266,14 @@ def test_a_device_offline_during_the_push_gets_every_chunk_when_it_returns(
     back.loop_start()
     try:
         deadline = time.monotonic() + 10
-        while len(got) < 6 and time.monotonic() < deadline:
+        n = transfer_parts(pkg)[0].count  # 5 KiB + the tar headers: 7 chunks
+        while len(got) < 1 + n and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         back.disconnect()
         back.loop_stop()
     base = "edge/cam-1/model"
-    assert got == [(f"{base}/begin", 1)] + [(f"{base}/chunk/{tid}/{i}", 1) for i in range(5)]
+    assert n == 7 and got == [(f"{base}/begin", 1)] + [(f"{base}/chunk/{tid}/{i}", 1) for i in range(n)]
 
 
 @pytest.mark.parametrize(("prefix", "topic"), [("/site9/", "site9"), ("X/plantX", "X/plantX")])
@@ -284,7 +307,8 @@ def test_a_push_to_a_tls_broker_uses_the_configured_certificates(
         "tls_key": str(tls_files.client_key),
     }
     cfg = cfg.model_copy(update={"mqtt": cfg.mqtt.model_copy(update=tls)})
-    tid = push_package(cfg, pkg, ["cam-1"], None, chunk_size=CHUNK)
-    c.wait_until(lambda col: len(chunks_on(col, "edge/cam-1/model", tid)) == 3, 20, "3 chunks over TLS")
+    tid = push_package(cfg, pkg, ["cam-1"], None)
+    n = transfer_parts(pkg)[0].count
+    c.wait_until(lambda col: len(chunks_on(col, "edge/cam-1/model", tid)) == n, 20, f"{n} chunks over TLS")
     c.close()
-    assert b"".join(chunks_on(c, "edge/cam-1/model", tid)[i] for i in range(3)) == pkg.read_bytes()
+    assert b"".join(chunks_on(c, "edge/cam-1/model", tid)[i] for i in range(n)) == body(pkg)

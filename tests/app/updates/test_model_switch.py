@@ -131,10 +131,18 @@ def test_the_same_version_again_is_unchanged_and_an_older_one_refused(
     assert down["outcome"] == "switched"
     st = _state(cfg)
     assert st.current != top and st.highest == Highest(version="2.0", vid=top)  # the mark stays
-    # the very package that set the mark may come back (after a rollback); another 2.0 may not
+    # the very package that set the mark may come back after a rollback, but only on purpose
+    # (a rolled-back version stays refused until a newer one); another 2.0 may not at all
     rollback(cfg, "r")
-    rollback(cfg, "r")
-    assert install(cfg, _pkg(tmp_path, "2.0"), origin="test")["outcome"] == "switched"
+    rollback(cfg, "bad in the field")
+    assert [r.version for r in _state(cfg).rolled_back] == ["1.0", "2.0"]
+    again = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
+    assert (
+        again["outcome"] == "refused"
+        and "version 2.0 was rolled back on this device (bad in the field)" in again["detail"]
+    )
+    assert install(cfg, _pkg(tmp_path, "2.0"), origin="test", allow_rolled_back=True)["outcome"] == "switched"
+    assert _state(cfg).rolled_back == []  # 2.0 installed: 1.0 and 2.0 no longer need the list
     other = pack_in_process(tmp_path / "o.pkg", FP32, version="2.0")
     res = install(cfg, other, origin="test")
     assert res["outcome"] == "refused" and "not newer than 2.0" in res["detail"]
@@ -703,3 +711,37 @@ def test_ring_max_age_h_keeps_old_frames_out_of_the_gate(tmp_path: Path, cfg_of:
     assert ring.offer(img, now=now - 2 * 3600) and ring.offer(img, now=now - 60)
     files, source = model_switch.gate_images(cfg, store, "none")
     assert source == "ring" and [int(p.stem) // 1000 for p in files] == [int((now - 60) * 1000) // 1000]
+
+
+def test_a_format_1_package_still_installs_locally(tmp_path: Path, cfg_of: Callable[..., Any]) -> None:
+    """Made before targets and plans (manifest first): the operator's local install takes it."""
+    from edge_agent.adapters.updates.package_file import PackageReader, write_package
+    from edge_agent.core.updates.package import Manifest, PackageFile
+
+    with PackageReader(_pkg(tmp_path, "2.0")) as r:
+        files: dict[str, PackageFile] = dict(r.manifest.files)
+    m = Manifest(format=1, name="demo", version="2.0", created_at="2026-01-01T00:00:00Z", files=files)
+    old = tmp_path / "old.pkg"
+    write_package(old, m, {"detector.onnx": INT8}, b"")  # a "signature" of nothing: no key is set
+    with PackageReader(old) as r:
+        assert r.manifest.format == 1 and r.manifest.transfer is None
+    assert install(cfg_of(), old, origin="cli")["outcome"] == "switched"
+
+
+def test_locally_a_package_for_other_devices_or_boards_is_refused(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()  # cam-1, no groups, on this machine's board
+    for over, why in (
+        (
+            {"for_devices": ["cam-9"], "for_groups": []},
+            "not for this device: the package is for devices ['cam-9']",
+        ),
+        ({"boards": ["jetson"]}, "not for this device: the package is for boards ['jetson']"),
+    ):
+        res = install(cfg, _pkg(tmp_path, "2.0", **over), origin="cli")
+        assert res["outcome"] == "refused" and why in res["detail"], res["detail"]
+    assert (
+        install(cfg, _pkg(tmp_path, "2.0", for_devices=[], for_groups=[]), origin="cli")["outcome"]
+        == "switched"
+    )

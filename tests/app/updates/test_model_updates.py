@@ -200,6 +200,7 @@ def test_the_attempt_is_on_disk_while_the_gate_runs(
         "baseline_rate": 2.5,
         "require_signature": False,
         "allow_downgrade": False,
+        "allow_rolled_back": False,
         "planner": agent.updates._planner,  # the gate loads on the running agent's plans
     }
     assert seen["kw"]["planner"] is not None
@@ -693,6 +694,7 @@ def test_a_transfer_over_mqtt_is_handed_to_the_gate_at_once(
     switches it, asks for one reload and shows the transfer and the receiver's counts in the
     status; a clean stop ends the worker without waiting for its poll either."""
     from edge_agent.adapters.updates import signing
+    from edge_agent.adapters.updates.package_file import transfer_parts
     from edge_agent.app.updates.push import push_package
 
     monkeypatch.setattr(model_updates, "INBOX_POLL_S", 60.0)
@@ -708,13 +710,13 @@ def test_a_transfer_over_mqtt_is_handed_to_the_gate_at_once(
     try:
         assert u._receiver is not None and u._receiver.subscribed.wait(10)
         package = pkg(tmp_path, "2.0", signature_key=key)
-        tid = push_package(cfg, package, ["cam-1"], None, chunk_size=64 * 1024)
+        tid = push_package(cfg, package, ["cam-1"], None)
         wait_until(lambda: u.store.state().last is not None, 20, "the verdict on the pushed package")
         st = u.store.state()
         assert st.last["outcome"] == "switched" and st.last["origin"] == f"mqtt:{tid}"
         assert st.last["signed_by_key"] == 0 and st.current.startswith("demo-2.0-")
         wait_until(lambda: reloads == [1], 10, "one reload")
-        chunks = -(-package.stat().st_size // (64 * 1024))
+        chunks = transfer_parts(package)[0].count
         status = u.status()
         assert status["transfer"] == {
             "transfer_id": tid,

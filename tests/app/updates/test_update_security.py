@@ -111,10 +111,16 @@ def test_a_signed_older_version_is_refused_unless_downgrade_is_asked_locally(
     assert cli("model", "rollback", "-c", str(cfg_path), quiet=False).returncode == 0
     assert describe(cfg)["current"]["id"] is None
     r = cli("model", "install", str(versioned["1.0"]), "-c", str(cfg_path), quiet=False)
-    assert r.returncode == 1 and "not newer than 2.0" in r.stdout
-    # the very package that set the mark may come back after a rollback; a newer one always
-    assert install(cfg, versioned["2.0"], origin="test")["outcome"] == "switched"
+    assert r.returncode == 1 and "version 1.0 was rolled back on this device" in r.stdout
+    r = cli(
+        "model", "install", str(versioned["1.0"]), "-c", str(cfg_path), "--allow-rolled-back", quiet=False
+    )
+    assert r.returncode == 1 and "not newer than 2.0" in r.stdout  # anti-rollback is a separate decision
+    # a version rolled back stays refused (the mark's own package too) until a newer one is in
+    again = install(cfg, versioned["2.0"], origin="test")
+    assert again["outcome"] == "refused" and "version 2.0 was rolled back on this device" in again["detail"]
     assert install(cfg, versioned["3.0"], origin="test")["outcome"] == "switched"
+    assert "rolled_back" not in _state(cfg)  # 3.0 is in: the older rolled-back versions are moot
 
 
 def test_rollback_goes_to_the_previous_version_not_the_oldest(
@@ -360,7 +366,8 @@ def test_force_in_a_signed_manifest_is_honoured_and_in_an_unsigned_one_ignored(
     zero = models_dir / "zero-score-int8.onnx"
     signed, unsigned = tmp_path / "zf-signed.pkg", tmp_path / "zf.pkg"
     base = ("model", "pack", str(zero), "--force", "--version", "5.0", "--skip-guard")
-    assert cli(*base, "-o", str(signed), "--sign", str(packages["key"]), quiet=False).returncode == 0
+    signed_for = ("--sign", str(packages["key"]), "--for-device", "cam-2")
+    assert cli(*base, "-o", str(signed), *signed_for, quiet=False).returncode == 0
     r = cli(*base, "-o", str(unsigned), quiet=False)
     assert r.returncode == 0 and "devices ignore force in an unsigned manifest" in r.stderr
     res = install(load_config(make_config()), unsigned, origin="test")

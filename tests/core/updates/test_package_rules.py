@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from edge_agent.core.config.schema import parse_config
 from edge_agent.core.updates.package import (
-    MAX_BEGIN_BYTES,
     MAX_CHUNK,
     MIN_CHUNK,
     check_agent_version,
@@ -18,12 +18,12 @@ from edge_agent.core.updates.package import (
     check_transfer_id,
     manifest_bytes,
     missing_ranges,
-    parse_begin,
     parse_manifest,
     rate_collapsed,
     update_warnings,
     version_tuple,
 )
+from edge_agent.core.updates.plan import MAX_PLAN_CHUNKS, TransferPlan, plan_chunk_size
 from edge_agent.errors import ModelError
 
 SHA = "ab" * 32
@@ -60,7 +60,7 @@ def test_a_minimal_manifest_parses_and_round_trips() -> None:
 @pytest.mark.parametrize(
     ("over", "why"),
     [
-        ({"format": 2}, "p.pkg: package format 2, this agent reads format 1"),
+        ({"format": 3}, "p.pkg: package format 3, this agent reads formats [1, 2]"),
         (
             {"files": {"detector": _file("d.onnx"), "extra": _file("e.onnx")}},
             "p.pkg: manifest.json files has unknown role(s) ['extra']; "
@@ -151,62 +151,48 @@ def test_updates_without_a_trusted_key_are_warned_about_once() -> None:
     assert update_warnings(parse_config(key)) == []
 
 
-# ---- the MQTT transfer's begin ----------------------------------------------------------------
-def _begin(**over: Any) -> bytes:
-    b: dict[str, Any] = {"transfer_id": "t-1", "size": 2500, "sha256": SHA, "chunks": 3, "chunk_size": 1024}
-    b.update(over)
-    return json.dumps(b).encode()
+# ---- the MQTT transfer plan (signed, in the manifest) --------------------------------------
+def _plan(size: int = 2500, chunk_size: int = 1024, n: int = 3, **over: Any) -> TransferPlan:
+    return TransferPlan(**{"size": size, "chunk_size": chunk_size, "chunks": [SHA] * n, **over})
 
 
-def test_a_good_begin_gives_every_chunk_its_exact_length() -> None:
-    b = parse_begin(_begin(name="demo.pkg"), max_size=10_000)
-    assert (b.transfer_id, b.size, b.chunks, b.chunk_size, b.name) == ("t-1", 2500, 3, 1024, "demo.pkg")
-    assert [b.chunk_len(i) for i in range(3)] == [1024, 1024, 452]
-    one = parse_begin(_begin(size=1, chunks=1, chunk_size=MIN_CHUNK), max_size=1)  # at both caps
-    assert one.chunk_len(0) == 1
-    exact = parse_begin(_begin(size=2048, chunks=2), max_size=2048)
-    assert [exact.chunk_len(i) for i in range(2)] == [1024, 1024]
-    assert parse_begin(_begin(chunk_size=MAX_CHUNK, chunks=1), max_size=10_000).chunks == 1
+def test_a_good_plan_gives_every_chunk_its_exact_length() -> None:
+    p = _plan()
+    assert (p.count, [p.chunk_len(i) for i in range(3)]) == (3, [1024, 1024, 452])
+    assert _plan(size=1, chunk_size=MIN_CHUNK, n=1).chunk_len(0) == 1
+    assert [_plan(size=2048, n=2).chunk_len(i) for i in range(2)] == [1024, 1024]
+    assert _plan(chunk_size=MAX_CHUNK, n=1).count == 1
 
 
 @pytest.mark.parametrize(
     ("over", "why"),
     [
-        ({"size": 10_001}, "package is 10001 bytes > max_package_mb (10000 bytes)"),
-        ({"size": 0, "chunks": 0}, "begin field size = 0: expected 1..4611686018427387904"),
-        ({"size": 2500.0}, "begin field size = '2500.0': expected an integer"),
-        ({"chunks": True}, "begin field chunks = 'True': expected an integer"),
-        ({"chunk_size": MIN_CHUNK - 1, "chunks": 3}, f"begin field chunk_size = {MIN_CHUNK - 1}: expected"),
-        ({"chunk_size": MAX_CHUNK + 1, "chunks": 1}, f"begin field chunk_size = {MAX_CHUNK + 1}: expected"),
-        ({"chunks": 2501}, "begin field chunks = 2501: expected 1..2500"),
-        ({"chunks": 4}, "begin: 4 chunks of 1024 bytes do not make 2500 bytes"),
-        ({"chunks": 2}, "begin: 2 chunks of 1024 bytes do not make 2500 bytes"),
-        ({"sha256": SHA.upper()}, "begin field sha256: expected 64 lowercase hex digits"),
-        ({"sha256": None}, "begin field sha256"),
-        ({"sha256": SHA + "0"}, "begin field sha256"),
-        ({"sha256": SHA + "\n"}, "begin field sha256"),
-        ({"name": 5}, "begin field name: expected a string of at most 200 characters"),
-        ({"name": "n" * 201}, "begin field name"),
-        ({"transfer_id": "a/b"}, "transfer id 'a/b': expected 1 to 64 of [A-Za-z0-9_-]"),
-        ({"transfer_id": ""}, "transfer id ''"),
+        ({"n": 4}, "4 chunk hashes for 2500 bytes in chunks of 1024: expected 3"),
+        ({"n": 2}, "2 chunk hashes for 2500 bytes in chunks of 1024: expected 3"),
+        ({"size": 0}, "greater than or equal to 1"),
+        ({"chunk_size": MIN_CHUNK - 1}, "greater than or equal to 1024"),
+        ({"chunk_size": MAX_CHUNK + 1, "n": 1}, f"less than or equal to {MAX_CHUNK}"),
+        ({"chunks": [SHA.upper()] * 3}, "expected 64 lowercase hex digits"),
+        ({"chunks": [SHA, SHA, SHA + "0"]}, "expected 64 lowercase hex digits"),
+        ({"chunks": [SHA, SHA, SHA[:-1] + "\n"]}, "expected 64 lowercase hex digits"),
+        ({"size": 4097 * 1024, "n": 4097}, "at most 4096 items"),
     ],
 )
-def test_a_bad_begin_is_refused_naming_the_field(over: dict[str, Any], why: str) -> None:
-    with pytest.raises(ValueError) as err:
-        parse_begin(_begin(**over), max_size=10_000)
-    assert str(err.value).startswith(why)
+def test_a_bad_plan_is_refused_naming_what(over: dict[str, Any], why: str) -> None:
+    n = over.pop("n", 3)
+    with pytest.raises(ValidationError) as err:
+        _plan(n=n, **over)
+    assert why in str(err.value)
 
 
-def test_a_begin_that_is_not_a_small_json_object_is_refused() -> None:
-    with pytest.raises(ValueError, match=f"begin is {MAX_BEGIN_BYTES + 1} bytes; expected at most"):
-        parse_begin(b" " * (MAX_BEGIN_BYTES + 1), max_size=10)
-    with pytest.raises(ValueError, match="begin is not JSON"):
-        parse_begin(b"\xff", max_size=10)
-    with pytest.raises(ValueError, match=r"^begin is not a JSON object$"):
-        parse_begin(b"[]", max_size=10)
-    padded = _begin() + b" " * (MAX_BEGIN_BYTES - len(_begin()))  # exactly the cap: read
-    assert parse_begin(padded, max_size=10_000).size == 2500
-    assert parse_begin(_begin(name="n" * 200), max_size=10_000).name == "n" * 200
+def test_the_chunk_size_grows_only_to_keep_the_plan_under_its_hash_count() -> None:
+    assert plan_chunk_size(1000) == 256 << 10
+    assert plan_chunk_size(4096 * (256 << 10)) == 256 << 10  # exactly MAX_PLAN_CHUNKS chunks
+    big = plan_chunk_size(4096 * (256 << 10) + 1)
+    assert big == (256 << 10) + 1024 and -(-(4096 * (256 << 10) + 1) // big) <= MAX_PLAN_CHUNKS
+    assert plan_chunk_size(10, wanted=MIN_CHUNK) == MIN_CHUNK
+    with pytest.raises(ValueError, match="needs chunks over"):
+        plan_chunk_size(MAX_PLAN_CHUNKS * MAX_CHUNK + 1)
 
 
 def test_transfer_ids_are_one_short_topic_level() -> None:
@@ -236,20 +222,10 @@ def test_the_collapse_rule_at_its_boundaries() -> None:
     assert rate_collapsed(2.0, 0.99, 30, 30, 0.5)
 
 
-def test_a_begin_without_a_transfer_id_is_refused() -> None:
-    raw = json.loads(_begin())
-    del raw["transfer_id"]
-    with pytest.raises(ValueError, match=r"^transfer id '': expected"):
-        parse_begin(json.dumps(raw).encode(), max_size=10_000)
-
-
 def test_long_bad_values_are_shortened_in_the_error() -> None:
     with pytest.raises(ValueError) as err:
         check_transfer_id("x" * 500)
     assert str(err.value) == f"transfer id '{'x' * 70}': expected 1 to 64 of [A-Za-z0-9_-]"
-    with pytest.raises(ValueError) as err:
-        parse_begin(_begin(size="9" * 100), max_size=10_000)
-    assert str(err.value) == f"begin field size = '{'9' * 40}': expected an integer"
     with pytest.raises(ModelError) as err2:
         _parse(version="v" * 50)
     assert f"version '{'v' * 50}' is not a PEP 440 version" in str(err2.value)
