@@ -8,7 +8,6 @@ would share one client id and close each other's connection)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +16,14 @@ import pytest
 from support import cli, wait_until
 from support.collector import REPO, CollectorProc, sqlite_url
 from support.enrolled import Peer, enrolled_broker, secret
+from support.fixtures_updates import pack
 from support.fleetrun import count
 from support.mqtt import Broker
-from support.updates import write_config
+from support.updates import INT8, write_config
 from support.world import agent_toml
 
 from edge_agent.adapters.mqtt.sync import MqttSync
+from edge_agent.adapters.updates.package_file import transfer_parts
 from edge_agent.adapters.updates.receiver import ModelReceiver
 from edge_agent.adapters.updates.signing import available, generate_key
 from edge_agent.app.cli.configfile import load_config
@@ -142,8 +143,14 @@ def test_the_model_receiver_takes_an_operators_push_only_as_its_role_user(
             "role_usernames": True,
         }
     )
-    pkg = tmp_path / "pkg.tar"
-    pkg.write_bytes(os.urandom(3000))
+    # a real package for the group (push sends only a packed one: its chunk plan is in the manifest)
+    if not available():
+        pytest.skip("PyNaCl missing: push sends only signed packages")
+    generate_key(tmp_path / "signing.key")
+    pkg = pack(
+        INT8, tmp_path / "pkg.tar", "9.0", "--for-group", "shop", "--sign", str(tmp_path / "signing.key")
+    )
+    n = 1 + len(transfer_parts(pkg)[0].chunks)  # the begin and every chunk
     try:
         wait_until(rec.subscribed.is_set, 15, "the receiver's SUBACK")
         assert rec.last_error is None  # granted at QoS 1
@@ -153,16 +160,16 @@ def test_the_model_receiver_takes_an_operators_push_only_as_its_role_user(
             assert marker.connect() == "Success"
             marker.subscribe("edge/groups/shop/model/#")
         watcher = OutcomeWatcher(ops, "t1")  # connected through the push, as `model push --wait`
-        push_package(ops, pkg, [], "shop", chunk_size=1024, transfer_id="t1")
+        push_package(ops, pkg, [], "shop", transfer_id="t1")
         assert watcher.wait(0.5, [], 0) == {}
         if roles:
-            wait_until(lambda: rec.counts["messages"] >= 4, 15, lambda: f"begin + 3 chunks: {rec.snapshot()}")
+            wait_until(lambda: rec.counts["messages"] >= n, 15, lambda: f"begin + chunks: {rec.snapshot()}")
         else:
             # logged in as "cam-e2e", whose ACL has no model topic: the broker withholds them all
             # (an acl_file still grants the SUBACK), so the key is what lets updates in. The
-            # sync point: a client that may read them got all four by then.
+            # sync point: a client that may read them got all n by then.
             assert marker is not None
-            wait_until(lambda: len(marker.got) >= 4, 15, "the push at a reader allowed to see it")
+            wait_until(lambda: len(marker.got) >= n, 15, "the push at a reader allowed to see it")
             assert rec.counts["messages"] == 0
     finally:
         rec.stop()
