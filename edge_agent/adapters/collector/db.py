@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
+from edge_agent.adapters.collector import confirmed
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, Record
 from edge_agent.errors import EdgeAgentError
 
@@ -69,6 +70,8 @@ class CollectorDb:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        # device -> its confirmation (core.messages.confirm) of the last committed store()
+        self.confirms: dict[str, bytes] = {}
         if url.startswith("sqlite:"):
             self.dialect = "sqlite"
             path = _sqlite_path(url)
@@ -165,7 +168,8 @@ class CollectorDb:
         rejected: Sequence[Rejected] = (),
     ) -> int:
         """Everything of one ingest round in ONE transaction; returns the records inserted
-        (the rest were already there: duplicates). Durable when this returns."""
+        (the rest were already there: duplicates). Durable when this returns; :attr:`confirms`
+        then holds each device's commit watermark to publish (adapters.collector.confirmed)."""
         # every row in one fixed order (keys sorted, messages before devices): two PostgreSQL
         # writers then never wait on each other in a cycle (they deadlocked in the 200-device run)
         records = sorted(records, key=lambda r: (r.device, r.boot, r.seq))
@@ -192,10 +196,13 @@ class CollectorDb:
                     self._ts_sql("INSERT INTO rejected (received, topic, reason) VALUES ({t}, ?, ?)"),
                     (r.received, r.topic, r.reason),
                 )
+            # after the devices upsert: it holds each device's row lock (PostgreSQL) until COMMIT
+            confirms = confirmed.update(self, records) if records else {}
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+        self.confirms = confirms
         return inserted
 
     def retire(self, device: str, purge: bool = False) -> Optional[tuple[int, int]]:

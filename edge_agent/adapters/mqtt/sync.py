@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import paho.mqtt.client as mqtt
 
+from edge_agent.adapters.mqtt.confirms import Confirmations
 from edge_agent.adapters.mqtt.connect import describe_connect_error, read_password, tls_context
 from edge_agent.adapters.mqtt.session import SyncSession
 from edge_agent.adapters.outbox.outbox import Outbox
@@ -55,6 +56,7 @@ class MqttSync:
         self.status_fn = status_fn
         self.status_topic = topics(cfg.topic_prefix, device_id).status  # results carry their own topic
         self.batch_topic = batch_topic(cfg.topic_prefix, device_id)
+        self.confirm = Confirmations(cfg, device_id, outbox)
         self.state = "disabled" if not cfg.enabled else "disconnected"
         self.last_sync: Optional[float] = None
         self.last_error: Optional[str] = None
@@ -98,7 +100,7 @@ class MqttSync:
         deadline = time.monotonic() + timeout_s
         self.outbox.flush()
         with self._progress:
-            while self.outbox.stats()["pending"] > 0:
+            while self.outbox.pending() > 0:
                 left = deadline - time.monotonic()
                 thread = self._thread
                 if left <= 0 or thread is None or not thread.is_alive():
@@ -109,7 +111,7 @@ class MqttSync:
 
     def stats(self) -> dict[str, Any]:
         """The broker part of the status snapshot."""
-        return {
+        out: dict[str, Any] = {
             "state": self.state,
             "last_sync": self.last_sync,
             "last_error": self.last_error,
@@ -119,6 +121,9 @@ class MqttSync:
             "acked": self.acked,
             "thread_restarts": self.thread_restarts,
         }
+        if self.confirm.enabled:  # confirm = "puback": the snapshot stays as it was
+            out["confirm"] = self.confirm.stats()
+        return out
 
     def publish_status(self, snapshot: dict[str, Any]) -> bool:
         """Publish ``snapshot`` (a core.status body) retained on the status topic, if connected."""
@@ -197,6 +202,8 @@ class MqttSync:
         client.on_connect = session.on_connect
         client.on_disconnect = session.on_disconnect
         client.on_publish = session.on_publish
+        client.on_message = session.on_message
+        client.on_subscribe = session.on_subscribe
         return client
 
     def _session(self) -> Optional[float]:
@@ -226,6 +233,7 @@ class MqttSync:
         self.last_error = None
         log.info("connected to mqtt %s:%d as %s", self.cfg.host, self.cfg.port, self.device_id)
         try:
+            self.confirm.subscribe(client, session)
             if self.status_fn is not None:
                 self.publish_status(self.status_fn())
             self._pump(client, session)
@@ -242,6 +250,9 @@ class MqttSync:
         grace: Optional[float] = None
         while True:
             self._wake.clear()
+            refused = self.confirm.apply(session)
+            if refused:
+                self.last_error = refused
             acked = session.take_acks()
             lost, stopping = session.lost.is_set(), self._stop.is_set()  # read once: flags flip any time
             batching = not (lost or stopping) and self._batching()
@@ -288,7 +299,7 @@ class MqttSync:
     def _batching(self) -> bool:
         """Batched sync (``batch_threshold``): 1 = always, N = while at least N messages wait."""
         t = self.cfg.batch_threshold
-        return t > 0 and (t == 1 or self.outbox.stats()["pending"] >= t)
+        return t > 0 and (t == 1 or self.outbox.pending() >= t)
 
     def _send_batches(self, client: mqtt.Client, session: SyncSession, n: int, acked: list[int]) -> int:
         """Up to ``n`` batches (core.batch); each one's rows are deleted only after its PUBACK.

@@ -56,9 +56,10 @@ class Writer:
         committed = max([s.seq_committed, *(b[4] for b in batch)])
         s.ahead = min(self._flush_batch, max(16, 2 * len(batch)))
         with self.txn():
+            boot = s.boot  # constant for the run; the row's numbers are what a confirmation names
             conn.executemany(
-                "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?,?,?,?,?)",
-                [(m, t, p, len(p), c) for m, t, p, c, _ in batch],
+                "INSERT INTO messages(msg_id, topic, payload, size, created, boot, seq) VALUES (?,?,?,?,?,?,?)",
+                [(m, t, p, len(p), c, boot, q) for m, t, p, c, q in batch],
             )
             dropped, freed = self.drop_over_limits(count + len(batch), nbytes + added)
             with s.lock:

@@ -18,10 +18,12 @@ import time
 from collections import deque
 from typing import Optional
 
+from edge_agent.adapters.collector import confirmed
 from edge_agent.adapters.collector.db import CollectorDb, DbError, Rejected
 from edge_agent.adapters.collector.subscriber import Inbound, Subscriber
 from edge_agent.core.config.collector import CollectorConfig, broker_address
 from edge_agent.core.config.schema import MqttConfig
+from edge_agent.core.messages.confirm import is_confirm_topic
 from edge_agent.core.messages.fleet import DeviceStatus, Event, IngestError, Record, parse, subscriptions
 
 log = logging.getLogger("edge_agent.collector")
@@ -42,6 +44,7 @@ class Metrics:
         self.lag_s = 0.0  # receive time - device time of the newest record stored
         self.devices_online = 0
         self.rounds = 0
+        self.confirms = 0  # commit watermarks published (one per device per round)
         self._window: deque[tuple[float, int]] = deque()
 
     def stored(self, now: float, n: int) -> None:
@@ -65,6 +68,7 @@ class Metrics:
             "collector_ingest_rate_per_s": round(self.rate(now), 1),
             "collector_lag_s": round(self.lag_s, 3),
             "collector_devices_online": self.devices_online,
+            "collector_confirms_total": self.confirms,
             "collector_inbox": inbox,
             "collector_broker_connected": 1.0 if connected else 0.0,
         }
@@ -100,6 +104,8 @@ class Collector:
             leave=leave_quiet_s is not None,
         )
         self._online_at = 0.0
+        prefix = cfg.prefix
+        self.sub.ignore = lambda topic: is_confirm_topic(prefix, topic)  # ours, back through <prefix>/+/+
 
     def run(self, stop: threading.Event) -> None:
         try:
@@ -192,6 +198,7 @@ class Collector:
                     return  # not acknowledged: the broker sends them again to the next collector
                 self._reopen()
         self.sub.ack(batch)  # only now: the rows are committed
+        self.metrics.confirms += confirmed.publish(self.sub.client, self.cfg.prefix, self.db.confirms)
         now = time.monotonic()
         met = self.metrics
         met.messages += len(batch)
