@@ -182,7 +182,12 @@ class Broker:
         tls: Optional[TlsFiles] = None,
         users: Optional[dict[str, str]] = None,
         extra_conf: Sequence[str] = (),
+        stock: bool = False,
     ) -> None:
+        """``stock``: mosquitto's own defaults but persistence (max_queued_messages 1000,
+        autosave_interval 1800, max_inflight_messages 20): what a device meets on a broker
+        nobody tuned."""
+        self.stock = stock
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -202,9 +207,11 @@ class Broker:
             f"allow_anonymous {'false' if self.users else 'true'}",
             "persistence true",
             f"persistence_location {self.workdir}/",
-            "autosave_interval 0",
-            "max_queued_messages 0",
-            "max_inflight_messages 100",
+            *(
+                ()
+                if self.stock
+                else ("autosave_interval 0", "max_queued_messages 0", "max_inflight_messages 100")
+            ),
             f"log_dest file {self.log}",
             "log_type error",
             "log_type warning",
@@ -251,6 +258,14 @@ class Broker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout)
+        self.proc = None
+        wait_port(self.port, timeout, up=False)
+
+    def kill9(self, timeout: float = 10.0) -> None:
+        """SIGKILL: what mosquitto acknowledged since its last autosave is gone."""
+        assert self.proc is not None, "broker not running"
+        self.proc.kill()
+        self.proc.wait(timeout)
         self.proc = None
         wait_port(self.port, timeout, up=False)
 
