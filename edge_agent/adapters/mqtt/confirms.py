@@ -26,7 +26,10 @@ from edge_agent.errors import QueueError
 
 log = logging.getLogger("edge_agent.mqtt")
 CHECK_EVERY_S = 5.0
-SILENCE_MIN_S = 30.0  # a confirmation normally follows its PUBACK within a collector round
+# a confirmation normally follows its PUBACK within one collector round (well under a second):
+# a minute without one, for results the broker took, is a collector down or a confirm topic that
+# cannot reach this device (the resend timeout is another matter: how long to wait per result)
+SILENCE_MIN_S = 60.0
 
 
 class Confirmations:
@@ -46,6 +49,8 @@ class Confirmations:
         self.warning: Optional[str] = None  # sent rows, and no confirmation comes
         self._throttle = LogThrottle()
         self._checked = time.monotonic()
+        self._since: Optional[float] = None  # monotonic: SENT rows first seen (none: None)
+        self._last_mono = 0.0  # monotonic: the last confirmation
         if self.enabled:
             outbox.confirm_with(self.timeout_s)
 
@@ -80,6 +85,7 @@ class Confirmations:
                 continue
             self.received += 1
             self.last = time.time()
+            self._last_mono = time.monotonic()
             self.rows += self.outbox.confirm(confirms)
         self._check_silence()
         return self.error
@@ -94,14 +100,21 @@ class Confirmations:
             stats = self.outbox.stats()
         except QueueError:
             return
-        age, wait = stats.get("oldest_unconfirmed_s"), max(2 * self.timeout_s, SILENCE_MIN_S)
-        if age is None or age < wait or (self.last is not None and time.time() - self.last < wait):
+        if not stats["sent"]:
+            self._since = None
             return
+        # since SENT rows were first seen, or since the last confirmation (not the rows' age: a
+        # backlog made offline a day ago is not a day without confirmations)
+        self._since = now if self._since is None else self._since
+        if now - max(self._since, self._last_mono) < SILENCE_MIN_S:
+            return
+        quiet = now - max(self._since, self._last_mono)
+        ever = "none ever received" if self.last is None else "none lately"
         self.warning = (
             f"{stats['sent']} results acknowledged by the broker have had no confirmation from the "
-            f"collector for {age:.0f} s ({'none ever received' if self.last is None else 'none lately'}): "
-            f"they are kept and resent. Is a collector running (edge-agent collect), allowed by the "
-            f"broker's ACL to publish {self.topic}, with prefix {self.prefix!r} like this device?"
+            f"collector for {quiet:.0f} s ({ever}): they are kept and resent. Is a collector running "
+            f"(edge-agent collect), allowed by the broker's ACL to publish {self.topic}, with prefix "
+            f"{self.prefix!r} like this device?"
         )
         log.warning("mqtt: %s", self.warning)
 

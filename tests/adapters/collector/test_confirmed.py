@@ -13,7 +13,9 @@ from edge_agent.core.messages.confirm import MAX_RANGES, decode
 
 
 def islands(db: CollectorDb, device: str) -> list[tuple[int, int, int]]:
-    rows = db._x("SELECT boot, lo, hi FROM confirmed WHERE device = ? ORDER BY boot, lo", (device,)).fetchall()
+    rows = db._x(
+        "SELECT boot, lo, hi FROM confirmed WHERE device = ? ORDER BY boot, lo", (device,)
+    ).fetchall()
     return [(int(b), int(lo), int(hi)) for b, lo, hi in rows]
 
 

@@ -46,8 +46,13 @@ def test_merge_covers_the_union(pairs: list[tuple[int, int]]) -> None:
     assert got == sorted(got)
 
 
-@given(st.dictionaries(st.integers(0, 30), seqs, max_size=12), st.dictionaries(st.integers(0, 30), seqs, max_size=12))
-def test_bound_keeps_the_round_and_never_invents_a_seq(stored_s: dict[int, set[int]], round_s: dict[int, set[int]]) -> None:
+@given(
+    st.dictionaries(st.integers(0, 30), seqs, max_size=12),
+    st.dictionaries(st.integers(0, 30), seqs, max_size=12),
+)
+def test_bound_keeps_the_round_and_never_invents_a_seq(
+    stored_s: dict[int, set[int]], round_s: dict[int, set[int]]
+) -> None:
     stored = {b: ranges_of(s | round_s.get(b, set())) for b, s in stored_s.items()}
     for b, s in round_s.items():
         stored.setdefault(b, ranges_of(s))
