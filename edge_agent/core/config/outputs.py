@@ -100,7 +100,7 @@ class MqttConfig(Section):
         default=60.0,
         ge=1.0,
         le=86_400.0,
-        description='confirm = "collector": a result acknowledged by the broker but not confirmed this long '
+        description='with confirm "collector", a result acknowledged by the broker but not confirmed this long '
         "after is sent again (the wait doubles per attempt, at most an hour or this value)",
     )
 

@@ -142,3 +142,12 @@ def test_no_confirmation_ever_warns_once_and_says_why(
             assert len(lines) == 1  # once, not on every check
         finally:
             sync.stop()
+
+
+def test_the_settings_reach_the_outbox(tmp_path: Path) -> None:
+    with Outbox(tmp_path / "q.db", big_limits()) as ob:
+        MqttSync(cfg(1883, confirm_timeout_s=7.5), DEVICE, ob)
+        assert ob.claims.confirm_timeout == 7.5
+    with Outbox(tmp_path / "p.db", big_limits()) as ob:
+        MqttSync(cfg(1883, confirm="puback", confirm_timeout_s=7.5), DEVICE, ob)
+        assert ob.claims.confirm_timeout is None
