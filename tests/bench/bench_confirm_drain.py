@@ -1,0 +1,169 @@
+"""What a drain delivers, counted at the far end (run by hand, not collected by pytest).
+
+    PYTHONPATH=$PWD python tests/bench/bench_confirm_drain.py [--backlog 100000] [--reps 3]
+
+Side by side, interleaved, medians of ``--reps``, on one local mosquitto (loopback, QoS 1):
+
+- bare clients: ``mosquitto_pub -q 1 -l`` fed chunks of <= 10,000 lines (one process per chunk:
+  100,000 lines into one ``mosquitto_pub -l`` ended in "disconnected due to out of memory" with
+  ~34,500 delivered, so that baseline was ~2.9x too high), and a paho client publishing with a
+  window of 100 in flight; each counted by a QoS 1 subscriber on their own topic;
+- the batched drain (``batch_threshold = 1``) with ``confirm = "puback"`` (today's default: done
+  when the broker acknowledged everything) and with ``confirm = "collector"`` (done when a real
+  ``edge-agent collect`` on SQLite confirmed everything); a real collector runs in both, and what
+  it stored of each drain is counted in its database.
+A rate is only reported beside the count that arrived; a baseline that lost messages says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+import paho.mqtt.client as mqtt  # noqa: E402
+from bench_outbox import LIMITS, Counter, bare_mosquitto_pub, body, payloads  # noqa: E402
+from support.collector import CollectorProc, sqlite_url  # noqa: E402
+from support.mqtt import Broker  # noqa: E402
+from support.waiting import wait_until  # noqa: E402
+
+from edge_agent.adapters.collector.db import CollectorDb  # noqa: E402
+from edge_agent.adapters.mqtt.sync import MqttSync  # noqa: E402
+from edge_agent.adapters.outbox.outbox import Outbox  # noqa: E402
+from edge_agent.core.config.schema import MqttConfig  # noqa: E402
+
+
+def bare_paho(port: int, data: list[bytes], topic: str, window: int = 100) -> float:
+    done = threading.Semaphore(0)
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"bench-paho-{time.monotonic_ns()}")
+    c.max_inflight_messages_set(window)
+    c.max_queued_messages_set(0)
+    c.on_publish = lambda *a: done.release()
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    t0 = time.perf_counter()
+    for k in range(0, len(data), window):  # never more than a window queued in paho
+        for d in data[k : k + window]:
+            c.publish(topic, d, qos=1)
+        for _ in data[k : k + window]:
+            done.acquire()
+    dt = time.perf_counter() - t0
+    c.disconnect()
+    c.loop_stop()
+    return len(data) / dt
+
+
+def stored(url: str, device: str) -> int:
+    db = CollectorDb(url)
+    try:
+        return int(db._x("SELECT COUNT(*) FROM messages WHERE device = ?", (device,)).fetchone()[0])
+    finally:
+        db.close()
+
+
+def drain(tmp: Path, port: int, n: int, confirm: str, device: str, url: str) -> tuple[float, float, int]:
+    """(device rate: first connect to an empty queue; stored rate: to the collector holding all;
+    stored)."""
+    ob = Outbox(tmp / f"{device}.db", LIMITS, flush_interval_s=60, flush_batch=5000)
+    for i in range(n):
+        ob.put(f"edge/{device}/detections", {**body(i), "device_id": device})
+    ob.flush()
+    sync = MqttSync(
+        MqttConfig(port=port, batch_threshold=1, confirm=confirm, confirm_timeout_s=60.0),
+        device,
+        ob,  # type: ignore[arg-type]
+    )
+    t0 = time.perf_counter()
+    sync.start()
+    ok = sync.drain(900)
+    dt = time.perf_counter() - t0
+    sync.stop()
+    ob.close()
+    assert ok, f"{confirm} drain timed out"
+    wait_until(lambda: stored(url, device) >= n, 300, f"{device}: collector stored {n}", every=0.1)
+    return n / dt, n / (time.perf_counter() - t0), stored(url, device)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backlog", type=int, default=100_000)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    n = a.backlog
+    runs: dict[str, list[tuple[float, int]]] = {}
+    stored_rates: dict[str, list[float]] = {}
+
+    def add(name: str, rate: float, arrived: int) -> None:
+        runs.setdefault(name, []).append((rate, arrived))
+
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        broker = Broker(tmp / "broker")
+        broker.start()
+        url = sqlite_url(tmp / "fleet.db")
+        col = CollectorProc(broker.port, url, tmp / "col.log", "bench-col")
+        col.start()
+        try:
+            wait_until(lambda: "subscribing" in col.text(), 30, "collector subscribed", every=0.1)
+            data = payloads(n)
+            for rep in range(a.reps):
+                benches: list[tuple[str, Callable[[], tuple[float, int]]]] = []
+                for name, fn in (
+                    (
+                        "bare mosquitto_pub (chunks of 10k)",
+                        lambda t: bare_mosquitto_pub(tmp, broker.port, data, t),
+                    ),
+                    ("bare paho, window 100", lambda t: bare_paho(broker.port, data, t)),
+                ):
+                    topic = f"bare/{rep}/{len(benches)}"
+
+                    def run(fn: Callable[[str], float] = fn, topic: str = topic) -> tuple[float, int]:
+                        counter = Counter(broker.port, topic)
+                        try:
+                            rate = fn(topic)
+                            return rate, counter.settle(n)
+                        finally:
+                            counter.close()
+
+                    benches.append((name, run))
+                for confirm in ("puback", "collector"):
+                    device = f"bench-{confirm}-{rep}"
+
+                    def run_drain(confirm: str = confirm, device: str = device) -> tuple[float, int]:
+                        rate, srate, got = drain(tmp, broker.port, n, confirm, device, url)
+                        stored_rates.setdefault(f"batched drain, confirm={confirm}", []).append(srate)
+                        return rate, got
+
+                    benches.append((f"batched drain, confirm={confirm}", run_drain))
+                for name, fn in benches:
+                    rate, arrived = fn()
+                    add(name, rate, arrived)
+                    print(f"  rep {rep + 1}: {name}: {rate:,.0f}/s, {arrived} of {n} arrived", flush=True)
+        finally:
+            col.stop()
+            broker.stop()
+    print(f"\n{n} results per run, {a.reps} reps interleaved (median), mosquitto on loopback, QoS 1")
+    print(f"{'':<40}{'done at the device /s':>22}{'all stored /s':>15}{'arrived (min of reps)':>24}")
+    med = {}
+    for name, v in runs.items():
+        med[name] = statistics.median(r for r, _ in v)
+        s = stored_rates.get(name)
+        srate = f"{statistics.median(s):,.0f}" if s else "-"
+        print(f"{name:<40}{med[name]:>22,.0f}{srate:>15}{min(x for _, x in v):>17} of {n}")
+    pub, conf = med["batched drain, confirm=puback"], med["batched drain, confirm=collector"]
+    print(f"confirm=collector / confirm=puback (device side): x{conf / pub:.2f}")
+    print(json.dumps({k: [round(r) for r, _ in v] for k, v in runs.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
