@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
@@ -40,6 +42,9 @@ from edge_agent.adapters.collector.db import CollectorDb  # noqa: E402
 from edge_agent.adapters.mqtt.sync import MqttSync  # noqa: E402
 from edge_agent.adapters.outbox.outbox import Outbox  # noqa: E402
 from edge_agent.core.config.schema import MqttConfig  # noqa: E402
+from edge_agent.core.messages.batch import unpack  # noqa: E402
+from edge_agent.core.messages.confirm import bound, confirm_topic, merge, ranges_of  # noqa: E402
+from edge_agent.core.messages.confirm import encode as encode_confirm  # noqa: E402
 
 
 def bare_paho(port: int, data: list[bytes], topic: str, window: int = 100) -> float:
@@ -70,7 +75,9 @@ def stored(url: str, device: str) -> int:
         db.close()
 
 
-def drain(tmp: Path, port: int, n: int, confirm: str, device: str, url: str) -> tuple[float, float, int]:
+def drain(
+    tmp: Path, port: int, n: int, confirm: str, device: str, url: Optional[str]
+) -> tuple[float, float, int]:
     """(device rate: first connect to an empty queue; stored rate: to the collector holding all;
     stored)."""
     ob = Outbox(tmp / f"{device}.db", LIMITS, flush_interval_s=60, flush_batch=5000)
@@ -89,15 +96,51 @@ def drain(tmp: Path, port: int, n: int, confirm: str, device: str, url: str) -> 
     sync.stop()
     ob.close()
     assert ok, f"{confirm} drain timed out"
+    if url is None:  # the minimal confirmer: what it confirmed is what arrived (it stores nothing)
+        return n / dt, n / dt, n if confirm == "collector" else -1
     wait_until(lambda: stored(url, device) >= n, 300, f"{device}: collector stored {n}", every=0.1)
     return n / dt, n / (time.perf_counter() - t0), stored(url, device)
+
+
+def serve_confirmer(port: int) -> None:
+    """``--serve-confirmer``: a confirmer without a database, to see what the device side of the
+    protocol costs when the far end is instant: every batch's seqs are confirmed at once (never use
+    this outside a bench: it confirms what it did not store)."""
+    seen: dict[str, dict[int, list[tuple[int, int]]]] = {}
+
+    def on_message(cl: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
+        device = msg.topic.split("/")[1]
+        got: dict[int, list[int]] = {}
+        for _, b in unpack(msg.payload):
+            got.setdefault(int(b["boot"]), []).append(int(b["seq"]))
+        mine = seen.setdefault(device, {})
+        for boot, q in got.items():
+            mine[boot] = merge([*mine.get(boot, []), *ranges_of(q)])
+        cl.publish(confirm_topic("edge", device), encode_confirm(bound(mine, {})), qos=1, retain=True)
+
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bench-confirmer")
+    c.on_connect = lambda cl, *a: (cl.subscribe("edge/+/batch.zlib", qos=1), None)[1]
+    c.on_message = on_message
+    c.connect("127.0.0.1", port)
+    c.loop_forever()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backlog", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument(
+        "--confirmer",
+        choices=("collector", "minimal"),
+        default="collector",
+        help="the far end: a real `edge-agent collect` on SQLite (both drains store into it), or a "
+        "database-less confirmer (what the device side costs with an instant far end)",
+    )
+    ap.add_argument("--serve-confirmer", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.serve_confirmer:
+        serve_confirmer(a.serve_confirmer)
+        return 0
     n = a.backlog
     runs: dict[str, list[tuple[float, int]]] = {}
     stored_rates: dict[str, list[float]] = {}
@@ -111,9 +154,16 @@ def main() -> int:
         broker.start()
         url = sqlite_url(tmp / "fleet.db")
         col = CollectorProc(broker.port, url, tmp / "col.log", "bench-col")
-        col.start()
+        minimal: Optional[subprocess.Popen[bytes]] = None
+        if a.confirmer == "collector":
+            col.start()
+        else:
+            minimal = subprocess.Popen([sys.executable, __file__, "--serve-confirmer", str(broker.port)])
+            time.sleep(2.0)
+        far: Optional[str] = url if a.confirmer == "collector" else None
         try:
-            wait_until(lambda: "subscribing" in col.text(), 30, "collector subscribed", every=0.1)
+            if a.confirmer == "collector":
+                wait_until(lambda: "subscribing" in col.text(), 30, "collector subscribed", every=0.1)
             data = payloads(n)
             for rep in range(a.reps):
                 benches: list[tuple[str, Callable[[], tuple[float, int]]]] = []
@@ -139,7 +189,7 @@ def main() -> int:
                     device = f"bench-{confirm}-{rep}"
 
                     def run_drain(confirm: str = confirm, device: str = device) -> tuple[float, int]:
-                        rate, srate, got = drain(tmp, broker.port, n, confirm, device, url)
+                        rate, srate, got = drain(tmp, broker.port, n, confirm, device, far)
                         stored_rates.setdefault(f"batched drain, confirm={confirm}", []).append(srate)
                         return rate, got
 
@@ -150,6 +200,9 @@ def main() -> int:
                     print(f"  rep {rep + 1}: {name}: {rate:,.0f}/s, {arrived} of {n} arrived", flush=True)
         finally:
             col.stop()
+            if minimal is not None:
+                minimal.kill()
+                minimal.wait()
             broker.stop()
     print(f"\n{n} results per run, {a.reps} reps interleaved (median), mosquitto on loopback, QoS 1")
     print(f"{'':<40}{'done at the device /s':>22}{'all stored /s':>15}{'arrived (min of reps)':>24}")
