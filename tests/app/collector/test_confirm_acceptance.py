@@ -85,6 +85,8 @@ def _run(tmp_path: Path, confirm: str, lose: str) -> tuple[int, int, str]:
         first = cli("queue", "drain", "--config", str(conf), "--timeout", "6", quiet=False, timeout=120)
         # puback: every result acknowledged by the broker, deleted; collector: kept as SENT
         assert first.returncode == (0 if confirm == "puback" else 1), first.stderr[-2000:]
+        if confirm == "collector":
+            assert f"{N} of them sent and awaiting the collector's confirmation" in first.stderr
         stats = json.loads(cli("queue", "stats", "--config", str(conf), "--json", timeout=60).stdout)
         if confirm == "collector":
             assert stats["pending"] == N and stats["sent"] == N, stats
