@@ -184,10 +184,15 @@ class Broker:
         extra_conf: Sequence[str] = (),
         snippet: Optional[Path] = None,
         port: Optional[int] = None,
+        stock: bool = False,
     ) -> None:
         """``snippet``: a mosquitto.conf snippet (``fleet enroll``'s) that brings its own listener
         (on ``port``), authentication and ACL; only persistence, the log and ``user root`` (the
-        tests run as root, the files are 0640 root's) are added to it."""
+        tests run as root, the files are 0640 root's) are added to it.
+        ``stock``: mosquitto's own defaults but persistence (max_queued_messages 1000,
+        autosave_interval 1800, max_inflight_messages 20): what a device meets on a broker
+        nobody tuned."""
+        self.stock = stock
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.snippet = snippet
@@ -213,9 +218,11 @@ class Broker:
             f"allow_anonymous {'false' if self.users else 'true'}",
             "persistence true",
             f"persistence_location {self.workdir}/",
-            "autosave_interval 0",
-            "max_queued_messages 0",
-            "max_inflight_messages 100",
+            *(
+                ()
+                if self.stock
+                else ("autosave_interval 0", "max_queued_messages 0", "max_inflight_messages 100")
+            ),
             f"log_dest file {self.log}",
             "log_type error",
             "log_type warning",
@@ -262,6 +269,14 @@ class Broker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout)
+        self.proc = None
+        wait_port(self.port, timeout, up=False)
+
+    def kill9(self, timeout: float = 10.0) -> None:
+        """SIGKILL: what mosquitto acknowledged since its last autosave is gone."""
+        assert self.proc is not None, "broker not running"
+        self.proc.kill()
+        self.proc.wait(timeout)
         self.proc = None
         wait_port(self.port, timeout, up=False)
 

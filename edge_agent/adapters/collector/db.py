@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from edge_agent.adapters.collector import trust
+from edge_agent.adapters.collector import confirmed, trust
 from edge_agent.adapters.collector.statuses import upsert_status
 from edge_agent.adapters.collector.trust import Limits
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, Record
@@ -77,6 +77,8 @@ class CollectorDb:
         self.limits = limits or Limits()
         self.last_duplicates = 0  # of the last store(): identical redeliveries
         self.last_conflicts: dict[str, int] = {}  # of the last store(): new conflicts per device
+        # device -> its confirmation (core.messages.confirm) of the last committed store()
+        self.confirms: dict[str, bytes] = {}
         if url.startswith("sqlite:"):
             self.dialect = "sqlite"
             path = _sqlite_path(url)
@@ -185,7 +187,8 @@ class CollectorDb:
         rejected: Sequence[Rejected] = (),
     ) -> int:
         """Everything of one ingest round in ONE transaction; returns the records inserted
-        (the rest were already there: duplicates). Durable when this returns."""
+        (the rest were already there: duplicates). Durable when this returns; :attr:`confirms`
+        then holds each device's commit watermark to publish (adapters.collector.confirmed)."""
         # every row in one fixed order (keys sorted, messages before devices): two PostgreSQL
         # writers then never wait on each other in a cycle (they deadlocked in the 200-device run)
         records = sorted(records, key=lambda r: (r.device, r.boot, r.seq))
@@ -206,7 +209,9 @@ class CollectorDb:
                 # last_seen is when anything was last heard, even a status that lost to a newer one
                 # (the upsert above then changes nothing, last_seen included)
                 self._x(self._seen_sql(), (dev, received))
-            conflicts, repeats = trust.store_conflicts(self, split.conflicts, received, self.limits)
+            conflicts, repeats, held_conflicts = trust.store_conflicts(
+                self, split.conflicts, received, self.limits
+            )
             for e in events:
                 self._x(
                     self._ts_sql("INSERT INTO events (device, kind, received, body) VALUES (?, ?, {t}, {j})"),
@@ -219,6 +224,11 @@ class CollectorDb:
                 )
             if rejected:
                 trust.trim(self, "rejected", self.limits.rejected_max)
+            # after the devices upsert: it holds each device's row lock (PostgreSQL) until COMMIT.
+            # Confirmed: what the database holds now (new, identical redeliveries, kept conflicts);
+            # never a record it refused or a conflict over the bound
+            held = [*split.new, *split.same, *held_conflicts]
+            confirms = confirmed.update(self, held) if held else {}
             self.conn.execute("COMMIT")
         except BaseException:
             self._rollback()
@@ -226,6 +236,7 @@ class CollectorDb:
         # a record that lost the insert race to another collector counts as a duplicate
         self.last_duplicates = split.duplicates + repeats + len(split.new) - inserted
         self.last_conflicts = conflicts
+        self.confirms = confirms
         return inserted
 
     def _rollback(self) -> None:

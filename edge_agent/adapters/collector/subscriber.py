@@ -28,7 +28,7 @@ import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import paho.mqtt.client as mqtt
@@ -143,6 +143,9 @@ class Subscriber:
         self.unsubscribed_at = 0.0
         self.keepalive_s = keepalive_s
         self.inbox = Inbox(inbox_bytes)
+        # topics acknowledged and dropped on arrival (the collector's own confirmations, which its
+        # <prefix>/+/+ subscription brings back); set by the owner
+        self.ignore: Optional[Callable[[str], bool]] = None
         self.connected = threading.Event()
         self.conn = 0
         self.connects = 0
@@ -279,6 +282,10 @@ class Subscriber:
             topic = msg.topic
         except UnicodeDecodeError:  # not UTF-8: stored as rejected under a readable name
             topic = bytes(msg._topic).decode("utf-8", "replace")
+        if self.ignore is not None and self.ignore(topic):  # e.g. our own confirmations
+            if msg.qos > 0:
+                client.ack(msg.mid, msg.qos)
+            return
         if len(msg.payload) > self.message_max:  # not kept: a small rejection record instead
             self.inbox.put(
                 Inbound(topic[:1024], b"", int(msg.mid), int(msg.qos), self.conn, len(msg.payload))

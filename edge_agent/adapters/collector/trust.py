@@ -35,6 +35,7 @@ class Sorted(NamedTuple):
     new: list[Record]
     duplicates: int
     conflicts: list[tuple[Record, str]]
+    same: list[Record]  # the identical redeliveries (stored already: confirmed again)
 
 
 def digest(msg_id: object, body: str) -> str:
@@ -135,14 +136,14 @@ def sort_records(
     chosen: dict[Key, Record] = {}
     new: list[Record] = []
     conflicts: list[tuple[Record, str]] = []
-    dups = 0
+    same: list[Record] = []
     for r in records:
         k = (r.device, r.boot, r.seq)
         first = chosen.get(k)
         if first is not None or k in stored:
             prior = (first.msg_id, first.body) if first is not None else stored[k]
             if _same(db, prior, r):
-                dups += 1
+                same.append(r)
             else:
                 conflicts.append((r, f"seq {r.seq} of boot {r.boot} already taken by another id or body"))
             continue
@@ -155,18 +156,21 @@ def sort_records(
         chosen[k] = r
         new.append(r)
         highest[r.device] = max(top or 0, r.seq)
-    return Sorted(new, dups, conflicts)
+    return Sorted(new, len(same), conflicts, same)
 
 
 def store_conflicts(
     db: CollectorDb, conflicts: Sequence[tuple[Record, str]], received: float, limits: Limits
-) -> tuple[dict[str, int], int]:
+) -> tuple[dict[str, int], int, list[Record]]:
     """Keep the first ``conflicts_max_per_device`` of each device; returns how many new conflicts
-    each device had, and how many were copies of a kept conflict (redeliveries: duplicates)."""
+    each device had, how many were copies of a kept conflict (redeliveries: duplicates), and the
+    records that are in the conflicts table now (those may be confirmed: the database holds them;
+    one over the bound is only counted, so it is never confirmed and its device keeps it)."""
     counted: dict[str, int] = {}
     repeats = 0
+    held: list[Record] = []
     if not conflicts:
-        return counted, repeats
+        return counted, repeats, held
     devices = sorted({r.device for r, _ in conflicts})
     kept: dict[str, int] = {}
     for part in _chunks(devices):
@@ -199,6 +203,7 @@ def store_conflicts(
             r.body,
         )
         n = int(db._x(ins, params).rowcount)
+        held.append(r)
         if n == 0:
             repeats += 1
             continue
@@ -206,7 +211,7 @@ def store_conflicts(
         counted[r.device] = counted.get(r.device, 0) + n
     for dev, n in sorted(counted.items()):
         db._x("UPDATE devices SET conflicts = conflicts + ? WHERE device = ?", (n, dev))
-    return counted, repeats
+    return counted, repeats, held
 
 
 def trim(db: CollectorDb, table: str, keep: int) -> int:

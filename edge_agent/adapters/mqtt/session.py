@@ -9,7 +9,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from paho.mqtt.client import Client, ConnectFlags, DisconnectFlags
+    from paho.mqtt.client import Client, ConnectFlags, DisconnectFlags, MQTTMessage
     from paho.mqtt.properties import Properties
     from paho.mqtt.reasoncodes import ReasonCode
 
@@ -37,6 +37,11 @@ class SyncSession:
         self.answered = threading.Event()
         self.refused: Optional[str] = None
         self.lost = threading.Event()
+        # [mqtt] confirm = "collector": the confirmation messages received (decoded by the sync
+        # thread, bounded: paho hands us at most what the broker sends on one retained topic)
+        self.confirms: deque[bytes] = deque(maxlen=1024)
+        self.subscribed = threading.Event()  # its SUBACK came (granted or refused)
+        self.sub_refused: Optional[str] = None
 
     def register(self, mid: int, rowids: Optional[list[int]], batch: bool = False) -> bool:
         """Remember what ``mid`` carries (``rowids`` None: a status); True if it was acked already."""
@@ -107,4 +112,24 @@ class SyncSession:
         self, client: Client, userdata: object, mid: int, reason: ReasonCode, props: Optional[Properties]
     ) -> None:
         self.acks.append(mid)
+        self.wake.set()
+
+    def on_message(self, client: Client, userdata: object, msg: MQTTMessage) -> None:
+        self.confirms.append(bytes(msg.payload))
+        self.wake.set()
+
+    def on_subscribe(
+        self,
+        client: Client,
+        userdata: object,
+        mid: int,
+        reasons: list[ReasonCode],
+        props: Optional[Properties],
+    ) -> None:
+        """The SUBACK of the confirm topic (the sync's one SUBSCRIBE: matched without its mid, which
+        may come back before ``subscribe()`` returned it): a refusal (an ACL, 0x80) is kept."""
+        bad = [r for r in reasons if r.is_failure]
+        if bad:
+            self.sub_refused = f"the broker refused the subscription to the confirm topic: {bad[0]}"
+        self.subscribed.set()
         self.wake.set()

@@ -11,15 +11,31 @@ import contextlib
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, List, NamedTuple, Optional, Set, Tuple
 
 from edge_agent.adapters.outbox import db as outbox_db
-from edge_agent.adapters.outbox.db import ROWS_DELTA, WAL_PAGES, is_disk_full
+from edge_agent.adapters.outbox.db import PENDING, ROWS_DELTA, SENT, WAL_PAGES, is_disk_full
 from edge_agent.adapters.outbox.space import Space
 from edge_agent.adapters.outbox.state import Connections, QueueState
+from edge_agent.core.messages.confirm import Confirms, RangeSet
 from edge_agent.core.queue.policy import commit_slice_bytes
+
+
+def _message(row: Sequence[Any]) -> Message:
+    """A claimed row (the attempt count as written by the claim)."""
+    boot, seq = row[5], row[6]
+    return Message(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        int(row[4]) + 1,
+        None if boot is None else int(boot),
+        None if seq is None else int(seq),
+    )
 
 
 def id_filter(ids: Sequence[int]) -> tuple[str, list[int]]:
@@ -38,6 +54,12 @@ def id_filter(ids: Sequence[int]) -> tuple[str, list[int]]:
 IDLE_WAL_BYTES = 2 * WAL_PAGES * 4096
 
 
+# a SENT row unconfirmed is sent again after confirm_timeout_s, doubling per attempt, at most this
+# (or confirm_timeout_s when that is longer): a collector down for a day costs a resend an hour
+CONFIRM_MAX_S = 3600.0
+_CLAIM_COLS = "id, msg_id, topic, payload, attempts, boot, seq"
+
+
 class Message(NamedTuple):
     """A claimed row: ``rowid`` is the local key, ``msg_id`` the id consumers de-duplicate on.
     (A NamedTuple: a frozen dataclass's __init__ was 10 % of a batched drain's sync thread.)"""
@@ -47,6 +69,8 @@ class Message(NamedTuple):
     topic: str
     payload: bytes
     attempts: int
+    boot: Optional[int] = None  # None: a row stored before the numbers were columns
+    seq: Optional[int] = None
 
 
 class Claims:
@@ -59,6 +83,14 @@ class Claims:
         self._db = db
         self._s = state
         self._space = space
+        # [mqtt] confirm = "collector": a PUBACK makes a row SENT (kept until a confirmation),
+        # resent after this many seconds (doubling per attempt, at most CONFIRM_MAX_S); None:
+        # "puback", the row is deleted on its PUBACK (set by the sync: Outbox.confirm_with)
+        self.confirm_timeout: Optional[float] = None
+        self.confirmed = RangeSet()  # what confirmations said is stored (this run)
+        self.confirmations = 0  # confirmation messages applied
+        self.confirmed_rows = 0  # rows deleted by them
+        self._pending_from = 0  # confirm mode: no PENDING row has a lower id (SENT rows below)
 
     def claim(self, n: int, newest_first: bool = False) -> List[Message]:
         """Up to ``n`` rows not in flight, oldest (or newest) first, now in flight.
@@ -84,7 +116,7 @@ class Claims:
                 self._settle_wal()
         with s.lock:
             s.inflight.update(ids)
-        return [Message(row[0], row[1], row[2], row[3], int(row[4]) + 1) for row in rows]
+        return [_message(row) for row in rows]
 
     def ack(self, rowids: Sequence[int]) -> int:
         """Delete rows the broker acknowledged; returns how many existed.
@@ -109,7 +141,7 @@ class Claims:
                     for i in range(0, len(todo), step):
                         chunk = todo[i : i + step]
                         with self._write_txn():
-                            rows = self._delete_acked(chunk)
+                            rows = self._settle(chunk)
                         deleted += rows
                         with s.lock:
                             s.acked_undeleted.difference_update(chunk)
@@ -167,7 +199,7 @@ class Claims:
             s.inflight.update(ids)
             s.count -= len(deleted)
             s.bytes -= sum(int(b) for _, b in deleted)
-        msgs = [Message(row[0], row[1], row[2], row[3], int(row[4]) + 1) for row in rows]
+        msgs = [_message(row) for row in rows]
         return sum(1 for i, _ in deleted if i in wanted), msgs
 
     def _ack_claim_txn(
@@ -178,7 +210,7 @@ class Claims:
         with self._db.rlock:
             s.check_open()
             with self._write_txn():
-                deleted = self._delete_acked(rowids)
+                deleted = self._settle(rowids)
                 with s.lock:
                     skip = s.inflight | s.acked_undeleted
                 rows = self._claimable(n, order, skip)
@@ -194,8 +226,10 @@ class Claims:
         rows in flight are one run of consecutive ids: SQLite skips them (``NOT BETWEEN``)
         instead of handing them to Python on every claim (a batched drain read 1,000 rows with
         their payloads to claim 500). Caller holds ``rlock``."""
-        cols = "SELECT id, msg_id, topic, payload, attempts FROM messages"
+        cols = f"SELECT {_CLAIM_COLS} FROM messages"
         r = self._db.r
+        if self.confirm_timeout is not None:
+            return self._claimable_confirming(n, order, skip)
         if skip:
             lo, hi = min(skip), max(skip)
             if hi - lo + 1 == len(skip):
@@ -252,6 +286,92 @@ class Claims:
             r.execute(f"DELETE FROM messages WHERE {where}", args)
         r.execute(ROWS_DELTA, (-len(rows),))
         return [(int(a), int(b)) for a, b in rows]
+
+    def _settle(self, ids: Sequence[int]) -> List[Tuple[int, int]]:
+        """Rows the broker acknowledged: deleted (confirm = "puback"; a row without numbers; a row
+        a confirmation already covered) or made SENT until a confirmation; (id, size) deleted."""
+        if self.confirm_timeout is None:
+            return self._delete_acked(ids)
+        r = self._db.r
+        where, args = id_filter(ids)
+        rows = r.execute(f"SELECT id, boot, seq FROM messages WHERE {where}", args).fetchall()
+        gone = [i for i, b, q in rows if q is None or b is None or self.confirmed.covers(int(b), int(q))]
+        dead = set(gone)
+        keep = [i for i, _, _ in rows if i not in dead]
+        if keep:
+            w2, a2 = id_filter(keep)
+            t = self.confirm_timeout
+            r.execute(
+                f"UPDATE messages SET state = {SENT}, due = ? + min(? * (1 << min(max(attempts - 1, 0), 20)), ?) "
+                f"WHERE {w2}",
+                [time.time(), t, max(t, CONFIRM_MAX_S), *a2],
+            )
+        return self._delete_acked(gone) if gone else []
+
+    def _claimable_confirming(self, n: int, order: str, skip: Set[int]) -> List[Any]:
+        """confirm = "collector": PENDING rows first (oldest or newest), then SENT rows whose
+        confirmation is overdue (``due`` passed), each skipping ``skip``. The PENDING scan starts at
+        ``_pending_from`` so that the SENT rows piling up in front of it while no confirmation
+        comes (a collector down) are not read again on every claim. Caller holds ``rlock``."""
+        r = self._db.r
+        cols = f"SELECT {_CLAIM_COLS} FROM messages"
+        start = self._pending_from if order == "ASC" else 0
+        sql, args, limit = f"{cols} WHERE state = {PENDING} AND id >= ?", [start], n + len(skip)
+        lo, hi = (min(skip), max(skip)) if skip else (0, -1)
+        if skip and hi - lo + 1 == len(skip):  # a drain's rows in flight: one run, skipped by SQLite
+            sql, args, limit = sql + " AND id NOT BETWEEN ? AND ?", [start, lo, hi], n
+        rows = r.execute(f"{sql} ORDER BY id {order} LIMIT ?", [*args, limit]).fetchall()
+        if order == "ASC":
+            # the lowest PENDING row (claimed or not) at or above the old floor; a claimed one may be
+            # released, so the floor never passes a row in flight
+            lowest = [rows[0][0]] if rows else []
+            lowest += [i for i in skip if i >= start]
+            if lowest:
+                self._pending_from = min(lowest)
+        out = [row for row in rows if row[0] not in skip][:n]
+        if len(out) < n:
+            due = r.execute(
+                f"{cols} WHERE state = {SENT} AND due <= ? ORDER BY due LIMIT ?", (time.time(), n + len(skip))
+            ).fetchall()
+            out += [row for row in due if row[0] not in skip][: n - len(out)]
+        return out
+
+    def confirm(self, confirms: Confirms) -> int:
+        """A confirmation from the collector: delete the SENT rows it covers; returns how many.
+        Remembered for rows whose PUBACK comes after it (:meth:`_settle`)."""
+        s, r = self._s, self._db.r
+        self.confirmed.add(confirms)
+        deleted: List[Tuple[int, int]] = []
+        with self._db.rlock:
+            s.check_open()
+            with self._write_txn():
+                for boot, ranges in confirms.items():
+                    for lo, hi in ranges:
+                        rows = r.execute(
+                            f"SELECT id, size FROM messages WHERE state = {SENT} AND boot = ? AND seq BETWEEN ? AND ?",
+                            (boot, lo, hi),
+                        ).fetchall()
+                        if rows:
+                            deleted += self._delete_acked([int(i) for i, _ in rows])
+        ids = {i for i, _ in deleted}
+        with s.lock:
+            s.count -= len(deleted)
+            s.bytes -= sum(size for _, size in deleted)
+            s.inflight.difference_update(ids)  # a resend still in flight: confirmed meanwhile
+        self.confirmations += 1
+        self.confirmed_rows += len(deleted)
+        return len(deleted)
+
+    def sent_stats(self) -> Tuple[int, Optional[float]]:
+        """(SENT rows, the oldest one's ``created``): stored, acknowledged by the broker, not yet
+        confirmed by the collector."""
+        with self._db.rlock:
+            self._s.check_open()
+            n = self._db.r.execute(f"SELECT count(*) FROM messages WHERE state = {SENT}").fetchone()[0]
+            row = self._db.r.execute(
+                f"SELECT created FROM messages WHERE state = {SENT} ORDER BY boot, seq LIMIT 1"
+            ).fetchone()
+        return int(n), (float(row[0]) if row else None)
 
     def release(self, rowids: Optional[Sequence[int]] = None) -> int:
         """Return in-flight rows (all when ``rowids`` is None) to pending, e.g. after a disconnect."""

@@ -34,10 +34,25 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages(
     id INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL, topic TEXT NOT NULL,
     payload BLOB NOT NULL, size INTEGER NOT NULL, created REAL NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0, state INTEGER NOT NULL DEFAULT 0);
+    attempts INTEGER NOT NULL DEFAULT 0, state INTEGER NOT NULL DEFAULT 0,
+    boot INTEGER, seq INTEGER, due REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('rows', 0);
 """
+# state: PENDING (not sent, or sent and not acknowledged yet: in flight lives in memory) or SENT
+# (the broker's PUBACK came, the collector's confirmation not yet: [mqtt] confirm = "collector").
+# boot/seq: the row's numbers (NULL in rows stored before they were columns: such a row is
+# deleted on its PUBACK, as before); due: when a SENT row is sent again if still unconfirmed.
+PENDING, SENT = 0, 1
+# partial indexes: only SENT rows are in them, so with confirm = "puback" (every row PENDING) an
+# insert or delete pays nothing for them
+INDEXES = """
+CREATE INDEX IF NOT EXISTS messages_sent_seq ON messages(boot, seq) WHERE state = 1;
+CREATE INDEX IF NOT EXISTS messages_sent_due ON messages(due) WHERE state = 1;
+"""
+# a queue file from before the columns: migrated in place at its first open (one transaction,
+# schema only: old rows keep NULL numbers; ALTER TABLE ADD COLUMN rewrites no row)
+_ADDED = (("boot", "INTEGER"), ("seq", "INTEGER"), ("due", "REAL NOT NULL DEFAULT 0"))
 # meta 'rows' is the number of rows in messages, kept in the same transaction as every insert and
 # delete, so a salvage knows what was there: salvaged + lost = rows (a file from before it existed
 # has no 'rows': the loss is then reported as unknown)
@@ -91,10 +106,33 @@ def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"messages", "meta"} <= tables:
             conn.executescript(SCHEMA)
+        _migrate(conn)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add what an older queue file lacks (columns, indexes); writes nothing when it has them."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    missing = [(c, t) for c, t in _ADDED if c not in have]
+    if not missing and {"messages_sent_seq", "messages_sent_due"} <= indexes:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for col, decl in missing:
+            conn.execute(f"ALTER TABLE messages ADD COLUMN {col} {decl}")
+        for stmt in INDEXES.strip().splitlines():
+            conn.execute(stmt)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    if missing:
+        log.info("outbox: queue file migrated in place (added %s)", ", ".join(c for c, _ in missing))
 
 
 def lock_queue(path: Path) -> IO[bytes]:

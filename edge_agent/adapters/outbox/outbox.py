@@ -38,6 +38,7 @@ from edge_agent.adapters.outbox.tallies import Op, checked, from_meta
 from edge_agent.adapters.outbox.writer import Writer
 from edge_agent.core.config.schema import QueueConfig
 from edge_agent.core.messages.builders import encode, stamp
+from edge_agent.core.messages.confirm import Confirms
 from edge_agent.core.queue.policy import Limits, admit
 from edge_agent.errors import QueueError, QueueFullError
 
@@ -250,6 +251,22 @@ class Outbox:
         """Return in-flight rows (all when ``rowids`` is None) to pending, e.g. after a disconnect."""
         return self.claims.release(rowids)
 
+    def confirm_with(self, timeout_s: Optional[float]) -> None:
+        """``[mqtt] confirm = "collector"``: a PUBACK makes a row SENT, deleted only by
+        :meth:`confirm`, resent after ``timeout_s`` (doubling per attempt); None: "puback"."""
+        self.claims.confirm_timeout = timeout_s
+
+    def confirm(self, confirms: Confirms) -> int:
+        """Delete the SENT rows a collector's confirmation covers; returns how many."""
+        with _db_errors(self.path, "delete confirmed messages"):
+            return self.claims.confirm(confirms)
+
+    def pending(self) -> int:
+        """``stats()["pending"]`` from memory only (the sync asks it on every loop)."""
+        s = self._state
+        with s.lock:
+            return s.count - len(s.acked_undeleted) + len(s.batch) + s.committing[0]
+
     # ---- maintenance -----------------------------------------------------------------------
     def purge(self) -> int:
         """Delete every stored message (counted as dropped) and return the space to the filesystem."""
@@ -311,6 +328,7 @@ class Outbox:
         with self.db.rlock, _db_errors(self.path, "read the queue"):
             s.check_open()
             row = self.db.r.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
+        sent, sent_oldest = self.claims.sent_stats()
         with s.lock:
             oldest = row[0] if row else (s.batch[0][3] if s.batch else None)
             return {
@@ -319,6 +337,11 @@ class Outbox:
                 "unflushed": len(s.batch) + s.committing[0],
                 "bytes": s.bytes + s.batch_bytes + s.committing[1],
                 "oldest": iso_time(oldest),
+                # stored, acknowledged by the broker, not yet confirmed by the collector (in pending)
+                "sent": sent,
+                "oldest_unconfirmed_s": None
+                if sent_oldest is None
+                else round(max(0.0, time.time() - sent_oldest), 1),
                 "path": str(self.path),
                 "seq": s.seq,
                 "boot": s.boot,

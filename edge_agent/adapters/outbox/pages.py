@@ -287,7 +287,13 @@ def _scan(db: bytes, wal: Optional[bytes], ps: int, reserved: int, header: bool)
 
 
 def _keep(result: PageScan, rowid: int, rec: list[Any]) -> None:
-    if len(rec) == 8 and isinstance(rec[1], str) and isinstance(rec[2], str) and isinstance(rec[3], bytes):
+    # 8 columns before boot/seq/due were added (ALTER TABLE leaves old records short), 11 since
+    if (
+        8 <= len(rec) <= 11
+        and isinstance(rec[1], str)
+        and isinstance(rec[2], str)
+        and isinstance(rec[3], bytes)
+    ):
         created = float(rec[5]) if isinstance(rec[5], (int, float)) else 0.0
         attempts = int(rec[6]) if isinstance(rec[6], int) else 0
         result.messages[rowid] = (rec[1], rec[2], rec[3], created, attempts)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
@@ -76,6 +77,8 @@ def _stats_from_scan(path: Path, why: QueueError) -> dict[str, Any]:
         "unflushed": 0,
         "bytes": sum(len(m[2]) for m in msgs.values()),
         "oldest": iso_time(oldest),
+        "sent": 0,  # a page scan does not tell SENT rows: every row counts as pending
+        "oldest_unconfirmed_s": None,
         "path": str(path),
     }
     _counters(stats, found.meta)
@@ -89,6 +92,19 @@ def _stats_from_scan(path: Path, why: QueueError) -> dict[str, Any]:
     stats["unreadable_rows"] = max(0, there - len(msgs)) if there is not None else None
     stats["note"] = f"read page by page: {why}"
     return stats
+
+
+def _sent(conn: sqlite3.Connection) -> tuple[int, Optional[float]]:
+    """(SENT rows, age in s of the oldest): acknowledged by the broker, not confirmed by the
+    collector yet; (0, None) for a file from before the state was kept."""
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+    if "seq" not in cols:
+        return 0, None
+    n = int(conn.execute("SELECT count(*) FROM messages WHERE state = 1").fetchone()[0])
+    row = conn.execute("SELECT min(created) FROM messages WHERE state = 1").fetchone()
+    if row is None or row[0] is None:
+        return n, None
+    return n, round(max(0.0, time.time() - float(row[0])), 1)
 
 
 def read_stats(path: Path) -> dict[str, Any]:
@@ -106,6 +122,7 @@ def read_stats(path: Path) -> dict[str, Any]:
         stats["pending"], stats["bytes"] = int(n), int(size)
         row = conn.execute("SELECT created FROM messages ORDER BY id LIMIT 1").fetchone()
         stats["oldest"] = iso_time(row[0] if row else None)
+        stats["sent"], stats["oldest_unconfirmed_s"] = _sent(conn)
         stats["path"] = str(path)
         return _counters(stats, dict(conn.execute("SELECT key, value FROM meta").fetchall()))
     except sqlite3.DatabaseError as exc:  # damage deeper in the file than the first page

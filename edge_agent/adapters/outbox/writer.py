@@ -61,9 +61,10 @@ class Writer:
             carried = [s.tally_ops[b[4]] for b in batch if b[4] in s.tally_ops]
         folded = tallies.fold(carried)
         with self.txn():
+            boot = s.boot  # constant for the run; the row's numbers are what a confirmation names
             conn.executemany(
-                "INSERT INTO messages(msg_id, topic, payload, size, created) VALUES (?,?,?,?,?)",
-                [(m, t, p, len(p), c) for m, t, p, c, _ in batch],
+                "INSERT INTO messages(msg_id, topic, payload, size, created, boot, seq) VALUES (?,?,?,?,?,?,?)",
+                [(m, t, p, len(p), c, boot, q) for m, t, p, c, q in batch],
             )
             tallies.write(conn, folded)  # with the rows that carried them, or not at all
             dropped, freed = self.drop_over_limits(count + len(batch), nbytes + added)

@@ -139,7 +139,8 @@ def _drain(cfg: Config, timeout: float) -> int:
             done = sync.drain(timeout)
         finally:
             sync.stop()
-        left = outbox.stats()["pending"]
+        final = outbox.stats()
+        left, sent = final["pending"], final["sent"]
     finally:
         outbox.close()
     if done:
@@ -147,9 +148,11 @@ def _drain(cfg: Config, timeout: float) -> int:
         sys.stderr.write(f"drained {before - left} messages to {where}; queue empty\n")
         return 0
     reason = f" (last error: {sync.last_error})" if sync.last_error else ""
+    # confirm = "collector": the broker took them, the collector has not confirmed them (yet)
+    waiting = f", {sent} of them sent and awaiting the collector's confirmation" if sent else ""
     sys.stderr.write(
         f"edge-agent queue drain: timed out after {timeout:g}s with {left} messages still "
-        f"queued{reason}; nothing was lost\n"
+        f"queued{waiting}{reason}; nothing was lost\n"
     )
     return 1
 

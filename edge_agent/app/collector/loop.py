@@ -22,12 +22,14 @@ import time
 from collections import deque
 from typing import NamedTuple, Optional
 
+from edge_agent.adapters.collector import confirmed
 from edge_agent.adapters.collector.db import CollectorDb, DbError, Rejected
 from edge_agent.adapters.collector.subscriber import Inbound, Subscriber
 from edge_agent.adapters.collector.trust import Limits
 from edge_agent.app.collector.admission import Admission, Deliveries
 from edge_agent.core.config.collector import CollectorConfig, broker_address
 from edge_agent.core.config.schema import MqttConfig
+from edge_agent.core.messages.confirm import is_confirm_topic
 from edge_agent.core.messages.fleet import (
     DeviceStatus,
     Event,
@@ -61,6 +63,7 @@ class Outcome(NamedTuple):
     rejected: int
     conflicts: dict[str, int]
     newest: Optional[float]  # device time of the newest record stored
+    confirms: dict[str, bytes]  # device -> its commit watermark to publish (the latest store's)
 
     def plus(self, o: Outcome) -> Outcome:
         c = dict(self.conflicts)
@@ -68,7 +71,12 @@ class Outcome(NamedTuple):
             c[k] = c.get(k, 0) + v
         newest = max((t for t in (self.newest, o.newest) if t is not None), default=None)
         return Outcome(
-            self.inserted + o.inserted, self.duplicates + o.duplicates, self.rejected + o.rejected, c, newest
+            self.inserted + o.inserted,
+            self.duplicates + o.duplicates,
+            self.rejected + o.rejected,
+            c,
+            newest,
+            {**self.confirms, **o.confirms},
         )
 
 
@@ -90,6 +98,7 @@ class Metrics:
         self.round_failures = 0  # rounds that failed for their data and were stored one by one
         self.new_devices_refused = 0
         self.inbox_bytes = 0
+        self.confirms = 0  # commit watermarks published (one per device per round)
         self._window: deque[tuple[float, int]] = deque()
 
     def stored(self, now: float, n: int) -> None:
@@ -117,6 +126,7 @@ class Metrics:
             "collector_ingest_rate_per_s": round(self.rate(now), 1),
             "collector_lag_s": round(self.lag_s, 3),
             "collector_devices_online": self.devices_online,
+            "collector_confirms_total": self.confirms,
             "collector_inbox": inbox,
             "collector_inbox_bytes": self.inbox_bytes,
             "collector_broker_connected": 1.0 if connected else 0.0,
@@ -161,6 +171,8 @@ class Collector:
             message_max=cfg.message_max_kib * 1024,
         )
         self._online_at = 0.0
+        prefix = cfg.prefix
+        self.sub.ignore = lambda topic: is_confirm_topic(prefix, topic)  # ours, back through <prefix>/+/+
 
     def run(self, stop: threading.Event) -> None:
         try:
@@ -253,6 +265,8 @@ class Collector:
         if done is None:
             return  # stopping: not acknowledged, the broker sends them again
         self.sub.ack(batch)  # only now: the rows are committed (or dead-lettered)
+        # the commit watermarks of what is stored now: one message per device of the round
+        self.metrics.confirms += confirmed.publish(self.sub.client, self.cfg.prefix, done.confirms)
         now = time.monotonic()
         met = self.metrics
         met.messages += len(batch)
@@ -297,7 +311,7 @@ class Collector:
                 return self._one_by_one(items, received, stop)
 
     def _one_by_one(self, items: list[Item], received: float, stop: threading.Event) -> Optional[Outcome]:
-        total = Outcome(0, 0, 0, {}, None)
+        total = Outcome(0, 0, 0, {}, None, {})
         failures = 0
         for it in items:
             key = Deliveries.key(it.m.topic, it.m.payload)
@@ -357,7 +371,14 @@ class Collector:
         rejected = [it.rejected for it in items if it.rejected is not None]
         inserted = self.db.store(records, received, statuses, events, rejected)
         newest = max((r.time for r in records), default=None)
-        return Outcome(inserted, self.db.last_duplicates, len(rejected), dict(self.db.last_conflicts), newest)
+        return Outcome(
+            inserted,
+            self.db.last_duplicates,
+            len(rejected),
+            dict(self.db.last_conflicts),
+            newest,
+            dict(self.db.confirms),
+        )
 
     def _reopen(self) -> None:
         if self.db.dialect != "postgresql":

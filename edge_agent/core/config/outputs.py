@@ -96,6 +96,20 @@ class MqttConfig(Section):
         default=500, gt=0, le=100_000, description="at most this many messages in one batch"
     )
     batch_max_kib: int = Field(default=256, gt=0, le=16_384, description="at most this many KiB in one batch")
+    confirm: Literal["puback", "collector"] = Field(
+        default="puback",
+        description='when a sent result is deleted: "puback" = when the broker acknowledged it (a broker '
+        'that drops, loses or wipes what it acknowledged loses it); "collector" = only once the collector '
+        "confirms it is in its database (<prefix>/<device>/confirm, retained): the production setting "
+        "(docs/queue.md); needs this collector, which publishes the confirmations",
+    )
+    confirm_timeout_s: float = Field(
+        default=60.0,
+        ge=1.0,
+        le=86_400.0,
+        description='with confirm "collector", a result acknowledged by the broker but not confirmed this long '
+        "after is sent again (the wait doubles per attempt, at most an hour or this value)",
+    )
 
     @field_validator("topic_prefix")
     @classmethod

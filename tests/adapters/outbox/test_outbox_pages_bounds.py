@@ -45,7 +45,8 @@ def _leaves(db: bytes, ps: int) -> list[int]:
     return [
         n
         for n in range(2, len(db) // ps + 1)
-        if db[(n - 1) * ps] == 0x0D and any(cols == 8 for _, cols in _cell_heads(db, ps, n))
+        if db[(n - 1) * ps] == 0x0D
+        and any(cols in (8, 11) for _, cols in _cell_heads(db, ps, n))  # 11 since boot/seq/due
     ]
 
 
@@ -78,11 +79,16 @@ def _sqlite_reads(db: bytes) -> bool:
 
 def _small_leaf_file(ps: int, rows: int) -> tuple[bytes, int]:
     """A file whose last leaf holds few rows: room for a long cell pointer array."""
-    with outbox_file(ps) as f:
-        f.put(rows_of(rows, size=20))
-        f.checkpoint()
-        db, _ = f.image()
-    leaf = min(_leaves(db, ps), key=lambda n: len(_pointers(db, ps, n)))
+    # the first row count (from ``rows`` down) whose last leaf leaves room for one pointer more than
+    # a page holds: how many rows fill a leaf depends on the record's columns (11 since boot/seq/due)
+    for n in range(rows, rows - 20, -1):
+        with outbox_file(ps) as f:
+            f.put(rows_of(n, size=20))
+            f.checkpoint()
+            db, _ = f.image()
+        leaf = min(_leaves(db, ps), key=lambda p: len(_pointers(db, ps, p)))
+        if 8 + 2 * ((ps - 8) // 6 + 1) <= min(_pointers(db, ps, leaf)):
+            break
     assert 1 <= len(_pointers(db, ps, leaf)) < 20
     return db, leaf
 

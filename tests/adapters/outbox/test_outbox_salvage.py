@@ -443,6 +443,8 @@ def test_stats_of_an_empty_queue_say_none_oldest_and_boot_at_least_1(tmp_path: P
         "unflushed",
         "bytes",
         "oldest",
+        "sent",
+        "oldest_unconfirmed_s",
         "path",
         "seq",
         "boot",

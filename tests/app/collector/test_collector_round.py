@@ -256,6 +256,7 @@ def test_the_prometheus_figures_name_every_counter() -> None:
         "collector_ingest_rate_per_s": round(20 / RATE_WINDOW_S, 1),
         "collector_lag_s": 1.235,
         "collector_devices_online": 9,
+        "collector_confirms_total": 0,
         "collector_inbox": 11,
         "collector_inbox_bytes": 0,
         "collector_broker_connected": 1.0,
