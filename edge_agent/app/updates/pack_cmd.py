@@ -37,7 +37,7 @@ def register_under(msub: Subparsers) -> None:
         action="append",
         default=[],
         metavar="ID",
-        help="a device that may install it (repeatable; signed). A package pushed over MQTT needs at least "
+        help="a device that may install it (repeatable; signed); a package pushed over MQTT needs at least "
         "one --for-device or --for-group; a local `model install` needs neither",
     )
     pk.add_argument(
@@ -54,7 +54,7 @@ def register_under(msub: Subparsers) -> None:
         "--chunk-kb",
         type=int,
         default=256,
-        help="MQTT chunk size in KiB (signed: every chunk's hash is listed)",
+        help="MQTT chunk size in KiB (default 256; signed: every chunk's hash is listed)",
     )
     pk.add_argument("--probe", help="folder of probe images the gate uses when a device's ring is empty")
     pk.add_argument("--sign", metavar="KEYFILE", help="sign the manifest with this Ed25519 private key")

@@ -49,7 +49,7 @@ def test_a_default_written_in_a_help_text_is_the_default_the_code_uses() -> None
                 wrong.append(f"{p.prog} {name}: help says {m.group(1)!r}, the code uses {a.default!r}")
     assert wrong == []
     # the test looks at the hand-written ones it is about, not at nothing
-    assert checked[("edge-agent model push", "--chunk-kb")] == "256"
+    assert checked[("edge-agent model pack", "--chunk-kb")] == "256"
     assert checked[("edge-agent queue drain", "--timeout")] == "60"
     assert len(checked) >= 8
 
