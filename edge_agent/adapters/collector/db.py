@@ -16,44 +16,27 @@ default ``synchronous_commit``); the caller acknowledges MQTT messages only afte
 from __future__ import annotations
 
 import hashlib
-import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 from edge_agent.adapters.collector import confirmed, trust
+from edge_agent.adapters.collector.migrations import DbError as DbError
+from edge_agent.adapters.collector.migrations import migrations as migrations
+from edge_agent.adapters.collector.migrations import statements
 from edge_agent.adapters.collector.statuses import upsert_status
 from edge_agent.adapters.collector.trust import Limits
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, Record
-from edge_agent.errors import EdgeAgentError
 
-SQL_DIR = Path(__file__).resolve().parent / "sql"
-_MIGRATION_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 BUSY_TIMEOUT_MS = 60_000
 ADVISORY_LOCK = 0x6564_6765  # "edge"
-
-
-class DbError(EdgeAgentError):
-    """The database URL, driver or schema is unusable (one line)."""
 
 
 class Rejected(NamedTuple):
     topic: str
     reason: str
     received: float
-
-
-def migrations(dialect: str) -> list[tuple[int, str, str]]:
-    """``(version, file name, sql)`` for ``dialect``, in order; a missing number is an error."""
-    found = sorted(p for p in (SQL_DIR / dialect).iterdir() if _MIGRATION_RE.match(p.name))
-    out = []
-    for i, p in enumerate(found, 1):
-        version = int(p.name[:4])
-        if version != i:
-            raise DbError(f"{p}: migration {version} out of order, expected {i:04d}_*.sql")
-        out.append((version, p.name, p.read_text(encoding="utf-8")))
-    return out
 
 
 def _sqlite_path(url: str) -> str:
@@ -158,7 +141,7 @@ class CollectorDb:
                 )
             for version, name, sql in todo[have:]:
                 if self.dialect == "sqlite":
-                    for stmt in _statements(sql):
+                    for stmt in statements(sql):
                         self.conn.execute(stmt)
                 else:
                     self.conn.execute(sql)
@@ -398,9 +381,3 @@ class CollectorDb:
         return int(
             self._x("SELECT COUNT(*) FROM devices WHERE state IN ('running', 'draining')").fetchone()[0]
         )
-
-
-def _statements(sql: str) -> list[str]:
-    """The statements of a migration file (no ';' inside our statements; comments dropped)."""
-    text = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
-    return [s.strip() for s in text.split(";") if s.strip()]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Tuple
 
 from edge_agent.core.messages.fleet import Record
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from edge_agent.adapters.collector.db import CollectorDb
 
 CHUNK = 300  # keys per SQLite query (3 variables each; SQLite allows 32766)
-Key = tuple[str, int, int]
+Key = Tuple[str, int, int]
 
 
 class Limits(NamedTuple):

@@ -29,6 +29,7 @@ from typing import IO, Any, Dict, List, Optional, Tuple, Union
 
 from edge_agent.adapters.outbox.claims import Claims, Message
 from edge_agent.adapters.outbox.db import STATS_COUNTERS, is_disk_full, iso_time, lock_queue
+from edge_agent.adapters.outbox.flusher import run_flusher
 from edge_agent.adapters.outbox.marks import Ledger
 from edge_agent.adapters.outbox.opening import open_queue
 from edge_agent.adapters.outbox.reserve import Reserve
@@ -45,7 +46,6 @@ from edge_agent.errors import QueueError, QueueFullError
 log = logging.getLogger("edge_agent.outbox")
 
 COUNTERS = STATS_COUNTERS
-MAINTENANCE_S = 30.0
 __all__ = ["COUNTERS", "Message", "Outbox"]
 
 
@@ -291,36 +291,9 @@ class Outbox:
             self.space.maintain()
 
     def _run_flusher(self) -> None:
-        s = self._state
-        next_maintenance = time.monotonic() + MAINTENANCE_S
-        while True:
-            with s.lock:
-                while not s.closed:
-                    now = time.monotonic()
-                    due = s.batch_since + self.flush_interval_s if s.batch else now + MAINTENANCE_S
-                    if len(s.batch) >= self.flush_batch or now >= min(due, next_maintenance):
-                        break
-                    s.cond.wait(min(due, next_maintenance) - now)
-                if s.closed:
-                    return
-            try:
-                self.flush()
-                if time.monotonic() >= next_maintenance:
-                    next_maintenance = time.monotonic() + MAINTENANCE_S
-                    self._maintain()
-            except QueueFullError:
-                with s.lock:
-                    s.cond.wait(max(self.flush_interval_s, 0.5))
-            except Exception as exc:  # noqa: BLE001 -- QueueError, or anything else: were this thread to
-                # end, results would pile up unflushed in memory until close (lost on a crash)
-                what = str(exc) if isinstance(exc, QueueError) else f"unexpected {type(exc).__name__}: {exc}"
-                s.warn(
-                    "flush",
-                    f"outbox {self.path}: background flush failed (will retry): {what}",
-                    logging.ERROR,
-                )
-                with s.lock:
-                    s.cond.wait(max(self.flush_interval_s, 0.5))
+        run_flusher(
+            self._state, self.path, self.flush_interval_s, self.flush_batch, self.flush, self._maintain
+        )
 
     def stats(self) -> Dict[str, Any]:
         """Queue figures: ``pending`` counts every message not yet acknowledged (stored + unflushed)."""

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from edge_agent.adapters.host.durable import move_durable, write_durable
 from edge_agent.adapters.updates import signing
@@ -66,7 +66,7 @@ MIB = 1 << 20
 # what a refusal is counted as, besides "refused" (the status's model_update.receiver shows each)
 KINDS = ("unsigned", "not_for_device", "rolled_back", "unknown_transfer", "bad_chunk", "low_space")
 
-FreeSpace = Callable[[Path], tuple[int, int]]  # directory -> (bytes free to us, filesystem size)
+FreeSpace = Callable[[Path], Tuple[int, int]]  # directory -> (bytes free to us, filesystem size)
 
 
 def free_space(path: Path) -> tuple[int, int]:

@@ -17,7 +17,7 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Tuple
 
 from edge_agent.adapters.host.durable import durable_file, write_durable
 from edge_agent.adapters.updates.package_file import write_tail
@@ -51,7 +51,7 @@ class Transfer:
 
 
 # the begin's bytes -> the begin and its verified manifest; raises on anything it would refuse
-Screen = Callable[[bytes], tuple[SignedBegin, Manifest]]
+Screen = Callable[[bytes], Tuple[SignedBegin, Manifest]]
 MAX_BEGIN_FILE = 1 << 20
 
 

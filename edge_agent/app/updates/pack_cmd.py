@@ -209,6 +209,12 @@ def _manifest(cls: type[M], **fields: object) -> M:
         value = fields.get(field)
         if isinstance(value, list) and len(first["loc"]) > 1 and isinstance(first["loc"][1], int):
             value = value[first["loc"][1]]  # the one --for-device / --for-group / --board at fault
+        msg = str(first["msg"])
+        if isinstance(value, list) and msg.startswith("Value error, item "):  # the manifest's target check
+            _, item, why = msg.split(": ", 2)
+            raise ConfigError(
+                f"{FLAG_OF.get(field, field)} {item}: {why} (the package manifest's rule)"
+            ) from None
         raise ConfigError(
             f"{FLAG_OF.get(field, field)} {str(value)[:60]!r}: {first['msg']} (the package manifest's rule)"
         ) from None

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Dict, List, Literal, Optional, Tuple
+from typing import Dict, List, Literal, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from edge_agent.core.config.schema import Config
 from edge_agent.core.updates.plan import MAX_CHUNK as MAX_CHUNK
@@ -26,10 +26,13 @@ from edge_agent.errors import ModelError
 FORMAT = 2
 READS = (1, 2)
 MAX_TARGETS = 1000  # device ids / groups one manifest may name
-# a device id as [device] id allows it; a group as one MQTT topic level (no wildcard, no '/')
-DeviceId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
-GroupName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f/#+]{1,100}$")]
-BoardKind = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,32}$")]
+# a device id as [device] id allows it; a group as one MQTT topic level (no wildcard, no '/').
+# Checked by a validator, not typing.Annotated: that needs Python 3.9 (the Nano runs 3.8)
+TARGET_PATTERNS = {
+    "for_devices": re.compile(r"[A-Za-z0-9_.-]{1,64}"),
+    "for_groups": re.compile(r"[^\x00-\x1f\x7f/#+]{1,100}"),
+    "boards": re.compile(r"[a-z0-9_-]{1,32}"),
+}
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
 ROLES = ("detector", "classifier", "float_source")
@@ -73,10 +76,19 @@ class Manifest(BaseModel):
     force: bool = False
     # what the package is for (signed, like Mender's device_types_compatible / RAUC's compatible):
     # a device takes it only when it is named or one of its groups is; empty = a local install only
-    for_devices: List[DeviceId] = Field(default_factory=list, max_length=MAX_TARGETS)
-    for_groups: List[GroupName] = Field(default_factory=list, max_length=MAX_TARGETS)
-    boards: List[BoardKind] = Field(default_factory=list, max_length=32)  # empty = any board
+    for_devices: List[str] = Field(default_factory=list, max_length=MAX_TARGETS)
+    for_groups: List[str] = Field(default_factory=list, max_length=MAX_TARGETS)
+    boards: List[str] = Field(default_factory=list, max_length=32)  # empty = any board
     transfer: Optional[TransferPlan] = None  # the body's chunk hashes; required over MQTT
+
+    @field_validator("for_devices", "for_groups", "boards")
+    @classmethod
+    def _targets(cls, value: List[str], info: ValidationInfo) -> List[str]:
+        pattern = TARGET_PATTERNS[str(info.field_name)]
+        for i, item in enumerate(value):
+            if not pattern.fullmatch(item):
+                raise ValueError(f"item {i}: {item[:60]!r}: does not match {pattern.pattern}")
+        return value
 
     @field_validator("version")
     @classmethod

@@ -150,7 +150,7 @@ def test_a_retired_device_is_still_known_by_its_kept_results(url: str) -> None:
 
 
 def test_a_gap_in_the_migration_numbers_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from edge_agent.adapters.collector import db as collector_db
+    from edge_agent.adapters.collector import migrations as collector_db
 
     d = tmp_path / "sqlite"
     d.mkdir()

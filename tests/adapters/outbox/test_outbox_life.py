@@ -18,7 +18,7 @@ import pytest
 from support import wait_until
 from support.outbox import TOPIC, FullOnDelete, big_limits, crash, meta_rows
 
-from edge_agent.adapters.outbox import outbox as outbox_mod
+from edge_agent.adapters.outbox import flusher as flusher_mod
 from edge_agent.adapters.outbox.marks import read_marks
 from edge_agent.adapters.outbox.outbox import Outbox
 from edge_agent.errors import QueueFullError
@@ -162,7 +162,7 @@ def test_the_flusher_expires_old_rows_and_retries_deferred_deletes_on_its_own(
 ) -> None:
     """Maintenance runs from the flusher thread (every 30 s; 0.2 s here): rows past max_age go
     without a call from outside, and acked rows whose DELETE met a full disk are deleted."""
-    monkeypatch.setattr(outbox_mod, "MAINTENANCE_S", 0.2)
+    monkeypatch.setattr(flusher_mod, "MAINTENANCE_S", 0.2)
     path = tmp_path / "q.db"
     with Outbox(path, big_limits(max_age_s=3600), flush_interval_s=0.05) as ob:
         for i in range(3):
@@ -318,7 +318,7 @@ def test_each_salvage_adds_to_the_counts_of_the_ones_before(tmp_path: Path) -> N
 def test_a_maintenance_that_fails_is_one_line_naming_the_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(outbox_mod, "MAINTENANCE_S", 0.2)
+    monkeypatch.setattr(flusher_mod, "MAINTENANCE_S", 0.2)
     path = tmp_path / "q.db"
     with Outbox(path, big_limits(), flush_interval_s=0.05) as ob:
         real = ob.db.w

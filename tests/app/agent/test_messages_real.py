@@ -76,8 +76,11 @@ def test_real_messages_match_the_schemas_and_status_has_one_shape(tmp_path: Path
         check["sensor"].validate(body)
     for body in [*statuses, snap_file, {k: v for k, v in cli_snap.items() if k != "age_s"}]:
         check["status"].validate(body)
-    # one builder, one timer: every status body has the same keys, file and MQTT alike
-    assert {tuple(sorted(s)) for s in statuses} == {tuple(sorted(snap_file))}
+    # one builder, one timer: every status body has the same keys, file and MQTT alike, but the
+    # two the sync stamps on what it publishes (the collector orders statuses by them)
+    stamps = {"link", "status_seq"}
+    assert all(stamps <= set(s) for s in statuses)
+    assert {tuple(sorted(set(s) - stamps)) for s in statuses} == {tuple(sorted(snap_file))}
     # one timer (2 s ticks; MQTT at most every status_interval_s = 1): consecutive running
     # snapshots are a tick apart by the agent's own clock, not two timers' worth (however slow
     # this machine is). Taken after the first 4: the connect message may be a fresh snapshot
