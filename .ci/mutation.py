@@ -198,6 +198,34 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/inference/test_compare.py",
         ],
     ),
+    # issue 31/32: the confirmation format, the refusal-log throttle, the broker's identity files,
+    # what a signed package is for
+    "core-confirm": (["edge_agent/core/messages/confirm.py"], ["tests/core/messages/test_confirm.py"]),
+    "core-log-throttle": (
+        ["edge_agent/core/messages/log_throttle.py"],
+        ["tests/core/messages/test_log_throttle.py"],
+    ),
+    "core-broker": (
+        ["edge_agent/core/broker/identity.py", "edge_agent/core/broker/files.py"],
+        ["tests/core/broker/test_broker_text.py"],
+    ),
+    "core-binding": (
+        ["edge_agent/core/updates/binding.py", "edge_agent/core/updates/plan.py"],
+        ["tests/core/updates/test_binding_rules.py", "tests/core/updates/test_manifest_rules.py"],
+    ),
+    "collector-trust": (
+        [
+            "edge_agent/adapters/collector/trust.py",
+            "edge_agent/adapters/collector/statuses.py",
+            "edge_agent/adapters/collector/confirmed.py",
+            "edge_agent/app/collector/admission.py",
+        ],
+        [
+            "tests/adapters/collector/test_collector_trust.py",
+            "tests/adapters/collector/test_confirmed.py",
+            "tests/app/collector/test_collector_guard.py",
+        ],
+    ),
     "core-fleet": (
         ["edge_agent/core/messages/fleet.py"],
         # not tests/adapters/collector/test_fleet_retire.py: `fleet` subprocesses (no credit) and a

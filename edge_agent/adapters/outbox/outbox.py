@@ -291,9 +291,8 @@ class Outbox:
             self.space.maintain()
 
     def _run_flusher(self) -> None:
-        run_flusher(
-            self._state, self.path, self.flush_interval_s, self.flush_batch, self.flush, self._maintain
-        )
+        s, flush = self._state, lambda: self.flush()  # looked up per call: a replaced flush is used
+        run_flusher(s, self.path, self.flush_interval_s, self.flush_batch, flush, self._maintain)
 
     def stats(self) -> Dict[str, Any]:
         """Queue figures: ``pending`` counts every message not yet acknowledged (stored + unflushed)."""
