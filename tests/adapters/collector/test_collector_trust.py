@@ -193,3 +193,44 @@ def test_a_forged_order_far_ahead_cannot_pin_the_device_row(url: str) -> None:
         assert state_of(db) == "draining"
     finally:
         db.close()
+
+
+def test_a_confirmation_covers_what_the_database_holds_and_never_a_conflict_over_the_bound(url: str) -> None:
+    """Confirmed (the device may delete it): stored now, stored before, or kept in conflicts. Not
+    confirmed: a conflict over the per-device bound (only counted: the database does not hold it,
+    so its device must keep it) and a seq held back as implausible once the bound is reached."""
+    from edge_agent.core.messages.confirm import covers, decode
+
+    db = CollectorDb(url, limits=Limits(conflicts_max_per_device=2, seq_jump_max=10))
+    try:
+        db.migrate()
+        db.store([r for s in range(1, 6) for r in forged("cam", s)], NOW)  # first in: the forgeries
+        db.store([r for s in range(1, 6) for r in rec("cam", s)], NOW)  # the real ones: conflicts
+        assert db.last_conflicts == {"cam": 5}
+        held = {int(s) for (s,) in db._x("SELECT seq FROM conflicts WHERE device = 'cam'").fetchall()}
+        assert held == {1, 2}  # the bound: two kept, three only counted
+        ranges = decode(db.confirms["cam"])[1]
+        # the watermark is of keys: 1..5 are in messages (the forged copies won the key). So the
+        # real 3..5, over the bound, are covered too: without broker ACLs and past the bound a
+        # forger can cost real results (docs/threat-model.md); with enrollment it cannot publish
+        assert all(covers(ranges, s) for s in range(1, 6))
+        db.store(rec("cam", 100), NOW)  # 95 above the highest known (5): held, but over the bound
+        assert db.last_conflicts == {"cam": 1}
+        assert "cam" not in db.confirms  # nothing of the round is held: nothing confirmed
+        assert db._x("SELECT COUNT(*) FROM messages WHERE seq = 100").fetchone()[0] == 0
+    finally:
+        db.close()
+
+
+def test_a_kept_implausible_seq_is_confirmed_it_is_in_conflicts(url: str) -> None:
+    from edge_agent.core.messages.confirm import covers, decode
+
+    db = CollectorDb(url, limits=Limits(seq_jump_max=10))
+    try:
+        db.migrate()
+        db.store(rec("cam", 1), NOW)
+        db.store(rec("cam", 500), NOW)  # held as a conflict, kept: the database has it
+        assert db.last_conflicts == {"cam": 1}
+        assert covers(decode(db.confirms["cam"])[1], 500)
+    finally:
+        db.close()
