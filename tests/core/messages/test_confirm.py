@@ -145,3 +145,56 @@ def test_the_range_set_merges_and_stays_bounded() -> None:
     for b in range(2, MAX_BOOTS + 3):
         rs.add({b: [(1, 1)]})
     assert len(rs.boots) == MAX_BOOTS and not rs.covers(1, 40)  # the oldest boots go first
+
+
+def test_topic_edges() -> None:
+    assert confirm_topic("/edge/", "cam-1") == "edge/cam-1/confirm"
+    assert is_confirm_topic("/edge/", "edge/cam-1/confirm")  # the prefix as the config may give it
+    assert not is_confirm_topic("edge", "edge/cam-1/unconfirm")  # the whole last level
+    assert not is_confirm_topic("edge", "edge/cam-1/confirm/x")
+    assert not is_confirm_topic("edge", "edgecam/x/confirm")
+    assert not is_confirm_topic("edge", "xedge/cam-1/confirm")
+
+
+def _msg(c: object, v: object = 1) -> bytes:
+    return json.dumps({"v": v, "c": c}).encode()
+
+
+def test_the_bounds_are_inclusive_and_named() -> None:
+    from edge_agent.core.messages.confirm import MAX_BOOT, MAX_SEQ
+
+    assert decode(_msg([[0, [[1, 1]]], [MAX_BOOT, [[MAX_SEQ, MAX_SEQ]]]])) == {
+        0: [(1, 1)],
+        MAX_BOOT: [(MAX_SEQ, MAX_SEQ)],
+    }
+    cases = [
+        (
+            _msg([[MAX_BOOT + 1, [[1, 1]]]]),
+            f"c[0][0] (boot) = '{MAX_BOOT + 1}', expected an integer 0..{MAX_BOOT}",
+        ),
+        (_msg([[-1, [[1, 1]]]]), "c[0][0] (boot) = '-1'"),
+        (_msg([[1, [[0, 1]]]]), f"c[0][1][0][0] (lo) = '0', expected an integer 1..{MAX_SEQ}"),
+        (_msg([[1, [[5, 4]]]]), "c[0][1][0][1] (hi) = '4', expected an integer 5.."),
+        (_msg([[1, [[1, MAX_SEQ + 1]]]]), "(hi) ="),
+        (_msg([[True, [[1, 1]]]]), "(boot) = 'True'"),
+        (_msg([[1, [[1, 1]]]], v=True), "v = 'True', expected 1"),
+        (_msg([[1, [[1, 1]]]], v=2), "v = '2', expected 1"),
+        (_msg([[1]]), "c[0] has 1 entries, expected [boot, ranges]"),
+        (_msg([[1, [[1]]]]), "c[0][1][0] has 1 entries, expected [lo, hi]"),
+        (_msg([[1, [[1, 1]]], [1, [[2, 2]]]]), "c[1]: boot 1 twice"),
+        (_msg("x"), "c is str, expected a list"),
+        (b"[1]", "list, expected an object"),
+        ("\u00e9".encode(), "not ASCII JSON"),
+    ]
+    for payload, why in cases:
+        with pytest.raises(ConfirmError) as e:
+            decode(payload)
+        assert why in str(e.value), (payload, str(e.value))
+
+
+def test_the_size_limit_is_exact() -> None:
+    body = _msg([[1, [[1, 1]]]])
+    pad = MAX_PAYLOAD - len(body)
+    assert decode(body[:-1] + b" " * pad + b"}") == {1: [(1, 1)]}  # exactly MAX_PAYLOAD bytes
+    with pytest.raises(ConfirmError, match=f"{MAX_PAYLOAD + 1} bytes, at most {MAX_PAYLOAD}"):
+        decode(body[:-1] + b" " * (pad + 1) + b"}")
