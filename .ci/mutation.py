@@ -211,7 +211,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-binding": (
         ["edge_agent/core/updates/binding.py", "edge_agent/core/updates/plan.py"],
-        ["tests/core/updates/test_binding_rules.py", "tests/core/updates/test_manifest_rules.py"],
+        [
+            "tests/core/updates/test_binding_rules.py",
+            "tests/core/updates/test_manifest_rules.py",
+            "tests/core/updates/test_package_rules.py",
+        ],
     ),
     "collector-trust": (
         [

@@ -47,3 +47,23 @@ def test_a_recent_key_stays() -> None:
 def test_bad_settings_refused(every: int, keys: int) -> None:
     with pytest.raises(ValueError):
         LogThrottle(every, keys)
+
+
+def test_the_defaults_and_the_smallest_settings() -> None:
+    t = LogThrottle()
+    assert (t.every, t.max_keys) == (100, 1024)
+    lines = [t.line("k", "x") for _ in range(200)]
+    assert [i + 1 for i, s in enumerate(lines) if s is not None] == [1, 100, 200]
+    one = LogThrottle(every=1, max_keys=1)  # every refusal logged, one key remembered
+    said = "x ({} refused for 'a' so far; every 1th is logged)"
+    assert [one.line("a", "x") for _ in range(3)] == ["x", said.format(2), said.format(3)]
+    one.line("b", "y")
+    assert one.count("a") == 0 and one.count("b") == 1
+
+
+def test_a_long_key_is_cut_in_the_line() -> None:
+    t = LogThrottle(every=2)
+    key = "k" * 500
+    t.line(key, "x")
+    line = t.line(key, "x")
+    assert line is not None and repr("k" * 80) in line and "k" * 81 not in line
