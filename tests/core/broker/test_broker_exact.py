@@ -393,3 +393,45 @@ def test_parse_enrolled_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(EnrollError) as err:
         parse_enrolled(text + " ")
     assert str(err.value) == f"enrolled.json: {len(text) + 1} characters, at most {len(text)}"
+
+
+@pytest.mark.parametrize("tail", ["X", "XX", " ", "\t"])
+def test_passwd_matches_strips_one_line_end_only(tail: str) -> None:
+    # only line-end characters go (any run of them): anything else after the hash is not base64
+    assert not passwd_matches(_line() + tail, "pw")
+
+
+def test_a_second_colon_is_not_a_user_with_a_colon() -> None:
+    # mosquitto splits at the first ':' as well; "a:b" is no user of ours
+    assert not passwd_matches("a:" + _line(), "pw")
+    with pytest.raises(EnrollError, match="line 1: not 'user"):
+        parse_passwd("a:b:$7$x")
+
+
+def test_the_prefix_and_dir_lose_slashes_only() -> None:
+    acl = acl_text(Enrollment({"a": []}, ["c"], ["o"]), "/XsX/")
+    for line in ["topic write XsX/a/detections", "topic read XsX/+/+", "topic write XsX/+/model/#"]:
+        assert line in acl.splitlines()
+    assert "password_file /etc/mX/passwd\n" in conf_text("/etc/mX/", 1883)
+
+
+def test_lists_exactly_at_the_bound_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(identity, "MAX_IDENTITIES", 3)
+    assert parse_enrolled('{"version": 1, "collectors": ["a", "b", "c"]}').collectors == ["a", "b", "c"]
+    three = {"version": 1, "devices": {"a": {}, "b": {}, "c": {}}}
+    assert sorted(parse_enrolled(json.dumps(three)).devices) == ["a", "b", "c"]
+
+
+def test_a_long_version_is_cut_in_the_message() -> None:
+    with pytest.raises(EnrollError) as err:
+        parse_enrolled(json.dumps({"version": "v" * 30}))
+    assert str(err.value) == f"enrolled.json: version {'v' * 20!r}, expected 1"
+
+
+def test_identity_users_lists_each_roles_user() -> None:
+    e = Enrollment({"cam": []}, ["coll"], ["op"])
+    assert e.identity_users("cam") == ["cam", "cam-model", "cam-doctor"]
+    assert e.identity_users("op") == ["op", "op-watch"]
+    assert e.identity_users("coll") == ["coll"]
+    assert e.identity_users("cam-model") == [] and e.identity_users("nobody") == []
+    assert e.names() == ["cam", "coll", "op"]
