@@ -207,7 +207,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "core-broker": (
         ["edge_agent/core/broker/identity.py", "edge_agent/core/broker/files.py"],
-        ["tests/core/broker/test_broker_text.py"],
+        ["tests/core/broker/test_broker_text.py", "tests/core/broker/test_broker_exact.py"],
     ),
     "core-binding": (
         ["edge_agent/core/updates/binding.py", "edge_agent/core/updates/plan.py"],
