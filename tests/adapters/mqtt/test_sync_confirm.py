@@ -151,3 +151,22 @@ def test_the_settings_reach_the_outbox(tmp_path: Path) -> None:
     with Outbox(tmp_path / "p.db", big_limits()) as ob:
         MqttSync(cfg(1883, confirm="puback", confirm_timeout_s=7.5), DEVICE, ob)
         assert ob.claims.confirm_timeout is None
+
+
+def test_an_oversized_confirmation_is_cut_before_it_is_queued_and_still_refused() -> None:
+    """Outside input: a forger's 10 MB on the confirm topic must not be held whole (1024 queued)."""
+    import threading
+
+    import paho.mqtt.client as mqtt_client
+
+    from edge_agent.adapters.mqtt.session import SyncSession
+    from edge_agent.core.messages.confirm import MAX_PAYLOAD, ConfirmError, decode
+
+    session = SyncSession(threading.Event())
+    msg = mqtt_client.MQTTMessage(topic=b"edge/cam/confirm")
+    msg.payload = b"x" * (10 << 20)
+    session.on_message(None, None, msg)  # type: ignore[arg-type]
+    (queued,) = session.confirms
+    assert len(queued) == MAX_PAYLOAD + 1
+    with pytest.raises(ConfirmError, match="bytes, at most"):
+        decode(queued)
