@@ -46,6 +46,13 @@ def _numbers(msg_id: Optional[str]) -> dict[str, Any]:
     return {"schema": SCHEMA_VERSION, "id": msg_id or new_message_id(), "seq": UNSTAMPED, "boot": UNSTAMPED}
 
 
+def _camera(body: MutableMapping[str, Any], camera: Optional[str]) -> None:
+    """``camera`` right after ``device_id`` when the config names its cameras (``[[cameras]]``);
+    absent for the single ``[camera]``, whose messages stay as they were."""
+    if camera is not None:
+        body["camera"] = camera
+
+
 def stamp(body: MutableMapping[str, Any], *, seq: int, boot: int) -> str:
     """The outbox's numbers into the places the builder named; returns the message id.
 
@@ -80,6 +87,7 @@ def result_message(
     device_id: str,
     ts: float,
     msg_id: Optional[str] = None,
+    camera: Optional[str] = None,
     frame: Optional[int] = None,
     ts_mono: Optional[float] = None,
     captured_at: Union[float, Absent, None] = ABSENT,
@@ -104,6 +112,7 @@ def result_message(
         raise QueueError(f"result message: detections is {type(dets).__name__}, expected a list")
     body = _numbers(msg_id)
     body["device_id"] = device_id
+    _camera(body, camera)
     body["ts"] = float(ts)
     body["image"] = result["image"]
     body["width"] = int(result["width"])
@@ -167,6 +176,21 @@ def topics(prefix: str, device_id: str) -> Topics:
     return Topics(f"{base}/detections", f"{base}/status", f"{base}/sensors")
 
 
+# the kinds a camera makes; with [[cameras]] they are published one level deeper, under the camera
+CAMERA_KINDS = ("detections", "objects", "counts")
+
+
+def camera_base(prefix: str, device_id: str, camera: Optional[str]) -> str:
+    """Where a camera's messages go: ``<prefix>/<device>/<camera>`` for a named camera
+    (``[[cameras]]``), ``<prefix>/<device>`` for the single ``[camera]`` (unchanged topics).
+
+    The camera comes before the kind, as in Frigate's ``frigate/<camera>/<object>``: the kind stays
+    the last level (batches, the broker ACL and the collector read it there), one camera is one
+    subscription (``<p>/<d>/gate/#``) and one kind of every camera too (``<p>/+/+/objects``)."""
+    base = f"{prefix.strip('/')}/{device_id}"
+    return base if camera is None else f"{base}/{camera}"
+
+
 # an object event's fields after the head, in published order (schemas/object.json)
 OBJECT_EVENT_FIELDS = (
     "event",
@@ -195,6 +219,7 @@ def object_message(
     captured_at: float,
     frame: Optional[int] = None,
     snapshot_jpeg_b64: Optional[str] = None,
+    camera: Optional[str] = None,
 ) -> dict[str, Any]:
     """The ``<prefix>/<device>/objects`` body of one object event (``[output] mode = "objects"``).
 
@@ -206,6 +231,7 @@ def object_message(
         raise QueueError(f"object message: unknown event field(s) {', '.join(sorted(unknown))}")
     body = _numbers(None)
     body["device_id"] = device_id
+    _camera(body, camera)
     body["ts"] = float(ts)
     body.update((k, event[k]) for k in OBJECT_EVENT_FIELDS if k in event)
     body["captured_at"] = captured_at
@@ -217,12 +243,18 @@ def object_message(
 
 
 def counts_message(
-    counts: Mapping[str, Any], *, device_id: str, ts: float, interval_s: float
+    counts: Mapping[str, Any],
+    *,
+    device_id: str,
+    ts: float,
+    interval_s: float,
+    camera: Optional[str] = None,
 ) -> dict[str, Any]:
     """The ``<prefix>/<device>/counts`` body: one interval's counts per line and zone, with totals
     (``counts`` from :meth:`edge_agent.core.objects.lifecycle.ObjectEvents.counts_due`)."""
     body = _numbers(None)
     body["device_id"] = device_id
+    _camera(body, camera)
     body["ts"] = float(ts)
     body["interval_s"] = float(interval_s)
     body["from"] = counts["from"]
@@ -232,7 +264,7 @@ def counts_message(
     return body
 
 
-def object_topics(prefix: str, device_id: str) -> tuple[str, str]:
-    """Objects mode: ``<prefix>/<device>/objects`` (events) and ``<prefix>/<device>/counts``."""
-    base = f"{prefix.strip('/')}/{device_id}"
+def object_topics(prefix: str, device_id: str, camera: Optional[str] = None) -> tuple[str, str]:
+    """Objects mode: ``<base>/objects`` (events) and ``<base>/counts`` (:func:`camera_base`)."""
+    base = camera_base(prefix, device_id, camera)
     return f"{base}/objects", f"{base}/counts"
