@@ -165,6 +165,16 @@ class Camera:
         """
         return self._slot.get(timeout_s)
 
+    @property
+    def fps_in(self) -> float:
+        """Frames/s the source delivers (a moving average; 0 before two frames)."""
+        return self._fps
+
+    @property
+    def has_frame(self) -> bool:
+        """A frame is waiting, not read yet."""
+        return not self._slot.empty
+
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the thread and release the source (a read stuck in a driver is abandoned after timeout_s)."""
         self._stop.set()

@@ -34,13 +34,21 @@ def _label(value: str) -> str:
 
 
 def render(metrics: Mapping[str, float], labels: Mapping[str, str]) -> str:
-    """Prometheus text exposition format, one gauge per metric, ``edge_agent_`` prefixed."""
+    """Prometheus text exposition format, one gauge family per metric, ``edge_agent_`` prefixed.
+
+    A name may carry labels of its own, ``camera_fps{camera="gate"}`` (label values escaped by the
+    caller): one ``# TYPE`` line per family, then each series."""
     lab = ",".join(f'{k}="{_label(v)}"' for k, v in sorted(labels.items()))
     lines = []
+    typed: set[str] = set()
     for name, value in sorted(metrics.items()):
-        full = f"edge_agent_{name}"
-        lines.append(f"# TYPE {full} gauge")
-        lines.append(f"{full}{{{lab}}} {number(value)}")
+        family, _, own = name.partition("{")
+        full = f"edge_agent_{family}"
+        if full not in typed:
+            typed.add(full)
+            lines.append(f"# TYPE {full} gauge")
+        both = ",".join(p for p in (lab, own.rstrip("}")) if p)
+        lines.append(f"{full}{{{both}}} {number(value)}")
     return "\n".join(lines) + "\n"
 
 

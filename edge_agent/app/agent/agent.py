@@ -1,8 +1,13 @@
 """The agent: camera (+ sensor) -> detect -> classify crops -> result -> outbox, beside MQTT sync.
 
 The agent owns what every camera shares (the model set, the outbox, MQTT sync, the sensor, model
-updates, the status) and a list of camera pipelines (one per camera, one today from ``[camera]``:
-:mod:`edge_agent.app.agent.camera_pipeline`).
+updates, the status) and a list of camera pipelines (one per camera: the single ``[camera]``, or
+each of ``[[cameras]]``: :mod:`edge_agent.app.agent.camera_pipeline`). With several cameras the
+loop takes the next ready frame by weighted round robin (core/camera/scheduler.py): one shared
+session per model, frames run in turn. Batching them into one ``session.run`` was measured here
+(YOLOv8n 640, 2 threads, its batch axis made dynamic): 4 frames in one run took 0.96x the time of
+4 runs, 2 in one 0.93x -- less than the staleness a gathered batch costs, and the Nano's and Pi's
+exports are batch-1 -- so frames are not batched (docs/cameras.md "Several cameras").
 
 One loop thread owns inference. Capture runs in the camera's thread and, when free-running,
 preprocessing of the next frame runs in a prefetch thread while the model infers the current
@@ -37,6 +42,8 @@ from edge_agent.app.agent.output_steps import ObjectsOutput
 from edge_agent.app.agent.parts import start_sensor, start_sync
 from edge_agent.app.updates.agent_side import ModelUpdates
 from edge_agent.core.camera.motion import MotionFilter
+from edge_agent.core.camera.scheduler import WeightedRoundRobin
+from edge_agent.core.config.cameras import camera_views
 from edge_agent.core.config.schema import Config, require_detector
 from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
 from edge_agent.core.objects.count_keys import Op
@@ -51,6 +58,7 @@ log = logging.getLogger(__name__)
 STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
+POLL_S = 0.01  # several cameras: the longest wait for a paced camera's turn or a sensor trigger
 
 
 @dataclass
@@ -95,8 +103,15 @@ class Agent:
         self._parts: Optional[Parts] = None
         self._status_out = StatusOutputs(cfg)
         self.updates: Optional[ModelUpdates] = None
-        # one per camera, each with its output step chosen from [output] mode (one camera today)
-        self.pipelines: list[CameraPipeline] = [CameraPipeline(cfg, self, camera)]
+        # one per camera, each with its output step chosen from its [output] mode; several cameras
+        # wait on one event that any camera's prefetch sets when it hands a frame over
+        views = camera_views(cfg)
+        self._wake = threading.Event()
+        wake = self._wake if len(views) > 1 else None
+        self.pipelines: list[CameraPipeline] = [
+            CameraPipeline(view, self, camera if i == 0 else None, wake) for i, view in enumerate(views)
+        ]
+        self.named_cameras = bool(cfg.cameras)
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -122,7 +137,7 @@ class Agent:
         self._models = models
         sdnotify.status(f"models warm: {models.detector.model.info.model_id}")
         outbox = Outbox.from_config(cfg.queue)
-        camera = self.pipelines[0].open()
+        cameras = [pipe.open() for pipe in self.pipelines]
         parts = self._parts = Parts(outbox)
         sync = parts.sync = start_sync(cfg, outbox, self.current_status, self.count_error)
         if self.updates is not None:
@@ -141,7 +156,10 @@ class Agent:
             log.info(
                 "ready in %.2fs: camera %s, detector %s, provider %s",
                 self.ready_s,
-                camera.name,
+                ", ".join(
+                    f"{p.id}={c.name}" if self.named_cameras else c.name
+                    for p, c in zip(self.pipelines, cameras)
+                ),
                 models.detector.model.info.model_id,
                 models.provider,
             )
@@ -203,9 +221,13 @@ class Agent:
     # ---- the loop -------------------------------------------------------------------------------
     def _loop(self) -> None:
         wd = sdnotify.watchdog_interval_s()
-        pipe = self.pipelines[0]  # one camera for now
+        pipes = self.pipelines
+        one = pipes[0] if len(pipes) == 1 else None  # one camera: its blocking next(), as always
+        rr = WeightedRoundRobin([p.view.weight for p in pipes])
         last_ping = last_status = 0.0
-        pipe.begin()
+        for pipe in pipes:
+            pipe.drop_stale = one is None
+            pipe.begin()
         try:
             while not self.stop_event.is_set():
                 now = time.monotonic()
@@ -218,17 +240,27 @@ class Agent:
                 if self.reload_requested.is_set():
                     self.reload_requested.clear()
                     self._reload()
-                item = pipe.next()
+                if one is not None:
+                    pipe, item = one, one.next()
+                else:
+                    self._wake.clear()  # before the peek: a hand-off after it sets it again
+                    i = rr.pick([n for n, p in enumerate(pipes) if p.ready])
+                    pipe = pipes[i] if i is not None else pipes[0]
+                    item = pipe.next(0) if i is not None else None
+                    if i is None and not all(p.ended() for p in pipes):
+                        self._wake.wait(POLL_S)
+                        continue
                 if item is None:
-                    if pipe.ended():
-                        log.info("camera source ended")
+                    if all(p.ended() for p in pipes):
+                        log.info("camera source ended" if one else "every camera source ended")
                         break
                     continue
                 pipe.process(*item)
                 if self.max_frames is not None and self.frames >= self.max_frames:
                     break
         finally:
-            pipe.end()
+            for pipe in pipes:
+                pipe.end()
 
     def _queue(
         self, outbox: Outbox, topic: str, body: dict[str, Any], tally: Optional[Sequence[Op]] = None
@@ -292,19 +324,21 @@ class Agent:
         return sum(pipe.frames for pipe in self.pipelines)
 
     def fps(self) -> float:
-        return self.pipelines[0].fps()  # one camera for now
+        """Frames inferred per second, every camera's."""
+        return sum(pipe.fps() for pipe in self.pipelines)
 
     def latency_ms(self) -> dict[str, float]:
+        """The first camera's latency medians (every camera's: the status ``cameras`` map's ages)."""
         return self.pipelines[0].latency_ms()
 
     @property
     def motion(self) -> Optional[MotionFilter]:
-        """The camera's motion gate (one camera for now)."""
+        """The first camera's motion gate (the single [camera]'s)."""
         return self.pipelines[0].motion
 
     @property
     def objects(self) -> Optional[ObjectsStep]:
-        """Objects mode's tracking step of the camera (one camera for now), else None."""
+        """Objects mode's tracking step of the first camera (the single [camera]'s), else None."""
         step = self.pipelines[0].output
         return step.objects if isinstance(step, ObjectsOutput) else None
 
@@ -318,15 +352,19 @@ class Agent:
         parts = self._parts
         if (fresh or self.last_status is None) and parts is not None:
             state = self.last_status["state"] if self.last_status else "running"
-            return snapshot(self, self.pipelines[0].camera, parts.outbox, parts.sync, parts.sensor, state)
+            return self._snapshot(parts, state)
         return dict(self.last_status or {})
+
+    def _snapshot(self, parts: Parts, state: str) -> dict[str, Any]:
+        # [[cameras]]: each camera in the ``cameras`` map and no single ``camera``; [camera]: as before
+        named = self.named_cameras
+        cameras = {p.id: p.stats() for p in self.pipelines} if named else None
+        camera = None if named else self.pipelines[0].camera
+        return snapshot(self, camera, parts.outbox, parts.sync, parts.sensor, state, cameras)
 
     def _status_tick(self, final: bool = False) -> None:
         """The one status timer: one snapshot to the status file, systemd, Prometheus and MQTT."""
         parts = self._parts
         assert parts is not None
-        state = "stopped" if final else "running"
-        self.last_status = snapshot(
-            self, self.pipelines[0].camera, parts.outbox, parts.sync, parts.sensor, state
-        )
+        self.last_status = self._snapshot(parts, "stopped" if final else "running")
         self._status_out.send(self.last_status, parts.sync, final)

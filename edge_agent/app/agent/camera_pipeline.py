@@ -4,7 +4,12 @@ As Frigate's ``CameraState``, a :class:`CameraPipeline` holds everything that is
 :class:`Camera`, its :class:`Prefetch` when free-running, its :class:`MotionFilter`, the output step
 chosen once from ``[output] mode`` (and that step's state), the frame count, fps and latency windows,
 the no-score streak and the frame observers. What every camera shares (the model set, the outbox,
-the sensor, model updates, the error count) is the agent's, reached through :class:`Owner`.
+the sensor, model updates, the error count) is the agent's, reached through :class:`Owner`. Its
+config is its :class:`CameraView`'s: read as if the file had this camera alone.
+
+With several cameras the agent's loop peeks at :attr:`ready` and takes frames with ``next(0)`` in
+the order its scheduler picks (core/camera/scheduler.py); one camera keeps the blocking
+``next(0.25)``, so the single-camera loop is what it was.
 
 :meth:`CameraPipeline.process` is the list of per-frame steps, read top to bottom:
 infer -> account -> model updates -> output step -> observers.
@@ -16,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable, List, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Tuple
 
 from edge_agent.adapters.camera.capture import Camera
 from edge_agent.app.agent.modelset import ModelSet
@@ -24,8 +29,9 @@ from edge_agent.app.agent.output_steps import OutputStep, Sink, output_step
 from edge_agent.app.agent.prefetch import Prefetch
 from edge_agent.app.agent.steps import feed_model_updates
 from edge_agent.core.camera.motion import MotionFilter
+from edge_agent.core.camera.scheduler import too_old
 from edge_agent.core.camera.source_spec import Frame
-from edge_agent.core.config.schema import Config
+from edge_agent.core.config.cameras import CameraView
 from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
 from edge_agent.core.vision.defaults import NO_SCORE_FRAMES, NO_SCORE_LEVEL
 from edge_agent.core.vision.results import Detection
@@ -57,12 +63,27 @@ class Owner(Sink, Protocol):
 class CameraPipeline:
     """One camera, from its frames to its output step; built once per camera by the agent."""
 
-    def __init__(self, cfg: Config, owner: Owner, camera: Optional[Camera] = None) -> None:
-        self.cfg = cfg
+    def __init__(
+        self,
+        view: CameraView,
+        owner: Owner,
+        camera: Optional[Camera] = None,
+        wake: Optional[threading.Event] = None,
+    ) -> None:
+        cfg = self.cfg = view.cfg
+        self.view = view
+        self.id = view.id
         self.owner = owner
         self.camera = camera  # built by open() unless given
+        self.wake = wake  # several cameras: set when this one has a frame ready
         self.motion: Optional[MotionFilter] = MotionFilter(cfg.motion) if cfg.motion.enabled else None
-        self.output: OutputStep = output_step(cfg, owner)  # chosen once, here
+        self.output: OutputStep = output_step(cfg, owner, view.id if view.named else None)  # chosen once
+        self.keep_ids: Optional[frozenset[int]] = None  # [[cameras]] classes, resolved on start()
+        self.motion_checked = self.motion_passed = 0
+        self.dropped_stale = 0
+        self.drop_stale = False  # several cameras: a frame that waited too long for its turn is dropped
+        self._dropped_last = False
+        self._triggers_seen = 0
         self.observers: list[FrameObserver] = []
         self.observer_errors = 0
         self._infer_errors = LogThrottle(DEVICE_EVERY)
@@ -83,9 +104,15 @@ class CameraPipeline:
 
     def start(self, models: ModelSet) -> None:
         camera = self.open()
+        self._keep(models)
         # JPEG sources decode frames >= 2x the model input at 1/2..1/8 (libjpeg DCT scaling)
         camera.decode_target = models.detector.input_hw
         camera.start()
+
+    def _keep(self, models: ModelSet) -> None:
+        """The camera's ``classes`` as the detector's ids (an unknown name: ModelError at start)."""
+        classes = self.view.classes
+        self.keep_ids = frozenset(models.detector.class_ids(list(classes))) if classes else None
 
     def begin(self) -> None:
         """The loop starts: paced (interval, trigger) or free-running with a prefetch thread."""
@@ -98,8 +125,9 @@ class CameraPipeline:
         )
         paced = cfg.camera.interval_s > 0 or self.trigger_only
         gate = self._motion_gate if self.motion is not None else None
-        self.prefetch = None if paced else Prefetch(camera, self._models, gate)
+        self.prefetch = None if paced else Prefetch(camera, self._models, gate, wake=self.wake)
         self._next_shot = time.monotonic()
+        self._triggers_seen = sensor.triggers if sensor is not None else 0
 
     def end(self) -> None:
         """The loop ended: the prefetch thread stops."""
@@ -122,17 +150,56 @@ class CameraPipeline:
         self.observers.append(fn)
 
     def reloaded(self, models: ModelSet) -> None:
+        self._keep(models)
         if self.camera is not None:
             self.camera.decode_target = models.detector.input_hw
 
     # ---- one frame ------------------------------------------------------------------------------
-    def next(self) -> Optional[Item]:
-        """The next frame to infer, or None (none yet, gated by motion, or not due)."""
+    @property
+    def ready(self) -> bool:
+        """Would ``next(0)`` have something (several cameras: the scheduler's peek)?"""
+        if self.prefetch is not None:
+            return self.prefetch.ready
+        sensor = self.owner.sensor
+        if self.trigger_only:
+            return sensor is not None and sensor.triggers > self._triggers_seen
+        return time.monotonic() >= self._next_shot
+
+    def next(self, timeout_s: float = 0.25) -> Optional[Item]:
+        """The next frame to infer, or None (none yet, stale, gated by motion, or not due);
+        ``timeout_s`` = 0: at once (several cameras: the loop waits on its wake event instead)."""
         prefetch = self.prefetch
-        got = prefetch.get(0.25) if prefetch is not None else self._next_paced()
+        if prefetch is not None:
+            got = prefetch.get(timeout_s)
+            if got is not None and self.drop_stale and self._stale(got[0]):
+                return None
+        else:
+            got = self._next_paced() if timeout_s > 0 else self._next_due()
         if got is not None:
             self._next_shot = time.monotonic() + self.cfg.camera.interval_s
         return got
+
+    def _stale(self, frame: Frame) -> bool:
+        """Drop a frame that waited more than two frame intervals when a newer one is there."""
+        camera = self.open()
+        fps = camera.fps_in
+        drop = too_old(
+            time.monotonic() - frame.ts_mono,
+            1.0 / fps if fps > 0 and camera.drop_stale else None,
+            camera.has_frame,
+            self._dropped_last,
+        )
+        self._dropped_last = drop
+        self.dropped_stale += drop
+        return drop
+
+    def _next_due(self) -> Optional[Item]:
+        """Paced, without waiting: the loop of several cameras asked because :attr:`ready` said so."""
+        sensor = self.owner.sensor
+        if self.trigger_only:
+            assert sensor is not None
+            self._triggers_seen = sensor.triggers
+        return self._read(0.0)
 
     def _next_paced(self) -> Optional[Item]:
         sensor = self.owner.sensor
@@ -150,8 +217,10 @@ class CameraPipeline:
                     self.owner.stop_event.wait(min(wait, 0.25))
                 if not fired and self._next_shot > time.monotonic():
                     return None
-        camera = self.open()
-        frame = camera.read(0.25)
+        return self._read(0.25)
+
+    def _read(self, timeout_s: float) -> Optional[Item]:
+        frame = self.open().read(timeout_s)
         if frame is None or (self.motion is not None and not self._motion_gate(frame)):
             return None
         return frame, None, self._models()
@@ -163,7 +232,10 @@ class CameraPipeline:
 
     def _motion_gate(self, frame: Frame) -> bool:
         assert self.motion is not None
-        return self.motion.check(frame.image, frame.ts_mono)
+        passed = self.motion.check(frame.image, frame.ts_mono)
+        self.motion_checked += 1
+        self.motion_passed += passed
+        return passed
 
     def process(self, frame: Frame, prepared: Optional[Prepared], models: ModelSet) -> None:
         """One frame, step by step: infer -> account -> model updates -> output -> observers."""
@@ -174,6 +246,8 @@ class CameraPipeline:
         if inferred is None:
             return
         dets, timings = inferred
+        if self.keep_ids is not None:  # this camera's classes, of what the shared detector kept
+            dets = [d for d in dets if d.class_id in self.keep_ids]
         self.account(models, timings)
         updates = self.owner.updates
         if updates is not None:
@@ -236,6 +310,28 @@ class CameraPipeline:
     def fps(self) -> float:
         t = self.frame_times
         return (len(t) - 1) / (t[-1] - t[0]) if len(t) >= 2 and t[-1] > t[0] else 0.0
+
+    def stats(self) -> dict[str, Any]:
+        """This camera's figures in the status ``cameras`` map (schemas/status.json)."""
+        cam = self.open().stats()
+        ages = sorted(d["age"] for d in self.latency if "age" in d)
+        return {
+            "source": cam["source"],
+            "kind": cam["kind"],
+            "state": cam["state"],
+            "fps_in": cam["fps"],
+            "fps": round(self.fps(), 2),
+            "processed": self.frames,
+            "skipped_motion": self.motion_checked - self.motion_passed,
+            "dropped_stale": self.dropped_stale,
+            "frame_age_ms": round(ages[len(ages) // 2], 1) if ages else None,
+            "motion_ratio": round(self.motion_passed / self.motion_checked, 3)
+            if self.motion_checked
+            else None,
+            "reconnects": cam["reconnects"],
+            "last_error": cam["last_error"],
+            "weight": self.view.weight,
+        }
 
     def latency_ms(self) -> dict[str, float]:
         if not self.latency:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent import __version__
@@ -37,6 +38,7 @@ def snapshot(
     sync: Optional[MqttSync],
     sensor: Optional[SerialSensor],
     state: str = "running",
+    cameras: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> dict[str, Any]:
     models = agent.models
     return build_status(
@@ -66,6 +68,7 @@ def snapshot(
         clock_synced=clock_synchronised(),
         warnings=agent.warnings(),
         model_update=agent.updates.status() if agent.updates is not None else None,
+        cameras=cameras,
     )
 
 
@@ -80,9 +83,14 @@ class StatusOutputs:
         self._last_mqtt = -1e9
 
     def send(self, status: dict[str, Any], sync: Optional[MqttSync], final: bool) -> None:
+        cams = status.get("cameras")
+        camera = (
+            f"cameras {sum(c['state'] == 'streaming' for c in cams.values())}/{len(cams)} streaming"
+            if cams is not None
+            else f"camera {(status['camera'] or {}).get('state')}"
+        )
         sdnotify.status(
-            f"{status['fps']} fps, queue {status['queue']['pending']}, broker {status['broker']['state']}, "
-            f"camera {(status['camera'] or {}).get('state')}"
+            f"{status['fps']} fps, queue {status['queue']['pending']}, broker {status['broker']['state']}, {camera}"
         )
         try:
             write_status(self.cfg.health.status_file, status)

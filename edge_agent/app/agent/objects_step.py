@@ -63,13 +63,14 @@ def tracker_params(cfg: Config) -> TrackerParams:
 class ObjectsStep:
     """Tracker + lifecycle + message building for one camera."""
 
-    def __init__(self, cfg: Config, checkpoint: Optional[Path] = None) -> None:
+    def __init__(self, cfg: Config, checkpoint: Optional[Path] = None, camera: Optional[str] = None) -> None:
         self.cfg = cfg
+        self.camera = camera  # a [[cameras]] id: in messages, topics and the counters' names
         self.tracker = Tracker(tracker_params(cfg))
         self.events = ObjectEvents(
             cfg.tracker, cfg.zones, cfg.lines, cfg.output.counts_interval_s, time.time()
         )
-        self.topic, self.counts_topic = object_topics(cfg.mqtt.topic_prefix, cfg.device.id)
+        self.topic, self.counts_topic = object_topics(cfg.mqtt.topic_prefix, cfg.device.id, camera)
         self.checkpoint = (
             checkpoint if checkpoint is not None else Path(cfg.device.state_dir) / "object-counts.json"
         )
@@ -82,9 +83,9 @@ class ObjectsStep:
     def restore(self, store: CountStore) -> None:
         """Continue the stored counters; without any, import the old JSON checkpoint once (then
         renamed ``*.imported``: the outbox holds the counters from there on)."""
-        stored = count_keys.state_from(store.tallies(), self.events.interval_start)
+        stored = count_keys.state_from(store.tallies(), self.events.interval_start, self.camera)
         where = "the queue's counters"
-        if stored is None:
+        if stored is None and self.camera is None:  # [[cameras]] came after the JSON checkpoint
             try:
                 stored = count_store.load(self.checkpoint)
             except EdgeAgentError as exc:
@@ -98,7 +99,7 @@ class ObjectsStep:
             return
         if where == str(self.checkpoint):
             try:
-                store.store_tallies(count_keys.seed_ops(self.events))
+                store.store_tallies(count_keys.seed_ops(self.events, self.camera))
                 count_store.set_aside(self.checkpoint)
             except EdgeAgentError as exc:
                 log.error(
@@ -172,8 +173,9 @@ class ObjectsStep:
                 captured_at=captured_at,
                 frame=frame.seq if frame is not None else None,
                 snapshot_jpeg_b64=snap,
+                camera=self.camera,
             )
-            if put(self.topic, body, count_keys.event_ops(ev)):
+            if put(self.topic, body, count_keys.event_ops(ev, self.camera)):
                 self.sent += 1
             else:  # not stored: neither is its count (the outbox took nothing of it)
                 count_keys.uncount(self.events, ev)
@@ -189,9 +191,13 @@ class ObjectsStep:
         interval, start = self.events.interval, self.events.interval_start
         counts = self.events.take_counts(now)
         body = counts_message(
-            counts, device_id=self.cfg.device.id, ts=time.time(), interval_s=self.cfg.output.counts_interval_s
+            counts,
+            device_id=self.cfg.device.id,
+            ts=time.time(),
+            interval_s=self.cfg.output.counts_interval_s,
+            camera=self.camera,
         )
-        if put(self.counts_topic, body, count_keys.reset_ops(self.events)):
+        if put(self.counts_topic, body, count_keys.reset_ops(self.events, self.camera)):
             self.sent += 1
         else:  # refused: the interval goes on, its counts go with the next message
             self.events.interval, self.events.interval_start = interval, start

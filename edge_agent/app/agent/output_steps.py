@@ -18,7 +18,7 @@ from edge_agent.app.agent.objects_step import ObjectsStep
 from edge_agent.app.agent.steps import result_body
 from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.schema import Config
-from edge_agent.core.messages.builders import topics
+from edge_agent.core.messages.builders import camera_base
 from edge_agent.core.messages.output_policy import OutputPolicy
 from edge_agent.core.objects.count_keys import Op
 from edge_agent.core.vision.results import Detection
@@ -51,9 +51,10 @@ class OutputStep:
 
     name: ClassVar[str]
 
-    def __init__(self, cfg: Config, sink: Sink) -> None:
+    def __init__(self, cfg: Config, sink: Sink, camera: Optional[str] = None) -> None:
         self.cfg = cfg
         self.sink = sink
+        self.camera = camera  # a [[cameras]] id: in every message and topic; None: the single [camera]
 
     def on_frame(
         self, frame: Frame, dets: list[Detection], timings: dict[str, float], models: ModelSet
@@ -69,10 +70,10 @@ class _ResultStep(OutputStep):
 
     policy_mode: ClassVar[Literal["event", "every_frame"]]
 
-    def __init__(self, cfg: Config, sink: Sink) -> None:
-        super().__init__(cfg, sink)
+    def __init__(self, cfg: Config, sink: Sink, camera: Optional[str] = None) -> None:
+        super().__init__(cfg, sink, camera)
         self.policy = OutputPolicy(self.policy_mode, cfg.output.heartbeat_s)
-        self.topic = topics(cfg.mqtt.topic_prefix, cfg.device.id).detections
+        self.topic = f"{camera_base(cfg.mqtt.topic_prefix, cfg.device.id, camera)}/detections"
 
     def on_frame(
         self, frame: Frame, dets: list[Detection], timings: dict[str, float], models: ModelSet
@@ -80,7 +81,7 @@ class _ResultStep(OutputStep):
         decision = self.policy.decide(frame.ts_mono, [(d.label, d.box) for d in dets])
         if decision.emit:
             sensor = self.sink.sensor
-            body = result_body(self.cfg, frame, dets, timings, models, decision.reason, sensor)
+            body = result_body(self.cfg, frame, dets, timings, models, decision.reason, sensor, self.camera)
             self.sink.put(self.topic, body)
 
 
@@ -104,9 +105,9 @@ class ObjectsOutput(OutputStep):
 
     name = "objects"
 
-    def __init__(self, cfg: Config, sink: Sink) -> None:
-        super().__init__(cfg, sink)
-        self.objects = ObjectsStep(cfg)
+    def __init__(self, cfg: Config, sink: Sink, camera: Optional[str] = None) -> None:
+        super().__init__(cfg, sink, camera)
+        self.objects = ObjectsStep(cfg, camera=camera)
         self._restored = False
 
     def _restore(self) -> None:
@@ -135,6 +136,6 @@ OUTPUT_STEPS: dict[str, type[OutputStep]] = {
 }
 
 
-def output_step(cfg: Config, sink: Sink) -> OutputStep:
-    """The step of ``[output] mode``, built once per camera."""
-    return OUTPUT_STEPS[cfg.output.mode](cfg, sink)
+def output_step(cfg: Config, sink: Sink, camera: Optional[str] = None) -> OutputStep:
+    """The step of ``[output] mode``, built once per camera (``camera``: its [[cameras]] id)."""
+    return OUTPUT_STEPS[cfg.output.mode](cfg, sink, camera)

@@ -43,6 +43,7 @@ class Prefetch:
         models: Callable[[], ModelSet],
         gate: Optional[Callable[[Frame], bool]] = None,
         paced: Optional[bool] = None,
+        wake: Optional[threading.Event] = None,
     ) -> None:
         self.camera = camera
         self.models = models
@@ -53,6 +54,7 @@ class Prefetch:
         self.stop = threading.Event()
         self.ended = threading.Event()
         self.gate_errors = 0
+        self.wake = wake  # set on every hand-off: the loop of several cameras waits on it
         self._taken = threading.Event()
         self._taken_at: Optional[float] = None
         self._busy_s: Optional[float] = None  # the loop's time per frame, between our hand-offs
@@ -82,6 +84,8 @@ class Prefetch:
                     self.ended.set()
                     with contextlib.suppress(queue.Full):  # wakes a waiting get() at once
                         self.q.put_nowait(None)
+                    if self.wake is not None:
+                        self.wake.set()
                     return
                 continue
             if self.gate is not None and not self._gate_open(frame):
@@ -101,6 +105,8 @@ class Prefetch:
             while not self.stop.is_set():
                 try:
                     self.q.put(item, timeout=0.25)
+                    if self.wake is not None:
+                        self.wake.set()
                     break
                 except queue.Full:
                     continue
@@ -125,13 +131,23 @@ class Prefetch:
                 )
             return True
 
+    @property
+    def ready(self) -> bool:
+        """A frame is waiting (a get(0) would return it): the scheduler's peek."""
+        return not self.q.empty() and not self.ended.is_set()
+
     def get(self, timeout_s: float) -> Optional[tuple[Frame, Optional[Prepared], ModelSet]]:
         now = time.monotonic()
         if self._taken_at is not None:
             busy = now - self._taken_at
             self._busy_s = busy if self._busy_s is None else (1 - EMA) * self._busy_s + EMA * busy
         try:
-            item = None if self.ended.is_set() and self.q.empty() else self.q.get(timeout=timeout_s)
+            if self.ended.is_set() and self.q.empty():
+                item = None
+            elif timeout_s <= 0:
+                item = self.q.get_nowait()
+            else:
+                item = self.q.get(timeout=timeout_s)
         except queue.Empty:
             item = None
         if item is None:

@@ -42,6 +42,7 @@ def result_body(
     models: ModelSet,
     event: Optional[str],
     sensor: Optional[SerialSensor],
+    camera: Optional[str] = None,
 ) -> dict[str, Any]:
     """Result step: the ``detections`` message of one frame the output policy chose to emit."""
     h, w = frame.image.shape[:2]
@@ -56,6 +57,7 @@ def result_body(
         ImageResult(image, w, h, dets, timings).to_json(),
         device_id=cfg.device.id,
         ts=time.time(),
+        camera=camera,
         frame=frame.seq,
         ts_mono=round(frame.ts_mono, 6),
         captured_at=frame.ts_wall,

@@ -67,9 +67,20 @@ def example_config(full: bool = False) -> str:
     for name, field in Config.model_fields.items():
         model, kind = _section_model(field.annotation)
         body = [f"[[{name}]]" if kind == "list" else f"[{name}]"]
+        nested = []
         for key, f in model.model_fields.items():
+            if _is_section(f.annotation):  # [[cameras]]' own [motion], [[zones]], [[lines]]
+                nested.append(
+                    f"[{name}.{key}]" if _section_model(f.annotation)[1] != "list" else f"[[{name}.{key}]]"
+                )
+                continue
             body += _key_lines(f"{name}.{key}", key, f, full)
-        if kind != "table" and not full:
+        if nested:
+            body += _comment(
+                f"{', '.join(nested)}: this one's own, with the keys of the top-level sections of those names"
+            )
+        # full: [[cameras]] is written live, and [camera] beside it is refused (CameraEntry has its keys)
+        if (kind != "table" and not full) or (full and name == "camera"):
             body = [f"# {line}" for line in body]
         parts.append("\n".join(_comment(field.description or "") + body) + "\n")
     return "\n".join(parts)
@@ -89,6 +100,14 @@ def collector_example(full: bool = False) -> str:
     for key, f in CollectorConfig.model_fields.items():
         body += _key_lines(f"collector.{key}", key, f, full)
     return COLLECTOR_HEADER + "\n" + "\n".join(body) + "\n"
+
+
+def _is_section(annotation: object) -> bool:
+    try:
+        _section_model(annotation)
+    except TypeError:
+        return False
+    return True
 
 
 def _section_model(annotation: object) -> Tuple[Type[BaseModel], str]:

@@ -43,15 +43,28 @@ class DeviceConfig(Section):
         "(systemd StateDirectory=); the queue is [queue] path",
     )
 
+    max_cameras: int = Field(
+        default=8,
+        ge=1,
+        le=64,
+        description="at most this many [[cameras]]: each costs a capture and a prefetch thread and frame "
+        "buffers; `config check` refuses more",
+    )
+
     @field_validator("id")
     @classmethod
     def _valid_device_id(cls, value: str) -> str:
-        problem = topic_level_problem(value)
-        if problem is None and not _DEVICE_ID.fullmatch(value):
-            problem = "only ASCII letters, digits, '_', '.' and '-' are allowed"
-        if problem is not None:
-            raise ValueError(f"not a usable device id (MQTT client id and topic level): {problem}")
-        return value
+        return valid_topic_id(value, "device id (MQTT client id and topic level)")
+
+
+def valid_topic_id(value: str, what: str) -> str:
+    """A device or camera id: one MQTT topic level, and ASCII letters, digits, '_', '.', '-' only."""
+    problem = topic_level_problem(value)
+    if problem is None and not _DEVICE_ID.fullmatch(value):
+        problem = "only ASCII letters, digits, '_', '.' and '-' are allowed"
+    if problem is not None:
+        raise ValueError(f"not a usable {what}: {problem}")
+    return value
 
 
 class CameraConfig(Section):

@@ -145,6 +145,11 @@ class ZoneConfig(Section):
     classes: List[str] = Field(
         default_factory=list, description="classes whose events and counts this zone makes; empty = all"
     )
+    camera: Optional[str] = Field(
+        default=None,
+        examples=["gate"],
+        description="the [[cameras]] id this zone is drawn on (unset: the only camera)",
+    )
     min_dwell_s: float = Field(
         default=0.0,
         ge=0,
@@ -175,6 +180,11 @@ class LineConfig(Section):
     )
     classes: List[str] = Field(
         default_factory=list, description="classes whose crossings this line reports and counts; empty = all"
+    )
+    camera: Optional[str] = Field(
+        default=None,
+        examples=["gate"],
+        description="the [[cameras]] id this line is drawn on (unset: the only camera)",
     )
     in_side: Literal["left", "right"] = Field(
         default="right",

@@ -15,6 +15,7 @@ from typing import List, Optional
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from edge_agent.core.config.cameras import CameraEntry, scene_problem
 from edge_agent.core.config.inputs import (
     CameraConfig,
     ClassifierConfig,
@@ -41,6 +42,7 @@ else:  # pragma: no cover - exercised only on 3.9/3.10
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "CameraConfig",
+    "CameraEntry",
     "ClassifierConfig",
     "Config",
     "DetectorConfig",
@@ -68,7 +70,14 @@ class Config(Section):
 
     device: DeviceConfig = Field(default_factory=DeviceConfig, description="this device")
     camera: CameraConfig = Field(
-        default_factory=CameraConfig, description="the frame source (docs/agent.md, docs/cameras.md)"
+        default_factory=CameraConfig,
+        description="the frame source (docs/agent.md, docs/cameras.md); several: [[cameras]] instead",
+    )
+    cameras: List[CameraEntry] = Field(
+        default_factory=list,
+        max_length=64,
+        description="several cameras on one model set, each with an id and its own scene (docs/cameras.md "
+        '"Several cameras"); replaces [camera]',
     )
     detector: DetectorConfig = Field(default_factory=DetectorConfig, description="the object detector")
     classifier: Optional[ClassifierConfig] = Field(
@@ -113,14 +122,18 @@ class Config(Section):
     @model_validator(mode="after")
     def _unique_zone_and_line_names(self) -> Config:
         # the names key the counts messages: two zones called "gate" would merge their counts
-        names: dict[str, list[str]] = {
-            "zones": [z.name for z in self.zones],
-            "lines": [ln.name for ln in self.lines],
+        # (per camera: [[cameras]] may each have a "gate"; scene_problem checks a camera's whole scene)
+        names: dict[str, list[tuple[Optional[str], str]]] = {
+            "zones": [(z.camera, z.name) for z in self.zones],
+            "lines": [(ln.camera, ln.name) for ln in self.lines],
         }
         for kind, items in names.items():
-            for n, name in enumerate(items):
-                if name in items[:n]:
+            for n, (camera, name) in enumerate(items):
+                if (camera, name) in items[:n]:
                     raise ValueError(f"{kind}.{n}.name = {name!r} is used twice; names must be unique")
+        problem = scene_problem(self, "camera" in self.model_fields_set)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @field_validator("classifier", "sensor", mode="before")

@@ -39,6 +39,7 @@ def build_status(
     clock_synced: Optional[bool],
     warnings: Sequence[str] = (),
     model_update: Optional[Mapping[str, Any]] = None,
+    cameras: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> dict[str, Any]:
     """The snapshot. ``counters``: frames, results, errors, reloads, reload_failures.
 
@@ -50,8 +51,9 @@ def build_status(
     cam = dict(camera) if camera is not None else None
     sen = dict(sensor) if sensor is not None else None
     brk = dict(broker) if broker is not None else {"state": "disabled"}
+    cams = {str(k): dict(v) for k, v in cameras.items()} if cameras is not None else None
     if state not in ("running", "draining"):
-        for part in (cam, sen):
+        for part in (cam, sen, *(cams or {}).values()):
             if part is not None:
                 part["state"] = "stopped"
     return {
@@ -82,6 +84,8 @@ def build_status(
         "warnings": list(warnings),
         # the over-the-air model update block ([model_update] enabled), else None
         "model_update": dict(model_update) if model_update is not None else None,
+        # [[cameras]] only: each camera's pipeline figures (the single [camera]: absent, as before)
+        **({"cameras": cams} if cams is not None else {}),
     }
 
 
@@ -101,7 +105,16 @@ def prometheus_values(snapshot: Mapping[str, Any]) -> dict[str, float]:
                 name = "".join(c if c.isalnum() or c == "_" else "_" for c in str(k))
                 walk(f"{prefix}_{name}" if prefix else name, v)
 
-    walk("", {k: v for k, v in snapshot.items() if k not in ("schema", "pid", "ts", "started_at")})
+    skip = ("schema", "pid", "ts", "started_at", "cameras")
+    walk("", {k: v for k, v in snapshot.items() if k not in skip})
+    for cam, figures in (snapshot.get("cameras") or {}).items():  # one labelled series per camera
+        label = str(cam).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        for key, value in figures.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not (isinstance(value, float) and math.isnan(value)):
+                out[f'camera_{key}{{camera="{label}"}}'] = float(value)
+        out[f'camera_up{{camera="{label}"}}'] = 1.0 if figures.get("state") == "streaming" else 0.0
     broker = snapshot.get("broker") or {}
     out["broker_connected"] = 1.0 if broker.get("state") == "connected" else 0.0
     out["up"] = 1.0 if snapshot.get("state") == "running" else 0.0

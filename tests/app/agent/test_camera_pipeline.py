@@ -26,6 +26,7 @@ from edge_agent.app.agent.output_steps import (
     OutputStep,
 )
 from edge_agent.core.camera.source_spec import Frame
+from edge_agent.core.config.cameras import camera_views
 from edge_agent.core.config.outputs import OutputConfig
 from edge_agent.core.config.schema import Config, parse_config
 from edge_agent.core.vision.results import Detection
@@ -200,7 +201,7 @@ def test_a_frame_prepared_before_a_reload_is_inferred_on_the_new_models_unprepar
     owner = SimpleNamespace(
         models=new, updates=None, sensor=None, stop_event=threading.Event(), put=None, count_error=None
     )
-    pipe = CameraPipeline(make_cfg(tmp_path, world), typing.cast(Any, owner))
+    pipe = CameraPipeline(camera_views(make_cfg(tmp_path, world))[0], typing.cast(Any, owner))
     calls: list[tuple[object, object]] = []
     pipe.infer = lambda frame, p, models: calls.append((p, models))  # type: ignore[method-assign,assignment,return-value]
     frame = typing.cast(Frame, SimpleNamespace(seq=1))
