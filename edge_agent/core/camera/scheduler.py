@@ -43,10 +43,6 @@ class WeightedRoundRobin:
         self.credit[best] -= total
         return best
 
-    def order(self, ready: Sequence[int]) -> list[int]:
-        """``ready`` in the order the next picks would take them (the loop polls in this order)."""
-        return sorted(ready, key=lambda i: -(self.credit[i] + self.weights[i]))
-
 
 def too_old(age_s: float, interval_s: Optional[float], newer_waiting: bool, dropped_last: bool) -> bool:
     """Drop this frame instead of inferring it? Only when a newer frame of the same camera is

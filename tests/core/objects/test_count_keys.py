@@ -80,3 +80,25 @@ def test_reset_sets_every_interval_counter_and_the_start() -> None:
         ("set", '["interval","lines","gate","out"]', 0),
         ("set", '["interval","zones","bay","entered"]', 0),
     ]
+
+
+@given(st.sampled_from(["gate", "yard", "x.1"]), st.lists(st.integers(0, 10**6), min_size=4, max_size=4))
+def test_each_named_camera_keeps_its_own_counters_beside_the_single_cameras(cam: str, v: list[int]) -> None:
+    """Two cameras with a "door" line (and the single [camera]'s, stored before) never add up."""
+    stored: dict[str, int] = {}
+    mine, other, legacy = events("door", "bay"), events("door", "bay"), events("door", "bay")
+    mine.totals["lines"]["door"] = {"in": v[0], "out": v[1]}
+    other.totals["lines"]["door"] = {"in": v[2], "out": 0}
+    legacy.totals["lines"]["door"] = {"in": v[3], "out": 0}
+    for ev, camera in ((mine, cam), (other, "other"), (legacy, None)):
+        tallies.apply(stored, tallies.fold([tallies.checked(count_keys.seed_ops(ev, camera))]))
+    for camera, expected in ((cam, mine), ("other", other), (None, legacy)):
+        state = count_keys.state_from(stored, 0.0, camera)
+        again = events("door", "bay")
+        assert state is not None and again.restore_counts(state) is None
+        assert again.totals == expected.totals, camera
+    assert count_keys.state_from(stored, 0.0, "never-seen") is None
+    crossed = {"event": "line_crossed", "line": "door", "direction": "in"}
+    assert {op[1] for op in count_keys.event_ops(crossed, cam)}.isdisjoint(
+        op[1] for op in count_keys.event_ops(crossed)
+    )
