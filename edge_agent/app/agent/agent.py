@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
+SCENE_SECTIONS = ("camera", "cameras", "motion", "zones", "lines", "output", "tracker", "sensor", "mqtt")
 POLL_S = 0.01  # several cameras: the longest wait for a paced camera's turn or a sensor trigger
 
 
@@ -303,6 +304,15 @@ class Agent:
         self.cfg.classifier = new_cfg.classifier
         self.reloads += 1
         log.info("reloaded: detector %s", new_models.detector.model.info.model_id)
+        # the pipelines were built from these: said, not silently kept (a reload swaps the models)
+        kept = [name for name in SCENE_SECTIONS if getattr(new_cfg, name) != getattr(self.cfg, name)]
+        if kept:
+            log.warning(
+                "%s changed in %s: the running cameras keep the old settings until the next restart "
+                "(a reload swaps the models only)",
+                ", ".join(kept),
+                self.config_path,
+            )
 
     def _build_models(self, cfg: Config) -> ModelSet:
         """The installed model version (with rollback on a load failure), else the config's model;

@@ -38,6 +38,7 @@ def example(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     from edge_agent.app.cli.configfile import config_path, load_config
+    from edge_agent.core.config.cameras import camera_views
     from edge_agent.core.config.scene import objects_classifier_warning, tracker_low_warning
     from edge_agent.core.config.schema import parse_config, require_detector
     from edge_agent.core.updates.package import update_warnings
@@ -61,18 +62,24 @@ def check(args: argparse.Namespace) -> int:
         if model and not Path(model).is_file():
             warnings.append(f"{path}: {name} = {model!r}: file not found (yet)")
     warnings += [f"{path}: {w}" for w in update_warnings(cfg)]
-    low = tracker_low_warning(cfg.output.mode, cfg.detector.conf_threshold, cfg.tracker.low, cfg.tracker.high)
-    if low is not None:
-        warnings.append(f"{path}: {low}")
-    unused = objects_classifier_warning(cfg.output.mode, cfg.classifier is not None)
-    if unused is not None:
-        warnings.append(f"{path}: {unused}")
+    views = camera_views(cfg)
+    modes = sorted({v.cfg.output.mode for v in views})  # a camera may have its own mode
+    for mode in modes:
+        low = tracker_low_warning(mode, cfg.detector.conf_threshold, cfg.tracker.low, cfg.tracker.high)
+        unused = objects_classifier_warning(mode, cfg.classifier is not None)
+        warnings += [f"{path}: {w}" for w in (low, unused) if w is not None]
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
-    src = cfg.camera.source  # the URL's password stays out of the terminal (and pasted bug reports)
-    camera = repr(redact_source(src)) if isinstance(src, str) else repr(src)
+
+    def shown(src: object) -> str:  # the URL's password stays out of the terminal (and bug reports)
+        return repr(redact_source(src)) if isinstance(src, str) else repr(src)
+
+    if cfg.cameras:
+        camera = f"{len(views)} cameras: " + ", ".join(f"{v.id}={shown(v.cfg.camera.source)}" for v in views)
+    else:
+        camera = f"camera {shown(cfg.camera.source)}"
     sys.stdout.write(
-        f"{path}: OK (device {cfg.device.id}, camera {camera}, mqtt "
+        f"{path}: OK (device {cfg.device.id}, {camera}, mqtt "
         f"{cfg.mqtt.host}:{cfg.mqtt.port if cfg.mqtt.enabled else 'disabled'})\n"
     )
     return 0

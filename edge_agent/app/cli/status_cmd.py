@@ -94,8 +94,7 @@ def render(d: Mapping[str, Any], age_s: float, max_age: float, now: float) -> st
         "latency    "
         + (", ".join(f"{k} {v} ms" for k, v in lat.items()) or "-")
         + " (median, recent frames)",
-        f"camera     {cam_state}  {cam.get('source', '')}  "
-        + _kv(cam, "dropped", "reconnects", "skipped", "last_error"),
+        *_camera_lines(d, cam, cam_state, live, shown_state),
         f"queue      {q.get('pending')} pending ({q.get('bytes')} bytes), oldest {when(_epoch(q.get('oldest')), now)}"
         + ("  DISK FULL" if q.get("disk_full") else ""),
         "           "
@@ -108,6 +107,29 @@ def render(d: Mapping[str, Any], age_s: float, max_age: float, now: float) -> st
     ]
     lines += [f"WARNING    {w}" for w in d.get("warnings") or []]
     return "\n".join(lines) + "\n"
+
+
+def _camera_lines(
+    d: Mapping[str, Any], cam: Mapping[str, Any], cam_state: object, live: bool, shown_state: str
+) -> list[str]:
+    """One line for the single [camera]; with [[cameras]], one per camera with its own figures."""
+    cams = d.get("cameras")
+    if not isinstance(cams, Mapping):
+        return [
+            f"camera     {cam_state}  {cam.get('source', '')}  "
+            + _kv(cam, "dropped", "reconnects", "skipped", "last_error")
+        ]
+    out = []
+    for cid, c in cams.items():
+        c = _part(c)
+        st = c.get("state") if live else f"unknown (agent {shown_state})"
+        age_ms = c.get("frame_age_ms")
+        out.append(
+            f"camera {cid}: {st}  {c.get('source', '')}  {c.get('fps')} fps of {c.get('fps_in')} in, "
+            f"frame age {'-' if age_ms is None else f'{age_ms} ms'}  "
+            + _kv(c, "skipped_motion", "dropped_stale", "reconnects", "last_error")
+        )
+    return out
 
 
 def _status_file(config: Optional[str]) -> str:

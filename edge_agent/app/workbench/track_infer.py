@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from edge_agent.core.config.schema import Config
     from edge_agent.inference.pipeline import Classifier, Detector
 
     FrameOrError = Union[npt.NDArray[np.uint8], ImageError]  # BGR image, or why it is not one
@@ -39,6 +40,12 @@ def add_track_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--config", "-c", metavar="FILE", help="with --track: [tracker], [[zones]], [[lines]] from FILE"
+    )
+    p.add_argument(
+        "--camera",
+        metavar="ID",
+        help="with --track and a --config of [[cameras]]: that camera's zones, lines and classes "
+        "(needed when the file has several)",
     )
     p.add_argument(
         "--fps",
@@ -113,7 +120,7 @@ def run_tracked(
     from edge_agent.core.vision.image_header import DEFAULT_MAX_PIXELS
     from edge_agent.inference.pipeline import run_cascade
 
-    cfg = load_config(args.config) if args.config else Config()
+    cfg, keep = _camera_scene(load_config(args.config) if args.config else Config(), args, detector)
     if classifier is not None:  # --track shows what objects mode sends: no classification
         sys.stderr.write(
             "edge-agent infer: warning: --classifier is not used with --track: object events and "
@@ -142,6 +149,8 @@ def run_tracked(
         frames += 1
         last_ts = ts
         dets, _ = run_cascade(img, detector, classifier, cls_ids, args.crop_padding)
+        if keep is not None:  # the camera's classes, as its pipeline keeps them
+            dets = [d for d in dets if d.class_id in keep]
         for d in dets:
             labels[d.class_id] = d.label
         tracks = tracker.update(
@@ -173,6 +182,29 @@ def run_tracked(
     if frames == 0 and failures == 0:
         raise EdgeAgentError(f"no images or video frames found in {', '.join(inputs)}")
     return 1 if failures else 0
+
+
+def _camera_scene(
+    cfg: Config, args: argparse.Namespace, detector: Detector
+) -> tuple[Config, Optional[frozenset[int]]]:
+    """The config as ``--camera``'s pipeline reads it, and that camera's classes as ids (None: all)."""
+    from edge_agent.core.config.cameras import camera_views
+
+    views = camera_views(cfg)
+    ids = [v.id for v in views]
+    wanted = args.camera
+    if wanted is None and len(views) > 1:
+        raise EdgeAgentError(
+            f"--config {args.config} has cameras {', '.join(ids)}: pick one with --camera ID"
+        )
+    if wanted is not None and wanted not in ids:
+        raise EdgeAgentError(
+            f"--camera {wanted!r}: {args.config or 'the default config'} has no such camera "
+            f"(its cameras: {', '.join(ids)})"
+        )
+    view = views[ids.index(wanted)] if wanted is not None else views[0]
+    keep = frozenset(detector.class_ids(list(view.classes))) if view.classes else None
+    return view.cfg, keep
 
 
 def _print_event(frame: str, ev: dict[str, Any], as_json: bool) -> None:

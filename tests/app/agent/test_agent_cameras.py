@@ -209,3 +209,23 @@ def test_prometheus_serves_labelled_camera_series(tmp_path: Path, world: World) 
         ) or any(
             ln.startswith(f'edge_agent_camera_processed{{device="dev-1",camera="{cam}"}} ') for ln in lines
         ), text
+
+
+def test_a_reload_says_that_camera_changes_wait_for_a_restart(
+    tmp_path: Path, world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "c.toml"
+    one = cameras(f'id = "a"\nsource = "{world.camera}"')
+    base = {"device": {"id": "dev-1"}, "mqtt": {"enabled": False}}
+    path.write_text(agent_toml(tmp_path, None, world.det, extra=one, **base))
+    from edge_agent.app.cli.configfile import load_config
+
+    agent = Agent(load_config(path), path)
+    agent._reload()
+    assert agent.reloads == 1 and not [r for r in caplog.records if "next restart" in r.getMessage()]
+    two = one + cameras(f'id = "b"\nsource = "{world.camera}"')
+    path.write_text(agent_toml(tmp_path, None, world.det, extra=two, **base))
+    agent._reload()
+    said = [r.getMessage() for r in caplog.records if "next restart" in r.getMessage()]
+    assert agent.reloads == 2 and len(said) == 1 and said[0].startswith(f"cameras changed in {path}")
+    assert len(agent.pipelines) == 1

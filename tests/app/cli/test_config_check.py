@@ -79,3 +79,25 @@ def test_a_config_without_a_detector_is_an_error(tmp_path: Path, capsys: pytest.
     cfg.write_text('[device]\nid = "d"\n')
     assert main(["config", "check", str(cfg)]) == 1
     assert "detector" in capsys.readouterr().err
+
+
+def test_cameras_are_summed_up_with_their_passwords_hidden_and_each_mode_warned_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "c.toml"
+    cams = (
+        '[[cameras]]\nid = "gate"\nsource = "rtsp://admin:hunter2@10.0.0.5/live"\nmode = "objects"\n'
+        '[[cameras]]\nid = "yard"\nsource = "/srv/yard"\n'
+    )
+    cfg.write_text(f'[detector]\nmodel = "{MODEL}"\n[classifier]\nmodel = "{MODEL}"\n' + QUIET + cams)
+    rc, out, warnings = check(capsys, str(cfg))
+    assert rc == 0 and "hunter2" not in out
+    assert out.startswith(
+        f"{cfg}: OK (device edge-0, 2 cameras: gate='rtsp://***@10.0.0.5/live', yard='/srv/yard'"
+    )
+    # only gate is in objects mode: its classifier warning is owed although [output] mode is "event"
+    assert any("[classifier] in objects mode" in w for w in warnings)
+    cfg.write_text(f'[detector]\nmodel = "{MODEL}"\n' + QUIET + cams.replace('id = "yard"', 'id = "gate"'))
+    rc = main(["config", "check", str(cfg)])
+    err = capsys.readouterr().err
+    assert rc != 0 and err.count("\n") == 1 and "cameras.1.id = 'gate' is used twice" in err

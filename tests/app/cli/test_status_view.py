@@ -114,3 +114,25 @@ def test_age_units_switch_at_their_boundaries_and_another_day_shows_its_date() -
     earlier = NOW - 3 * 86400
     full = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(earlier))
     assert when(earlier, NOW) == f"{full} (3 d ago)"
+
+
+def test_each_named_camera_gets_a_line_with_its_figures() -> None:
+    d = snap()
+    d["camera"] = None
+    base = {"source": "/srv/a", "kind": "folder", "state": "streaming", "fps_in": 15.0, "fps": 7.5}
+    d["cameras"] = {
+        "gate": {**base, "processed": 9, "skipped_motion": 3, "dropped_stale": 0, "frame_age_ms": 41.0,
+                 "motion_ratio": 0.75, "reconnects": 2, "last_error": None},
+        "yard": {**base, "state": "reconnecting", "source": "rtsp://***@cam/yard", "processed": 0,
+                 "skipped_motion": 0, "dropped_stale": 1, "frame_age_ms": None, "motion_ratio": None,
+                 "reconnects": 5, "last_error": "connection refused"},
+    }  # fmt: skip
+    text = render(d, age_s=2, max_age=30, now=NOW)
+    lines = [ln for ln in text.splitlines() if ln.startswith("camera")]
+    assert lines == [
+        "camera gate: streaming  /srv/a  7.5 fps of 15.0 in, frame age 41.0 ms  skipped_motion 3, reconnects 2",
+        "camera yard: reconnecting  rtsp://***@cam/yard  7.5 fps of 15.0 in, frame age -  dropped_stale 1, "
+        "reconnects 5, last_error connection refused",
+    ]
+    stopped = render({**d, "state": "stopped"}, age_s=5, max_age=30, now=NOW)
+    assert "camera gate: unknown (agent stopped)" in stopped

@@ -475,3 +475,59 @@ def test_a_classifier_given_with_track_is_said_to_be_unused_and_not_run(
     assert rc == rc2 == 0 and with_cls == plain
     assert seen and all(c is None for c in seen)
     assert "edge-agent infer: warning: --classifier is not used with --track: " in err
+
+
+CAMERAS = """[[cameras]]
+id = "north"
+source = "/srv/north"
+[[cameras]]
+id = "south"
+source = "/srv/south"
+classes = ["nothing-like-a-square"]
+[[lines]]
+name = "gate"
+camera = "north"
+points = [[0.5, 0.0], [0.5, 0.6]]
+in_side = "left"
+[[lines]]
+name = "other"
+camera = "south"
+points = [[0.5, 0.0], [0.5, 0.6]]
+"""
+
+
+def test_camera_picks_that_cameras_scene_from_a_file_of_cameras(
+    capsys: pytest.CaptureFixture[str], world: dict[str, Path], tmp_path: Path
+) -> None:
+    cfg = tmp_path / "cams.toml"
+    cfg.write_text(CAMERAS)
+    rc, lines, _ = track(capsys, world, "--config", str(cfg), "--camera", "north", str(world["cam"]))
+    assert rc == 0 and lines[-1]["summary"]["lines"] == {
+        "gate": {"in": 1, "out": 1, "total_in": 1, "total_out": 1}
+    }
+    # several cameras and none named: one line naming them; an unknown one: the same
+    for extra, expected in (
+        ([], "has cameras north, south: pick one with --camera ID"),
+        (
+            ["--camera", "west"],
+            "--camera 'west': " + str(cfg) + " has no such camera (its cameras: north, south)",
+        ),
+    ):
+        rc = main(
+            ["infer", "--track", "-m", str(world["det"]), "--config", str(cfg), *extra, str(world["cam"])]
+        )
+        err = capsys.readouterr().err
+        assert rc != 0 and expected in err and "Traceback" not in err
+
+
+def test_a_cameras_classes_filter_what_it_tracks(
+    capsys: pytest.CaptureFixture[str], world: dict[str, Path], tmp_path: Path
+) -> None:
+    labels = tmp_path / "labels.txt"
+    labels.write_text("square\nnothing-like-a-square\n")
+    cfg = tmp_path / "cams.toml"
+    cfg.write_text(CAMERAS)
+    rc, lines, _ = track(
+        capsys, world, "--labels", str(labels), "--config", str(cfg), "--camera", "south", str(world["cam"])
+    )
+    assert rc == 0 and lines[-1]["summary"]["objects"] == 0  # every square dropped by south's classes
