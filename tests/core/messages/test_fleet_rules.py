@@ -54,7 +54,12 @@ def one(payload: Any, topic: str = TOPIC) -> Any:
 def test_subscriptions_strip_slashes_and_share_only_with_a_group() -> None:
     cams = ["site/a/+/+/detections", "site/a/+/+/objects", "site/a/+/+/counts"]
     assert subscriptions("/site/a/", None) == ["site/a/+/+", *cams]
-    assert subscriptions("edge", "") == ["edge/+/+", "edge/+/+/detections", "edge/+/+/objects", "edge/+/+/counts"]
+    assert subscriptions("edge", "") == [
+        "edge/+/+",
+        "edge/+/+/detections",
+        "edge/+/+/objects",
+        "edge/+/+/counts",
+    ]
     assert subscriptions("site/a", "g") == [f"$share/g/{f}" for f in ["site/a/+/+", *cams]]
 
 
