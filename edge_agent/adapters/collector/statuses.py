@@ -115,7 +115,11 @@ def device_rows(db: CollectorDb) -> list[dict[str, Any]]:
     """Every device row with its message count, gaps, conflicts and, when its last status has a
     ``cameras`` map ([[cameras]]), that map as stored (the view bounds it: core.messages.cameras)."""
     d = db.dialect
-    cams = "json_extract(status, '$.cameras')" if d == "sqlite" else "status->'cameras'"
+    # the map only when it is an object (a string holding JSON is not one)
+    if d == "sqlite":
+        cams = "CASE json_type(status, '$.cameras') WHEN 'object' THEN json_extract(status, '$.cameras') END"
+    else:
+        cams = "CASE jsonb_typeof(status->'cameras') WHEN 'object' THEN status->'cameras' END"
     rows = db._x(
         f"SELECT device, state, {_ep('last_seen', d)}, {_ep('status_time', d)}, version, model_version, backlog, "
         f"{', '.join(LOSS_COUNTERS)}, conflicts, {cams} FROM devices ORDER BY device"

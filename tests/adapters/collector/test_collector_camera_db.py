@@ -111,9 +111,12 @@ def test_fleet_devices_carry_the_stored_cameras_map_only_when_reported(url: str)
         with_cams = parse(
             "edge", "edge/d1/status", json.dumps({**body, "cameras": cams}).encode(), NOW
         ).status
-        db.store([], NOW, statuses=[with_cams, status("d2", "running")])  # type: ignore[list-item]
+        # a "cameras" that is no object (here a string that holds one) is no cameras map
+        as_text = {**body, "device_id": "d3", "cameras": json.dumps(cams)}
+        text_cams = parse("edge", "edge/d3/status", json.dumps(as_text).encode(), NOW).status
+        db.store([], NOW, statuses=[with_cams, status("d2", "running"), text_cams])  # type: ignore[list-item]
         by_dev = {d["device"]: d for d in db.devices()}
         assert by_dev["d1"]["cameras"] == cams
-        assert "cameras" not in by_dev["d2"]
+        assert "cameras" not in by_dev["d2"] and "cameras" not in by_dev["d3"]
     finally:
         db.close()
