@@ -25,7 +25,7 @@ from edge_agent.adapters.collector import confirmed, trust
 from edge_agent.adapters.collector.migrations import DbError as DbError
 from edge_agent.adapters.collector.migrations import migrations as migrations
 from edge_agent.adapters.collector.migrations import statements
-from edge_agent.adapters.collector.statuses import upsert_status
+from edge_agent.adapters.collector.statuses import device_rows, upsert_status
 from edge_agent.adapters.collector.trust import Limits
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, Record
 
@@ -45,10 +45,6 @@ def _sqlite_path(url: str) -> str:
     if not url.startswith("sqlite:///") or not rest or rest.endswith("/"):
         raise DbError(f"--db {url!r}: expected sqlite:///relative/file.db or sqlite:////absolute/file.db")
     return rest
-
-
-def _ep(col: str, dialect: str) -> str:
-    return col if dialect == "sqlite" else f"EXTRACT(EPOCH FROM {col})::float8"
 
 
 class CollectorDb:
@@ -281,17 +277,20 @@ class CollectorDb:
     def _insert_records(self, records: Sequence[Record], received: float) -> int:
         if self.dialect == "sqlite":
             cur = self.conn.executemany(
-                "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [(r.device, r.boot, r.seq, r.kind, r.msg_id, r.time, received, r.body) for r in records],
+                "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body, camera) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [
+                    (r.device, r.boot, r.seq, r.kind, r.msg_id, r.time, received, r.body, r.camera)
+                    for r in records
+                ],
             )
             return int(cur.rowcount)
         cols = list(zip(*records))
         cur = self.conn.execute(
-            "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body) "
-            "SELECT d, b, s, k, m, to_timestamp(t), to_timestamp(%s), j::jsonb FROM unnest("
-            "%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::float8[], %s::text[]"
-            ") AS u(d, b, s, k, m, t, j) ON CONFLICT DO NOTHING",
+            "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body, camera) "
+            "SELECT d, b, s, k, m, to_timestamp(t), to_timestamp(%s), j::jsonb, c FROM unnest("
+            "%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::float8[], %s::text[], "
+            "%s::text[]) AS u(d, b, s, k, m, t, j, c) ON CONFLICT DO NOTHING",
             [received, *(list(c) for c in cols)],
         )
         return int(cur.rowcount)
@@ -309,39 +308,8 @@ class CollectorDb:
 
     # ---- reads (fleet views, metrics, tests) ----------------------------------------------
     def devices(self) -> list[dict[str, Any]]:
-        d = self.dialect
-        rows = self._x(
-            f"SELECT device, state, {_ep('last_seen', d)}, {_ep('status_time', d)}, version, model_version, backlog, "
-            f"{', '.join(LOSS_COUNTERS)}, conflicts FROM devices ORDER BY device"
-        ).fetchall()
-        gaps = {
-            dev: (n, missing)
-            for dev, n, missing in self._x(
-                "SELECT device, COUNT(*), SUM(last_seq - first_seq + 1) FROM gaps GROUP BY device"
-            ).fetchall()
-        }
-        counts = dict(self._x("SELECT device, COUNT(*) FROM messages GROUP BY device").fetchall())
-        out = []
-        for row in rows:
-            dev = row[0]
-            n, missing = gaps.get(dev, (0, 0))
-            out.append(
-                {
-                    "device": dev,
-                    "state": row[1],
-                    "last_seen": row[2],
-                    "status_time": row[3],
-                    "version": row[4],
-                    "model_version": row[5],
-                    "backlog": row[6],
-                    "counters": {k: row[7 + i] for i, k in enumerate(LOSS_COUNTERS)},
-                    "messages": int(counts.get(dev, 0)),
-                    "gaps": int(n),
-                    "missing": int(missing or 0),
-                    "conflicts": int(row[7 + len(LOSS_COUNTERS)] or 0),
-                }
-            )
-        return out
+        """Every device row as ``fleet status`` shows it (adapters.collector.statuses)."""
+        return device_rows(self)
 
     def gap_rows(self, device: str) -> list[tuple[int, int, Optional[int], int]]:
         rows = self._x(

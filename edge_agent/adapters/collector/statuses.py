@@ -1,8 +1,10 @@
 """Which status of a device wins its ``devices`` row (SQLite and PostgreSQL), in the store's
-transaction. Not by the device's clock: see :func:`upsert_status`."""
+transaction (not by the device's clock: see :func:`upsert_status`), and what the fleet views read
+back of those rows (:func:`device_rows`), the stored status's ``cameras`` map included."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus
@@ -93,3 +95,63 @@ def upsert_status(db: CollectorDb, s: DeviceStatus, received: float) -> None:
         f"last_seen = {great}(COALESCE(devices.last_seen, excluded.last_seen), excluded.last_seen) WHERE {newer}"
     )
     db.conn.execute(sql, [s.device, *vals])
+
+
+def _ep(col: str, dialect: str) -> str:
+    return col if dialect == "sqlite" else f"EXTRACT(EPOCH FROM {col})::float8"
+
+
+def _cameras(value: object) -> object:
+    """The stored status's ``cameras`` (SQLite: JSON text; PostgreSQL: decoded), None without."""
+    if isinstance(value, (str, bytes)):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def device_rows(db: CollectorDb) -> list[dict[str, Any]]:
+    """Every device row with its message count, gaps, conflicts and, when its last status has a
+    ``cameras`` map ([[cameras]]), that map as stored (the view bounds it: core.messages.cameras)."""
+    d = db.dialect
+    # the map only when it is an object (a string holding JSON is not one)
+    if d == "sqlite":
+        cams = "CASE json_type(status, '$.cameras') WHEN 'object' THEN json_extract(status, '$.cameras') END"
+    else:
+        cams = "CASE jsonb_typeof(status->'cameras') WHEN 'object' THEN status->'cameras' END"
+    rows = db._x(
+        f"SELECT device, state, {_ep('last_seen', d)}, {_ep('status_time', d)}, version, model_version, backlog, "
+        f"{', '.join(LOSS_COUNTERS)}, conflicts, {cams} FROM devices ORDER BY device"
+    ).fetchall()
+    gaps = {
+        dev: (n, missing)
+        for dev, n, missing in db._x(
+            "SELECT device, COUNT(*), SUM(last_seq - first_seq + 1) FROM gaps GROUP BY device"
+        ).fetchall()
+    }
+    counts = dict(db._x("SELECT device, COUNT(*) FROM messages GROUP BY device").fetchall())
+    out = []
+    n_loss = len(LOSS_COUNTERS)
+    for row in rows:
+        dev = row[0]
+        n, missing = gaps.get(dev, (0, 0))
+        item = {
+            "device": dev,
+            "state": row[1],
+            "last_seen": row[2],
+            "status_time": row[3],
+            "version": row[4],
+            "model_version": row[5],
+            "backlog": row[6],
+            "counters": {k: row[7 + i] for i, k in enumerate(LOSS_COUNTERS)},
+            "messages": int(counts.get(dev, 0)),
+            "gaps": int(n),
+            "missing": int(missing or 0),
+            "conflicts": int(row[7 + n_loss] or 0),
+        }
+        cameras = _cameras(row[8 + n_loss])
+        if isinstance(cameras, dict):  # only a device that reports cameras gets the key
+            item["cameras"] = cameras
+        out.append(item)
+    return out

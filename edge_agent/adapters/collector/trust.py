@@ -183,8 +183,8 @@ def store_conflicts(
             ).fetchall()
         )
     ins = db._ts_sql(
-        "INSERT INTO conflicts (device, boot, seq, kind, msg_id, time, received, reason, digest, body) "
-        "VALUES (?, ?, ?, ?, ?, {t}, {t}, ?, ?, {j}) ON CONFLICT DO NOTHING"
+        "INSERT INTO conflicts (device, boot, seq, kind, msg_id, time, received, reason, digest, body, camera) "
+        "VALUES (?, ?, ?, ?, ?, {t}, {t}, ?, ?, {j}, ?) ON CONFLICT DO NOTHING"
     )
     for r, why in sorted(conflicts, key=lambda c: (c[0].device, c[0].boot, c[0].seq)):
         if kept.get(r.device, 0) >= limits.conflicts_max_per_device:
@@ -201,6 +201,7 @@ def store_conflicts(
             why,
             digest(r.msg_id, r.body),
             r.body,
+            r.camera,
         )
         n = int(db._x(ins, params).rowcount)
         held.append(r)

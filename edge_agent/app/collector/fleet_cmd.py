@@ -1,6 +1,7 @@
 """``edge-agent fleet status|gaps``: what the collector's database knows about the fleet.
 
-``status``: one line per device (state, last seen, model version, backlog, messages, gaps).
+``status``: one line per device (state, last seen, model version, backlog, messages, gaps, and
+its cameras when it reports a ``cameras`` map); ``status --cameras``: one line per camera.
 ``gaps DEVICE``: every seq range never received and why (the device's own loss reports).
 ``retire DEVICE [--purge]``: a device taken out of service leaves the fleet views.
 ``enroll`` / ``revoke``: the broker's identity files (app/collector/enroll_cmd.py).
@@ -20,6 +21,7 @@ from edge_agent.errors import ConfigError
 if TYPE_CHECKING:
     from edge_agent.adapters.collector.db import CollectorDb
     from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.messages.cameras import CameraRow
 
 DB_ENV = "EDGE_COLLECTOR_DB"
 DEFAULT_DB = "sqlite:////var/lib/edge-collector/fleet.db"
@@ -29,6 +31,11 @@ def register(sub: Subparsers) -> None:
     p = sub.add_parser("fleet", help="fleet views from the collector's database", description=__doc__)
     fsub = p.add_subparsers(dest="fleet_command", metavar="COMMAND", required=True)
     st = fsub.add_parser("status", help="every device: state, last seen, model, backlog, gaps")
+    st.add_argument(
+        "--cameras",
+        action="store_true",
+        help="one line per camera of the devices with [[cameras]]: state, fps, processed, frame age, reconnects",
+    )
     gp = fsub.add_parser("gaps", help="seq ranges of DEVICE never received, and why")
     gp.add_argument("device", help="the device id, as in `fleet status`")
     rt = fsub.add_parser(
@@ -84,18 +91,42 @@ def _age(ts: object, now: float) -> str:
     return age(now - ts) if isinstance(ts, (int, float)) else "never"
 
 
+def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        _out("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def _fig(value: object, fmt: str = "{:g}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
 def run_status(args: argparse.Namespace) -> int:
+    from edge_agent.core.messages.cameras import camera_rows, summary
+
     db = _open(args)
     try:
         devices = db.devices()
     finally:
         db.close()
+    cams = {d["device"]: camera_rows(d["device"], d["state"], d.get("cameras")) for d in devices}
+    if getattr(args, "cameras", False):
+        return _camera_status(args, cams)
     if args.json:
         _out(json.dumps({"devices": devices}, indent=2))
         return 0
     now = time.time()
-    head = ("DEVICE", "STATE", "LAST SEEN", "MODEL", "BACKLOG", "MESSAGES", "GAPS", "CONFLICTS")
-    rows = [
+    head: tuple[str, ...] = (
+        "DEVICE",
+        "STATE",
+        "LAST SEEN",
+        "MODEL",
+        "BACKLOG",
+        "MESSAGES",
+        "GAPS",
+        "CONFLICTS",
+    )
+    rows: list[tuple[str, ...]] = [
         (
             d["device"],
             d["state"] or "-",
@@ -108,11 +139,56 @@ def run_status(args: argparse.Namespace) -> int:
         )
         for d in devices
     ]
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for r in [head, *rows]:
-        _out("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    if any("cameras" in d for d in devices):  # a fleet without [[cameras]] keeps its table
+        head += ("CAMERAS",)
+        rows = [(*r, summary(*cams[d["device"]])) for r, d in zip(rows, devices)]
+    _table(head, rows)
     if not rows:
         sys.stderr.write("(no devices yet)\n")
+    return 0
+
+
+def _camera_status(args: argparse.Namespace, cams: dict[str, tuple[list[CameraRow], int]]) -> int:
+    """``fleet status --cameras``: every camera of every device that reports a cameras map."""
+    rows = [r for dev in sorted(cams) for r in cams[dev][0]]
+    left_out = {dev: n for dev, (_, n) in cams.items() if n}
+    if args.json:
+        _out(json.dumps({"cameras": [r._asdict() for r in rows], "left_out": left_out}, indent=2))
+        return 0
+    head = (
+        "DEVICE",
+        "CAMERA",
+        "STATE",
+        "FPS IN",
+        "FPS",
+        "PROCESSED",
+        "FRAME AGE",
+        "RECONNECTS",
+        "LAST ERROR",
+    )
+    _table(
+        head,
+        [
+            (
+                r.device,
+                r.camera,
+                r.state,
+                _fig(r.fps_in, "{:.1f}"),
+                _fig(r.fps, "{:.1f}"),
+                _fig(r.processed, "{}"),
+                _fig(r.frame_age_ms, "{:.0f} ms"),
+                _fig(r.reconnects, "{}"),
+                (r.last_error or "-")[:60],
+            )
+            for r in rows
+        ],
+    )
+    for dev, n in sorted(left_out.items()):
+        sys.stderr.write(
+            f"{dev}: {n} more camera entries not shown (not a camera id or object, or past 64)\n"
+        )
+    if not rows:
+        sys.stderr.write("(no device reports cameras: [[cameras]] in its config)\n")
     return 0
 
 

@@ -4,7 +4,9 @@ ACL (mosquitto 2.0 ``acl_file``): a ``deny`` line denies read *and* write and is
 every grant (measured: ``topic deny p/D/confirm`` next to ``pattern read p/%u/confirm`` leaves D
 unable to read its confirm). A device must read ``<p>/<d>/confirm`` yet never write it, so its
 write grant cannot be ``<p>/<d>/+``: it lists the kinds the agent publishes (:data:`DEVICE_KINDS`,
-kept complete by a test over every topic the agent builds). ``deny`` is used where an identity must
+kept complete by a test over every topic the agent builds), and one level deeper, under any camera
+of its own (``<p>/<d>/+/<k>`` for the kinds a camera makes, :data:`CAMERA_KINDS`: never a status, a
+batch or a confirm there, never another device's). ``deny`` is used where an identity must
 have no access at all to a part of a broader grant. Per-user ``topic`` lines only, no ``pattern``
 lines: patterns apply to every user, and the names are fixed by enrollment anyway.
 
@@ -24,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from edge_agent.core.broker.identity import EnrollError, Enrollment
+from edge_agent.core.messages.builders import CAMERA_KINDS
 from edge_agent.core.messages.mqtt_names import topic_prefix_problem
 
 # every <prefix>/<device>/<kind> the agent publishes (results, status and its last will, sensor
@@ -85,6 +88,7 @@ def passwd_text(lines: Mapping[str, str]) -> str:
 def device_acl(prefix: str, device: str, groups: Sequence[str]) -> list[str]:
     p = prefix.strip("/")
     lines = [f"user {device}"] + [f"topic write {p}/{device}/{k}" for k in DEVICE_KINDS]
+    lines += [f"topic write {p}/{device}/+/{k}" for k in CAMERA_KINDS]  # [[cameras]]: <p>/<d>/<cam>/<k>
     lines += [f"topic read {p}/{device}/{CONFIRM_KIND}", "", f"user {device}-model"]
     lines += [f"topic read {p}/{device}/model/#"] + [f"topic read {p}/groups/{g}/model/#" for g in groups]
     # the doctor's probe only connects: no line under a user means no topic at all
@@ -94,9 +98,11 @@ def device_acl(prefix: str, device: str, groups: Sequence[str]) -> list[str]:
 
 def collector_acl(prefix: str, name: str) -> list[str]:
     p = prefix.strip("/")
-    # reads every device's one-level kinds, plain and as a member of a shared group (mosquitto
-    # checks a $share delivery against the topic itself), and writes confirmations only
-    return [f"user {name}", f"topic read {p}/+/+", f"topic write {p}/+/{CONFIRM_KIND}"]
+    # reads every device's one-level kinds and every camera's kinds one level deeper (by kind: not
+    # <p>/+/+/+, which would let it read <p>/<d>/model/begin), plain and as a member of a shared
+    # group (mosquitto checks a $share delivery against the topic itself); writes confirmations only
+    reads = [f"topic read {p}/+/+"] + [f"topic read {p}/+/+/{k}" for k in CAMERA_KINDS]
+    return [f"user {name}", *reads, f"topic write {p}/+/{CONFIRM_KIND}"]
 
 
 def operator_acl(prefix: str, name: str) -> list[str]:

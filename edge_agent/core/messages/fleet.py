@@ -1,6 +1,8 @@
 """What the collector makes of one MQTT message, and what a gap in a device's seq means (pure).
 
-Every topic under ``<prefix>/<device>/<kind>`` is taken: a message with ``seq`` and ``boot``
+Every topic under ``<prefix>/<device>/<kind>`` is taken, and ``<prefix>/<device>/<camera>/<kind>``
+for the kinds a camera makes (core.messages.cameras: the camera level and the body's ``camera``
+must agree): a message with ``seq`` and ``boot``
 (results, sensor readings, and any kind added later that goes through the outbox) becomes a
 :class:`Record` keyed ``(device, boot, seq)``; a status snapshot (also the last will) becomes a
 :class:`DeviceStatus`; anything else of a known shape is kept as an event; a batch
@@ -18,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 from edge_agent.core.messages.batch import BATCH_KIND, KIND_RE, BatchError, unpack
+from edge_agent.core.messages.builders import CAMERA_KINDS
+from edge_agent.core.messages.cameras import CameraError, body_camera, topic_camera
 
 DEVICE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" also matches before a final newline
 MSG_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
@@ -42,6 +46,7 @@ class Record(NamedTuple):
     msg_id: Optional[str]
     time: float  # the device's ts (or the receive time when it has none)
     body: str  # compact JSON
+    camera: Optional[str] = None  # [[cameras]]: the camera's id (topic level and body); else None
 
 
 class DeviceStatus(NamedTuple):
@@ -72,26 +77,37 @@ class Parsed(NamedTuple):
 
 
 def subscriptions(prefix: str, group: Optional[str]) -> list[str]:
-    """The topic filters: every one-level kind under every device (model transfers, which go *to*
-    devices on deeper levels, are not matched), shared by ``group`` when given."""
-    base = f"{prefix.strip('/')}/+/+"
-    return [f"$share/{group}/{base}" if group else base]
+    """The topic filters: every one-level kind under every device, and every camera kind one level
+    deeper (``<p>/+/+/objects``: one filter per kind, so model transfers, which go *to* devices on
+    ``<p>/<d>/model/...``, are not matched), each shared by ``group`` when given."""
+    p = prefix.strip("/")
+    filters = [f"{p}/+/+"] + [f"{p}/+/+/{k}" for k in CAMERA_KINDS]
+    return [f"$share/{group}/{f}" for f in filters] if group else filters
 
 
-def split_topic(prefix: str, topic: str) -> tuple[str, str]:
-    """``(device, kind)`` of ``<prefix>/<device>/<kind>``; IngestError otherwise."""
+def split_topic(prefix: str, topic: str) -> tuple[str, str, Optional[str]]:
+    """``(device, kind, camera)`` of ``<prefix>/<device>/<kind>`` (camera None) or of
+    ``<prefix>/<device>/<camera>/<kind>`` (a camera kind only); IngestError otherwise."""
     head = prefix.strip("/") + "/"
     if not topic.startswith(head):
         raise IngestError(f"topic {topic[:200]!r}: not under the prefix {prefix!r}")
     parts = topic[len(head) :].split("/")
-    if len(parts) != 2:
-        raise IngestError(f"topic {topic[:200]!r}: expected {head}<device>/<kind>")
-    device, kind = parts
+    if len(parts) not in (2, 3):
+        raise IngestError(
+            f"topic {topic[:200]!r}: expected {head}<device>/<kind> or {head}<device>/<camera>/<kind>"
+        )
+    device, kind = parts[0], parts[-1]
     if not DEVICE_RE.match(device):
         raise IngestError(f"topic {topic[:200]!r}: device id {device[:80]!r} is not 1-64 of A-Za-z0-9_.-")
     if not KIND_RE.match(kind):
         raise IngestError(f"topic {topic[:200]!r}: kind {kind[:80]!r} is not a message kind")
-    return device, kind
+    if len(parts) == 2:
+        return device, kind, None
+    try:
+        topic_camera(parts[1], kind)
+    except CameraError as exc:
+        raise IngestError(f"topic {topic[:200]!r}: {exc}") from None
+    return device, kind, parts[1]
 
 
 def _json_text(value: object, where: str) -> str:
@@ -160,19 +176,30 @@ def _ts(body: Mapping[str, Any], fallback: float) -> float:
     return fallback
 
 
-def record(device: str, kind: str, body: object, received: float, where: str) -> Record:
-    """One sequenced message; its ``device_id`` (when present) must be the topic's device."""
+def _camera_of(body: object, camera: Optional[str], where: str) -> Optional[str]:
+    try:
+        return body_camera(body, camera)
+    except CameraError as exc:
+        raise IngestError(f"{where}: {exc}") from None
+
+
+def record(
+    device: str, kind: str, body: object, received: float, where: str, camera: Optional[str] = None
+) -> Record:
+    """One sequenced message; its ``device_id`` (when present) must be the topic's device, its
+    ``camera`` the topic's camera level (``camera``; None: the body's own, if a camera id)."""
     if not isinstance(body, dict):
         raise IngestError(f"{where}: body is {type(body).__name__}, expected an object")
     claimed = body.get("device_id", device)
     if claimed != device:
         raise IngestError(f"{where}: device_id {str(claimed)[:80]!r} is not the topic's device {device!r}")
+    cam = _camera_of(body, camera, where)
     seq = _int(body, "seq", 1, MAX_SEQ, where)
     boot = _int(body, "boot", 0, MAX_BOOT, where)
     msg_id = body.get("id")
     if msg_id is not None and not (isinstance(msg_id, str) and MSG_ID_RE.match(msg_id)):
         raise IngestError(f"{where}: id {str(msg_id)[:80]!r} is not 1-64 of A-Za-z0-9_.:-")
-    return Record(device, boot, seq, kind, msg_id, _ts(body, received), _json_text(body, where))
+    return Record(device, boot, seq, kind, msg_id, _ts(body, received), _json_text(body, where), cam)
 
 
 def _text(value: object, limit: int = 128) -> str:
@@ -246,7 +273,7 @@ def model_version(body: Mapping[str, Any]) -> str:
 
 def parse(prefix: str, topic: str, payload: bytes, received: float) -> Parsed:
     """Everything one MQTT message holds; IngestError for anything that cannot be stored."""
-    device, kind = split_topic(prefix, topic)
+    device, kind, camera = split_topic(prefix, topic)
     where = f"{topic[:200]}"
     if len(payload) > MAX_PAYLOAD:
         raise IngestError(f"{where}: {len(payload)} bytes, at most {MAX_PAYLOAD} taken")
@@ -266,8 +293,9 @@ def parse(prefix: str, topic: str, payload: bytes, received: float) -> Parsed:
     body = _loads(payload, where)
     if kind == STATUS_KIND:
         return Parsed([], device_status(device, body, received, where), None)
+    _camera_of(body, camera, where)  # a camera topic's event too names its camera
     if isinstance(body, dict) and "seq" in body:
-        return Parsed([record(device, kind, body, received, where)], None, None)
+        return Parsed([record(device, kind, body, received, where, camera)], None, None)
     return Parsed([], None, Event(device, kind, _json_text(body, where)))
 
 

@@ -220,3 +220,54 @@ def test_a_collector_of_a_shared_group_reads_through_its_share(enrolled: tuple[B
     finally:
         a.close()
         col.close()
+
+
+def test_a_devices_cameras_publish_one_level_deeper_under_its_own_id_only(
+    enrolled: tuple[Broker, Path],
+) -> None:
+    """[[cameras]]: <p>/<device>/<camera>/<kind> for the kinds a camera makes, read by the collector
+    plain and through its share; not under another device, not for other kinds, not by others."""
+    broker, d = enrolled
+    col = peer(broker, d, "coll-1")
+    col.subscribe("edge/#")  # everything it may read, whatever the filter
+    watcher = peer(broker, d, "ops-watch", "ops")
+    watcher.subscribe("edge/#")  # the operator's watcher reads statuses, no camera's results
+    a = peer(broker, d, "cam-a")
+    ops = peer(broker, d, "ops")
+    try:
+        col.publish("edge/cam-a/gate/objects", b"forged by the collector")
+        ops.publish("edge/cam-a/gate/detections", b"forged by the operator")
+        ops.publish("edge/cam-a/model/begin", b"{}")  # 4 levels too: the collector may not read it
+        a.publish("edge/cam-b/gate/objects", b"cam-a under cam-b")  # another device's camera
+        a.publish("edge/cam-a/gate/status", b"{}")  # a status, a batch, a confirm: not under a camera
+        a.publish("edge/cam-a/gate/batch.zlib", b"x")
+        a.publish("edge/cam-a/gate/confirm", b"{}")
+        a.publish("edge/cam-a/gate/extra/objects", b"{}")  # nor deeper
+        for kind in ("detections", "objects", "counts"):
+            a.publish(f"edge/cam-a/gate/{kind}", f"gate {kind}".encode())
+        a.publish("edge/cam-a/yard/objects", b"yard objects")
+        wait_until(lambda: "edge/cam-a/yard/objects" in col.topics(), 10, "cam-a's last camera message")
+        assert col.got == [
+            ("edge/cam-a/gate/detections", b"gate detections"),
+            ("edge/cam-a/gate/objects", b"gate objects"),
+            ("edge/cam-a/gate/counts", b"gate counts"),
+            ("edge/cam-a/yard/objects", b"yard objects"),
+        ]
+        assert watcher.got == []
+        log = broker.log_text()
+        for user, topic in [
+            ("cam-a", "edge/cam-b/gate/objects"),
+            ("cam-a", "edge/cam-a/gate/status"),
+            ("coll-1", "edge/cam-a/gate/objects"),
+        ]:
+            assert f"Denied PUBLISH from {user}" in log and topic in log, (user, topic)
+        col.close()  # one user, one client id: the group member is the same identity
+        shared = peer(broker, d, "coll-1")
+        shared.subscribe("$share/g1/edge/+/+/objects")
+        a.publish("edge/cam-a/gate/objects", b"through the share")
+        wait_until(lambda: shared.got, 10, "the camera's objects through the shared subscription")
+        assert shared.got == [("edge/cam-a/gate/objects", b"through the share")]
+        shared.close()
+    finally:
+        for p in (a, ops, watcher, col):
+            p.close()

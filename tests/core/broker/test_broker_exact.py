@@ -122,6 +122,9 @@ topic write s/a/sensors
 topic write s/a/objects
 topic write s/a/counts
 topic write s/a/batch.zlib
+topic write s/a/+/detections
+topic write s/a/+/objects
+topic write s/a/+/counts
 topic read s/a/confirm
 
 user a-model
@@ -137,6 +140,9 @@ topic write s/b/sensors
 topic write s/b/objects
 topic write s/b/counts
 topic write s/b/batch.zlib
+topic write s/b/+/detections
+topic write s/b/+/objects
+topic write s/b/+/counts
 topic read s/b/confirm
 
 user b-model
@@ -149,10 +155,16 @@ topic deny s/#
 
 user c1
 topic read s/+/+
+topic read s/+/+/detections
+topic read s/+/+/objects
+topic read s/+/+/counts
 topic write s/+/confirm
 
 user c2
 topic read s/+/+
+topic read s/+/+/detections
+topic read s/+/+/objects
+topic read s/+/+/counts
 topic write s/+/confirm
 
 user o1

@@ -32,7 +32,7 @@ from edge_agent.core.broker.identity import (
     parse_enrolled,
 )
 from edge_agent.core.messages.batch import batch_topic
-from edge_agent.core.messages.builders import object_topics, topics
+from edge_agent.core.messages.builders import CAMERA_KINDS, camera_base, object_topics, topics
 from edge_agent.core.messages.fleet import DEVICE_RE
 
 LINE_RE = re.compile(r"^[^:]+:\$7\$(\d+)\$([A-Za-z0-9+/=]+)\$([A-Za-z0-9+/=]+)\Z")
@@ -91,6 +91,18 @@ def test_device_kinds_cover_every_topic_the_agent_publishes() -> None:
     assert sorted(x.split("/")[-1] for x in built) == sorted(DEVICE_KINDS)
 
 
+def test_a_named_camera_publishes_only_where_the_acl_lets_it() -> None:
+    # [[cameras]]: every topic a camera's messages go to matches one of the device's write lines,
+    # and no status, batch or confirm one level deeper does
+    acl = acl_of(acl_text(Enrollment({"d": []}), "edge"))["d"]
+    deeper = {line.split(" ", 1)[1] for line in acl if line.count("/") == 3}
+    assert deeper == {f"edge/d/+/{k}" for k in CAMERA_KINDS}
+    base = camera_base("edge", "d", "gate")
+    built = [*object_topics("edge", "d", "gate"), f"{base}/detections"]
+    assert sorted(t.replace("/gate/", "/+/") for t in built) == sorted(deeper)
+    assert all(line.startswith("write ") for line in acl if line.count("/") == 3)
+
+
 def acl_of(text: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     user = ""
@@ -107,14 +119,22 @@ def acl_of(text: str) -> dict[str, list[str]]:
 def test_acl_grants_each_identity_its_own_topics_only() -> None:
     e = Enrollment({"cam-1": ["g1", "g2"]}, ["coll"], ["ops"])
     acl = acl_of(acl_text(e, "/site/"))
-    assert acl["cam-1"] == [f"write site/cam-1/{k}" for k in DEVICE_KINDS] + ["read site/cam-1/confirm"]
+    assert acl["cam-1"] == [
+        *(f"write site/cam-1/{k}" for k in DEVICE_KINDS),
+        *(f"write site/cam-1/+/{k}" for k in CAMERA_KINDS),
+        "read site/cam-1/confirm",
+    ]
     assert acl["cam-1-model"] == [
         "read site/cam-1/model/#",
         "read site/groups/g1/model/#",
         "read site/groups/g2/model/#",
     ]
     assert acl["cam-1-doctor"] == ["deny site/#"]
-    assert acl["coll"] == ["read site/+/+", "write site/+/confirm"]
+    assert acl["coll"] == [
+        "read site/+/+",
+        *(f"read site/+/+/{k}" for k in CAMERA_KINDS),
+        "write site/+/confirm",
+    ]
     assert acl["ops"] == ["write site/+/model/#", "write site/groups/+/model/#"]
     assert acl["ops-watch"] == ["read site/+/status"]
     assert set(acl) == {"cam-1", "cam-1-model", "cam-1-doctor", "coll", "ops", "ops-watch"}

@@ -75,9 +75,9 @@ def test_unpack_refuses_a_zip_bomb_and_a_truncated_stream() -> None:
 
 def test_topics_and_subscriptions() -> None:
     assert batch_topic("edge/", "cam-1") == f"edge/cam-1/{BATCH_KIND}"
-    assert subscriptions("edge", None) == ["edge/+/+"]
-    assert subscriptions("site/a", "g1") == ["$share/g1/site/a/+/+"]
-    assert split_topic("site/a", "site/a/cam-1/detections") == ("cam-1", "detections")
+    assert subscriptions("edge", None)[0] == "edge/+/+"
+    assert subscriptions("site/a", "g1")[0] == "$share/g1/site/a/+/+"
+    assert split_topic("site/a", "site/a/cam-1/detections") == ("cam-1", "detections", None)
     for bad in ("other/cam-1/detections", "edge/cam 1/detections", "edge/cam-1/model/begin", "edge/cam-1/UP"):
         with pytest.raises(IngestError):
             split_topic("edge", bad)

@@ -52,19 +52,26 @@ def one(payload: Any, topic: str = TOPIC) -> Any:
 
 
 def test_subscriptions_strip_slashes_and_share_only_with_a_group() -> None:
-    assert subscriptions("/site/a/", None) == ["site/a/+/+"]
-    assert subscriptions("edge", "") == ["edge/+/+"]
-    assert subscriptions("edge", "g") == ["$share/g/edge/+/+"]
+    cams = ["site/a/+/+/detections", "site/a/+/+/objects", "site/a/+/+/counts"]
+    assert subscriptions("/site/a/", None) == ["site/a/+/+", *cams]
+    assert subscriptions("edge", "") == [
+        "edge/+/+",
+        "edge/+/+/detections",
+        "edge/+/+/objects",
+        "edge/+/+/counts",
+    ]
+    assert subscriptions("site/a", "g") == [f"$share/g/{f}" for f in ["site/a/+/+", *cams]]
 
 
 def test_topic_levels_are_checked_one_by_one() -> None:
-    assert split_topic("edge/", "edge/a.b_c-1/sensors") == ("a.b_c-1", "sensors")
-    assert split_topic("edge", "edge/" + "d" * 64 + "/x") == ("d" * 64, "x")
+    assert split_topic("edge/", "edge/a.b_c-1/sensors") == ("a.b_c-1", "sensors", None)
+    assert split_topic("edge", "edge/" + "d" * 64 + "/x") == ("d" * 64, "x", None)
     with pytest.raises(IngestError, match=r"^topic 'edgeX/cam/detections': not under the prefix 'edge'$"):
         split_topic("edge", "edgeX/cam/detections")
-    with pytest.raises(IngestError, match=r"^topic 'edge/cam/a/b': expected edge/<device>/<kind>$"):
-        split_topic("edge", "edge/cam/a/b")
-    with pytest.raises(IngestError, match=r"^topic 'edge/cam': expected edge/<device>/<kind>$"):
+    levels = "expected edge/<device>/<kind> or edge/<device>/<camera>/<kind>"
+    with pytest.raises(IngestError, match=rf"^topic 'edge/cam/a/b/c': {levels}$"):
+        split_topic("edge", "edge/cam/a/b/c")
+    with pytest.raises(IngestError, match=rf"^topic 'edge/cam': {levels}$"):
         split_topic("edge", "edge/cam")
     long = "edge/" + "d" * 65 + "/x"
     with pytest.raises(IngestError) as err:
@@ -121,6 +128,7 @@ def test_a_record_keeps_the_body_as_compact_json_and_its_id() -> None:
         "r1",
         NOW - 3,
         '{"id":"r1","seq":7,"boot":2,"device_id":"cam-1","ts":1795999997.0,"label":"caf\u00e9","n":[1,2]}',
+        None,  # no camera: the single [camera]
     )
     no_id = one(result(id=None, device_id=None))
     assert no_id.msg_id is None and no_id.device == "cam-1"  # both optional
@@ -341,7 +349,9 @@ def test_long_topics_and_ids_are_named_cut_short() -> None:
     deep = f"{prefix}/cam-1/" + "a/" * 40 + "k"
     with pytest.raises(IngestError) as err:
         parse(prefix, deep, b"{}", NOW)
-    assert str(err.value) == f"topic {deep[:200]!r}: expected {prefix}/<device>/<kind>"
+    assert str(err.value) == (
+        f"topic {deep[:200]!r}: expected {prefix}/<device>/<kind> or {prefix}/<device>/<camera>/<kind>"
+    )
     kind_topic = f"{prefix}/cam-1/" + "k" * 100
     with pytest.raises(IngestError) as err:
         parse(prefix, kind_topic, b"{}", NOW)
@@ -362,8 +372,9 @@ def test_long_topics_and_ids_are_named_cut_short() -> None:
 
 
 def test_a_prefix_is_stripped_of_slashes_only() -> None:
-    assert subscriptions("X/", None) == ["X/+/+"]
-    assert split_topic("/Xsite/", "Xsite/cam/k") == ("cam", "k")
+    assert subscriptions("X/", None)[0] == "X/+/+"
+    assert split_topic("/Xsite/", "Xsite/cam/k") == ("cam", "k", None)
+    assert split_topic("/Xsite/", "Xsite/cam/gate/counts") == ("cam", "counts", "gate")
 
 
 def test_a_batch_line_without_a_device_time_gets_the_receive_time() -> None:
