@@ -51,6 +51,30 @@ class Prepared:
     pre_ms: float
 
 
+class PrepRing:
+    """Preprocessing buffers for one thread's frames: one being inferred, one waiting in the 1-deep
+    prefetch hand-off, one being filled. Each camera's prefetch thread has its own: with one ring
+    shared by several cameras a frame was overwritten by another camera's while it waited or was
+    being inferred (tests/app/agent/test_agent_cameras.py, own_pixels). Not thread-safe by design."""
+
+    def __init__(self, size: int = 3) -> None:
+        self.size = size
+        self._hw: Optional[tuple[int, int]] = None
+        self._bufs: list[tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]] = []
+        self._pos = 0
+
+    def take(self, hw: tuple[int, int]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
+        """The next pair (canvas, blob) for an input of ``hw``; new buffers when the input changed."""
+        if hw != self._hw:
+            h, w = self._hw = hw
+            self._bufs = [
+                (np.empty((h, w, 3), np.uint8), np.empty((1, 3, h, w), np.float32)) for _ in range(self.size)
+            ]
+        pair = self._bufs[self._pos]
+        self._pos = (self._pos + 1) % self.size
+        return pair
+
+
 @dataclass
 class DetectOutput:
     detections: Detections
@@ -77,9 +101,7 @@ class Detector:
         self.dtype = model.input.dtype
         # best score of the last frame, whatever the threshold: the loop's "cannot score" watch
         self.last_max_score = float("nan")
-        h, w = self.input_hw
-        self._ring = [(np.empty((h, w, 3), np.uint8), np.empty((1, 3, h, w), np.float32)) for _ in range(3)]
-        self._ring_pos = 0
+        self._ring = PrepRing()  # prepare()'s own, for callers on one thread
         if not model.info.names and self.num_classes:
             model.info.names = {i: f"class{i}" for i in range(self.num_classes)}
         elif self.num_classes and len(model.info.names) != self.num_classes:
@@ -109,15 +131,15 @@ class Detector:
                 raise ModelError(f"{self.model.path}: unknown class '{lab}' (model classes: {known}...)")
         return ids
 
-    def prepare(self, image_bgr: npt.NDArray[np.uint8]) -> Prepared:
+    def prepare(self, image_bgr: npt.NDArray[np.uint8], ring: Optional[PrepRing] = None) -> Prepared:
         """Preprocessing alone, so a loop can run it on another thread while the model infers.
 
-        Buffers come from a ring of three: one being inferred, one waiting in the 1-deep prefetch
-        hand-off, one being filled. A caller keeping more than two Prepared alive must copy.
+        Buffers come from ``ring`` (the detector's own when None): a ring of three, so a caller
+        keeping more than two Prepared of one ring alive must copy; each preparing thread needs its
+        own ring (several cameras: one per camera).
         """
         t0 = time.perf_counter()
-        canvas, blob = self._ring[self._ring_pos]
-        self._ring_pos = (self._ring_pos + 1) % len(self._ring)
+        canvas, blob = (ring or self._ring).take(self.input_hw)
         out_blob = blob if np.dtype(self.dtype) == np.float32 else None
         tensor, lb = preprocess_detector(
             image_bgr, self.input_hw, self.dtype, canvas, out_blob, stretch=self.format.fmt.stretch_input

@@ -23,7 +23,7 @@ from edge_agent.adapters.camera.capture import Camera
 from edge_agent.adapters.host.probes import lower_thread_priority
 from edge_agent.app.agent.modelset import ModelSet
 from edge_agent.core.camera.source_spec import Frame
-from edge_agent.inference.pipeline import Prepared
+from edge_agent.inference.pipeline import Prepared, PrepRing
 
 log = logging.getLogger("edge_agent.prefetch")
 
@@ -55,6 +55,7 @@ class Prefetch:
         self.ended = threading.Event()
         self.gate_errors = 0
         self.wake = wake  # set on every hand-off: the loop of several cameras waits on it
+        self.ring = PrepRing()  # this thread's buffers: never another camera's
         self._taken = threading.Event()
         self._taken_at: Optional[float] = None
         self._busy_s: Optional[float] = None  # the loop's time per frame, between our hand-offs
@@ -93,7 +94,7 @@ class Prefetch:
             ms = self.models()
             t0 = time.monotonic()
             try:
-                prepared: Optional[Prepared] = ms.detector.prepare(frame.image)
+                prepared: Optional[Prepared] = ms.detector.prepare(frame.image, self.ring)
             except Exception:  # noqa: BLE001 -- any error, not only ours: raised here it would end this thread
                 # and stall the loop (still pinging the watchdog, so never restarted); handed over
                 # unprepared, the loop prepares it again and meets the error itself (Agent._infer)

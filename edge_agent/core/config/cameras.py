@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from edge_agent.core.config.schema import Config
 
 DEFAULT_CAMERA = "default"  # the id of the single [camera]
-MAX_CAMERAS = 64  # the hard ceiling of [device] max_cameras
 
 
 class _CameraId(Section):
@@ -41,6 +40,10 @@ class _CameraId(Section):
     @field_validator("id")
     @classmethod
     def _valid_id(cls, value: str) -> str:
+        from edge_agent.core.messages.cameras import RESERVED_CAMERA_IDS
+
+        if value in RESERVED_CAMERA_IDS:  # <prefix>/<device>/model/... is the model receiver's tree
+            raise ValueError(f"{value!r} is reserved (not one of {', '.join(sorted(RESERVED_CAMERA_IDS))})")
         return valid_topic_id(value, "camera id")
 
 

@@ -229,3 +229,30 @@ def test_a_reload_says_that_camera_changes_wait_for_a_restart(
     said = [r.getMessage() for r in caplog.records if "next restart" in r.getMessage()]
     assert agent.reloads == 2 and len(said) == 1 and said[0].startswith(f"cameras changed in {path}")
     assert len(agent.pipelines) == 1
+
+
+def test_each_cameras_frames_are_inferred_on_its_own_pixels(tmp_path: Path, world: World) -> None:
+    """Every prefetch thread prepares into buffers of its own: with a shared ring, one camera's
+    frame was overwritten by another's while it waited or was inferred."""
+    import cv2
+    import numpy as np
+
+    dark = tmp_path / "dark"
+    dark.mkdir()
+    for n in range(4):
+        cv2.imwrite(str(dark / f"{n:03d}.png"), np.zeros((128, 256, 3), np.uint8))
+    extra = cameras(
+        f'id = "lit"\nsource = "{world.camera}"\nloop = true',
+        f'id = "dark"\nsource = "{dark}"\nloop = true',
+        f'id = "lit2"\nsource = "{world.camera}"\nloop = true',
+    )
+    agent = Agent(config(world, tmp_path, extra), max_frames=300)
+    assert run_agent(agent, 60) == 0
+    got = rows(tmp_path)
+    # world scene n has n % 4 squares; a dark frame has none, whatever ran beside it
+    wrong = [
+        (b["camera"], b["image"], len(b["detections"]))
+        for _, b in got
+        if len(b["detections"]) != (0 if b["camera"] == "dark" else int(Path(b["image"]).stem) % 4)
+    ]
+    assert not wrong, wrong[:10]

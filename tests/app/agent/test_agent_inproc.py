@@ -330,11 +330,11 @@ def test_a_model_error_drops_the_frame_and_is_counted(
 class UnpreparableDetector(Detector):
     """A real detector that cannot prepare its second frame (in the prefetch thread or in the loop)."""
 
-    def prepare(self, image_bgr: Any) -> Prepared:
+    def prepare(self, image_bgr: Any, ring: Any = None) -> Prepared:
         self.calls = getattr(self, "calls", 0) + 1
         if self.calls in (2, 3):  # the prefetch thread's try, then the loop's own
             raise ModelError("cannot prepare: test")
-        return super().prepare(image_bgr)
+        return super().prepare(image_bgr, ring)
 
 
 def test_a_frame_the_prefetch_thread_cannot_prepare_is_counted_and_the_loop_goes_on(

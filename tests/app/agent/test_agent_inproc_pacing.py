@@ -84,11 +84,11 @@ class SlowPrepare(Detector):
 
     calls = 0
 
-    def prepare(self, image_bgr: Any) -> Prepared:
+    def prepare(self, image_bgr: Any, ring: Any = None) -> Prepared:
         self.calls += 1
         t0 = time.perf_counter()
         time.sleep(SLOW_PREP_S)
-        p = super().prepare(image_bgr)
+        p = super().prepare(image_bgr, ring)
         return dataclasses.replace(p, pre_ms=(time.perf_counter() - t0) * 1e3)
 
     def detect_prepared(self, prep: Prepared, keep_raw: bool = False) -> DetectOutput:
@@ -233,9 +233,9 @@ def test_a_frame_still_being_prepared_when_the_source_ends_is_not_lost(
     base = ModelSet.from_config(cfg)
 
     class Slower(Detector):
-        def prepare(self, image_bgr: Any) -> Prepared:
+        def prepare(self, image_bgr: Any, ring: Any = None) -> Prepared:
             time.sleep(0.4)
-            return super().prepare(image_bgr)
+            return super().prepare(image_bgr, ring)
 
     bodies: list[dict[str, Any]] = []
     agent = Agent(

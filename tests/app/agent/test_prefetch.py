@@ -45,7 +45,7 @@ class FakeDetector:
         self.fail: set[int] = set()
         self.error: Exception = ModelError("cannot prepare: test")
 
-    def prepare(self, image: Any) -> tuple[str, int]:
+    def prepare(self, image: Any, ring: Any = None) -> tuple[str, int]:
         if int(image[0, 0, 0]) in self.fail:
             raise self.error
         if self.clock is not None:
@@ -277,7 +277,7 @@ def test_a_finished_camera_ends_the_thread_after_the_last_frame_is_handed_over()
     models = FakeModels("a")
     real_prepare = models.detector.prepare
 
-    def prepare(image: Any) -> tuple[str, int]:
+    def prepare(image: Any, ring: Any = None) -> tuple[str, int]:
         time.sleep(0.3)  # preparing takes longer than the loop's 0.25 s wait
         return real_prepare(image)
 

@@ -97,6 +97,7 @@ def test_a_lone_camera_takes_the_top_level_zones_and_lines() -> None:
         (('id = "yard"', 'id = "ya/rd"'), "cameras.1.id = 'ya/rd': Value error, not a usable camera id"),
         (('id = "yard"', 'id = "ya+rd"'), "not a usable camera id"),
         (('id = "yard"', 'id = "ya rd"'), "only ASCII letters, digits"),
+        (('id = "yard"', 'id = "model"'), "cameras.1.id = 'model': Value error, 'model' is reserved"),
         (("weight = 2", "weight = 0"), "cameras.0.weight = 0"),
         (("weight = 2", "weight = 1000000000"), "cameras.0.weight = 1000000000"),
         (('mode = "event"', 'mode = "sometimes"'), "cameras.1.mode = 'sometimes'"),
@@ -152,7 +153,7 @@ def test_any_camera_id_is_a_safe_topic_level_or_one_clear_refusal(cid: str) -> N
         assert "\n" not in str(exc) and "cameras.0.id" in str(exc)
         return
     (view,) = camera_views(cfg)
-    assert view.id == cid and len(cid) <= 64
+    assert view.id == cid and len(cid) <= 64 and cid != "model"
     assert all(c.isascii() and (c.isalnum() or c in "_.-") for c in cid)
 
 
