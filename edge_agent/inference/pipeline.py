@@ -80,6 +80,7 @@ class DetectOutput:
     detections: Detections
     timings_ms: dict[str, float] = field(default_factory=dict)
     raw: Optional[npt.NDArray[np.generic]] = None
+    max_score: float = float("nan")  # this frame's best score, whatever the threshold
 
 
 class Detector:
@@ -149,17 +150,34 @@ class Detector:
     def detect_prepared(self, prep: Prepared, keep_raw: bool = False) -> DetectOutput:
         t1 = time.perf_counter()
         raw = self.model.run_single(prep.blob)[0]
+        return self._decode(raw, prep, (time.perf_counter() - t1) * 1e3, keep_raw)
+
+    def detect_batch(self, preps: Sequence[Prepared]) -> list[DetectOutput]:
+        """Frames of several cameras in one ``session.run`` (a dynamic batch axis only: the caller
+        checks ``model.dynamic_batch``); each frame's ``infer`` time is its share of the run."""
+        if len(preps) == 1:
+            return [self.detect_prepared(preps[0])]
+        t1 = time.perf_counter()
+        raw = self.model.run_single(np.concatenate([p.blob for p in preps]))[0]
+        share = (time.perf_counter() - t1) * 1e3 / len(preps)
+        if len(raw) != len(preps):
+            raise ModelError(f"{self.model.path}: {len(preps)} frames in, an output of batch {len(raw)} out")
+        return [self._decode(raw[i : i + 1], p, share, False) for i, p in enumerate(preps)]
+
+    def _decode(
+        self, raw: npt.NDArray[np.generic], prep: Prepared, infer_ms: float, keep_raw: bool
+    ) -> DetectOutput:
         t2 = time.perf_counter()
         p = self.params
         try:
-            dets, self.last_max_score = decode_output(
+            dets, best = decode_output(
                 raw, self.format, prep.letterbox, p.conf_threshold, p.iou_threshold, p.max_det, p.classes
             )
         except ValueError as exc:
             raise ModelError(f"{self.model.path}: {exc}") from None
-        t3 = time.perf_counter()
-        ms = {"pre": prep.pre_ms, "infer": (t2 - t1) * 1e3, "post": (t3 - t2) * 1e3}
-        return DetectOutput(dets, ms, raw if keep_raw else None)
+        self.last_max_score = best
+        ms = {"pre": prep.pre_ms, "infer": infer_ms, "post": (time.perf_counter() - t2) * 1e3}
+        return DetectOutput(dets, ms, raw if keep_raw else None, best)
 
     def detect(self, image_bgr: npt.NDArray[np.uint8], keep_raw: bool = False) -> DetectOutput:
         return self.detect_prepared(self.prepare(image_bgr), keep_raw)
@@ -233,6 +251,18 @@ def run_cascade(
     """Detect (from ``prepared`` when the caller preprocessed already), then classify the crops
     of the chosen detector classes (all when None)."""
     out = detector.detect_prepared(prepared or detector.prepare(image_bgr))
+    return classify_crops(image_bgr, out, detector, classifier, classify_classes, padding)
+
+
+def classify_crops(
+    image_bgr: npt.NDArray[np.uint8],
+    out: DetectOutput,
+    detector: Detector,
+    classifier: Optional[Classifier] = None,
+    classify_classes: Optional[Sequence[int]] = None,
+    padding: float = CROP_PADDING,
+) -> tuple[list[Detection], dict[str, float]]:
+    """The cascade's second half: one frame's detections, its chosen crops classified."""
     dets = to_detection_list(out.detections, detector.names)
     timings = dict(out.timings_ms)
     if classifier is not None and dets:
@@ -262,6 +292,23 @@ def infer_frame(
     and its boxes are scaled back here, so every consumer gets full-size coordinates."""
     dets, timings = run_cascade(frame.image, detector, classifier, classify_classes, padding, prepared)
     return to_full_scale(dets, frame.full_scale()), timings
+
+
+def infer_frames(
+    frames: Sequence[Frame],
+    prepared: Sequence[Prepared],
+    detector: Detector,
+    classifier: Optional[Classifier] = None,
+    classify_classes: Optional[Sequence[int]] = None,
+    padding: float = CROP_PADDING,
+) -> list[tuple[list[Detection], dict[str, float], float]]:
+    """:func:`infer_frame` for frames of several cameras, detected in one run: per frame its
+    detections (full-frame pixels), timings and best score."""
+    out = []
+    for frame, o in zip(frames, detector.detect_batch(prepared)):
+        dets, timings = classify_crops(frame.image, o, detector, classifier, classify_classes, padding)
+        out.append((to_full_scale(dets, frame.full_scale()), timings, o.max_score))
+    return out
 
 
 def to_full_scale(dets: list[Detection], scale: tuple[float, float]) -> list[Detection]:

@@ -10,6 +10,7 @@ They are real models with hand-checkable behaviour, not random weights:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -25,8 +26,11 @@ def _save(model: onnx.ModelProto, path: Path, meta: dict[str, str]) -> Path:
     return path
 
 
-def make_bright_detector(path: Path, imgsz: int = 64, stride: int = 8, transposed: bool = False) -> Path:
-    """Detector for bright square patches: each stride cell is an anchor scored by its brightness."""
+def make_bright_detector(
+    path: Path, imgsz: int = 64, stride: int = 8, transposed: bool = False, dynamic_batch: bool = False
+) -> Path:
+    """Detector for bright square patches: each stride cell is an anchor scored by its brightness.
+    ``dynamic_batch``: the batch axis is ``N`` (the boxes are expanded to the input's batch)."""
     g = imgsz // stride
     n = g * g
     ys, xs = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
@@ -46,7 +50,20 @@ def make_bright_detector(path: Path, imgsz: int = 64, stride: int = 8, transpose
         numpy_helper.from_array(np.array([1], np.int64), "axes1"),
         numpy_helper.from_array(np.array([1, 1, n], np.int64), "score_shape"),
     ]
-    out_shape = [1, 5, n]
+    out_shape: list[Any] = [1, 5, n]
+    batch: Any = 1
+    if dynamic_batch:
+        batch = out_shape[0] = "N"
+        inits[2] = numpy_helper.from_array(np.array([0, 1, n], np.int64), "score_shape")  # 0: the input's N
+        inits.append(numpy_helper.from_array(np.array([4, n], np.int64), "box_rest"))
+        inits += [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("z", 0), ("o", 1))]
+        nodes[3:3] = [
+            helper.make_node("Shape", ["images"], ["in_shape"]),
+            helper.make_node("Slice", ["in_shape", "z", "o"], ["n_batch"]),
+            helper.make_node("Concat", ["n_batch", "box_rest"], ["box_shape"], axis=0),
+            helper.make_node("Expand", ["boxes", "box_shape"], ["boxes_n"]),
+        ]
+        nodes[-1] = helper.make_node("Concat", ["boxes_n", "scores"], ["cat"], axis=1)
     if transposed:
         nodes.append(helper.make_node("Transpose", ["cat"], ["output0"], perm=[0, 2, 1]))
         out_shape = [1, n, 5]
@@ -55,7 +72,7 @@ def make_bright_detector(path: Path, imgsz: int = 64, stride: int = 8, transpose
     graph = helper.make_graph(
         nodes,
         "bright",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, imgsz, imgsz])],
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [batch, 3, imgsz, imgsz])],
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, out_shape)],
         inits,
     )

@@ -3,11 +3,9 @@
 The agent owns what every camera shares (the model set, the outbox, MQTT sync, the sensor, model
 updates, the status) and a list of camera pipelines (one per camera: the single ``[camera]``, or
 each of ``[[cameras]]``: :mod:`edge_agent.app.agent.camera_pipeline`). With several cameras the
-loop takes the next ready frame by weighted round robin (core/camera/scheduler.py): one shared
-session per model, frames run in turn. Batching them into one ``session.run`` was measured here
-(YOLOv8n 640, 2 threads, its batch axis made dynamic): 4 frames in one run took 0.96x the time of
-4 runs, 2 in one 0.93x -- less than the staleness a gathered batch costs, and the Nano's and Pi's
-exports are batch-1 -- so frames are not batched (docs/cameras.md "Several cameras").
+loop's step is :class:`edge_agent.app.agent.scheduling.ManyCameras` (one shared session per
+model; the next ready frames by weighted round robin, in one ``session.run`` when the detector's
+batch axis is dynamic).
 
 One loop thread owns inference. Capture runs in the camera's thread and, when free-running,
 preprocessing of the next frame runs in a prefetch thread while the model infers the current
@@ -40,9 +38,9 @@ from edge_agent.app.agent.modelset import ModelSet
 from edge_agent.app.agent.objects_step import ObjectsStep
 from edge_agent.app.agent.output_steps import ObjectsOutput
 from edge_agent.app.agent.parts import start_sensor, start_sync
+from edge_agent.app.agent.scheduling import ManyCameras
 from edge_agent.app.updates.agent_side import ModelUpdates
 from edge_agent.core.camera.motion import MotionFilter
-from edge_agent.core.camera.scheduler import WeightedRoundRobin
 from edge_agent.core.config.cameras import camera_views
 from edge_agent.core.config.schema import Config, require_detector
 from edge_agent.core.messages.log_throttle import DEVICE_EVERY, LogThrottle
@@ -59,7 +57,6 @@ STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
 SCENE_SECTIONS = ("camera", "cameras", "motion", "zones", "lines", "output", "tracker", "sensor", "mqtt")
-POLL_S = 0.01  # several cameras: the longest wait for a paced camera's turn or a sensor trigger
 
 
 @dataclass
@@ -113,6 +110,7 @@ class Agent:
             CameraPipeline(view, self, camera if i == 0 else None, wake) for i, view in enumerate(views)
         ]
         self.named_cameras = bool(cfg.cameras)
+        self.scheduling: Optional[ManyCameras] = None  # the loop's, while it runs
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -224,7 +222,8 @@ class Agent:
         wd = sdnotify.watchdog_interval_s()
         pipes = self.pipelines
         one = pipes[0] if len(pipes) == 1 else None  # one camera: its blocking next(), as always
-        rr = WeightedRoundRobin([p.view.weight for p in pipes])
+        many = ManyCameras(pipes, self._wake, self.cfg.detector.max_batch)
+        self.scheduling = many
         last_ping = last_status = 0.0
         for pipe in pipes:
             pipe.drop_stale = one is None
@@ -241,22 +240,19 @@ class Agent:
                 if self.reload_requested.is_set():
                     self.reload_requested.clear()
                     self._reload()
+                left = None if self.max_frames is None else self.max_frames - self.frames
                 if one is not None:
-                    pipe, item = one, one.next()
-                else:
-                    self._wake.clear()  # before the peek: a hand-off after it sets it again
-                    i = rr.pick([n for n, p in enumerate(pipes) if p.ready])
-                    pipe = pipes[i] if i is not None else pipes[0]
-                    item = pipe.next(0) if i is not None else None
-                    if i is None and not all(p.ended() for p in pipes):
-                        self._wake.wait(POLL_S)
-                        continue
-                if item is None:
-                    if all(p.ended() for p in pipes):
-                        log.info("camera source ended" if one else "every camera source ended")
+                    item = one.next()
+                    if item is not None:
+                        one.process(*item)
+                    elif one.ended():
+                        log.info("camera source ended")
                         break
-                    continue
-                pipe.process(*item)
+                else:
+                    ran = many.step(self._models, left)
+                    if ran is False:
+                        log.info("every camera source ended")
+                        break
                 if self.max_frames is not None and self.frames >= self.max_frames:
                     break
         finally:

@@ -243,12 +243,21 @@ class CameraPipeline:
         if current is not None and models is not current:  # reloaded meanwhile: prepared for the old input
             models, prepared = current, None
         inferred = self.infer(frame, prepared, models)
-        if inferred is None:
-            return
-        dets, timings = inferred
+        if inferred is not None:
+            self.finish(frame, *inferred, models)
+
+    def finish(
+        self,
+        frame: Frame,
+        dets: list[Detection],
+        timings: dict[str, float],
+        models: ModelSet,
+        best: Optional[float] = None,
+    ) -> None:
+        """The steps after inference (``best``: the frame's best score, when run in a batch)."""
         if self.keep_ids is not None:  # this camera's classes, of what the shared detector kept
             dets = [d for d in dets if d.class_id in self.keep_ids]
-        self.account(models, timings)
+        self.account(models, timings, best)
         updates = self.owner.updates
         if updates is not None:
             feed_model_updates(updates, frame, len(dets))
@@ -266,18 +275,22 @@ class CameraPipeline:
                 frame, models.detector, models.classifier, models.classify_ids, models.crop_padding, prepared
             )
         except EdgeAgentError as exc:
-            self.owner.count_error()
-            line = self._infer_errors.line("infer", f"frame {frame.seq}: {exc}")  # per frame: throttled
-            if line is not None:
-                log.error("%s", line)
+            self.infer_failed(frame, exc)
             return None
         timings["total"] = (time.monotonic() - t0) * 1e3 + (prepared.pre_ms if prepared else 0.0)
         timings["age"] = (t0 - frame.ts_mono) * 1e3  # how old the frame is when inference starts
         return dets, timings
 
-    def account(self, models: ModelSet, timings: dict[str, float]) -> None:
+    def infer_failed(self, frame: Frame, exc: EdgeAgentError) -> None:
+        self.owner.count_error()
+        line = self._infer_errors.line("infer", f"frame {frame.seq}: {exc}")  # per frame: throttled
+        if line is not None:
+            log.error("%s", line)
+
+    def account(self, models: ModelSet, timings: dict[str, float], best: Optional[float] = None) -> None:
         """Health step: frame count, latency and fps windows, the detector-cannot-score streak."""
-        best = getattr(models.detector, "last_max_score", float("nan"))
+        if best is None:
+            best = getattr(models.detector, "last_max_score", float("nan"))
         self.no_score_streak = self.no_score_streak + 1 if best <= NO_SCORE_LEVEL else 0
         if self.no_score_streak == NO_SCORE_FRAMES:
             log.warning("%s", self.warnings()[0])

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from support import free_port
+from support.models import make_bright_detector
 from support.world import World, agent_toml, make_world, run_agent
 
 from edge_agent.app.agent.agent import Agent
@@ -231,9 +232,13 @@ def test_a_reload_says_that_camera_changes_wait_for_a_restart(
     assert len(agent.pipelines) == 1
 
 
-def test_each_cameras_frames_are_inferred_on_its_own_pixels(tmp_path: Path, world: World) -> None:
-    """Every prefetch thread prepares into buffers of its own: with a shared ring, one camera's
-    frame was overwritten by another's while it waited or was inferred."""
+@pytest.mark.parametrize(("dynamic", "max_batch"), [(False, 4), (True, 4), (True, 1)])
+def test_each_cameras_frames_are_inferred_on_its_own_pixels_batched_or_not(
+    tmp_path: Path, world: World, dynamic: bool, max_batch: int
+) -> None:
+    """Every prefetch thread prepares into buffers of its own (with one shared ring, a frame was
+    overwritten by another camera's while it waited or was inferred), and a batch of frames of
+    several cameras gives each its own detections; batches only for a dynamic batch axis."""
     import cv2
     import numpy as np
 
@@ -246,9 +251,16 @@ def test_each_cameras_frames_are_inferred_on_its_own_pixels(tmp_path: Path, worl
         f'id = "dark"\nsource = "{dark}"\nloop = true',
         f'id = "lit2"\nsource = "{world.camera}"\nloop = true',
     )
-    agent = Agent(config(world, tmp_path, extra), max_frames=300)
+    det = make_bright_detector(tmp_path / "dyn.onnx", dynamic_batch=True) if dynamic else world.det
+    cfg = config(
+        world, tmp_path, extra, detector={"model": str(det), "conf_threshold": 0.6, "max_batch": max_batch}
+    )
+    agent = Agent(cfg, max_frames=300)
+    # the loop must be slower than the prefetch threads for frames of several cameras to be ready at once
+    agent.add_frame_observer(lambda *_: time.sleep(0.002))
     assert run_agent(agent, 60) == 0
     got = rows(tmp_path)
+    assert len(got) == 300 and agent.errors == 0
     # world scene n has n % 4 squares; a dark frame has none, whatever ran beside it
     wrong = [
         (b["camera"], b["image"], len(b["detections"]))
@@ -256,3 +268,11 @@ def test_each_cameras_frames_are_inferred_on_its_own_pixels(tmp_path: Path, worl
         if len(b["detections"]) != (0 if b["camera"] == "dark" else int(Path(b["image"]).stem) % 4)
     ]
     assert not wrong, wrong[:10]
+    many = agent.scheduling
+    assert many is not None
+    if dynamic and max_batch > 1:
+        assert many.batches > 10 and many.batched_frames >= 2 * many.batches
+        batched = [b for _, b in got if b["timings_ms"].get("batch", 1) > 1]
+        assert len(batched) == many.batched_frames
+    else:
+        assert many.batches == 0 and all("batch" not in b["timings_ms"] for _, b in got)
