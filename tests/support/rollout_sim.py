@@ -1,0 +1,133 @@
+"""Simulated rollout devices: the REAL model receiver (ModelReceiver: persistent session, signed
+begin, chunk hashes, the inbox) and a retained status carrying the agent's ``model_update``
+block, built with the agent's own ``build_status`` (schemas/status.json validates it).
+
+Only the install is played: instead of gating, a device does what its ``behaviour`` says --
+"pass" (switched, on trial for ``trial_s``, then passed), "refuse" (the gate's refusal),
+"rollback" (switched, then rolled back by its trial) or "silent" (receives, never answers).
+Five real agents (a model run each, a gate on the sample images) are too heavy for the 2-core
+test machine; one real agent as the canary plus these speaks the same MQTT to the rollout.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import paho.mqtt.client as mqtt
+
+from edge_agent.adapters.updates.package_file import PackageReader
+from edge_agent.adapters.updates.receiver import ModelReceiver
+from edge_agent.app.cli.configfile import load_config
+from edge_agent.core.messages.status import build_status
+from edge_agent.core.updates.store_state import Outcome, event
+from support.updates import write_config
+
+
+class SimDevice:
+    def __init__(self, root: Path, port: int, device: str, pub: str, behaviour: str, trial_s: float = 0.5):
+        extra = f'[model_update]\ntrusted_keys = ["{pub}"]\ngroups = ["fleet-a"]'
+        self.cfg = load_config(write_config(root, port=port, device=device, extra=extra))
+        self.device, self.behaviour, self.trial_s = device, behaviour, trial_s
+        state = Path(self.cfg.device.state_dir)
+        self.inbox = state / "inbox"
+        self.transfers = state / "transfers"
+        self.received: list[str] = []  # transfer ids whose package arrived complete
+        self.statuses: list[dict[str, Any]] = []  # every status published
+        self.current: dict[str, Any] = {"id": None, "model": "demo-detector.onnx"}
+        self.trial: Optional[dict[str, Any]] = None
+        self.last: Optional[dict[str, Any]] = None
+        self.transfer: Optional[dict[str, Any]] = None
+        self._lock = threading.Lock()
+        self.pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=device)
+        self.pub.connect("127.0.0.1", port)
+        self.pub.loop_start()
+        self.rx = ModelReceiver(self.cfg, self.transfers, self.inbox, self._progress)
+        self.rx.start()
+
+    # ---- the agent's side, played ------------------------------------------------------------
+    def _progress(self, info: Optional[dict[str, Any]]) -> None:
+        self.transfer = info
+        if info and info.get("complete"):
+            threading.Thread(target=self._install, args=(info["transfer_id"],), daemon=True).start()
+        self.publish()
+
+    def _install(self, tid: str) -> None:
+        pkg = self.inbox / f"{tid}.pkg"
+        with PackageReader(pkg) as r:
+            m = r.manifest
+        self.received.append(tid)
+        origin, now = f"mqtt:{tid}", time.time()
+        if self.behaviour == "silent":
+            return
+        if self.behaviour == "refuse":
+            self.last = event(
+                Outcome.REFUSED, "gate on 3 probe images: REFUSED: recall 0.0 (sim)", origin, now, m.summary()
+            )
+            self.publish()
+            return
+        vid = m.version_id
+        self.current = {**m.summary(), "id": vid, "created_at": m.created_at}
+        self.trial = {"vid": vid, "since": now, "running": True, "baseline_rate": 1.0, "forced": False}
+        self.last = event(Outcome.SWITCHED, "gate passed (sim)", origin, now, m.summary())
+        self.publish()
+        time.sleep(self.trial_s)
+        self.trial = None
+        if self.behaviour == "rollback":
+            self.current = {"id": None, "model": "demo-detector.onnx"}
+            self.last = event(
+                Outcome.ROLLED_BACK,
+                f"{vid} -> config model: detection rate collapsed (sim)",
+                "agent",
+                time.time(),
+                {"name": vid},
+            )
+        self.publish()
+
+    def publish(self) -> None:
+        now = time.time()
+        mu = {
+            "current": self.current,
+            "history": [],
+            "trial": self.trial,
+            "last": self.last,
+            "state": "idle",
+            "errors": 0,
+            "transfer": self.transfer,
+            "ring_frames": None,
+            "receiver": self.rx.snapshot() if hasattr(self, "rx") else {"alive": False},
+        }
+        body = build_status(
+            device_id=self.device,
+            version="sim",
+            state="running",
+            ts=now,
+            started_at=now,
+            uptime_s=0.0,
+            ready_s=0.1,
+            pid=0,
+            counters={},
+            fps=0.0,
+            latency_ms={},
+            queue={},
+            broker=None,
+            camera=None,
+            sensor=None,
+            provider=None,
+            models={"detector": {"id": self.current.get("id") or "config"}},
+            clock_synced=True,
+            model_update=mu,
+        )
+        with self._lock:
+            self.statuses.append(body)
+            self.pub.publish(
+                f"edge/{self.device}/status", json.dumps(body), qos=1, retain=True
+            ).wait_for_publish(10)
+
+    def stop(self) -> None:
+        self.rx.stop()
+        self.pub.disconnect()
+        self.pub.loop_stop()
