@@ -26,9 +26,21 @@ from edge_agent.core.messages.status import build_status
 from edge_agent.core.updates.store_state import Outcome, event
 from support.updates import write_config
 
+# an empty outbox's stats (the schema requires every field)
+QUEUE: dict[str, Any] = {
+    **dict.fromkeys(
+        ("pending", "inflight", "unflushed", "bytes", "seq", "dropped", "expired", "rejected"), 0
+    ),
+    **dict.fromkeys(("salvaged", "lost", "corrupt_files", "crashes", "seq_skipped"), 0),
+    "oldest": None,
+    "boot": 1,
+    "disk_full": False,
+}
+
 
 class SimDevice:
     def __init__(self, root: Path, port: int, device: str, pub: str, behaviour: str, trial_s: float = 0.5):
+        root.mkdir(parents=True, exist_ok=True)
         extra = f'[model_update]\ntrusted_keys = ["{pub}"]\ngroups = ["fleet-a"]'
         self.cfg = load_config(write_config(root, port=port, device=device, extra=extra))
         self.device, self.behaviour, self.trial_s = device, behaviour, trial_s
@@ -112,12 +124,12 @@ class SimDevice:
             counters={},
             fps=0.0,
             latency_ms={},
-            queue={},
+            queue=QUEUE,
             broker=None,
             camera=None,
             sensor=None,
             provider=None,
-            models={"detector": {"id": self.current.get("id") or "config"}},
+            models={"detector": self._detector()},
             clock_synced=True,
             model_update=mu,
         )
@@ -126,6 +138,10 @@ class SimDevice:
             self.pub.publish(
                 f"edge/{self.device}/status", json.dumps(body), qos=1, retain=True
             ).wait_for_publish(10)
+
+    def _detector(self) -> dict[str, str]:
+        sha = self.current.get("detector_sha256") or "0" * 64  # the config's model: any hash
+        return {"id": self.current.get("id") or "demo-detector", "sha256": sha, "quantization": "int8"}
 
     def stop(self) -> None:
         self.rx.stop()

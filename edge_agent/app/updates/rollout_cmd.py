@@ -92,7 +92,10 @@ def _members(args: argparse.Namespace) -> list[str]:
     except OSError as exc:
         raise ConfigError(f"--broker-dir: cannot read {path}: {exc.strerror or exc}") from None
     except EnrollError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        text = str(exc)
+        raise ConfigError(
+            f"{path}: {text[len('enrolled.json: ') :] if text.startswith('enrolled.json: ') else text}"
+        ) from None
     found = sorted(d for d, groups in enrolled.devices.items() if args.group in groups)
     if not found:
         raise ConfigError(f"{path}: no device is enrolled in group {args.group!r} (`fleet enroll --group`)")
@@ -107,8 +110,10 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("model rollout --status: takes no package and no --resume")
     if not any(modes):
         raise ConfigError("model rollout: give a PACKAGE (a new rollout), --resume ID or --status [ID]")
-    if modes[0] and (not args.group or not _NAME.fullmatch(args.group)):
-        raise ConfigError(f"--group {str(args.group)[:70]!r}: expected 1 to 64 of [A-Za-z0-9_.-]")
+    if modes[0] and not args.group:
+        raise ConfigError("model rollout PACKAGE: --group G is required (the group to roll out to)")
+    if modes[0] and not _NAME.fullmatch(args.group):
+        raise ConfigError(f"--group {args.group[:70]!r}: expected 1 to 64 of [A-Za-z0-9_.-]")
     if args.halt_after < 1:
         raise ConfigError(f"--halt-after {args.halt_after}: expected a number of devices >= 1")
     if args.wave < 0:

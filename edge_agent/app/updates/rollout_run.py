@@ -47,7 +47,8 @@ class StatusWatch:
 
     def __init__(self, cfg: Config, members: set[str]) -> None:
         self.members = members
-        self.bodies: dict[str, dict[str, Any]] = {}
+        self.bodies: dict[str, dict[str, Any]] = {}  # the newest of each device
+        self._new: list[tuple[str, dict[str, Any]]] = []  # every body since the last drain, in order
         self._lock = threading.Lock()
         self._subscribed = threading.Event()
         self._client = _connect(cfg, "watch")
@@ -65,15 +66,20 @@ class StatusWatch:
         if dev in self.members and msg.topic.split("/")[-2] == dev:
             with self._lock:
                 self.bodies[str(dev)] = body
+                self._new.append((str(dev), body))
 
     def settle(self, timeout_s: float = 10.0) -> None:
         if not self._subscribed.wait(timeout_s):
             raise SyncError(f"the broker did not acknowledge the status subscription within {timeout_s:g} s")
         time.sleep(SETTLE_S)
 
-    def snapshot(self) -> dict[str, dict[str, Any]]:
+    def drain(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every body that arrived since the last call, in order, then the newest of every
+        device again: a device on trial for less than a poll still shows "switched", and one
+        whose stage was just pushed is judged on the status it had (it may run the version)."""
         with self._lock:
-            return dict(self.bodies)
+            new, self._new = self._new, []
+            return [*new, *sorted(self.bodies.items())]
 
     def close(self) -> None:
         self._client.disconnect()
@@ -143,15 +149,15 @@ def newest(rows: list[VerdictRow]) -> dict[str, Verdict]:
 
 
 def record(
-    db: CollectorDb, ro: Rollout, bodies: dict[str, dict[str, Any]], say: Callable[[str], None]
+    db: CollectorDb, ro: Rollout, bodies: list[tuple[str, dict[str, Any]]], say: Callable[[str], None]
 ) -> None:
-    """Store the verdict each pushed device's status shows, once per device and verdict."""
-    for dev in sorted(bodies):
+    """Store the verdict each pushed device's statuses show, once per device and verdict."""
+    for dev, body in bodies:
         stage = ro.stage_of(dev)
         if stage is None or stage > ro.pushed:
             continue  # not sent to it (yet): whatever it runs is not this rollout's doing
         tid = ro.transfer_id(stage)
-        found = verdict_of(bodies[dev], tid, ro.vid)
+        found = verdict_of(body, tid, ro.vid)
         if found is None:
             continue
         verdict, detail = found
@@ -178,7 +184,7 @@ def step(
     try:
         watch.settle()
         while True:
-            record(db, ro, watch.snapshot(), say)
+            record(db, ro, watch.drain(), say)
             verdicts = newest(rollouts.verdicts(db, ro.id))
             d = decide(ro.stages, verdicts, ro.halt_after)
             if d.state != "running":
