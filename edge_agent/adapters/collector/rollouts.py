@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol, cast
 
 from edge_agent.adapters.collector.migrations import DbError
 
@@ -81,10 +81,20 @@ def _ep(db: CollectorDb, col: str) -> str:
     return col if db.dialect == "sqlite" else f"EXTRACT(EPOCH FROM {col})::float8"
 
 
-def _x(db: CollectorDb, sql: str, params: tuple[Any, ...] = ()) -> Any:
+class _Cursor(Protocol):
+    """What a sqlite3 and a psycopg cursor both offer, as used here."""
+
+    rowcount: int
+
+    def fetchone(self) -> Optional[tuple[Any, ...]]: ...
+
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+
+
+def _x(db: CollectorDb, sql: str, params: tuple[Any, ...] = ()) -> _Cursor:
     """One statement; a database without the rollout tables is one line saying what to do."""
     try:
-        return db._x(sql, params)
+        return cast("_Cursor", db._x(sql, params))
     except db.errors() as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "rollout" in text and ("no such table" in text or "does not exist" in text):
@@ -122,7 +132,7 @@ def create(db: CollectorDb, r: Rollout) -> None:
     )
 
 
-def _row(row: Any) -> Rollout:
+def _row(row: tuple[Any, ...]) -> Rollout:
     return Rollout(
         id=str(row[0]),
         created=float(row[1]),
