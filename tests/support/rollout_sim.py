@@ -26,6 +26,17 @@ from edge_agent.core.messages.status import build_status
 from edge_agent.core.updates.store_state import Outcome, event
 from support.updates import write_config
 
+
+def with_login(cfg: Path, user: str, password_file: Optional[Path]) -> Path:
+    """``cfg`` logging in as ``user`` with role user names (nothing changed without a file)."""
+    if password_file is not None:
+        text = cfg.read_text()
+        assert "[mqtt]\n" in text
+        login = f'[mqtt]\nusername = "{user}"\npassword_file = "{password_file}"\nrole_usernames = true\n'
+        cfg.write_text(text.replace("[mqtt]\n", login, 1))
+    return cfg
+
+
 # an empty outbox's stats (the schema requires every field)
 QUEUE: dict[str, Any] = {
     **dict.fromkeys(
@@ -39,10 +50,23 @@ QUEUE: dict[str, Any] = {
 
 
 class SimDevice:
-    def __init__(self, root: Path, port: int, device: str, pub: str, behaviour: str, trial_s: float = 0.5):
+    def __init__(
+        self,
+        root: Path,
+        port: int,
+        device: str,
+        pub: str,
+        behaviour: str,
+        trial_s: float = 0.5,
+        password_file: Optional[Path] = None,
+    ):
+        """``password_file``: an enrolled broker's (`fleet enroll`): the receiver logs in as
+        ``<device>-model`` and the status as ``<device>``, as a real agent with role_usernames."""
         root.mkdir(parents=True, exist_ok=True)
         extra = f'[model_update]\ntrusted_keys = ["{pub}"]\ngroups = ["fleet-a"]'
-        self.cfg = load_config(write_config(root, port=port, device=device, extra=extra))
+        self.cfg = load_config(
+            with_login(write_config(root, port=port, device=device, extra=extra), device, password_file)
+        )
         self.device, self.behaviour, self.trial_s = device, behaviour, trial_s
         state = Path(self.cfg.device.state_dir)
         self.inbox = state / "inbox"
@@ -55,6 +79,8 @@ class SimDevice:
         self.transfer: Optional[dict[str, Any]] = None
         self._lock = threading.Lock()
         self.pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=device)
+        if password_file is not None:
+            self.pub.username_pw_set(device, password_file.read_text().strip())
         self.pub.connect("127.0.0.1", port)
         self.pub.loop_start()
         self.rx = ModelReceiver(self.cfg, self.transfers, self.inbox, self._progress)

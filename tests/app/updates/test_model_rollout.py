@@ -19,9 +19,10 @@ from typing import Any, Callable
 import pytest
 from support import cli, wait_until
 from support.collector import sqlite_url
+from support.enrolled import enroll, enrolled_broker
 from support.fixtures_updates import pack
 from support.mqtt import Broker, Collector
-from support.rollout_sim import SimDevice
+from support.rollout_sim import SimDevice, with_login
 from support.updates import FP32, INT8, AgentProc, keys, write_config
 
 from edge_agent.adapters.collector import rollouts
@@ -116,6 +117,7 @@ def rollout_id(out: str) -> str:
     return line.split()[1].rstrip(":")
 
 
+@pytest.mark.slow
 def test_a_canary_whose_gate_refuses_halts_and_the_four_others_are_unchanged(
     tmp_path: Path,
     broker: Broker,
@@ -191,6 +193,7 @@ def test_a_canary_whose_gate_refuses_halts_and_the_four_others_are_unchanged(
     assert lst.returncode == 0 and rid in lst.stdout and "halted" in lst.stdout
 
 
+@pytest.mark.slow
 def test_a_real_canary_passes_its_trial_then_the_rest_gets_it(
     tmp_path: Path,
     broker: Broker,
@@ -250,6 +253,7 @@ def test_a_real_canary_passes_its_trial_then_the_rest_gets_it(
             jsonschema.Draft202012Validator(schema).validate(body)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("url_kind", ["sqlite", "postgresql"])
 def test_halt_after_k_in_waves_stops_before_the_next_wave(
     tmp_path: Path,
@@ -307,6 +311,7 @@ def test_halt_after_k_in_waves_stops_before_the_next_wave(
     )
 
 
+@pytest.mark.slow
 def test_a_rollout_survives_its_process_killed_and_resumes(
     tmp_path: Path, broker: Broker, sims: list[SimDevice], packages: dict[str, Path]
 ) -> None:
@@ -352,6 +357,7 @@ def test_a_rollout_survives_its_process_killed_and_resumes(
     assert again.returncode == 0 and again.stdout == f"rollout {rid}: done\n"
 
 
+@pytest.mark.slow
 def test_a_silent_canary_keeps_the_rollout_waiting_not_halted(
     tmp_path: Path, broker: Broker, sims: list[SimDevice], packages: dict[str, Path]
 ) -> None:
@@ -444,3 +450,56 @@ def test_members_from_enrolled_json_and_a_package_not_for_the_group(
     )
     r = rollout(url, str(other), "-c", str(op), "--group", "south", "--broker-dir", str(d))
     assert r.returncode == 1 and "names neither group 'south' nor devices ['cam-2']" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_on_an_enrolled_broker_the_members_come_from_enrolled_json(
+    tmp_path: Path, sims: list[SimDevice], packages: dict[str, Path]
+) -> None:
+    """`fleet enroll`'s files (no anonymous clients, an ACL per user): the rollout's watcher reads
+    the statuses as `<operator>-watch`, pushes as `<operator>`, and takes the group's members
+    from enrolled.json; a device enrolled in another group is not part of it."""
+    b = enrolled_broker(tmp_path, "cam-1", "cam-2", "cam-3", "--group", "fleet-a", "--operator", "ops")
+    d = tmp_path / "enroll"
+    enroll(d, "cam-9", "--group", "fleet-b")
+    b.start()
+    try:
+        pub = packages["pub"].read_text().strip()
+        secrets = d / "secrets"
+        devs = {
+            dev: start_sims(
+                tmp_path, b.port, pub, {dev: "pass"}, sims, password_file=secrets / f"{dev}.password"
+            )[dev]
+            for dev in ("cam-1", "cam-2", "cam-3", "cam-9")
+        }
+        url = new_db(tmp_path)
+        op = with_login(
+            write_config(tmp_path, port=b.port, device="operator"), "ops", secrets / "ops.password"
+        )
+        r = rollout(
+            url,
+            str(packages["signed"]),
+            "-c",
+            str(op),
+            "--group",
+            "fleet-a",
+            "--broker-dir",
+            str(d),
+            "--wait",
+            "--timeout",
+            "60",
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        rid = rollout_id(r.stdout)
+        assert f"rollout {rid}: demo 2.1+signed to group fleet-a, 3 devices; canaries cam-1" in r.stdout
+        assert "stage 1: pushing to cam-2, cam-3" in r.stdout and r.stdout.splitlines()[-1].startswith(
+            f"rollout {rid}: done"
+        )
+        assert [devs[x].received for x in ("cam-1", "cam-2", "cam-3", "cam-9")] == [
+            [f"{rid}-s0"],
+            [f"{rid}-s1"],
+            [f"{rid}-s1"],
+            [],
+        ]
+    finally:
+        b.stop()
