@@ -12,19 +12,26 @@ test machine; one real agent as the canary plus these speaks the same MQTT to th
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 import paho.mqtt.client as mqtt
+import pytest
 
+from edge_agent.adapters.collector.db import CollectorDb
 from edge_agent.adapters.updates.package_file import PackageReader
 from edge_agent.adapters.updates.receiver import ModelReceiver
 from edge_agent.app.cli.configfile import load_config
 from edge_agent.core.messages.status import build_status
 from edge_agent.core.updates.store_state import Outcome, event
+from support import cli, wait_until
+from support.collector import sqlite_url
 from support.updates import write_config
+
+MEMBERS = [f"cam-{i}" for i in range(1, 6)]  # the group of the rollout tests, sorted: cam-1 the canary
 
 
 def with_login(cfg: Path, user: str, password_file: Optional[Path]) -> Path:
@@ -173,3 +180,56 @@ class SimDevice:
         self.rx.stop()
         self.pub.disconnect()
         self.pub.loop_stop()
+
+
+# ---- the rollout tests' helpers --------------------------------------------------------------
+def new_db(tmp_path: Path) -> str:
+    """A fresh SQLite collector database, migrated."""
+    url = sqlite_url(tmp_path / "fleet.db")
+    db = CollectorDb(url)
+    db.migrate()  # what `edge-agent collect` does at its start
+    db.close()
+    return url
+
+
+def pg_db(request: pytest.FixtureRequest) -> str:
+    """An emptied, migrated database of the module's PostgreSQL (skips without PostgreSQL)."""
+    pg = request.getfixturevalue("postgres")
+    db = CollectorDb(pg.url)
+    db.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    db.migrate()
+    db.close()
+    return str(pg.url)
+
+
+def rollout(url: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """`edge-agent model rollout ARGS --db URL` as a child process."""
+    return cli("model", "rollout", *args, "--db", url, quiet=False, timeout=timeout)
+
+
+def members_args(members: list[str] = MEMBERS) -> list[str]:
+    return [a for m in members for a in ("--member", m)]
+
+
+def start_sims(
+    tmp_path: Path, port: int, pub: str, behaviours: dict[str, str], sims: list[SimDevice], **kw: Any
+) -> dict[str, SimDevice]:
+    """A simulated device per ``behaviours`` entry (added to ``sims``, stopped by the fixture),
+    subscribed and with its first retained status out."""
+    out = {}
+    for dev, how in behaviours.items():
+        s = SimDevice(tmp_path / f"sim-{dev}", port, dev, pub, how, **kw)
+        sims.append(s)
+        out[dev] = s
+    wait_until(
+        lambda: all(s.rx.subscribed.is_set() for s in out.values()), what="the simulated receivers subscribed"
+    )
+    for s in out.values():
+        s.publish()  # its first retained status: running the config's model
+    return out
+
+
+def rollout_id(out: str) -> str:
+    """The id from the first `rollout rXXXX: ...` line."""
+    line = next(x for x in out.splitlines() if x.startswith("rollout r"))
+    return line.split()[1].rstrip(":")

@@ -11,27 +11,31 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
-from support import cli, wait_until
-from support.collector import sqlite_url
-from support.enrolled import enroll, enrolled_broker
+from support import wait_until
 from support.fixtures_updates import pack
 from support.mqtt import Broker, Collector
-from support.rollout_sim import SimDevice, with_login
+from support.rollout_sim import (
+    MEMBERS,
+    SimDevice,
+    members_args,
+    new_db,
+    pg_db,
+    rollout,
+    rollout_id,
+    start_sims,
+)
 from support.updates import FP32, INT8, AgentProc, keys, write_config
 
 from edge_agent.adapters.collector import rollouts
 from edge_agent.adapters.collector.db import CollectorDb
-from edge_agent.core.broker.identity import Enrollment
 
 FP32_SHA = hashlib.sha256(FP32.read_bytes()).hexdigest()
 INT8_SHA = hashlib.sha256(INT8.read_bytes()).hexdigest()
-MEMBERS = [f"cam-{i}" for i in range(1, 6)]
 
 
 @pytest.fixture(scope="module")
@@ -41,56 +45,6 @@ def zero_signed(packages: dict[str, Path], models_dir: Path) -> Path:
     return pack(
         src, models_dir / "zero-signed.pkg", "2.2+zero", "--skip-guard", "--sign", str(packages["key"])
     )
-
-
-@pytest.fixture
-def sims() -> Iterator[list[SimDevice]]:
-    made: list[SimDevice] = []
-    yield made
-    for s in made:
-        s.stop()
-
-
-def new_db(tmp_path: Path) -> str:
-    url = sqlite_url(tmp_path / "fleet.db")
-    db = CollectorDb(url)
-    db.migrate()  # what `edge-agent collect` does at its start
-    db.close()
-    return url
-
-
-def pg_db(request: pytest.FixtureRequest) -> str:
-    """An emptied, migrated database of the module's PostgreSQL (skips without PostgreSQL)."""
-    pg = request.getfixturevalue("postgres")
-    db = CollectorDb(pg.url)
-    db.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-    db.migrate()
-    db.close()
-    return str(pg.url)
-
-
-def rollout(url: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return cli("model", "rollout", *args, "--db", url, quiet=False, timeout=timeout)
-
-
-def members_args(members: list[str] = MEMBERS) -> list[str]:
-    return [a for m in members for a in ("--member", m)]
-
-
-def start_sims(
-    tmp_path: Path, port: int, pub: str, behaviours: dict[str, str], sims: list[SimDevice], **kw: Any
-) -> dict[str, SimDevice]:
-    out = {}
-    for dev, how in behaviours.items():
-        s = SimDevice(tmp_path / f"sim-{dev}", port, dev, pub, how, **kw)
-        sims.append(s)
-        out[dev] = s
-    wait_until(
-        lambda: all(s.rx.subscribed.is_set() for s in out.values()), what="the simulated receivers subscribed"
-    )
-    for s in out.values():
-        s.publish()  # its first retained status: running the config's model
-    return out
 
 
 def real_canary(
@@ -110,11 +64,6 @@ def real_canary(
 
     wait_until(receiving, what=lambda: f"cam-1's model receiver\n{a.log_text()}")
     return a
-
-
-def rollout_id(out: str) -> str:
-    line = next(x for x in out.splitlines() if x.startswith("rollout r"))
-    return line.split()[1].rstrip(":")
 
 
 @pytest.mark.slow
@@ -390,116 +339,3 @@ def test_a_silent_canary_keeps_the_rollout_waiting_not_halted(
     # without --wait: one step, exit 0, still waiting
     r = rollout(url, "--resume", rid, "-c", str(op))
     assert r.returncode == 0 and "waiting for cam-1 (no answer)" in r.stdout
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        ([], "give a PACKAGE (a new rollout), --resume ID or --status [ID]"),
-        (
-            ["PKG", "--group", "fleet-a"],
-            "name the group's members: --broker-dir DIR (enrolled.json) or --member ID",
-        ),
-        (["PKG", "--member", "cam-1"], "model rollout PACKAGE: --group G is required"),
-        (
-            ["PKG", "--group", "fleet-a", "--member", "cam-1", "--canary", "0"],
-            "--canary '0': expected 1..N devices or 1%..100%",
-        ),
-        (["PKG", "--group", "fleet-a", "--member", "cam 1"], "--member 'cam 1': expected a device id"),
-        (
-            ["PKG", "--group", "fleet-a", "--member", "cam-1", "--halt-after", "0"],
-            "--halt-after 0: expected a number of devices >= 1",
-        ),
-        (["--status", "r-none"], "--status 'r-none': no such rollout"),
-        (["--resume", "r-none"], "--resume 'r-none': no such rollout"),
-        (["--status", "r1", "--resume", "r1"], "--status: takes no package and no --resume"),
-        (
-            ["PKG", "--group", "fleet-a", "--broker-dir", "NODIR"],
-            "--broker-dir: cannot read NODIR/enrolled.json",
-        ),
-    ],
-)
-def test_bad_arguments_are_one_line(
-    tmp_path: Path, packages: dict[str, Path], args: list[str], message: str
-) -> None:
-    url = new_db(tmp_path)
-    op = write_config(tmp_path, device="operator")
-    args = [
-        str(packages["signed"]) if a == "PKG" else str(tmp_path / "nodir") if a == "NODIR" else a
-        for a in args
-    ]
-    r = rollout(url, *args, "-c", str(op))
-    message = message.replace("NODIR", str(tmp_path / "nodir"))
-    assert r.returncode != 0 and message in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-
-
-def test_members_from_enrolled_json_and_a_package_not_for_the_group(
-    tmp_path: Path, packages: dict[str, Path], models_dir: Path
-) -> None:
-    url = new_db(tmp_path)
-    op = write_config(tmp_path, device="operator")
-    d = tmp_path / "broker"
-    d.mkdir()
-    enrolled = Enrollment(devices={"cam-1": ["north"], "cam-2": ["south"]}, operators=["op"])
-    (d / "enrolled.json").write_text(enrolled.to_json())
-    r = rollout(url, str(packages["signed"]), "-c", str(op), "--group", "west", "--broker-dir", str(d))
-    assert r.returncode == 1 and "no device is enrolled in group 'west'" in r.stderr, r.stderr
-    other = pack(
-        INT8, models_dir / "north-only.pkg", "2.3", "--for-group", "north", "--sign", str(packages["key"])
-    )
-    r = rollout(url, str(other), "-c", str(op), "--group", "south", "--broker-dir", str(d))
-    assert r.returncode == 1 and "names neither group 'south' nor devices ['cam-2']" in r.stderr, r.stderr
-
-
-@pytest.mark.slow
-def test_on_an_enrolled_broker_the_members_come_from_enrolled_json(
-    tmp_path: Path, sims: list[SimDevice], packages: dict[str, Path]
-) -> None:
-    """`fleet enroll`'s files (no anonymous clients, an ACL per user): the rollout's watcher reads
-    the statuses as `<operator>-watch`, pushes as `<operator>`, and takes the group's members
-    from enrolled.json; a device enrolled in another group is not part of it."""
-    b = enrolled_broker(tmp_path, "cam-1", "cam-2", "cam-3", "--group", "fleet-a", "--operator", "ops")
-    d = tmp_path / "enroll"
-    enroll(d, "cam-9", "--group", "fleet-b")
-    b.start()
-    try:
-        pub = packages["pub"].read_text().strip()
-        secrets = d / "secrets"
-        devs = {
-            dev: start_sims(
-                tmp_path, b.port, pub, {dev: "pass"}, sims, password_file=secrets / f"{dev}.password"
-            )[dev]
-            for dev in ("cam-1", "cam-2", "cam-3", "cam-9")
-        }
-        url = new_db(tmp_path)
-        op = with_login(
-            write_config(tmp_path, port=b.port, device="operator"), "ops", secrets / "ops.password"
-        )
-        r = rollout(
-            url,
-            str(packages["signed"]),
-            "-c",
-            str(op),
-            "--group",
-            "fleet-a",
-            "--broker-dir",
-            str(d),
-            "--wait",
-            "--timeout",
-            "60",
-        )
-        assert r.returncode == 0, r.stdout + r.stderr
-        rid = rollout_id(r.stdout)
-        assert f"rollout {rid}: demo 2.1+signed to group fleet-a, 3 devices; canaries cam-1" in r.stdout
-        assert "stage 1: pushing to cam-2, cam-3" in r.stdout and r.stdout.splitlines()[-1].startswith(
-            f"rollout {rid}: done"
-        )
-        assert [devs[x].received for x in ("cam-1", "cam-2", "cam-3", "cam-9")] == [
-            [f"{rid}-s0"],
-            [f"{rid}-s1"],
-            [f"{rid}-s1"],
-            [],
-        ]
-    finally:
-        b.stop()
