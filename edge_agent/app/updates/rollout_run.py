@@ -154,7 +154,7 @@ def record(
     """Store the verdict each pushed device's statuses show, once per device and verdict."""
     for dev, body in bodies:
         stage = ro.stage_of(dev)
-        if stage is None or stage > ro.pushed:
+        if stage is None or stage > max(ro.pushed, ro.stage):
             continue  # not sent to it (yet): whatever it runs is not this rollout's doing
         tid = ro.transfer_id(stage)
         found = verdict_of(body, tid, ro.vid)
@@ -195,8 +195,10 @@ def step(
             if d.stage > ro.pushed:
                 todo = [x for x in ro.stages[d.stage] if x not in verdicts]
                 say(f"stage {d.stage}{' (canaries)' if d.stage == 0 else ''}: pushing to {', '.join(todo)}")
+                ro.stage = d.stage  # first: a push cut off half way is judged as sent at the resume
+                rollouts.update(db, ro)
                 push_package(cfg, pkg, todo, None, transfer_id=ro.transfer_id(d.stage))
-                ro.pushed = ro.stage = d.stage
+                ro.pushed = d.stage
                 rollouts.update(db, ro)
                 continue  # record again: a device that had it already answers at once
             if not wait or time.monotonic() >= deadline:

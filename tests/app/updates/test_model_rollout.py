@@ -339,3 +339,53 @@ def test_a_silent_canary_keeps_the_rollout_waiting_not_halted(
     # without --wait: one step, exit 0, still waiting
     r = rollout(url, "--resume", rid, "-c", str(op))
     assert r.returncode == 0 and "waiting for cam-1 (no answer)" in r.stdout
+
+
+@pytest.mark.slow
+def test_a_push_cut_off_mid_stage_is_resent_under_its_transfer_id(
+    tmp_path: Path,
+    broker: Broker,
+    sims: list[SimDevice],
+    packages: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator's process dies while stage 1 is being sent (here: the push fails after its
+    first device): `pushed` stays at 0, and the resume sends the stage again, under the same
+    transfer id, to the devices of it without a verdict; none gets the package twice."""
+    from edge_agent.app.cli.configfile import load_config
+    from edge_agent.app.updates import rollout_run
+    from edge_agent.core.updates.rollout import CanarySpec
+    from edge_agent.errors import SyncError
+
+    pub = packages["pub"].read_text().strip()
+    devs = start_sims(tmp_path, broker.port, pub, {d: "pass" for d in MEMBERS}, sims)
+    cfg = load_config(write_config(tmp_path, port=broker.port, device="operator"))
+    db = CollectorDb(new_db(tmp_path))
+    real = rollout_run.push_package
+
+    def cut_off(cfg: object, pkg: Path, devices: list[str], group: None, transfer_id: str) -> str:
+        if transfer_id.endswith("-s1"):
+            real(cfg, pkg, devices[:1], None, transfer_id=transfer_id)  # type: ignore[arg-type]
+            raise SyncError("the broker did not acknowledge a chunk within 60 s")
+        return real(cfg, pkg, devices, None, transfer_id=transfer_id)  # type: ignore[arg-type]
+
+    try:
+        ro = rollout_run.start(db, packages["signed"], "fleet-a", MEMBERS, CanarySpec(1, False), 1, 0)
+        monkeypatch.setattr(rollout_run, "push_package", cut_off)
+        with pytest.raises(SyncError):
+            rollout_run.step(db, cfg, ro, packages["signed"], wait=True, timeout_s=60, say=lambda line: None)
+        stored = rollouts.get(db, ro.id)
+        assert stored is not None and stored.state == "running" and stored.pushed == 0
+        wait_until(
+            lambda: devs["cam-2"].received == [f"{ro.id}-s1"], what="cam-2 got the first part of stage 1"
+        )
+        assert devs["cam-3"].received == []
+        monkeypatch.setattr(rollout_run, "push_package", real)
+        said: list[str] = []
+        done = rollout_run.step(db, cfg, stored, packages["signed"], wait=True, timeout_s=60, say=said.append)
+        assert done.state == "done", said
+        assert [devs[d].received for d in MEMBERS] == [[f"{ro.id}-s0"]] + [[f"{ro.id}-s1"]] * 4
+        pushed = [line for line in said if line.startswith("stage 1: pushing to ")]
+        assert pushed == ["stage 1: pushing to cam-3, cam-4, cam-5"]  # cam-2 had answered: not again
+    finally:
+        db.close()
