@@ -126,3 +126,19 @@ def test_on_an_enrolled_broker_the_members_come_from_enrolled_json(
         ]
     finally:
         b.stop()
+
+
+def test_no_broker_is_one_line_and_the_recorded_rollout_can_be_resumed(
+    tmp_path: Path, packages: dict[str, Path]
+) -> None:
+    from support import free_port
+
+    port = free_port()
+    url = new_db(tmp_path)
+    op = write_config(tmp_path, port=port, device="operator")
+    r = rollout(url, str(packages["signed"]), "-c", str(op), "--group", "fleet-a", "--member", "cam-1")
+    assert r.returncode == 1 and f"cannot connect to 127.0.0.1:{port}" in r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    rid = rollout_id(r.stdout)  # recorded before anything was sent: the handle to resume with
+    st = rollout(url, "--status", rid)
+    assert "running, stage 0" in st.stdout and "stage 0 (canaries), not sent: cam-1" in st.stdout, st.stdout
