@@ -21,7 +21,7 @@ from edge_agent.errors import ConfigError
 
 if TYPE_CHECKING:
     from edge_agent.adapters.collector.db import CollectorDb
-    from edge_agent.adapters.collector.rollouts import Rollout
+    from edge_agent.adapters.collector.rollouts import Rollout, VerdictRow
     from edge_agent.app.cli.configfile import Subparsers
 
 EXIT_HALTED = 1
@@ -233,11 +233,18 @@ def _status(args: argparse.Namespace) -> int:
         _out(f"  stage {i}{' (canaries)' if i == 0 else ''}, {sent}: {', '.join(s)}")
     if ro.reason:
         _out(f"  halted: {ro.reason}")
-    _table(
-        ("DEVICE", "STAGE", "VERDICT", "AT", "DETAIL"),
-        [(v.device, str(v.stage), v.verdict, _when(v.at), v.detail[:120]) for v in rows],
-    )
+    for line in verdict_table(rows):
+        _out(line)
     return 0
+
+
+def verdict_table(rows: list[VerdictRow]) -> list[str]:
+    """Rollout verdicts as a table (``--status ID``; ``fleet history DEVICE`` shows a device's
+    rows, ``adapters.collector.rollouts.device_verdicts``, the same way)."""
+    return _lines(
+        ("AT", "DEVICE", "ROLLOUT", "STAGE", "VERDICT", "DETAIL"),
+        [(_when(v.at), v.device, v.rollout, str(v.stage), v.verdict, v.detail[:120]) for v in rows],
+    )
 
 
 def _when(ts: float) -> str:
@@ -245,9 +252,13 @@ def _when(ts: float) -> str:
 
 
 def _table(head: tuple[str, ...], rows: list[Any]) -> None:
+    for line in _lines(head, rows):
+        _out(line)
+
+
+def _lines(head: tuple[str, ...], rows: list[Any]) -> list[str]:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for r in [head, *rows]:
-        _out("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows]]
 
 
 def _out(line: str) -> None:

@@ -135,7 +135,7 @@ def test_a_canary_whose_gate_refuses_halts_and_the_four_others_are_unchanged(
     assert (
         "stage 1, not sent: cam-2, cam-3, cam-4, cam-5" in st.stdout and "halted: canary failed" in st.stdout
     )
-    assert any(x.split()[:3] == ["cam-1", "0", "refused"] for x in st.stdout.splitlines()), st.stdout
+    assert any(x.split()[2:6] == ["cam-1", rid, "0", "refused"] for x in st.stdout.splitlines()), st.stdout
     js = json.loads(rollout(url, "--status", rid, "--json").stdout)
     assert js["rollout"]["state"] == "halted" and [v["verdict"] for v in js["verdicts"]] == ["refused"]
     lst = rollout(url, "--status")
