@@ -10,6 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from support import cli
+from support.rollout_sim import SimDevice
 from support.updates import INT8, AgentProc, make_dim_scores, make_zero_score, write_config
 
 
@@ -99,3 +100,12 @@ def versioned(packages: dict[str, Path], models_dir: Path) -> dict[str, Path]:
         v: pack(INT8, models_dir / f"v{v}.pkg", v, "--sign", str(packages["key"]))
         for v in ("1.0", "2.0", "3.0")
     }
+
+
+@pytest.fixture
+def sims() -> Iterator[list[SimDevice]]:
+    """Simulated rollout devices a test starts (support.rollout_sim.start_sims), stopped after it."""
+    made: list[SimDevice] = []
+    yield made
+    for s in made:
+        s.stop()

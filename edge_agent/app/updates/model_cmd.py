@@ -36,7 +36,9 @@ DESCRIPTION = (
 
 def register(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "model", help="model packages: pack, install, status, rollback, push", description=DESCRIPTION
+        "model",
+        help="model packages: pack, install, status, rollback, push, rollout",
+        description=DESCRIPTION,
     )
     msub = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
 
@@ -94,6 +96,10 @@ def register(sub: Subparsers) -> None:
     )
     pu.add_argument("--expect", type=int, default=0, metavar="N", help="with --group: wait for N devices")
     pu.set_defaults(func=push)
+
+    from edge_agent.app.updates import rollout_cmd  # staged: canaries first, state in the collector's db
+
+    rollout_cmd.register_under(msub)
 
     from edge_agent.app.workbench import (
         convert_cmd as model_convert_cmd,  # `model convert` lives in its own module
