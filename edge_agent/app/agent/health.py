@@ -15,6 +15,7 @@ from edge_agent import __version__
 from edge_agent.adapters.host import sdnotify
 from edge_agent.adapters.host.probes import clock_synchronised
 from edge_agent.adapters.host.statusfile import write_status
+from edge_agent.adapters.outbox.reserve import free_bytes
 from edge_agent.core.config.schema import Config
 from edge_agent.core.messages.status import build_status, prometheus_values
 from edge_agent.errors import EdgeAgentError
@@ -57,7 +58,8 @@ def snapshot(
         },
         fps=agent.fps(),
         latency_ms=agent.latency_ms(),
-        queue=outbox.stats(),
+        # the free space of the queue's filesystem: the collector's history and alerts see a disk fill
+        queue={**outbox.stats(), "disk_free_bytes": free_bytes(outbox.path.parent)},
         broker=sync.stats() if sync is not None else None,
         camera=camera.stats() if camera is not None else None,
         sensor=sensor.stats() if sensor is not None else None,
