@@ -19,7 +19,9 @@ RULES = REPO / "deploy" / "prometheus"
 def promtool() -> str:
     path = shutil.which("promtool")
     if path is None:
-        pytest.skip("promtool absent (Debian package 'prometheus', .ci/packages.d/issue33.txt): rules not tested")
+        pytest.skip(
+            "promtool absent (Debian package 'prometheus', .ci/packages.d/issue33.txt): rules not tested"
+        )
     return path
 
 
@@ -54,7 +56,9 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
 
 def test_a_syntax_error_in_an_expression_fails(tmp_path: Path) -> None:
     where = _broken(
-        tmp_path, "expr: max by (device) (edge_agent_device_online) == 0", "expr: max by (device) (edge_agent_device_online == 0"
+        tmp_path,
+        "expr: max by (device) (edge_agent_device_online) == 0",
+        "expr: max by (device) (edge_agent_device_online == 0",
     )
     out = run("test", "rules", "edge-agent-alerts.test.yml", cwd=where)
     assert out.returncode != 0 and "parse error" in (out.stdout + out.stderr).lower(), out.stdout + out.stderr

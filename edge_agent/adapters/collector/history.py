@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus
-from edge_agent.core.messages.history import Health, Row, health, thin
+from edge_agent.core.messages.health_history import Health, Row, health, thin
 
 if TYPE_CHECKING:
     from edge_agent.adapters.collector.db import CollectorDb

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent import __version__
@@ -58,8 +59,7 @@ def snapshot(
         },
         fps=agent.fps(),
         latency_ms=agent.latency_ms(),
-        # the free space of the queue's filesystem: the collector's history and alerts see a disk fill
-        queue={**outbox.stats(), "disk_free_bytes": free_bytes(outbox.path.parent)},
+        queue=with_disk_free(outbox.stats()),
         broker=sync.stats() if sync is not None else None,
         camera=camera.stats() if camera is not None else None,
         sensor=sensor.stats() if sensor is not None else None,
@@ -69,6 +69,15 @@ def snapshot(
         warnings=agent.warnings(),
         model_update=agent.updates.status() if agent.updates is not None else None,
     )
+
+
+def with_disk_free(queue: dict[str, Any]) -> dict[str, Any]:
+    """The queue figures and the free bytes of its filesystem (``disk_free_bytes``): the collector's
+    history and its disk alert see a disk fill before the queue's full-disk mode."""
+    path = queue.get("path")
+    if isinstance(path, str) and path:
+        queue["disk_free_bytes"] = free_bytes(Path(path).parent)
+    return queue
 
 
 class StatusOutputs:

@@ -247,7 +247,7 @@ def _fleet_gaps(args: argparse.Namespace) -> int:
 
 def run_history(args: argparse.Namespace) -> int:
     from edge_agent.adapters.collector import history
-    from edge_agent.core.messages.history import parse_since, table
+    from edge_agent.core.messages.health_history import parse_since, table
 
     _check_device(args.device)
     try:

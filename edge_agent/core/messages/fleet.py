@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 from edge_agent.core.messages.batch import BATCH_KIND, KIND_RE, BatchError, unpack
-from edge_agent.core.messages.history import Health, health, model_of
+from edge_agent.core.messages.health_history import Health, health, model_of
 
 DEVICE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" also matches before a final newline
 MSG_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
@@ -58,7 +58,7 @@ class DeviceStatus(NamedTuple):
     # the order of statuses (boot, link, offline, status_seq): None for an old agent (then by ts)
     order: Optional[tuple[int, int, int, int]] = None
     seq: int = 0  # the outbox's current seq as the device reports it (queue.seq)
-    health: Optional[Health] = None  # its health history row (core.messages.history)
+    health: Optional[Health] = None  # its health history row (core.messages.health_history)
 
 
 class Event(NamedTuple):

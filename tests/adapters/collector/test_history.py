@@ -46,16 +46,40 @@ def test_every_status_is_a_history_row(url: str) -> None:
     try:
         db.store([], NOW, statuses=[st("cam-1", NOW), st("cam-1", NOW + 10, "offline")])
         db.store([], NOW + 20, statuses=[st("cam-1", NOW - 100)])  # older: loses the upsert, still history
-        db.store([], NOW + 30, statuses=[st("cam-2", NOW + 30, model_update={"last": {"outcome": "rolled_back", "at": NOW, "detail": "trial"}})])
+        db.store(
+            [],
+            NOW + 30,
+            statuses=[
+                st(
+                    "cam-2",
+                    NOW + 30,
+                    model_update={"last": {"outcome": "rolled_back", "at": NOW, "detail": "trial"}},
+                )
+            ],
+        )
         rows = history.rows(db, "cam-1", None, 100)
-        assert [(r["time"], r["state"]) for r in rows] == [(NOW - 100, "running"), (NOW, "running"), (NOW + 10, "offline")]
+        assert [(r["time"], r["state"]) for r in rows] == [
+            (NOW - 100, "running"),
+            (NOW, "running"),
+            (NOW + 10, "offline"),
+        ]
         r = rows[1]
-        assert (r["fps"], r["backlog"], r["disk_free_bytes"], r["crashes"], r["model_id"]) == (9.0, 2, 5 * 2**30, 1, "m1")
+        assert (r["fps"], r["backlog"], r["disk_free_bytes"], r["crashes"], r["model_id"]) == (
+            9.0,
+            2,
+            5 * 2**30,
+            1,
+            "m1",
+        )
         assert r["disk_full"] is False and r["received"] == NOW
         assert [x["time"] for x in history.rows(db, "cam-1", NOW - 1, 100)] == [NOW, NOW + 10]
         assert [x["time"] for x in history.rows(db, "cam-1", None, 2)] == [NOW, NOW + 10]  # the newest 2
         (v,) = history.rows(db, "cam-2", None, 10, body=True)
-        assert (v["update_outcome"], v["update_detail"], v["body"]["state"]) == ("rolled_back", "trial", "running")
+        assert (v["update_outcome"], v["update_detail"], v["body"]["state"]) == (
+            "rolled_back",
+            "trial",
+            "running",
+        )
         assert history.known(db, "cam-1") and not history.known(db, "cam-9")
         db.retire("cam-1", purge=True)
         assert history.rows(db, "cam-1", None, 10) == []
@@ -95,7 +119,11 @@ def test_thinning_and_expiry_in_bounded_batches(url: str) -> None:
 def test_metric_rows_count_gaps_like_the_gaps_view(url: str) -> None:
     db = opened(url)
     try:
-        db.store(rec("cam-1", 2) + rec("cam-1", 3) + rec("cam-1", 7) + rec("cam-2", 1), NOW, statuses=[st("cam-1", NOW)])
+        db.store(
+            rec("cam-1", 2) + rec("cam-1", 3) + rec("cam-1", 7) + rec("cam-2", 1),
+            NOW,
+            statuses=[st("cam-1", NOW)],
+        )
         rows, total = history.metric_rows(db, 10)
         assert total == 2
         by = {r["device"]: r for r in rows}
@@ -127,7 +155,9 @@ def test_the_views_read_counts_detections_and_health(url: str) -> None:
             {"label": "car", "class_id": 2, "confidence": "high", "box": [0, 0, 1, 1]},
         ]
         records = msg("cam-1", 1, "counts", **counts) + msg("cam-1", 2, "detections", detections=dets)
-        records += msg("cam-1", 3, "counts", lines=[1], zones=None) + msg("cam-1", 4, "detections", detections={"a": 1})
+        records += msg("cam-1", 3, "counts", lines=[1], zones=None) + msg(
+            "cam-1", 4, "detections", detections={"a": 1}
+        )
         records += msg("cam-1", 5, "counts", lines={"door": {"in": "many"}}, zones={"till": 5})
         db.store(records, NOW, statuses=[st("cam-1", NOW), st("cam-1", NOW + 1, "offline")])
 
@@ -135,11 +165,15 @@ def test_the_views_read_counts_detections_and_health(url: str) -> None:
             return [tuple(r) for r in db._x(sql).fetchall()]
 
         lines = q("SELECT device, line, crossed_in, crossed_out FROM line_counts ORDER BY line, crossed_in")
-        got = sorted((d, ln, -1 if i is None else int(i), -1 if o is None else int(o)) for d, ln, i, o in lines)
+        got = sorted(
+            (d, ln, -1 if i is None else int(i), -1 if o is None else int(o)) for d, ln, i, o in lines
+        )
         assert got == [("cam-1", "door", -1, -1), ("cam-1", "door", 3, 1)]  # "bad" and "many": no row, NULLs
         zones = q("SELECT zone, entered, occupancy FROM zone_counts WHERE entered IS NOT NULL")
         assert [(z, int(e), int(o)) for z, e, o in zones] == [("till", 2, 1)]
-        labels = q("SELECT label, COUNT(*), COUNT(confidence) FROM detection_labels GROUP BY label ORDER BY label")
+        labels = q(
+            "SELECT label, COUNT(*), COUNT(confidence) FROM detection_labels GROUP BY label ORDER BY label"
+        )
         assert [(lb, int(n), int(c)) for lb, n, c in labels] == [("car", 1, 0), ("person", 2, 2)]
         hourly = q("SELECT label, detections FROM detections_per_hour ORDER BY label")
         assert [(lb, int(n)) for lb, n in hourly] == [("car", 1), ("person", 2)]

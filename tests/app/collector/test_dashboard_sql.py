@@ -42,7 +42,9 @@ def expand(sql: str, frm: float, to: float, devices: list[str]) -> str:
         return f'floor(extract(epoch from {m.group(1)})/{s})*{s} AS "time"'
 
     sql = re.sub(r"\$__timeGroupAlias\((\w+),\s*([^)]+)\)", group, sql)
-    sql = re.sub(r"\$__timeFilter\((\w+)\)", lambda m: f"{m.group(1)} BETWEEN '{iso(frm)}' AND '{iso(to)}'", sql)
+    sql = re.sub(
+        r"\$__timeFilter\((\w+)\)", lambda m: f"{m.group(1)} BETWEEN '{iso(frm)}' AND '{iso(to)}'", sql
+    )
     sql = sql.replace("$device", ", ".join("'" + d.replace("'", "''") + "'" for d in devices))
     assert "$" not in sql, sql
     return sql
@@ -113,7 +115,9 @@ def test_every_panel_query_runs_on_the_real_schema(postgres: Postgres) -> None:
                 assert rows, f"{panel['title']} {target['refId']}: no rows\n{sql}"
                 if target["format"] == "time_series":
                     assert cols == ["time", "metric", "value"], (panel["title"], cols)
-                    assert all(r[1].startswith("cam-1") or panel["title"].startswith("Detections") for r in rows)
+                    assert all(
+                        r[1].startswith("cam-1") or panel["title"].startswith("Detections") for r in rows
+                    )
                 if "$__timeFilter" in sql:  # the filter filters
                     before = db.conn.execute(expand(sql, NOW - 7200, NOW - 3600, devices)).fetchall()
                     assert before == [], panel["title"]

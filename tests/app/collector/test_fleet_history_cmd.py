@@ -20,7 +20,11 @@ def seed(path: Path) -> str:
     try:
         db.migrate()
         for i in range(5):
-            db.store(rec("cam-1", 1 + i * 3), NOW + 60 * i, statuses=[status("cam-1", "running", NOW + 60 * i, pending=i)])
+            db.store(
+                rec("cam-1", 1 + i * 3),
+                NOW + 60 * i,
+                statuses=[status("cam-1", "running", NOW + 60 * i, pending=i)],
+            )
         db.store(rec("cam-2", 2), NOW, statuses=[status("cam-2", "offline", NOW)])
     finally:
         db.close()
@@ -35,7 +39,9 @@ def test_history_as_json_and_as_a_table(tmp_path: Path, capsys: pytest.CaptureFi
     assert got["statuses"][0]["model_id"] == "m1" and "body" not in got["statuses"][0]
     assert main(["fleet", "history", "cam-1", "--db", url, "--json", "--limit", "2", "--body"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert [s["backlog"] for s in got["statuses"]] == [3, 4] and got["statuses"][1]["body"]["queue"]["pending"] == 4
+    assert [s["backlog"] for s in got["statuses"]] == [3, 4] and got["statuses"][1]["body"]["queue"][
+        "pending"
+    ] == 4
     since = "2026-11-30T00:55:20Z"  # NOW + 120
     assert main(["fleet", "history", "cam-1", "--db", url, "--since", since]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -62,7 +68,10 @@ def test_gaps_without_a_device_lists_the_fleet(tmp_path: Path, capsys: pytest.Ca
     url = seed(tmp_path / "fleet.db")
     assert main(["fleet", "gaps", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "cam-1: seq 2..3 (2 missing): not received (still queued, in flight, or lost after the broker)"
+    assert (
+        out[0]
+        == "cam-1: seq 2..3 (2 missing): not received (still queued, in flight, or lost after the broker)"
+    )
     assert len([ln for ln in out if ln.startswith("cam-1:")]) == 4
     assert out[-1].startswith("cam-2: seq 1..1 (1 missing): before the first message received")
     assert main(["fleet", "gaps", "--db", url, "--json"]) == 0

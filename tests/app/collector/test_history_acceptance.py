@@ -50,7 +50,9 @@ def statuses(url: str) -> int:
         db.close()
 
 
-def test_an_online_agent_has_a_history_and_per_device_metrics(tmp_path: Path, broker: Broker, url: str) -> None:
+def test_an_online_agent_has_a_history_and_per_device_metrics(
+    tmp_path: Path, broker: Broker, url: str
+) -> None:
     state = tmp_path / "state"
     state.mkdir()
     conf = tmp_path / "agent.toml"
@@ -69,11 +71,16 @@ def test_an_online_agent_has_a_history_and_per_device_metrics(tmp_path: Path, br
     col.start()
     agent = AgentProc(conf)
     try:
-        wait_until(lambda: "subscribing" in col.text(), 30, lambda: "collector subscribed; " + col.text()[-2000:])
+        wait_until(
+            lambda: "subscribing" in col.text(), 30, lambda: "collector subscribed; " + col.text()[-2000:]
+        )
         agent.start()
         wait_until(lambda: statuses(url) >= 3, 60, lambda: f"3 statuses stored; {statuses(url)}", every=0.5)
         wait_until(
-            lambda: sample(scrape(mport), ONLINE) == 1, 40, lambda: "online 1; " + scrape(mport)[-3000:], every=0.5
+            lambda: sample(scrape(mport), ONLINE) == 1,
+            40,
+            lambda: "online 1; " + scrape(mport)[-3000:],
+            every=0.5,
         )
         text = scrape(mport)
         assert sample(text, f'edge_agent_device_fps{{device="{DEVICE}"}}') > 0
@@ -82,11 +89,16 @@ def test_an_online_agent_has_a_history_and_per_device_metrics(tmp_path: Path, br
         assert "# TYPE edge_agent_device_crashes_total counter" in text
         promtool = shutil.which("promtool")
         if promtool is not None:  # else the lint is skipped here (tests/core/messages says why)
-            lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+            lint = subprocess.run(
+                [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+            )
             assert lint.returncode == 0, lint.stdout + lint.stderr
         agent.stop()
         wait_until(
-            lambda: sample(scrape(mport), ONLINE) == 0, 40, lambda: "online 0; " + scrape(mport)[-3000:], every=0.5
+            lambda: sample(scrape(mport), ONLINE) == 0,
+            40,
+            lambda: "online 0; " + scrape(mport)[-3000:],
+            every=0.5,
         )
     finally:
         agent.stop()
@@ -98,7 +110,9 @@ def test_an_online_agent_has_a_history_and_per_device_metrics(tmp_path: Path, br
     assert {"fps", "backlog", "disk_free_bytes", "crashes", "errors", "model_id", "provider"} <= set(rows[0])
     assert rows[-1]["state"] == "offline" and any(r["state"] == "running" and r["fps"] for r in rows)
     assert all(r["disk_free_bytes"] and r["model_id"] for r in rows)
-    stats = json.loads(cli("queue", "stats", "--config", str(conf), "--json", quiet=False, timeout=120).stdout)
+    stats = json.loads(
+        cli("queue", "stats", "--config", str(conf), "--json", quiet=False, timeout=120).stdout
+    )
     assert stats["pending"] == 0
     assert rows[-1]["backlog"] == 0, rows[-1]  # the goodbye counts the queue as it is at the stop
     st = fleet("status", "--db", url, "--json")

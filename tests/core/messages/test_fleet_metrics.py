@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from edge_agent.app.collector.round_stats import Metrics
-from edge_agent.core.messages.fleet_metrics import COLLECTOR, Family, device_families, render
-from edge_agent.core.messages.history import health
+from edge_agent.core.messages.fleet_metrics import COLLECTOR, Family, render
+from edge_agent.core.messages.health_history import health
 
 ROWS = [
     {
@@ -26,7 +26,12 @@ ROWS = [
         "health": health(
             {
                 "fps": 9.5,
-                "queue": {"pending": 3, "oldest_unconfirmed_s": 2.0, "disk_free_bytes": 10**9, "disk_full": False},
+                "queue": {
+                    "pending": 3,
+                    "oldest_unconfirmed_s": 2.0,
+                    "disk_free_bytes": 10**9,
+                    "disk_full": False,
+                },
                 "models": {"detector": {"id": 'we"ird\\id\nx'}},
                 "model_update": {"last": {"outcome": "refused", "at": 1.0}},
             }
@@ -43,7 +48,9 @@ def exposition() -> str:
 
 
 def samples(text: str) -> dict[str, float]:
-    return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln and ln[0] != "#"}
+    return {
+        ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln and ln[0] != "#"
+    }
 
 
 def test_per_device_series_with_the_device_label() -> None:
@@ -90,10 +97,16 @@ def test_render_of_no_labels_and_odd_numbers() -> None:
 def test_promtool_finds_nothing_to_lint() -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.skip("promtool absent (Debian package 'prometheus', .ci/packages.d/issue33.txt): exposition not linted")
-    out = subprocess.run([promtool, "check", "metrics"], input=exposition(), capture_output=True, text=True, timeout=60)
+        pytest.skip(
+            "promtool absent (Debian package 'prometheus', .ci/packages.d/issue33.txt): exposition not linted"
+        )
+    out = subprocess.run(
+        [promtool, "check", "metrics"], input=exposition(), capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out.stdout + out.stderr
     # and the linter does catch what the old exposition did (a _total typed gauge, no HELP)
     bad = "# TYPE edge_agent_x_total gauge\nedge_agent_x_total 1\n"
-    out = subprocess.run([promtool, "check", "metrics"], input=bad, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [promtool, "check", "metrics"], input=bad, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode != 0 and "no help text" in out.stdout + out.stderr

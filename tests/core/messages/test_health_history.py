@@ -1,4 +1,4 @@
-"""core.messages.history: the health fields a status gives (bounded, None when not reported,
+"""core.messages.health_history: the health fields a status gives (bounded, None when not reported,
 never the text "None"), how old rows are thinned (a state change or a verdict survives), --since,
 and the `fleet history` table."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_agent.core.messages.fleet import device_status, model_version
-from edge_agent.core.messages.history import Row, health, model_of, parse_since, table, thin
+from edge_agent.core.messages.health_history import Row, health, model_of, parse_since, table, thin
 
 BODY = {
     "device_id": "cam-1",
@@ -44,7 +44,11 @@ def test_every_field_an_operator_asks_about_is_taken() -> None:
     assert (h.fps, h.backlog, h.sent, h.oldest_unconfirmed_s) == (9.5, 0, 4, 1.5)
     assert (h.disk_free_bytes, h.disk_full, h.crashes, h.errors) == (7 * 2**30, False, 1, 2)
     assert (h.provider, h.link, h.broker) == ("CPUExecutionProvider", 3, "connected")
-    assert (h.update_outcome, h.update_at, h.update_detail) == ("refused", 1795999000.0, "gate: recall 0.41 < 0.9")
+    assert (h.update_outcome, h.update_at, h.update_detail) == (
+        "refused",
+        1795999000.0,
+        "gate: recall 0.41 < 0.9",
+    )
 
 
 def test_the_config_model_reads_as_the_detector_id_not_the_text_none() -> None:
@@ -70,12 +74,19 @@ def test_a_wrong_typed_field_reads_as_not_reported(bad: object) -> None:
     assert health({"queue": bad, "model_update": bad, "broker": bad}).broker == ""
 
 
-@given(st.dictionaries(st.sampled_from(list(BODY) + ["x"]), st.recursive(st.none() | st.integers() | st.floats() | st.text(max_size=300), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=8)))
+VALUES = st.recursive(
+    st.none() | st.integers() | st.floats() | st.text(max_size=300),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.sampled_from([*BODY, "x"]), VALUES))
 @settings(max_examples=300, deadline=None)
 def test_any_body_gives_bounded_fields(body: dict[str, object]) -> None:
     h = health(body)
     for text in (h.model_id, h.model_version, h.provider, h.broker):
-        assert isinstance(text, str) and len(text) <= 128 and text.isprintable() or text == ""
+        assert isinstance(text, str) and len(text) <= 128 and (text.isprintable() or text == "")
     for v in (h.fps, h.oldest_unconfirmed_s, h.update_at):
         assert v is None or (math.isfinite(v) and v >= 0)
 
@@ -148,7 +159,7 @@ def test_since_takes_durations_and_iso_times() -> None:
     assert parse_since("2026-12-01", now) == 1796083200.0  # no zone: UTC
     assert parse_since("2026-12-01T01:00:00+01:00", now) == 1796083200.0
     for bad in ("", "yesterday", "-5m", "5 parsecs", "2026-13-01"):
-        with pytest.raises(ValueError, match="--since .*expected a duration"):
+        with pytest.raises(ValueError, match=r"--since .*expected a duration"):
             parse_since(bad, now)
 
 
