@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from edge_agent.adapters.collector import confirmed, trust
+from edge_agent.adapters.collector import confirmed, history, trust
 from edge_agent.adapters.collector.migrations import DbError as DbError
 from edge_agent.adapters.collector.migrations import migrations as migrations
 from edge_agent.adapters.collector.migrations import statements
@@ -188,6 +188,7 @@ class CollectorDb:
                 # last_seen is when anything was last heard, even a status that lost to a newer one
                 # (the upsert above then changes nothing, last_seen included)
                 self._x(self._seen_sql(), (dev, received))
+            history.insert(self, [st for dev in sorted(by_device) for st in by_device[dev]], received)
             conflicts, repeats, held_conflicts = trust.store_conflicts(
                 self, split.conflicts, received, self.limits
             )
@@ -263,6 +264,8 @@ class CollectorDb:
                     row = self._x(f"SELECT COUNT(*) FROM {table} WHERE device = ?", (device,)).fetchone()
                     counts.append(int(row[0]))
             known = known or any(counts)
+            if purge:  # its health history goes with it (not counted: the history is about the row)
+                self._x("DELETE FROM status_history WHERE device = ?", (device,))
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")

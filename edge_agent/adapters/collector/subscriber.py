@@ -51,6 +51,7 @@ class Inbound(NamedTuple):
     qos: int
     conn: int  # the connection it arrived on
     size: int = -1  # >= 0: the payload had this many bytes, over message_max, and was dropped
+    at: float = 0.0  # time.monotonic() when it was received (0: unknown): the ingest delay metric
 
 
 OVERHEAD = 256  # bytes counted per message besides its payload (the tuple, the topic, paho's object)
@@ -288,7 +289,17 @@ class Subscriber:
             return
         if len(msg.payload) > self.message_max:  # not kept: a small rejection record instead
             self.inbox.put(
-                Inbound(topic[:1024], b"", int(msg.mid), int(msg.qos), self.conn, len(msg.payload))
+                Inbound(
+                    topic[:1024],
+                    b"",
+                    int(msg.mid),
+                    int(msg.qos),
+                    self.conn,
+                    len(msg.payload),
+                    time.monotonic(),
+                )
             )
             return
-        self.inbox.put(Inbound(topic, bytes(msg.payload), int(msg.mid), int(msg.qos), self.conn))
+        self.inbox.put(
+            Inbound(topic, bytes(msg.payload), int(msg.mid), int(msg.qos), self.conn, at=time.monotonic())
+        )

@@ -11,7 +11,7 @@ import math
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Callable, Union
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,11 @@ def render(metrics: Mapping[str, float], labels: Mapping[str, str]) -> str:
 
 class MetricsServer:
     def __init__(
-        self, port: int, collect: Callable[[], tuple[Mapping[str, float], Mapping[str, str]]]
+        self,
+        port: int,
+        collect: Callable[[], Union[tuple[Mapping[str, float], Mapping[str, str]], str]],
     ) -> None:
+        """``collect``: ``(gauges, labels)`` to :func:`render`, or the exposition text itself."""
         collect_fn = collect
 
         class Handler(BaseHTTPRequestHandler):
@@ -63,7 +66,8 @@ class MetricsServer:
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404, "only /metrics here")
                     return
-                body = render(*collect_fn()).encode()
+                got = collect_fn()
+                body = (got if isinstance(got, str) else render(*got)).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))

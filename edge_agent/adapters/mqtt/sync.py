@@ -372,6 +372,7 @@ class MqttSync:
     def _end_session(self, client: mqtt.Client, session: SyncSession) -> None:
         if self._stop.is_set() and not session.lost.is_set():
             if self.status_fn is not None:
+                self._apply_acks(session)  # first: the goodbye counts the queue as it is (issue 33)
                 body = self._stamp(offline_status(self.status_fn()))
                 info = client.publish(self.status_topic, encode(body), qos=1, retain=True)
                 # rc is an error when the connection died since the check above: a drop at the

@@ -138,7 +138,10 @@ class Agent:
         outbox = Outbox.from_config(cfg.queue)
         cameras = [pipe.open() for pipe in self.pipelines]
         parts = self._parts = Parts(outbox)
-        sync = parts.sync = start_sync(cfg, outbox, self.current_status, self.count_error)
+        # a fresh snapshot for the connect status, the will and the goodbye: the last tick's (every
+        # health interval) counted the queue before the drain at stop, so a stopped device with an
+        # empty queue showed BACKLOG 1 in `fleet status` (issue 33)
+        sync = parts.sync = start_sync(cfg, outbox, lambda: self.current_status(fresh=True), self.count_error)
         if self.updates is not None:
             # a model-update step publishes the whole snapshot (the same shape), right away
             self.updates.start(

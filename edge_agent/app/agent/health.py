@@ -10,12 +10,14 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent import __version__
 from edge_agent.adapters.host import sdnotify
 from edge_agent.adapters.host.probes import clock_synchronised
 from edge_agent.adapters.host.statusfile import write_status
+from edge_agent.adapters.outbox.reserve import free_bytes
 from edge_agent.core.config.schema import Config
 from edge_agent.core.messages.status import build_status, prometheus_values
 from edge_agent.errors import EdgeAgentError
@@ -59,7 +61,7 @@ def snapshot(
         },
         fps=agent.fps(),
         latency_ms=agent.latency_ms(),
-        queue=outbox.stats(),
+        queue=with_disk_free(outbox.stats()),
         broker=sync.stats() if sync is not None else None,
         camera=camera.stats() if camera is not None else None,
         sensor=sensor.stats() if sensor is not None else None,
@@ -70,6 +72,15 @@ def snapshot(
         model_update=agent.updates.status() if agent.updates is not None else None,
         cameras=cameras,
     )
+
+
+def with_disk_free(queue: dict[str, Any]) -> dict[str, Any]:
+    """The queue figures and the free bytes of its filesystem (``disk_free_bytes``): the collector's
+    history and its disk alert see a disk fill before the queue's full-disk mode."""
+    path = queue.get("path")
+    if isinstance(path, str) and path:
+        queue["disk_free_bytes"] = free_bytes(Path(path).parent)
+    return queue
 
 
 class StatusOutputs:

@@ -146,9 +146,10 @@ def run(args: argparse.Namespace) -> int:
     if cfg.metrics_port:
         sub = collector.sub
 
-        def values() -> tuple[dict[str, float], dict[str, str]]:
-            vals = collector.metrics.values(sub.inbox.qsize(), sub.connected.is_set())
-            return vals, {"collector": cfg.client_id}
+        def values() -> str:
+            return collector.metrics.exposition(
+                sub.inbox.qsize(), sub.connected.is_set(), {"collector": cfg.client_id}
+            )
 
         try:
             server = MetricsServer(cfg.metrics_port, values)

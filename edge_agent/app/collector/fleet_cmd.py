@@ -1,8 +1,10 @@
-"""``edge-agent fleet status|gaps``: what the collector's database knows about the fleet.
+"""``edge-agent fleet status|gaps|history``: what the collector's database knows about the fleet.
 
 ``status``: one line per device (state, last seen, model version, backlog, messages, gaps, and
 its cameras when it reports a ``cameras`` map); ``status --cameras``: one line per camera.
-``gaps DEVICE``: every seq range never received and why (the device's own loss reports).
+``gaps [DEVICE]``: every seq range never received and why (the device's own loss reports); every
+device's without one.
+``history DEVICE [--since 6h|ISO] [--limit N]``: its statuses over time (health history).
 ``retire DEVICE [--purge]``: a device taken out of service leaves the fleet views.
 ``enroll`` / ``revoke``: the broker's identity files (app/collector/enroll_cmd.py).
 """
@@ -14,7 +16,7 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from edge_agent.errors import ConfigError
 
@@ -36,8 +38,23 @@ def register(sub: Subparsers) -> None:
         action="store_true",
         help="one line per camera of the devices with [[cameras]]: state, fps, processed, frame age, reconnects",
     )
-    gp = fsub.add_parser("gaps", help="seq ranges of DEVICE never received, and why")
-    gp.add_argument("device", help="the device id, as in `fleet status`")
+    gp = fsub.add_parser("gaps", help="seq ranges never received, and why (DEVICE's, or the fleet's)")
+    gp.add_argument("device", nargs="?", help="the device id, as in `fleet status` (none: every device)")
+    hs = fsub.add_parser("history", help="DEVICE's statuses over time: state, fps, backlog, disk, model")
+    hs.add_argument("device", help="the device id, as in `fleet status`")
+    hs.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="from a duration ago (90s, 30m, 6h, 7d, 2w) or an ISO time (2026-12-01T08:00:00Z); default all",
+    )
+    hs.add_argument(
+        "--limit",
+        type=_limit,
+        default=1000,
+        metavar="N",
+        help="at most N statuses, the newest (default 1000)",
+    )
+    hs.add_argument("--body", action="store_true", help="with --json: each status's whole body too")
     rt = fsub.add_parser(
         "retire",
         help="remove DEVICE from the fleet views (it comes back if it publishes again)",
@@ -48,7 +65,7 @@ def register(sub: Subparsers) -> None:
     )
     rt.add_argument("device", help="the device id, as in `fleet status`")
     rt.add_argument("--purge", action="store_true", help="also delete its stored messages and events")
-    for q in (st, gp, rt):
+    for q in (st, gp, rt, hs):
         q.add_argument(
             "--db", metavar="URL", help=f"collector database (default: ${DB_ENV}, else {DEFAULT_DB})"
         )
@@ -59,6 +76,13 @@ def register(sub: Subparsers) -> None:
     st.set_defaults(func=run_status)
     gp.set_defaults(func=run_gaps)
     rt.set_defaults(func=run_retire)
+    hs.set_defaults(func=run_history)
+
+
+def _limit(text: str) -> int:
+    from edge_agent.app.cli.argtypes import _ranged
+
+    return int(_ranged(int, 1, 1_000_000, "a whole number from 1 to 1000000")(text))
 
 
 def _open(args: argparse.Namespace) -> CollectorDb:
@@ -202,6 +226,8 @@ def _check_device(device: str) -> None:
 def run_gaps(args: argparse.Namespace) -> int:
     from edge_agent.core.messages.fleet import explain
 
+    if args.device is None:
+        return _fleet_gaps(args)
     _check_device(args.device)
     db = _open(args)
     try:
@@ -257,4 +283,86 @@ def run_retire(args: argparse.Namespace) -> int:
         _out(
             f"{args.device}: retired; its {messages} messages and {events} events kept (--purge deletes them)"
         )
+    return 0
+
+
+def _fleet_gaps(args: argparse.Namespace) -> int:
+    """Every device's gaps, explained by its own counters."""
+    from edge_agent.adapters.collector import history
+    from edge_agent.core.messages.fleet import explain
+
+    db = _open(args)
+    try:
+        rows = history.gap_rows_all(db)
+        counters = history.counters_all(db)
+    finally:
+        db.close()
+    by_device: dict[str, list[tuple[int, int, Optional[int], int]]] = {}
+    for dev, first, last, before, after in rows:
+        by_device.setdefault(dev, []).append((first, last, before, after))
+    out = {dev: explain(g, counters.get(dev, {})) for dev, g in sorted(by_device.items())}
+    if args.json:
+        _out(
+            json.dumps(
+                {
+                    "devices": [
+                        {
+                            "device": dev,
+                            "gaps": [{**g._asdict(), "missing": g.last - g.first + 1} for g in gaps],
+                        }
+                        for dev, gaps in out.items()
+                    ]
+                },
+                indent=2,
+            )
+        )
+        return 0
+    if not out:
+        _out("fleet: no gaps")
+    for dev, gaps in out.items():
+        for g in gaps:
+            _out(f"{dev}: seq {g.first}..{g.last} ({g.last - g.first + 1} missing): {g.reason}")
+    return 0
+
+
+def run_history(args: argparse.Namespace) -> int:
+    from edge_agent.adapters.collector import history, rollouts
+    from edge_agent.core.messages.health_history import parse_since, table
+
+    _check_device(args.device)
+    try:
+        since = parse_since(args.since, time.time()) if args.since else None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    db = _open(args)
+    try:
+        try:
+            rows = history.rows(db, args.device, since, args.limit, body=args.body and args.json)
+        except db.errors():
+            raise ConfigError(
+                f"--db: schema version {db.schema_version()} has no health history (status_history): "
+                "run this version's `edge-agent collect` once, it migrates the database"
+            ) from None
+        try:  # the staged rollouts' verdicts of this device (model rollout)
+            verdicts = rollouts.device_verdicts(db, args.device, since or 0.0)
+        except db.errors():
+            verdicts = []  # a database without the rollout tables
+        known = bool(rows) or bool(verdicts) or history.known(db, args.device)
+    finally:
+        db.close()
+    if not known:
+        raise ConfigError(f"device {args.device!r}: not in the collector's database")
+    if args.json:
+        body = {"device": args.device, "statuses": rows, "rollout_verdicts": [v.to_json() for v in verdicts]}
+        _out(json.dumps(body, indent=2))
+        return 0
+    if not rows:
+        sys.stderr.write(f"{args.device}: no status {'since ' + args.since if args.since else 'kept'}\n")
+    for line in table(rows) if rows else []:
+        _out(line)
+    if verdicts:
+        from edge_agent.app.updates.rollout_cmd import verdict_table
+
+        for line in verdict_table(verdicts):
+            _out(line)
     return 0

@@ -26,6 +26,7 @@ from edge_agent.adapters.collector.db import CollectorDb, DbError, Rejected
 from edge_agent.adapters.collector.subscriber import Inbound, Subscriber
 from edge_agent.adapters.collector.trust import Limits
 from edge_agent.app.collector.admission import Admission, Deliveries
+from edge_agent.app.collector.maintenance import Maintenance
 from edge_agent.app.collector.round_stats import RATE_WINDOW_S as RATE_WINDOW_S
 from edge_agent.app.collector.round_stats import Metrics as Metrics
 from edge_agent.app.collector.round_stats import Outcome
@@ -96,6 +97,7 @@ class Collector:
             message_max=cfg.message_max_kib * 1024,
         )
         self._online_at = 0.0
+        self.maintenance = Maintenance(cfg)
         prefix = cfg.prefix
         self.sub.ignore = lambda topic: is_confirm_topic(prefix, topic)  # ours, back through <prefix>/+/+
 
@@ -118,6 +120,8 @@ class Collector:
                     self.left = True
                     break
                 self._refresh_online()
+                self.maintenance.device_metrics(self.db, self.metrics)
+                self.maintenance.history(self.db, time.time())
         finally:
             self.sub.stop(end_session=self.left)
             self.db.close()
@@ -194,6 +198,9 @@ class Collector:
         self.metrics.confirms += confirmed.publish(self.sub.client, self.cfg.prefix, done.confirms)
         now = time.monotonic()
         met = self.metrics
+        taken = [m.at for m in batch if m.at > 0]
+        if taken:
+            met.ingest_delay_s = max(0.0, now - min(taken))
         met.messages += len(batch)
         met.records += done.inserted
         met.duplicates += done.duplicates

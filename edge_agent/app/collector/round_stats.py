@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import NamedTuple, Optional
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Optional
+
+from edge_agent.core.messages.fleet_metrics import collector_families, device_families, render
 
 RATE_WINDOW_S = 10.0
 
@@ -52,6 +55,10 @@ class Metrics:
         self.new_devices_refused = 0
         self.inbox_bytes = 0
         self.confirms = 0  # commit watermarks published (one per device per round)
+        self.ingest_delay_s = 0.0  # receipt of the oldest message of the last round -> its commit
+        self.devices_known = 0
+        # the per-device rows (adapters.collector.history.metric_rows), refreshed by the writer
+        self.device_rows: list[dict[str, Any]] = []
         self._window: deque[tuple[float, int]] = deque()
 
     def stored(self, now: float, n: int) -> None:
@@ -76,11 +83,19 @@ class Metrics:
             "collector_dead_letters_total": self.dead_letters,
             "collector_round_failures_total": self.round_failures,
             "collector_new_devices_refused_total": self.new_devices_refused,
-            "collector_ingest_rate_per_s": round(self.rate(now), 1),
-            "collector_lag_s": round(self.lag_s, 3),
+            "collector_ingest_rate_per_second": round(self.rate(now), 1),
+            "collector_lag_seconds": round(self.lag_s, 3),
+            "collector_ingest_delay_seconds": round(self.ingest_delay_s, 3),
+            "collector_devices_known": self.devices_known,
+            "collector_devices_exported": len(self.device_rows),
             "collector_devices_online": self.devices_online,
             "collector_confirms_total": self.confirms,
             "collector_inbox": inbox,
             "collector_inbox_bytes": self.inbox_bytes,
             "collector_broker_connected": 1.0 if connected else 0.0,
         }
+
+    def exposition(self, inbox: int, connected: bool, labels: Mapping[str, str]) -> str:
+        """The /metrics text: the collector's own families, then the per-device ones."""
+        rows = self.device_rows  # one reference: the writer replaces the list, never mutates it
+        return render(collector_families(self.values(inbox, connected), labels) + device_families(rows))

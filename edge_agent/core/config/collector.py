@@ -10,7 +10,7 @@ import sys
 from typing import Optional
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edge_agent.core.config.schema import _format_validation_error
 from edge_agent.core.messages.mqtt_names import topic_prefix_problem
@@ -172,6 +172,54 @@ class CollectorConfig(BaseModel):
         le=1_000_000,
         description="refusal log lines: the first of each device, then every Nth with the count",
     )
+    history_full_days: float = Field(
+        default=7,
+        ge=0,
+        le=3650,
+        description="health history (every status received, `fleet history`): every status is kept "
+        "this many days; older ones are thinned to one per device, state and history_bucket_s",
+    )
+    history_bucket_s: int = Field(
+        default=300,
+        ge=1,
+        le=86400,
+        description="health history older than history_full_days: one status kept per device, state "
+        "and bucket of this many seconds",
+    )
+    history_keep_days: float = Field(
+        default=90,
+        gt=0,
+        le=3650,
+        description="health history older than this many days is deleted (at least history_full_days)",
+    )
+    maintenance_every_s: int = Field(
+        default=60,
+        ge=1,
+        le=86400,
+        description="how often the collector thins and expires its health history",
+    )
+    maintenance_batch: int = Field(
+        default=5000,
+        ge=10,
+        le=1_000_000,
+        description="rows per maintenance transaction (ingest waits for one batch at most)",
+    )
+    metrics_devices_max: int = Field(
+        default=1000,
+        ge=0,
+        le=100_000,
+        description="devices with per-device series on /metrics (the first by id); bounds the label "
+        "cardinality Prometheus stores (edge_agent_collector_devices_known says how many there are)",
+    )
+
+    @model_validator(mode="after")
+    def _history_ages(self) -> CollectorConfig:
+        if self.history_keep_days < self.history_full_days:
+            raise ValueError(
+                f"history_keep_days = {self.history_keep_days} is less than history_full_days = "
+                f"{self.history_full_days}: keep at least what is kept in full"
+            )
+        return self
 
     @field_validator("broker")
     @classmethod

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Optional
 from edge_agent.core.messages.batch import BATCH_KIND, KIND_RE, BatchError, unpack
 from edge_agent.core.messages.builders import CAMERA_KINDS
 from edge_agent.core.messages.cameras import CameraError, body_camera, topic_camera
+from edge_agent.core.messages.health_history import Health, health, model_of
 
 DEVICE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" also matches before a final newline
 MSG_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
@@ -62,6 +63,7 @@ class DeviceStatus(NamedTuple):
     # the order of statuses (boot, link, offline, status_seq): None for an old agent (then by ts)
     order: Optional[tuple[int, int, int, int]] = None
     seq: int = 0  # the outbox's current seq as the device reports it (queue.seq)
+    health: Optional[Health] = None  # its health history row (core.messages.health_history)
 
 
 class Event(NamedTuple):
@@ -235,6 +237,7 @@ def device_status(device: str, body: object, received: float, where: str) -> Dev
         body=_json_text(body, where),
         order=status_order(body, queue, state),
         seq=_count(queue, "seq"),
+        health=health(body),
     )
 
 
@@ -261,14 +264,9 @@ def status_order(
 
 
 def model_version(body: Mapping[str, Any]) -> str:
-    """The installed model version (model updates) or else the detector's model id."""
-    mu = body.get("model_update")
-    if isinstance(mu, dict) and isinstance(mu.get("current"), dict):
-        return str(mu["current"].get("id", ""))
-    models = body.get("models")
-    if isinstance(models, dict) and isinstance(models.get("detector"), dict):
-        return str(models["detector"].get("id", ""))
-    return ""
+    """The installed model version (model updates) or else the detector's model id; never the
+    text ``None`` (an agent on its config's model reports ``model_update.current.id = null``)."""
+    return model_of(body)[0]
 
 
 def parse(prefix: str, topic: str, payload: bytes, received: float) -> Parsed:

@@ -64,6 +64,9 @@ def _stored(db: Path) -> tuple[dict[str, int], dict[str, int]]:
     try:
         con.execute("BEGIN")
         found = {"in": 0, "out": 0}
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages'").fetchone():
+            # killed after SQLite made the file, before the schema committed (seen at load 9): nothing stored
+            return found, {"in": 0, "out": 0}
         for (p,) in con.execute("SELECT payload FROM messages"):
             body = json.loads(p)
             if body.get("event") == "line_crossed":

@@ -239,7 +239,7 @@ def test_a_stop_while_the_database_fails_leaves_the_round_unacknowledged(
 def test_the_prometheus_figures_name_every_counter() -> None:
     m = Metrics()
     m.taken, m.messages, m.records, m.duplicates, m.rejected, m.db_errors = 7, 6, 5, 4, 3, 2
-    m.lag_s, m.devices_online = 1.23456, 9
+    m.lag_s, m.devices_online, m.ingest_delay_s, m.devices_known = 1.23456, 9, 0.5, 12
     now = collector_mod.time.monotonic()
     m.stored(now, 20)
     assert m.values(inbox=11, connected=True) == {
@@ -253,8 +253,11 @@ def test_the_prometheus_figures_name_every_counter() -> None:
         "collector_dead_letters_total": 0,
         "collector_round_failures_total": 0,
         "collector_new_devices_refused_total": 0,
-        "collector_ingest_rate_per_s": round(20 / RATE_WINDOW_S, 1),
-        "collector_lag_s": 1.235,
+        "collector_ingest_rate_per_second": round(20 / RATE_WINDOW_S, 1),
+        "collector_lag_seconds": 1.235,
+        "collector_ingest_delay_seconds": 0.5,
+        "collector_devices_known": 12,
+        "collector_devices_exported": 0,
         "collector_devices_online": 9,
         "collector_confirms_total": 0,
         "collector_inbox": 11,
