@@ -60,18 +60,21 @@ def run_agent(
     frames: int,
     threads: int | None = None,
     src: Path | None = None,
+    source: str | None = None,
 ) -> dict[str, float]:
+    """One agent run; ``source``: a live camera URL instead of the looping folder of ``images``."""
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         cam = root / "cam"
         cam.mkdir()
         for n, img in enumerate(images * 4):
             shutil.copy(img, cam / f"{n:03d}{img.suffix}")
+        camera = f'source = "{source}"\n' if source else f'source = "{cam}"\nloop = true\n'
         thr = f"threads = {threads}\n" if threads else ""
         cls = f'[classifier]\nmodel = "{classifier}"\n' if classifier else ""
         cfg = root / "c.toml"
         cfg.write_text(
-            f'[device]\nid = "bench"\nstate_dir = "{root}"\n[camera]\nsource = "{cam}"\nloop = true\n'
+            f'[device]\nid = "bench"\nstate_dir = "{root}"\n[camera]\n{camera}'
             f'[detector]\nmodel = "{model}"\n{thr}{cls}[mqtt]\nenabled = false\n[queue]\npath = "{root}/q.db"\n'
             f'[output]\nmode = "every_frame"\n[health]\nstatus_file = "{root}/status.json"\n'
         )

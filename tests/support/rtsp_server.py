@@ -7,9 +7,9 @@ Serves ``rtsp://127.0.0.1:PORT/cam`` at ``--size`` (default 320x240). Every fram
 wall-clock time (ms, mod 2**32) it was made at as 32 black/white blocks (8 x 4 grid, MSB first,
 row-major), big enough to survive H.264/JPEG compression, so a client can measure the true age of
 the frame it infers on (:func:`support.rtsp.stamp_of`). With ``--image`` (raw BGR bytes of
-exactly W x H x 3, written by the test with cv2: this python has no cv2) the frames are that
-picture instead, with only a 16x16 corner block changing per frame (so the stream is not frozen)
-and no stamp. Prints ``READY`` once listening. Needs python3-gi,
+W x H x 3 per picture, written by the test with cv2: this python has no cv2) the frames are
+those pictures in turn instead, a 16x16 corner block changing per frame (so a one-picture stream
+is not frozen), and no stamp. Prints ``READY`` once listening. Needs python3-gi,
 gir1.2-gst-rtsp-server-1.0, gstreamer1.0-plugins-ugly (x264enc) and -good (rtpjpegpay, jpegenc).
 """
 
@@ -46,11 +46,14 @@ def frame_bytes(stamp_ms: int, w: int = W, h: int = H) -> bytes:
     return b"".join(rows) + bytes([16]) * (w * (h - bh * ROWS))
 
 
-def picture_frames(raw: bytes, w: int) -> Iterator[bytes]:
-    """``raw`` (BGR, w wide) over and over, its top-left 16x16 block a different grey each time."""
-    img = bytearray(raw)
+def picture_frames(raw: bytes, w: int, h: int) -> Iterator[bytes]:
+    """The pictures in ``raw`` (one or more BGR w x h frames, back to back) in turn, over and over,
+    the top-left 16x16 block a different grey each time."""
+    size = w * h * 3
+    pictures = [bytearray(raw[i : i + size]) for i in range(0, len(raw), size)]
     n = 0
     while True:
+        img = pictures[n % len(pictures)]
         n += 1
         level = bytes([(n * 37) % 256]) * (16 * 3)
         for y in range(16):
@@ -87,7 +90,7 @@ class Factory(GstRtspServer.RTSPMediaFactory):  # type: ignore[misc]
         src = media.get_element().get_child_by_name("src")
         period_ms = max(1, int(1000 / self.fps))
 
-        pictures = picture_frames(self.image, self.w) if self.image is not None else None
+        pictures = picture_frames(self.image, self.w, self.h) if self.image is not None else None
 
         def push() -> bool:
             if pictures is not None:
@@ -108,7 +111,9 @@ def main() -> int:
     # "udp": RTP over UDP only, TCP SETUPs get 461 Unsupported Transport (VLC, many NVRs and cameras)
     ap.add_argument("--protocols", choices=("any", "udp", "tcp"), default="any")
     ap.add_argument("--size", default=f"{W}x{H}", help="WxH of the frames (default %(default)s)")
-    ap.add_argument("--image", help="raw BGR bytes of exactly WxHx3 to serve instead of the stamp")
+    ap.add_argument(
+        "--image", help="raw BGR pictures (WxHx3 bytes each) to serve in turn instead of the stamp"
+    )
     a = ap.parse_args()
     w, _, h = a.size.partition("x")
     size = (int(w), int(h))
@@ -116,8 +121,11 @@ def main() -> int:
     if a.image:
         with open(a.image, "rb") as f:
             image = f.read()
-        if len(image) != size[0] * size[1] * 3:
-            print(f"--image {a.image}: {len(image)} bytes, expected {size[0] * size[1] * 3}", file=sys.stderr)
+        if not image or len(image) % (size[0] * size[1] * 3):
+            print(
+                f"--image {a.image}: {len(image)} bytes, not a multiple of {size[0] * size[1] * 3}",
+                file=sys.stderr,
+            )
             return 1
     Gst.init(None)
     server = GstRtspServer.RTSPServer()
