@@ -1,7 +1,8 @@
 """Video frames resized to the model's letterbox right after decode (core/camera/decode_size.py),
 against the real RTSP server (gst-rtsp-server, H.264 and MJPEG over RTP): the frames that reach the
 loop are the letterbox size with ``full_size`` the camera's, off when the camera is less than 2x the
-model input, and the demo detector gives the same boxes in the camera's pixels either way."""
+model input, and the demo detector gives the same boxes in the camera's pixels either way; a video
+file (OpenCV, the same backend) likewise."""
 
 from __future__ import annotations
 
@@ -114,3 +115,27 @@ def test_mjpeg_over_rtsp_is_resized_too(tmp_path: Path) -> None:
     finally:
         srv.stop()
     assert f.image.shape == (360, 640, 3) and f.full_size == (1920, 1080)
+
+
+def test_a_video_file_is_resized_too_and_a_small_one_is_not(tmp_path: Path) -> None:
+    def clip(size: tuple[int, int]) -> Path:
+        path = tmp_path / f"clip-{size[0]}.avi"
+        out = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10, size)
+        img = cv2.resize(cv2.imread(str(SAMPLE)), size)
+        for _ in range(3):
+            out.write(img)
+        out.release()
+        return path
+
+    def first(path: Path, target: tuple[int, int]) -> Frame:
+        cam = Camera(CameraConfig(source=str(path)))
+        cam.decode_target = target
+        with cam:
+            f = cam.read(10.0)
+        assert f is not None, cam.stats()
+        return f
+
+    big = first(clip((1280, 720)), (320, 320))
+    assert big.image.shape == (180, 320, 3) and big.full_size == (1280, 720)
+    small = first(clip((480, 270)), (320, 320))  # 320x180 is more than half of 480x270: whole
+    assert small.image.shape == (270, 480, 3) and small.full_size is None
