@@ -126,6 +126,8 @@ def run_agent(
             "frames": status["frames"],
             "peak_rss_mb": peak_kb / 1024,
             "latency_ms": status["latency_ms"],
+            "camera_frames": status.get("camera", {}).get("frames"),
+            "camera_dropped": status.get("camera", {}).get("dropped"),
         }
 
 
