@@ -236,8 +236,9 @@ def infer_frame(
     """:func:`run_cascade` on one camera frame, boxes in pixels of the frame *as the camera sent it*.
 
     A JPEG source may decode a frame at 1/2..1/8 scale (``Camera.decode_target``: libjpeg DCT
-    scaling, far cheaper than a full decode and a resize); the detector then sees the small image
-    and its boxes are scaled back here, so every consumer gets full-size coordinates."""
+    scaling, far cheaper than a full decode and a resize), a video source resize it to the
+    letterbox size right after decoding (core/camera/decode_size.py); the detector then sees the
+    small image and its boxes are scaled back here, so every consumer gets full-size coordinates."""
     dets, timings = run_cascade(frame.image, detector, classifier, classify_classes, padding, prepared)
     return to_full_scale(dets, frame.full_scale()), timings
 

@@ -1,7 +1,8 @@
 """CPU per frame with and without decoding/resizing to the model's size, and the agent loop's ratio.
 
     PYTHONPATH=$PWD python tests/bench/bench_decode_cost.py [--frames 60] [--reps 3] [--input 640]
-        [--model M] [--threads 2] [--agent-frames 80] [--baseline-src DIR] [--skip-agent]
+        [--model M] [--threads 2] [--agent-frames 80] [--agent-reps 3] [--agent-fps 15]
+        [--baseline-src DIR] [--skip-agent | --skip-cost] [--loops photos rtsp mjpeg]
 
 Part 1, frame cost, in this process: for each source, ``full`` (no model input given to the
 source: what every video source did before) and ``reduced`` (the model input given, as the agent
@@ -187,6 +188,7 @@ def main() -> None:
     ap.add_argument("--baseline-src", type=Path)
     ap.add_argument("--skip-agent", action="store_true")
     ap.add_argument("--skip-cost", action="store_true", help="only the agent loop part")
+    ap.add_argument("--loops", nargs="*", default=["photos", "rtsp", "mjpeg"], help="agent loops to run")
     ap.add_argument("--agent-fps", type=int, default=15, help="the live cameras' rate in the agent part")
     ap.add_argument("--fps", type=int, default=25, help="the live cameras' frame rate")
     a = ap.parse_args()
@@ -239,7 +241,7 @@ def main() -> None:
                     (f"RTSP H.264 1920x1080 (still) at {a.agent_fps} fps", h264),
                     (f"MJPEG over HTTP 1920x1080 at {a.agent_fps} fps", mjpeg_url),
                 ]
-                for label, url in loops:
+                for label, url in [lp for k, lp in zip(("photos", "rtsp", "mjpeg"), loops) if k in a.loops]:
                     for row in agent_ratio(
                         label,
                         url,
