@@ -95,6 +95,13 @@ class Detector:
     def names(self) -> dict[int, str]:
         return self.model.info.names
 
+    @property
+    def decode_target(self) -> Optional[tuple[int, int]]:
+        """What a camera may decode/resize its frames down to (``Camera.decode_target``): the input
+        for a letterboxed model; None for one fed the frame stretched (RT-DETR), whose every axis
+        needs the input's size, which a frame shrunk to the letterbox shape would not keep."""
+        return None if self.format.fmt.stretch_input else self.input_hw
+
     def class_ids(self, labels: Sequence[str]) -> list[int]:
         """Class names (or numeric ids) -> ids, with an error naming an unknown one."""
         by_name = {v: k for k, v in self.names.items()}

@@ -156,7 +156,7 @@ def _models(cfg: Config, add: Add) -> Optional[tuple[int, int]]:
         return None
     for role, info in models.describe().items():
         add(f"{role}", OK, f"{info['id']} ({info['quantization']}) loaded and ran on {models.provider}")
-    return models.detector.input_hw
+    return models.detector.decode_target
 
 
 def _camera(cfg: Config, add: Add, target: Optional[tuple[int, int]] = None) -> None:
