@@ -16,6 +16,7 @@ comparison side by side in one run, on the same load; each prints its median fps
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -107,7 +108,13 @@ def run_agent(
                 ready = time.monotonic() - t0
         # VmHWM of this child (RUSAGE_CHILDREN would be the max over every child so far)
         peak_kb = 0
+        sock.setblocking(False)
         while proc.poll() is None:
+            # keep reading the agent's WATCHDOG/STATUS datagrams: a full queue blocks its main thread
+            # in sendto() for good (a slow live-camera run hung here after ~60 s)
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                while sock.recv(4096):
+                    pass
             try:
                 for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
                     if line.startswith("VmHWM:"):
