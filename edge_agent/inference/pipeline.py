@@ -118,6 +118,13 @@ class Detector:
     def names(self) -> dict[int, str]:
         return self.model.info.names
 
+    @property
+    def decode_target(self) -> Optional[tuple[int, int]]:
+        """What a camera may decode/resize its frames down to (``Camera.decode_target``): the input
+        for a letterboxed model; None for one fed the frame stretched (RT-DETR), whose every axis
+        needs the input's size, which a frame shrunk to the letterbox shape would not keep."""
+        return None if self.format.fmt.stretch_input else self.input_hw
+
     def class_ids(self, labels: Sequence[str]) -> list[int]:
         """Class names (or numeric ids) -> ids, with an error naming an unknown one."""
         by_name = {v: k for k, v in self.names.items()}
@@ -288,8 +295,9 @@ def infer_frame(
     """:func:`run_cascade` on one camera frame, boxes in pixels of the frame *as the camera sent it*.
 
     A JPEG source may decode a frame at 1/2..1/8 scale (``Camera.decode_target``: libjpeg DCT
-    scaling, far cheaper than a full decode and a resize); the detector then sees the small image
-    and its boxes are scaled back here, so every consumer gets full-size coordinates."""
+    scaling, far cheaper than a full decode and a resize), a video source resize it to the
+    letterbox size right after decoding (core/camera/decode_size.py); the detector then sees the
+    small image and its boxes are scaled back here, so every consumer gets full-size coordinates."""
     dets, timings = run_cascade(frame.image, detector, classifier, classify_classes, padding, prepared)
     return to_full_scale(dets, frame.full_scale()), timings
 

@@ -16,6 +16,7 @@ comparison side by side in one run, on the same load; each prints its median fps
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -60,18 +61,21 @@ def run_agent(
     frames: int,
     threads: int | None = None,
     src: Path | None = None,
+    source: str | None = None,
 ) -> dict[str, float]:
+    """One agent run; ``source``: a live camera URL instead of the looping folder of ``images``."""
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         cam = root / "cam"
         cam.mkdir()
         for n, img in enumerate(images * 4):
             shutil.copy(img, cam / f"{n:03d}{img.suffix}")
+        camera = f'source = "{source}"\n' if source else f'source = "{cam}"\nloop = true\n'
         thr = f"threads = {threads}\n" if threads else ""
         cls = f'[classifier]\nmodel = "{classifier}"\n' if classifier else ""
         cfg = root / "c.toml"
         cfg.write_text(
-            f'[device]\nid = "bench"\nstate_dir = "{root}"\n[camera]\nsource = "{cam}"\nloop = true\n'
+            f'[device]\nid = "bench"\nstate_dir = "{root}"\n[camera]\n{camera}'
             f'[detector]\nmodel = "{model}"\n{thr}{cls}[mqtt]\nenabled = false\n[queue]\npath = "{root}/q.db"\n'
             f'[output]\nmode = "every_frame"\n[health]\nstatus_file = "{root}/status.json"\n'
         )
@@ -104,7 +108,13 @@ def run_agent(
                 ready = time.monotonic() - t0
         # VmHWM of this child (RUSAGE_CHILDREN would be the max over every child so far)
         peak_kb = 0
+        sock.setblocking(False)
         while proc.poll() is None:
+            # keep reading the agent's WATCHDOG/STATUS datagrams: a full queue blocks its main thread
+            # in sendto() for good (a slow live-camera run hung here after ~60 s)
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                while sock.recv(4096):
+                    pass
             try:
                 for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
                     if line.startswith("VmHWM:"):
@@ -123,6 +133,8 @@ def run_agent(
             "frames": status["frames"],
             "peak_rss_mb": peak_kb / 1024,
             "latency_ms": status["latency_ms"],
+            "camera_frames": status.get("camera", {}).get("frames"),
+            "camera_dropped": status.get("camera", {}).get("dropped"),
         }
 
 

@@ -48,9 +48,18 @@ class RtspServer:
     ``stop()`` kills it (SIGKILL: a camera losing power), ``start()`` again."""
 
     def __init__(
-        self, fps: int = 25, codec: str = "h264", port: Optional[int] = None, protocols: str = "any"
+        self,
+        fps: int = 25,
+        codec: str = "h264",
+        port: Optional[int] = None,
+        protocols: str = "any",
+        size: tuple[int, int] = (320, 240),
+        image: Optional[Path] = None,
     ) -> None:
+        """``size`` (w, h) of the frames; ``image``: a file of raw BGR bytes of that size to serve
+        (see rtsp_server.py --image) instead of the time stamp."""
         self.fps, self.codec, self.protocols = fps, codec, protocols
+        self.size, self.image = size, image
         self.port = port or free_port()
         self.url = f"rtsp://127.0.0.1:{self.port}/cam"
         self.proc: Optional[subprocess.Popen[str]] = None
@@ -68,6 +77,9 @@ class RtspServer:
                 self.codec,
                 "--protocols",
                 self.protocols,
+                "--size",
+                f"{self.size[0]}x{self.size[1]}",
+                *(["--image", str(self.image)] if self.image is not None else []),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -24,6 +24,7 @@ import numpy as np
 from edge_agent.adapters.camera.images import check_pixels
 from edge_agent.adapters.camera.mjpeg_http import MjpegHttpSource, NotMultipart, decode_jpeg, read_credentials
 from edge_agent.adapters.camera.rtsp import open_rtsp
+from edge_agent.core.camera.decode_size import stream_size
 from edge_agent.core.camera.source_spec import (
     IMAGE_SUFFIXES,
     SourceKind,
@@ -66,10 +67,23 @@ def gstreamer_available() -> bool:
 
 class CvCaptureSource:
     """cv2.VideoCapture configured for the source kind (V4L2 MJPG, RTSP over camera.rtsp_transport,
-    GStreamer, file)."""
+    GStreamer, file).
 
-    def __init__(self, cfg: CameraConfig, kind: SourceKind, timeout_s: float) -> None:
+    ``model_input``: the model input (h, w); a frame at least twice its letterbox on both axes is resized
+    to the letterbox size right after ``read()`` (:func:`edge_agent.core.camera.decode_size.stream_size`:
+    FFmpeg decodes H.264 at full size whatever OpenCV is asked), ``full_size`` keeping the camera's.
+    """
+
+    def __init__(
+        self,
+        cfg: CameraConfig,
+        kind: SourceKind,
+        timeout_s: float,
+        model_input: Optional[DecodeTarget] = None,
+    ) -> None:
         self.name = redact_source(cfg.source)
+        self._target = model_input
+        self.full_size: Optional[tuple[int, int]] = None
         self.kind = kind
         self.finite = kind.finite
         self.loop = cfg.loop
@@ -124,6 +138,25 @@ class CvCaptureSource:
             cap.release()
             raise CameraError(f"camera {self.name!r}: frames of {problem}; not opened")
         self._cap = cap
+        if kind in (SourceKind.DEVICE_INDEX, SourceKind.V4L2_DEVICE) and not (cfg.width or cfg.height):
+            self._hint_capture_size(size)
+
+    def _hint_capture_size(self, size: tuple[int, int]) -> None:
+        """Say (once per open) that the driver's default size is far above what the model sees; the
+        capture size is not changed behind the operator's back: on some drivers a smaller mode is a
+        crop of the sensor (a narrower field of view), not a scaled image (docs/cameras.md)."""
+        target = self._target() if self._target else None
+        small = stream_size(size, target)
+        if small is not None:
+            log.info(
+                "camera %s: the driver delivers %dx%d, the model sees %dx%d: frames are resized after "
+                "capture; [camera] width = %d, height = %d would let the driver capture smaller, if that "
+                "mode keeps the field of view (docs/cameras.md)",
+                self.name,
+                *size,
+                *small,
+                *small,
+            )
 
     def _report_grant(self, cap: cv2.VideoCapture, cfg: CameraConfig) -> None:
         """Read back what the driver granted and say so when it is not what was asked."""
@@ -151,10 +184,18 @@ class CvCaptureSource:
         frame = np.asarray(img)
         # a stream may change size mid-way (H.264 SPS change): such a frame is skipped and counted
         # before it reaches letterbox/motion/snapshot, which would each copy it again
-        problem = pixel_problem((frame.shape[1], frame.shape[0]), self.max_pixels, "camera.max_pixels")
+        size = (frame.shape[1], frame.shape[0])
+        problem = pixel_problem(size, self.max_pixels, "camera.max_pixels")
         if problem is not None:
             raise ImageError(f"frame of {problem}; skipped")
-        return frame
+        small = stream_size(size, self._target() if self._target else None)
+        if small is None:
+            self.full_size = None
+            return frame
+        # INTER_LINEAR to the letterbox size: the very resize the letterbox would do, done before the
+        # freeze checksum, the motion gate and the hand-off see 6 MB
+        self.full_size = size
+        return np.asarray(cv2.resize(frame, small, interpolation=cv2.INTER_LINEAR))
 
     def close(self) -> None:
         self._cap.release()
@@ -284,7 +325,7 @@ def build_source_factory(
         if cfg.credentials_file:
             read_credentials(cfg.credentials_file)  # a missing/garbled file is a config mistake: now
         return (lambda: _open_http(cfg, kind, target)), kind
-    return (lambda: CvCaptureSource(cfg, kind, cfg.stall_timeout_s)), kind
+    return (lambda: CvCaptureSource(cfg, kind, cfg.stall_timeout_s, target)), kind
 
 
 def _open_http(cfg: CameraConfig, kind: SourceKind, target: Optional[DecodeTarget]) -> FrameSource:
@@ -295,4 +336,4 @@ def _open_http(cfg: CameraConfig, kind: SourceKind, target: Optional[DecodeTarge
         )
     except NotMultipart as exc:
         log.info("%s; opening it with FFmpeg", exc)
-        return CvCaptureSource(cfg, kind, cfg.stall_timeout_s)
+        return CvCaptureSource(cfg, kind, cfg.stall_timeout_s, target)

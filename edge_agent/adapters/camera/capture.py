@@ -96,7 +96,8 @@ class Camera:
         max_reconnects: Optional[int] = None,
     ) -> None:
         self.cfg = cfg
-        # the model input (h, w): JPEG sources decode frames >= 2x larger at 1/2, 1/4, 1/8 (set by the agent)
+        # the model input (h, w), set by the agent: frames >= 2x its letterbox are decoded at 1/2..1/8
+        # (JPEG) or resized to it right after decoding (video, V4L2, GStreamer): core/camera/decode_size.py
         self.decode_target: Optional[tuple[int, int]] = None
         self.granted: Optional[dict[str, object]] = None
         if source_factory is None:

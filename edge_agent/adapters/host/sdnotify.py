@@ -14,6 +14,7 @@ from typing import Optional
 
 log = logging.getLogger(__name__)
 _failures: dict[str, int] = {}
+SEND_TIMEOUT_S = 0.5
 
 
 def notify(state: str, env: Optional[Mapping[str, str]] = None) -> bool:
@@ -25,6 +26,8 @@ def notify(state: str, env: Optional[Mapping[str, str]] = None) -> bool:
         return False  # unset, or vsock:... which we do not speak
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            # bounded: a notify socket nobody reads (its queue full) hung the loop's thread for good
+            sock.settimeout(SEND_TIMEOUT_S)
             sock.connect(addr)
             sock.sendall(state.encode("utf-8"))
     except OSError as exc:

@@ -105,8 +105,8 @@ class CameraPipeline:
     def start(self, models: ModelSet) -> None:
         camera = self.open()
         self._keep(models)
-        # JPEG sources decode frames >= 2x the model input at 1/2..1/8 (libjpeg DCT scaling)
-        camera.decode_target = models.detector.input_hw
+        # frames >= 2x the model's letterbox: decoded at 1/2..1/8 (JPEG) or resized after decode (video)
+        camera.decode_target = models.detector.decode_target
         camera.start()
 
     def _keep(self, models: ModelSet) -> None:
@@ -152,7 +152,7 @@ class CameraPipeline:
     def reloaded(self, models: ModelSet) -> None:
         self._keep(models)
         if self.camera is not None:
-            self.camera.decode_target = models.detector.input_hw
+            self.camera.decode_target = models.detector.decode_target
 
     # ---- one frame ------------------------------------------------------------------------------
     @property

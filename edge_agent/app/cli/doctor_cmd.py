@@ -20,6 +20,7 @@ from edge_agent.app.cli.configfile import add_config_arg
 
 if TYPE_CHECKING:
     from edge_agent.app.cli.configfile import Subparsers
+    from edge_agent.core.camera.source_spec import Frame
     from edge_agent.core.config.schema import Config, SensorConfig
 
 Add = Callable[..., None]
@@ -100,8 +101,7 @@ def checks(
             f"{ort.__version__}; {exc}",
             "fix [detector] provider or install the right onnxruntime",
         )
-    if probe:
-        _models(cfg, add)
+    target = _models(cfg, add) if probe else None
     devs = list_devices(root)
     add(
         "video devices",
@@ -109,7 +109,7 @@ def checks(
         ", ".join(devs["cameras"]) or "no /dev/video* devices (fine for a file, folder or network camera)",
     )
     if probe:
-        _camera(cfg, add)
+        _camera(cfg, add, target)
     if cfg.sensor is not None:
         _serial(cfg.sensor, add) if probe else None
     else:
@@ -143,8 +143,9 @@ def checks(
     return out
 
 
-def _models(cfg: Config, add: Add) -> None:
-    """Load every configured model with the service's providers and run one inference on it."""
+def _models(cfg: Config, add: Add) -> Optional[tuple[int, int]]:
+    """Load every configured model with the service's providers and run one inference on it; the
+    detector's input (h, w), None when the models did not load."""
     from edge_agent.app.agent.modelset import ModelSet
     from edge_agent.errors import EdgeAgentError
 
@@ -152,17 +153,20 @@ def _models(cfg: Config, add: Add) -> None:
         models = ModelSet.from_config(cfg)  # loading includes the warm-up inference
     except EdgeAgentError as exc:
         add("models", FAIL, str(exc), "fix [detector] model / [classifier] model")
-        return
+        return None
     for role, info in models.describe().items():
         add(f"{role}", OK, f"{info['id']} ({info['quantization']}) loaded and ran on {models.provider}")
+    return models.detector.decode_target
 
 
-def _camera(cfg: Config, add: Add) -> None:
-    """Open the configured source (any kind) and wait for one frame."""
+def _camera(cfg: Config, add: Add, target: Optional[tuple[int, int]] = None) -> None:
+    """Open the configured source (any kind) and wait for one frame, decoded as the agent would for
+    the detector's input ``target`` (h, w)."""
     from edge_agent.adapters.camera.capture import Camera
     from edge_agent.errors import EdgeAgentError
 
     cam = Camera(cfg.camera, max_reconnects=0)
+    cam.decode_target = target
     try:
         cam.start()
         frame = cam.read(timeout_s=10.0)
@@ -175,8 +179,23 @@ def _camera(cfg: Config, add: Add) -> None:
         why = cam.last_error or "no frame within 10 s"
         add("camera", FAIL, f"{cam.name}: {why}", _camera_fix(cam.kind.value, why))
     else:
-        h, w = frame.image.shape[:2]
-        add("camera", OK, f"{cam.name}: got a {w}x{h} frame")
+        add("camera", OK, f"{cam.name}: {_frame_line(cfg, cam.kind.value, frame)}")
+
+
+def _frame_line(cfg: Config, kind: str, frame: Frame) -> str:
+    """The "got a WxH frame" line, and when it was decoded/resized smaller for the model, to what and how to
+    capture smaller (a V4L2/CSI camera with no [camera] width/height: docs/cameras.md)."""
+    h, w = frame.image.shape[:2]
+    if frame.full_size is None:
+        return f"got a {w}x{h} frame"
+    fw, fh = frame.full_size
+    line = f"got a {fw}x{fh} frame, decoded to {w}x{h} for the model's input"
+    if kind in ("device_index", "v4l2_device") and not (cfg.camera.width or cfg.camera.height):
+        line += (
+            f"; [camera] width = {w}, height = {h} would let the driver capture smaller, if that mode "
+            "keeps the field of view (docs/cameras.md)"
+        )
+    return line
 
 
 def _broker(cfg: Config, add: Add, config_dir: Optional[Path]) -> None:

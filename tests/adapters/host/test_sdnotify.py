@@ -77,3 +77,26 @@ def test_watchdog_interval_is_half_of_watchdog_usec() -> None:
     assert sdnotify.watchdog_interval_s({}) is None
     assert sdnotify.watchdog_interval_s({"WATCHDOG_USEC": "0"}) is None
     assert sdnotify.watchdog_interval_s({"WATCHDOG_USEC": "soon"}) is None
+
+
+def test_a_notify_socket_nobody_reads_fails_the_send_in_bounded_time(tmp_path: Path) -> None:
+    """Its queue full, a blocking send hung the agent's loop for good (found by a benchmark that
+    did not read its socket); now a send gives up after SEND_TIMEOUT_S and says False."""
+    import time
+
+    path = tmp_path / "notify"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(str(path))
+    env = {"NOTIFY_SOCKET": str(path)}
+    try:
+        sent = 0
+        while sent < 100_000:
+            t0 = time.monotonic()
+            if not sdnotify.notify("WATCHDOG=1", env):
+                break
+            sent += 1
+        took = time.monotonic() - t0
+        assert 0 < sent < 100_000  # the queue filled, then a send failed
+        assert took < sdnotify.SEND_TIMEOUT_S * 3, took
+    finally:
+        srv.close()

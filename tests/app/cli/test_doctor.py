@@ -97,6 +97,35 @@ def test_a_camera_that_gives_no_frame_fails(tmp_path: Path) -> None:
     assert rc == 1 and checks["camera"]["status"] == "FAIL" and str(empty) in checks["camera"]["detail"]
 
 
+def test_doctor_shows_the_frame_as_the_agent_decodes_it_for_the_model(tmp_path: Path) -> None:
+    # the 320x240 samples are twice the demo detector's 160x120 letterbox: decoded at 1/2 by libjpeg
+    rc, checks, _ = doctor("--config", str(config(tmp_path, "[mqtt]\nenabled = false\n")))
+    assert rc == 0, checks
+    detail = checks["camera"]["detail"]
+    assert "got a 320x240 frame, decoded to 160x120 for the model's input" in detail, detail
+    assert "width = 160" not in detail  # a folder: no capture-size hint (that is for V4L2/CSI)
+
+
+def test_a_v4l2_camera_far_above_the_model_gets_a_capture_size_hint_not_a_change() -> None:
+    import numpy as np
+
+    from edge_agent.app.cli.doctor_cmd import _frame_line
+    from edge_agent.core.camera.source_spec import Frame
+    from edge_agent.core.config.schema import parse_config
+
+    def frame(full: Optional[tuple[int, int]]) -> Frame:
+        return Frame(np.zeros((360, 640, 3), np.uint8), 0.0, 0.0, 1, "/dev/video0", full_size=full)
+
+    cfg = parse_config('[camera]\nsource = "/dev/video0"\n')
+    line = _frame_line(cfg, "v4l2_device", frame((1920, 1080)))
+    assert (
+        line.startswith("got a 1920x1080 frame, decoded to 640x360") and "width = 640, height = 360" in line
+    )
+    asked = parse_config('[camera]\nsource = "/dev/video0"\nwidth = 1920\nheight = 1080\n')
+    assert "width =" not in _frame_line(asked, "v4l2_device", frame((1920, 1080)))  # the operator chose
+    assert _frame_line(cfg, "v4l2_device", frame(None)) == "got a 640x360 frame"
+
+
 def test_doctor_fails_on_a_missing_serial_port_and_unwritable_state(tmp_path: Path) -> None:
     root = fake_pi4(tmp_path / "root", dotprod=True)
     blocker = tmp_path / "file"
