@@ -294,8 +294,9 @@ REQUIRED = {
     "sensor": 'port = "/dev/ttyUSB0"\n',
     "zones": 'name = "z"\npolygon = [[0.1, 0.1], [0.9, 0.1], [0.5, 0.9]]\n',
     "lines": 'name = "l"\npoints = [[0.5, 0.0], [0.5, 1.0]]\n',
+    "cameras": 'id = "c"\n',
 }
-TABLES = {"zones": "[[zones]]", "lines": "[[lines]]"}  # lists of tables; the rest are tables
+TABLES = {"zones": "[[zones]]", "lines": "[[lines]]", "cameras": "[[cameras]]"}  # lists of tables; the rest are tables
 numbers = st.one_of(
     st.integers(-(10**30), 10**30),
     st.floats(allow_nan=True, allow_infinity=True),
