@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from edge_agent.core.config.example import (
-    _is_section,
     SET_IN_EXAMPLE,
+    _is_section,
     example_config,
     toml_value,
     undocumented_keys,
