@@ -247,6 +247,8 @@ class Agent:
                     i = rr.pick([n for n, p in enumerate(pipes) if p.ready])
                     pipe = pipes[i] if i is not None else pipes[0]
                     item = pipe.next(0) if i is not None else None
+                    if i is not None and item is None:
+                        rr.undo()  # dropped as stale: not a turn, or the drops make the shares unequal
                     if i is None and not all(p.ended() for p in pipes):
                         self._wake.wait(POLL_S)
                         continue
