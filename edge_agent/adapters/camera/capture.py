@@ -126,6 +126,7 @@ class Camera:
         self.last_error: Optional[str] = None
         self._last_frame_mono: Optional[float] = None
         self._fps = 0.0
+        self._dt = 0.0  # the mean interval between frames (an EMA), 0 before two frames
 
     # ---- public API -------------------------------------------------------------------------
     @property
@@ -356,7 +357,11 @@ class Camera:
             if self._last_frame_mono is not None:
                 dt = now - self._last_frame_mono
                 if dt > 0:
-                    self._fps = 1.0 / dt if self._fps == 0 else 0.9 * self._fps + 0.1 / dt
+                    # the rate of the mean interval, not a mean of 1/dt: frames read in bursts (a
+                    # capture thread that was not scheduled for a while) made 1/dt average ~50x the
+                    # true rate, and the stale rule of several cameras drops by this interval
+                    self._dt = dt if self._dt == 0 else 0.9 * self._dt + 0.1 * dt
+                    self._fps = 1.0 / self._dt
             self._last_frame_mono = now
             self.frames += 1
             if self._state != "streaming":

@@ -125,7 +125,14 @@ class CameraPipeline:
         )
         paced = cfg.camera.interval_s > 0 or self.trigger_only
         gate = self._motion_gate if self.motion is not None else None
-        self.prefetch = None if paced else Prefetch(camera, self._models, gate, wake=self.wake)
+        # several cameras: never paced. The loop takes a frame only when it is ready, so the time
+        # between two takes (the pacing's "loop busy" estimate) includes the prefetch's own wait and
+        # any gap of the source: an outage of 20 s kept a reconnected RTSP camera at one frame in
+        # ~4 s for good (tests/app/agent/test_cameras_prefetch.py). Freshness is the stale rule's.
+        paced_prefetch = None if self.wake is None else False
+        self.prefetch = (
+            None if paced else Prefetch(camera, self._models, gate, paced=paced_prefetch, wake=self.wake)
+        )
         self._next_shot = time.monotonic()
         self._triggers_seen = sensor.triggers if sensor is not None else 0
 

@@ -59,18 +59,22 @@ class ManyCameras:
         most = 1 if models is None else batch_size(models, self.max_batch, len(self.pipes))
         if limit is not None:
             most = max(1, min(most, limit))
-        picks: list[int] = []
-        while len(picks) < most:
-            i = self.rr.pick([n for n in ready if n not in picks])
+        items: list[tuple[CameraPipeline, Item]] = []
+        tried: list[int] = []
+        while len(items) < most:
+            i = self.rr.pick([n for n in ready if n not in tried])
             if i is None:
                 break
-            picks.append(i)
-        taken = [(self.pipes[i], self.pipes[i].next(0)) for i in picks]
-        items = [(p, item) for p, item in taken if item is not None]
+            tried.append(i)
+            item = self.pipes[i].next(0)
+            if item is None:  # dropped as stale (or gated): not a turn, or the shares come out unequal
+                self.rr.undo()
+                continue
+            items.append((self.pipes[i], item))
         if not items:
             if all(p.ended() for p in self.pipes):
                 return False
-            if not picks:
+            if not tried:
                 self.wake.wait(POLL_S)
             return None
         batch = [(p, item) for p, item in items if item[1] is not None and item[2] is models]

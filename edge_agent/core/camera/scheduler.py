@@ -27,11 +27,13 @@ class WeightedRoundRobin:
             raise ValueError(f"weights must be >= 1, got {list(weights)}")
         self.weights = list(weights)
         self.credit: Dict[int, int] = {i: 0 for i in range(len(weights))}
+        self._before: Dict[int, int] = dict(self.credit)  # the credit before the last pick
 
     def pick(self, ready: Sequence[int]) -> Optional[int]:
         """The index to run next among ``ready`` (None when nothing is ready)."""
         if not ready:
             return None
+        self._before = dict(self.credit)
         total = 0
         best: Optional[int] = None
         for i in ready:
@@ -42,6 +44,11 @@ class WeightedRoundRobin:
         assert best is not None
         self.credit[best] -= total
         return best
+
+    def undo(self) -> None:
+        """The last pick took nothing (its frame was dropped as stale, or gated): the credit is
+        as if it had not been made, so a dropped frame does not cost its camera a turn."""
+        self.credit = dict(self._before)
 
 
 def too_old(age_s: float, interval_s: Optional[float], newer_waiting: bool, dropped_last: bool) -> bool:

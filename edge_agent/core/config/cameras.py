@@ -111,7 +111,7 @@ def scene_problem(cfg: Config, given_camera: bool) -> Optional[str]:
     if len(ids) > cfg.device.max_cameras:
         return (
             f"cameras: {len(ids)} cameras, more than device.max_cameras = {cfg.device.max_cameras} "
-            "(raise it if the board can carry them: `edge-agent bench --cameras N` says)"
+            '(raise it if the board carries them: docs/performance.md "Several cameras" says how to measure)'
         )
     for n, cid in enumerate(ids):
         if cid in ids[:n]:

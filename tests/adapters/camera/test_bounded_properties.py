@@ -296,7 +296,11 @@ REQUIRED = {
     "lines": 'name = "l"\npoints = [[0.5, 0.0], [0.5, 1.0]]\n',
     "cameras": 'id = "c"\n',
 }
-TABLES = {"zones": "[[zones]]", "lines": "[[lines]]", "cameras": "[[cameras]]"}  # lists of tables; the rest are tables
+TABLES = {
+    "zones": "[[zones]]",
+    "lines": "[[lines]]",
+    "cameras": "[[cameras]]",
+}  # lists of tables; the rest are tables
 numbers = st.one_of(
     st.integers(-(10**30), 10**30),
     st.floats(allow_nan=True, allow_infinity=True),
