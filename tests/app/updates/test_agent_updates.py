@@ -475,7 +475,7 @@ def test_a_transfer_survives_a_broker_that_lost_its_sessions(
         tid = "lost-session"
         push_package(cfg, packages["small"], ["cam-1"], None, transfer_id=tid, only=range(5))
         chunks = root / "transfers" / tid / "chunks"
-        wait_until(lambda: len(list(chunks.iterdir())) == 5, what="5 chunks on disk")
+        wait_until(lambda: chunks.is_dir() and len(list(chunks.iterdir())) == 5, what="5 chunks on disk")
         broker.stop()
         (broker.workdir / "mosquitto.db").unlink(missing_ok=True)
         broker.start()
