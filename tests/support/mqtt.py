@@ -313,6 +313,7 @@ class Collector:
                 ca_certs=str(tls.ca), certfile=str(tls.client_cert), keyfile=str(tls.client_key)
             )
         self.client.on_connect = self._on_connect
+        self.client.on_subscribe = self._on_subscribe
         self.client.on_disconnect = lambda *a: self.connected.clear()
         self.client.on_message = self._on_message
         self.client.connect("127.0.0.1", port, 30)
@@ -322,6 +323,10 @@ class Collector:
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         client.subscribe(self.topic, qos=1)
+
+    def _on_subscribe(self, client: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
+        # Ready only once the broker has acknowledged the subscription: set on CONNACK, a push
+        # made at once could beat the SUBSCRIBE and be missed (seen in CI: "the begin recorded").
         self.connected.set()
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
