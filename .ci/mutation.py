@@ -822,7 +822,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "app-cameras": (
         ["edge_agent/app/agent/scheduling.py", "edge_agent/app/agent/camera_pipeline.py"],
-        ["tests/app/agent/test_agent_cameras.py", "tests/app/agent/test_camera_pipeline.py"],
+        [
+            "tests/app/agent/test_scheduling.py",
+            "tests/app/agent/test_agent_cameras.py",
+            "tests/app/agent/test_camera_pipeline.py",
+        ],
     ),
 }
 
