@@ -41,7 +41,7 @@ from edge_agent.app.agent.output_steps import ObjectsOutput
 from edge_agent.app.agent.parts import start_sensor, start_sync
 from edge_agent.app.agent.scheduling import ManyCameras
 from edge_agent.app.updates.agent_side import ModelUpdates
-from edge_agent.app.web.web_app import start_web
+from edge_agent.app.web.web_app import WebApp, start_web
 from edge_agent.core.camera.motion import MotionFilter
 from edge_agent.core.config.cameras import camera_views
 from edge_agent.core.config.schema import Config, require_detector
@@ -113,6 +113,7 @@ class Agent:
         ]
         self.named_cameras = bool(cfg.cameras)
         self.scheduling: Optional[ManyCameras] = None  # the loop's, while it runs
+        self.web: Optional[WebApp] = None  # [web], while it runs
         self._in_loop: SimpleQueue[Callable[[], None]] = SimpleQueue()  # run between two frames
 
     # ---- wiring ---------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ class Agent:
         # a first TensorRT engine build can take minutes: adapters.tensorrt extends systemd's start
         # timeout right before one (a cold engine cache), and only then
         sdnotify.status("loading and warming up the models")
-        web = start_web(self)  # [web]: first, so a token file others can read stops the start at once
+        web = self.web = start_web(self)  # [web] first: a token file others can read stops the start
         if self._models is None and cfg.model_update.enabled:
             self.updates = ModelUpdates(cfg, self.reload_requested.set)
         models = self._models or self._build_models(cfg)  # warmed up inside OnnxModel

@@ -20,14 +20,14 @@ import cv2
 
 from edge_agent.app.agent.output_steps import ObjectsOutput
 from edge_agent.app.workbench.annotate import draw_detections
-from edge_agent.app.workbench.annotate_tracks import draw_tracks
+from edge_agent.app.workbench.annotate_tracks import Image, draw_tracks
 from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.schema import LineConfig, ZoneConfig
 from edge_agent.core.vision.results import Detection
 
 if TYPE_CHECKING:
     from edge_agent.adapters.camera.capture import Camera
-    from edge_agent.app.agent.camera_pipeline import CameraPipeline
+    from edge_agent.app.agent.camera_pipeline import CameraPipeline, FrameObserver
 
 WATCH_S = 5.0  # a camera is watched this long after its last picture request
 FIRST_FRAME_WAIT_S = 2.0  # a first request waits this long for the observer to keep a frame
@@ -52,7 +52,7 @@ def _scaled(box: Sequence[float], sx: float, sy: float) -> Tuple[float, float, f
     return box[0] / sx, box[1] / sy, box[2] / sx, box[3] / sy
 
 
-def annotate(latest: Latest) -> Any:
+def annotate(latest: Latest) -> Image:
     """The frame as decoded, with the boxes (full-frame pixels) scaled onto it."""
     frame = latest.frame
     sx, sy = frame.full_scale()
@@ -76,7 +76,7 @@ class LiveView:
         self._lock = threading.Lock()
         self._got = threading.Condition()
 
-    def observer(self, pipe: CameraPipeline) -> Any:
+    def observer(self, pipe: CameraPipeline) -> FrameObserver:
         cam_id = pipe.id
 
         def on_frame(_camera: Camera, frame: Frame, dets: List[Detection]) -> None:

@@ -68,7 +68,7 @@ class SceneSaver:
         self.saves = 0
         self._lock = threading.Lock()
 
-    def save(self, edit: Any) -> Dict[str, Any]:
+    def save(self, edit: object) -> Dict[str, Any]:
         from edge_agent.app.cli.configfile import load_config
 
         path = self.agent.config_path

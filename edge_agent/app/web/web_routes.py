@@ -119,7 +119,7 @@ def routes(
         )
 
     def status(_req: Request) -> Response:
-        return json_response(agent.current_status())
+        return json_response(agent.current_status(fresh=True))  # as a Prometheus scrape: now
 
     def live_jpeg(req: Request) -> Response:
         got = live.jpeg(camera_of(req))

@@ -52,7 +52,7 @@ def _items(edit: Mapping[str, Any], key: str, camera: Optional[str]) -> List[Dic
     return out
 
 
-def edited_scene(cfg: Config, edit: Any) -> Scene:
+def edited_scene(cfg: Config, edit: object) -> Scene:
     """Every camera's zones and lines after ``edit`` (``{"camera", "zones", "lines"}``) replaced
     its camera's; the others are kept as they are."""
     if not isinstance(edit, dict):
@@ -85,7 +85,7 @@ def checked_config(data: Mapping[str, Any], scene: Scene, source: str) -> Config
     return config_from_data(merge_scene(data, {"zones": zones, "lines": lines}, source), source)
 
 
-def _value(v: Any) -> str:
+def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
@@ -93,7 +93,13 @@ def _value(v: Any) -> str:
             raise ConfigError(f"editor: {v!r} is not a finite number")
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)  # a TOML basic string: JSON's escapes are TOML's
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"editor: {v!r}: not valid Unicode text") from None
+        # a TOML basic string: JSON's escapes are TOML's; no \uD800 pairs (TOML wants scalars: the
+        # characters go as they are) and DEL escaped, which TOML requires and JSON does not
+        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     raise ConfigError(f"editor: {v!r}: not a value a zone or line has")
