@@ -96,7 +96,8 @@ class PageServer:
                 path = url.path
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 public = method in ("GET", "HEAD") and path in PAGES
-                headers = {k: v for k, v in self.headers.items()}
+                # names as Title-Case (HTTP names are case-blind; every name looked up is Title-Case)
+                headers = {k.title(): v for k, v in self.headers.items()}
                 refused = access.refuse(method, headers, public, path not in ANSWER_ONLY)
                 if refused is not None:
                     extra = {"WWW-Authenticate": "Bearer"} if refused[0] == 401 else {}
@@ -112,6 +113,7 @@ class PageServer:
                     self._send(
                         error_response(status, f"{method} {path}: not here (routes: {', '.join(known)})"),
                         method,
+                        close=method == "POST",  # its body is not read: the connection ends
                     )
                     return
                 body = b""

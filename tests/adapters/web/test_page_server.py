@@ -75,3 +75,14 @@ def test_the_page_is_served_from_the_package(server: PageServer) -> None:
     assert (
         status == 200 and b"/api/v1/scene" in js and b"http" not in js.replace(b"https?", b"")
     )  # nothing remote
+
+
+def test_header_names_are_case_blind(server: PageServer) -> None:
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    c.putrequest("POST", "/echo", skip_host=True)
+    for k, v in (("host", f"127.0.0.1:{server.port}"), ("x-edge-agent", "1"), ("content-length", "2")):
+        c.putheader(k, v)
+    c.endheaders(b"ab")
+    r = c.getresponse()
+    assert (r.status, json.loads(r.read())) == (200, {"n": 2, "q": {}})
+    c.close()
