@@ -77,6 +77,22 @@ def one_run(model: Path, images: list[Path], frames: int, web: str) -> float:
         return agent.frames / (last[-1] - start)
 
 
+def observer_ns(calls: int = 200_000) -> float:
+    """The live view's observer with nobody watching, per call (median of 5 rounds), in ns."""
+    import timeit
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from edge_agent.app.web.live_view import LiveView
+    from edge_agent.core.camera.source_spec import Frame
+
+    fn = LiveView(2.0).observer(SimpleNamespace(id="default", output=None))  # type: ignore[arg-type]
+    frame = Frame(np.zeros((4, 4, 3), np.uint8), 0.0, 0.0, 1, "bench")
+    rounds = timeit.repeat(lambda: fn(None, frame, []), number=calls, repeat=5)  # type: ignore[arg-type]
+    return statistics.median(rounds) / calls * 1e9
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     default = SHARED / "models" / "yolov8n-coco-int8-dynamic.onnx"
@@ -101,6 +117,7 @@ def main() -> int:
     for v in variants:
         print(f"  web {v:8s} median {med[v]:.2f} fps  runs {', '.join(f'{x:.2f}' for x in fps[v])}")
     print(f"  ratio on (nobody watching) / off: {med['on'] / med['off']:.3f}")
+    print(f"  the observer with nobody watching: {observer_ns():.0f} ns per frame")
     if a.watch:
         print(f"  ratio watched / off: {med['watched'] / med['off']:.3f}")
     return 0

@@ -81,7 +81,7 @@ async function refreshPanels() {
       state: s.state, fps: s.fps, "camera fps in": cam.fps_in !== undefined ? cam.fps_in : cam.fps,
       backlog: q.pending, unconfirmed: q.inflight, "oldest unconfirmed s": q.oldest_unconfirmed_s,
       "disk free MB": q.disk_free_bytes !== undefined && q.disk_free_bytes !== null ? Math.round(q.disk_free_bytes / 1e6) : null,
-      provider: s.provider, broker: (s.broker || {}).state, errors: s.errors,
+      model: ((s.models || {}).detector || {}).id, provider: s.provider, broker: (s.broker || {}).state, errors: s.errors,
       warnings: (s.warnings || []).join("; ") || "none",
     };
     $("status").replaceChildren(...Object.entries(facts).flatMap(([k, v]) => {
