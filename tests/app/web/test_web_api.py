@@ -5,7 +5,6 @@ line, and the live view keeps no frame while nobody watches."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import threading
@@ -19,6 +18,7 @@ from support.clip import REPO, SAMPLES
 from support.ports import free_port
 from support.runner import cli
 from support.waiting import wait_until
+from support.web import ask
 from support.world import agent_toml, running
 
 from edge_agent.app.agent.agent import Agent
@@ -29,17 +29,6 @@ from edge_agent.core.web.request_limits import RequestError
 pytestmark = pytest.mark.slow
 DEMO = REPO / "models" / "demo-detector.onnx"
 TOKEN = "test-token-0123456789"
-
-
-def ask(port: int, method: str, path: str, body: bytes = b"", **headers: str) -> tuple[int, Any]:
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request(method, path, body=body or None, headers=headers)
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, json.loads(data) if (r.getheader("Content-Type") or "").startswith(
-        "application/json"
-    ) else data
 
 
 def form(data: bytes) -> tuple[bytes, dict[str, str]]:
