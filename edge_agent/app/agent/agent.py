@@ -58,18 +58,7 @@ log = logging.getLogger(__name__)
 STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
-SCENE_SECTIONS = (
-    "camera",
-    "cameras",
-    "motion",
-    "zones",
-    "lines",
-    "output",
-    "tracker",
-    "sensor",
-    "mqtt",
-    "web",
-)
+SCENE_SECTIONS = ("camera", "cameras", "motion", "zones", "lines", "output", "tracker", "sensor", "mqtt")
 
 
 @dataclass
