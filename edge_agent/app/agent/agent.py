@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from queue import SimpleQueue
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -40,6 +41,7 @@ from edge_agent.app.agent.output_steps import ObjectsOutput
 from edge_agent.app.agent.parts import start_sensor, start_sync
 from edge_agent.app.agent.scheduling import ManyCameras
 from edge_agent.app.updates.agent_side import ModelUpdates
+from edge_agent.app.web.web_app import WebApp, start_web
 from edge_agent.core.camera.motion import MotionFilter
 from edge_agent.core.config.cameras import camera_views
 from edge_agent.core.config.schema import Config, require_detector
@@ -111,6 +113,8 @@ class Agent:
         ]
         self.named_cameras = bool(cfg.cameras)
         self.scheduling: Optional[ManyCameras] = None  # the loop's, while it runs
+        self.web: Optional[WebApp] = None  # [web], while it runs
+        self._in_loop: SimpleQueue[Callable[[], None]] = SimpleQueue()  # run between two frames
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -130,6 +134,7 @@ class Agent:
         # a first TensorRT engine build can take minutes: adapters.tensorrt extends systemd's start
         # timeout right before one (a cold engine cache), and only then
         sdnotify.status("loading and warming up the models")
+        web = self.web = start_web(self)  # [web] first: a token file others can read stops the start
         if self._models is None and cfg.model_update.enabled:
             self.updates = ModelUpdates(cfg, self.reload_requested.set)
         models = self._models or self._build_models(cfg)  # warmed up inside OnnxModel
@@ -172,6 +177,8 @@ class Agent:
                 self.updates.stop()
             if metrics is not None:
                 metrics.stop()
+            if web is not None:
+                web.stop()
             for pipe in self.pipelines:
                 pipe.stop_camera()
             if sensor is not None:
@@ -214,6 +221,10 @@ class Agent:
     def sensor(self) -> Optional[SerialSensor]:
         return self._parts.sensor if self._parts is not None else None
 
+    def call_in_loop(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop thread before its next frame (the page editor's live apply)."""
+        self._in_loop.put(fn)
+
     def add_frame_observer(self, fn: FrameObserver) -> None:
         """``fn(camera, frame, detections)`` after inference for each processed frame of every
         camera (views, tests); one that raises is logged once and counted, and the loop goes on."""
@@ -240,6 +251,8 @@ class Agent:
                 if now - last_status >= STATUS_EVERY_S:  # the one status timer
                     self._status_tick()
                     last_status = now
+                while not self._in_loop.empty():
+                    self._in_loop.get()()
                 if self.reload_requested.is_set():
                     self.reload_requested.clear()
                     self._reload()

@@ -32,6 +32,7 @@ from edge_agent.core.config.outputs import (
     QueueConfig,
 )
 from edge_agent.core.config.scene import LineConfig, MotionConfig, TrackerConfig, ZoneConfig
+from edge_agent.core.config.web import WebConfig
 from edge_agent.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -57,9 +58,12 @@ __all__ = [
     "Section",
     "SensorConfig",
     "TrackerConfig",
+    "WebConfig",
     "ZoneConfig",
+    "config_from_data",
     "parse_config",
     "require_detector",
+    "toml_data",
 ]
 
 DEFAULT_CONFIG_PATH = Path("/etc/edge-agent/config.toml")
@@ -98,6 +102,11 @@ class Config(Section):
         default_factory=MotionConfig, description="a cheap motion check in front of the detector"
     )
     health: HealthConfig = Field(default_factory=HealthConfig, description="status file and metrics")
+    web: WebConfig = Field(
+        default_factory=WebConfig,
+        description="the device page: live view, counts, events, the zone and line editor, the HTTP API "
+        "(docs/web.md)",
+    )
     model_update: ModelUpdateConfig = Field(
         default_factory=ModelUpdateConfig,
         description="model updates: delivery, signatures, the gate, the trial after a switch "
@@ -163,10 +172,19 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
 
 def parse_config(text: str, source: str = "<config>") -> Config:
     """Parse TOML text into a validated :class:`Config`; errors name ``source`` and the key path."""
+    return config_from_data(toml_data(text, source), source)
+
+
+def toml_data(text: str, source: str = "<config>") -> dict[str, object]:
+    """TOML text as a table (ConfigError naming ``source`` when it is not TOML)."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+
+
+def config_from_data(data: object, source: str = "<config>") -> Config:
+    """A parsed table validated into a :class:`Config` (the same errors as :func:`parse_config`)."""
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
