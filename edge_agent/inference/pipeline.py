@@ -31,7 +31,7 @@ from edge_agent.core.vision.results import Detection, to_detection_list
 from edge_agent.core.vision.yolo import Detections
 from edge_agent.errors import ModelError
 from edge_agent.inference.preset_choice import choose_preprocess
-from edge_agent.inference.task import detector_format
+from edge_agent.inference.task import detector_format, score_refusal
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +182,9 @@ class Detector:
             )
         except ValueError as exc:
             raise ModelError(f"{self.model.path}: {exc}") from None
+        wrong = score_refusal(self.model.path, self.format.fmt.name, best)
+        if wrong:  # a seg/pose head or logits read as scores: every detection would be a lie
+            raise ModelError(wrong)
         self.last_max_score = best
         ms = {"pre": prep.pre_ms, "infer": infer_ms, "post": (time.perf_counter() - t2) * 1e3}
         return DetectOutput(dets, ms, raw if keep_raw else None, best)
