@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, Optional
 
+import numpy as np
+
 from edge_agent.core.vision.formats import Resolved, anchor_count, resolve_format, understood
 from edge_agent.errors import ModelError
 
@@ -127,3 +129,20 @@ def model_task(model: OnnxModel) -> Task:
         f"{model.path}: output shape {list(out_shape)} (task {task!r}) is neither a classifier [N, classes] "
         f"nor a detector output understood here: {understood()}"
     )
+
+
+InputKind = Literal["image", "tensor"]
+
+
+def input_kind(model: OnnxModel) -> InputKind:
+    """``image``: one float 4-D input of 1 or 3 channels (NCHW or NHWC), what the vision pipeline
+    feeds; ``tensor``: anything else (int64 token ids + attention mask, sensor windows [1, C, T]),
+    which the tools feed generated tensors (``bench``) or quantize dynamically (``quantize``)."""
+    inputs = model.info.inputs
+    if len(inputs) != 1:
+        return "tensor"
+    t = inputs[0]
+    if len(t.shape) != 4 or np.dtype(t.dtype).kind != "f":
+        return "tensor"
+    c1, c3 = t.shape[1], t.shape[3]
+    return "image" if c1 in (1, 3) or c3 in (1, 3) or not isinstance(c1, int) else "tensor"
