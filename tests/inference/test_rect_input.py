@@ -37,7 +37,7 @@ def test_a_dynamic_model_gets_the_rectangle_and_its_boxes_land_where_ultralytics
     tmp_path: Path,
 ) -> None:
     det = Detector(OnnxModel(_model(tmp_path, True)))
-    img = np.zeros((810, 1080, 3), np.uint8)  # bus.jpg's size, h x w
+    img = np.zeros((810, 1080, 3), np.uint8)  # a landscape 1080x810 photo (h x w arrays)
     assert det.prepare(img).blob.shape == (1, 3, 480, 640)  # not 640x640: a quarter less work
     out = det.detect(img).detections
     # gain 640/1080, no padding: (64, 48)-(128, 96) / gain
