@@ -143,9 +143,9 @@ class ExportReport:
         ]
         if self.timings_ms:
             base = self.timings_ms.get("pytorch")
-            lines.append(f"  {'runtime':<14} {'p50 ms':>8} {'vs PyTorch':>10}")
+            lines.append(f"  {'runtime':<26} {'p50 ms':>8} {'vs PyTorch':>10}")
             for k, v in self.timings_ms.items():
-                lines.append(f"  {k:<14} {v:8.2f} {(base / v if base else float('nan')):9.2f}x")
+                lines.append(f"  {k:<26} {v:8.2f} {(base / v if base else float('nan')):9.2f}x")
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
 
