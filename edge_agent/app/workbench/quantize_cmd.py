@@ -131,8 +131,10 @@ def _quantize_dynamically(src: Path, out: Path, args: argparse.Namespace) -> boo
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.errors import QuantizeError
     from edge_agent.inference.task import input_kind
+    from edge_agent.tools import require_onnx
     from edge_agent.tools.quantize_dynamic import quantize_dynamic_model
 
+    require_onnx()  # both paths need it: the missing extra is named before the model is read
     model = OnnxModel(src, provider="cpu", warmup=False)
     if input_kind(model) == "image":
         return False
