@@ -103,3 +103,21 @@ def test_inspect_says_it_is_not_an_image_model(text: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "not an image (input_ids tensor(int64)" in r.stdout
     assert "preprocess" not in r.stdout  # no classifier crop guessed for token ids
+
+
+def test_validate_names_a_token_model_in_one_line(text: Path, tmp_path: Path) -> None:
+    img = tmp_path / "imgs"
+    img.mkdir()
+    import cv2
+
+    cv2.imwrite(str(img / "a.png"), np.zeros((32, 32, 3), np.uint8))
+    r = cli("validate", str(text), str(text), "--images", str(img))
+    assert r.returncode != 0
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "are not an image: validate compares models on images; `edge-agent quantize` compares a dynamic "
+            "INT8 copy with FP32 on generated inputs"
+        )
+    )
