@@ -56,7 +56,7 @@ def head_refusal(model: OnnxModel) -> Optional[str]:
         if len(first) == 3 and len(d) == 4 and d[1] == SEG_COEFFS:
             return (
                 f"{model.path}: output '{o.name}' {list(o.shape)} is a segmentation export's mask prototypes: "
-                "this is a segmentation model, not a detector; export the detect variant (yolov8n.pt, not -seg)"
+                "this is a segmentation model, not a detector; export the detect variant (e.g. yolov8n.pt, not yolov8n-seg.pt)"
             )
     if len(first) != 3:
         return None
@@ -80,7 +80,8 @@ def head_refusal(model: OnnxModel) -> Optional[str]:
     if what is None:
         return None
     return (
-        f"{model.path}: output '{outs[0].name}' {list(outs[0].shape)} has the channels of a {what} head, "
+        f"{model.path}: output '{outs[0].name}' {list(outs[0].shape)} has the channels of "
+        f"{'an' if what.startswith('end') else 'a'} {what} head, "
         "not a detector's; export the detect variant, or name the format with output_format if it is one"
     )
 
