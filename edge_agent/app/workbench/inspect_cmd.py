@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         w(f"format       {usage['format']}\n")
     if usage.get("preprocess"):
         w(f"preprocess   {usage['preprocess']}\n")
+    if usage.get("input_size"):
+        w(f"input size   {usage['input_size']}\n")
     for warning in usage["warnings"]:
         sys.stderr.write(f"edge-agent inspect: warning: {warning}\n")
     return 0
@@ -95,13 +97,23 @@ def runtime_compat(path: str) -> dict[str, Any]:
 
 def describe_usage(m: OnnxModel, preprocess_option: Optional[str] = None) -> dict[str, Any]:
     """How the agent would run this model: detector format + guard, or classifier preprocessing."""
+    from edge_agent.core.vision.preprocess import rect_size
     from edge_agent.errors import ModelError
     from edge_agent.inference.guard import check_detector, describe
     from edge_agent.inference.pipeline import Detector
     from edge_agent.inference.preset_choice import choose_preprocess
+    from edge_agent.inference.task import input_kind
 
     out: dict[str, Any] = {"warnings": []}
     shape = m.info.outputs[0].shape
+    if input_kind(m) == "tensor":
+        inputs = ", ".join(f"{t.name} {t.type} {list(t.shape)}" for t in m.info.inputs)
+        out["task_used"] = "tensor"
+        out["input_size"] = (
+            f"not an image ({inputs}): `bench` feeds generated inputs (--seq-len for dynamic axes), "
+            "`quantize` makes a dynamic INT8 copy; the vision pipeline (run, infer) does not take it"
+        )
+        return out
     if m.info.task == "classify" or (m.info.task is None and len(shape) == 2):
         choice = choose_preprocess(m, preprocess_option)
         out["task_used"] = "classify"
@@ -121,6 +133,14 @@ def describe_usage(m: OnnxModel, preprocess_option: Optional[str] = None) -> dic
     f = det.format
     out["format"] = f"{f.fmt.name} {f.fmt.shape}, {f.num_classes} classes" + (
         ", NMS in the model" if not f.fmt.nms else ""
+    )
+    h, w = det.input_hw
+    out["input_size"] = (
+        f"dynamic H/W: each image letterboxed into the smallest {det.stride}-multiple rectangle inside "
+        f"{h}x{w} (as Ultralytics; e.g. 1080x810 -> {w}x{rect_size((810, 1080), (h, w), det.stride)[0]}); "
+        f"the camera loop keeps {h}x{w}"
+        if det.rect
+        else f"{h}x{w}" + (" (stretched, no letterbox)" if f.fmt.stretch_input else " (letterboxed)")
     )
     problems = check_detector(det)
     if problems:
