@@ -127,6 +127,11 @@ class SerialSensor:
             return True
         return False
 
+    def fire(self) -> None:
+        """A trigger from elsewhere (a sensor model's window): what a trigger expression does."""
+        self.triggers += 1
+        self.triggered.set()
+
     def stats(self) -> dict[str, Any]:
         return {
             "port": self.cfg.port,

@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional
@@ -37,7 +37,7 @@ from edge_agent.app.agent.health import StatusOutputs, snapshot, start_metrics
 from edge_agent.app.agent.modelset import ModelSet
 from edge_agent.app.agent.objects_step import ObjectsStep
 from edge_agent.app.agent.output_steps import ObjectsOutput
-from edge_agent.app.agent.parts import start_sensor, start_sync
+from edge_agent.app.agent.parts import start_sensor, start_sensor_models, start_sync
 from edge_agent.app.agent.scheduling import ManyCameras
 from edge_agent.app.updates.agent_side import ModelUpdates
 from edge_agent.core.camera.motion import MotionFilter
@@ -50,6 +50,7 @@ from edge_agent.errors import EdgeAgentError, QueueFullError
 if TYPE_CHECKING:
     from edge_agent.adapters.mqtt.sync import MqttSync
     from edge_agent.adapters.sensor.serial_reader import SerialSensor
+    from edge_agent.app.agent.sensor_models import SensorInference
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Parts:
     outbox: Outbox
     sync: Optional[MqttSync] = None
     sensor: Optional[SerialSensor] = None
+    sensor_models: list[SensorInference] = field(default_factory=list)
 
 
 class Agent:
@@ -147,7 +149,8 @@ class Agent:
             self.updates.start(
                 (lambda: sync.publish_status(self.current_status(fresh=True))) if sync is not None else None
             )
-        sensor = parts.sensor = start_sensor(cfg, outbox, self.count_error)
+        parts.sensor_models = start_sensor_models(cfg, outbox)
+        sensor = parts.sensor = start_sensor(cfg, outbox, self.count_error, parts.sensor_models)
         metrics = start_metrics(self)
         try:
             for pipe in self.pipelines:
@@ -176,6 +179,8 @@ class Agent:
                 pipe.stop_camera()
             if sensor is not None:
                 sensor.stop()
+            for sensor_model in parts.sensor_models:  # the windows already waiting still go out
+                sensor_model.stop()
             for pipe in self.pipelines:  # objects mode: every object still tracked ends; the counts so far
                 pipe.output.stop()
             with contextlib.suppress(QueueFullError):  # reject_new on a full disk: close() accounts for it

@@ -157,6 +157,53 @@ def sensor_message(
     return body
 
 
+def sensor_result_message(
+    outcome: Any,
+    *,
+    model: str,
+    model_id: str,
+    window: int,
+    filled: int,
+    dropped: Mapping[str, int],
+    device_id: str,
+    ts: float,
+    clock_synced: Optional[bool],
+) -> dict[str, Any]:
+    """The ``<prefix>/<device>/<model>/sensor_results`` body for one window of a sensor model
+    (``outcome``: inference.sensor_model.SensorOutcome); only its task's fields are present."""
+    body = _numbers(None)
+    body["device_id"] = device_id
+    body["ts"] = float(ts)
+    body["clock_synced"] = clock_synced
+    body["model"] = model
+    body["model_id"] = model_id
+    body["task"] = outcome.task
+    body["window"] = int(outcome.index)
+    body["readings"] = int(window)
+    body["filled"] = int(filled)
+    if outcome.task == "classify":
+        body["label"] = outcome.label
+        body["confidence"] = outcome.confidence
+        body["probs"] = dict(outcome.probs)
+    elif outcome.task == "score":
+        body["score"] = outcome.score
+        body["anomaly"] = outcome.anomaly
+    else:
+        body["values"] = dict(outcome.values)
+    body["infer_ms"] = round(float(outcome.infer_ms), 3)
+    body["dropped"] = {str(k): int(v) for k, v in dropped.items()}
+    return body
+
+
+def sensor_result_topic(prefix: str, device_id: str, model: str) -> str:
+    """``<prefix>/<device>/<model>/sensor_results``: the model a level above the kind, as a named
+    camera is, so the kind stays the last level for batches, the ACL and the collector."""
+    return f"{prefix.strip('/')}/{device_id}/{model}/{SENSOR_RESULTS}"
+
+
+SENSOR_RESULTS = "sensor_results"
+
+
 def offline_status(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """The last will / goodbye: the latest status snapshot, same shape, with ``state = "offline"``."""
     body = dict(snapshot)
