@@ -94,6 +94,8 @@ class SerialSensor:
         self.open_failures = 0
         self.callback_errors = 0
         self.last_error: Optional[str] = None
+        # more figures for stats() (the agent's sensor models: {"models": {name: figures}})
+        self.stats_extra: Optional[Callable[[], dict[str, Any]]] = None
 
     @property
     def state(self) -> SensorState:
@@ -144,6 +146,7 @@ class SerialSensor:
             "open_failures": self.open_failures,
             "callback_errors": self.callback_errors,
             "last_error": self.last_error,
+            **(self.stats_extra() if self.stats_extra is not None else {}),
         }
 
     def __enter__(self) -> SerialSensor:

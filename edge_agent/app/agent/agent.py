@@ -50,7 +50,7 @@ from edge_agent.errors import EdgeAgentError, QueueFullError
 if TYPE_CHECKING:
     from edge_agent.adapters.mqtt.sync import MqttSync
     from edge_agent.adapters.sensor.serial_reader import SerialSensor
-    from edge_agent.app.agent.sensor_models import SensorInference
+    from edge_agent.app.agent.sensor_inference import SensorInference
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from edge_agent.errors import EdgeAgentError
 if TYPE_CHECKING:  # imported when started: paho and pyserial load only when used
     from edge_agent.adapters.mqtt.sync import MqttSync
     from edge_agent.adapters.sensor.serial_reader import SerialSensor
-    from edge_agent.app.agent.sensor_models import SensorInference
+    from edge_agent.app.agent.sensor_inference import SensorInference
 
 log = logging.getLogger("edge_agent.app.agent.agent")
 
@@ -82,6 +82,8 @@ def start_sensor(
             feed(reading)
 
     sensor = SerialSensor(scfg, on_reading=each_reading if publish is not None or feeds else None)
+    if models:
+        sensor.stats_extra = lambda: {"models": {m.entry.name: m.stats() for m in models}}
     for m in models:
         m.sensor = sensor
         m.start()
@@ -94,6 +96,6 @@ def start_sensor_models(cfg: Config, outbox: Outbox) -> list[SensorInference]:
     the detector) but not started: :func:`start_sensor` starts them with the reader."""
     if not cfg.sensor_models:
         return []
-    from edge_agent.app.agent.sensor_models import load_sensor_models
+    from edge_agent.app.agent.sensor_inference import load_sensor_models
 
     return load_sensor_models(cfg, outbox.put)
