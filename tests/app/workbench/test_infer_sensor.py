@@ -1,0 +1,58 @@
+"""``edge-agent infer --sensor``: the demo sensor model over the committed recording (its accuracy)
+and a bad file is one error line, exit 1, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import cli
+
+ROOT = Path(__file__).resolve().parents[3]
+RECORDING = ROOT / "models" / "data" / "basicmotions" / "test.csv"
+MODEL = ROOT / "models" / "demo-sensor.onnx"
+
+
+def test_the_recording_gives_the_test_split_accuracy_as_json_lines() -> None:
+    r = cli("infer", "--sensor", str(RECORDING), "-m", str(MODEL), "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(rows) == 159 and [x["window"] for x in rows] == list(range(159))
+    summary = json.loads(r.stderr.split("summary: ", 1)[1])
+    assert summary["labelled_windows"] == 120 and summary["accuracy"] == 0.9833 and summary["dropped"] == {}
+
+
+def test_a_jsonl_recording_gives_the_same_windows(tmp_path: Path) -> None:
+    lines = RECORDING.read_text().splitlines()
+    header = lines[0].split(",")
+    out = tmp_path / "rec.jsonl"
+    with out.open("w") as f:
+        for line in lines[1:201]:
+            row = dict(zip(header, line.split(",")))
+            f.write(json.dumps({k: (row[k] if k == "label" else float(row[k])) for k in header}) + "\n")
+    a = cli("infer", "--sensor", str(out), "-m", str(MODEL), "--json")
+    b = cli("infer", "--sensor", str(RECORDING), "-m", str(MODEL), "--json")
+    assert a.returncode == 0, a.stderr
+
+    def windows(out: str) -> list[dict[str, object]]:
+        return [{k: v for k, v in json.loads(x).items() if k != "infer_ms"} for x in out.splitlines()]
+
+    assert windows(a.stdout) == windows(b.stdout)[:7]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "error"),
+    [
+        ("rec.txt", "a\n1\n", "expected a .csv (with a header) or .jsonl file"),
+        ("rec.csv", "", "empty file"),
+        ("rec.csv", "t,acc_x\n0.0,1,2\n", "line 2: 3 columns, the header has 2"),
+        ("rec.jsonl", '{"acc_x": 1}\n[1, 2\n', "line 2: not JSON"),
+        ("rec.csv", "t,temp\n0.0,1\n", "no readings with any of the channels acc_x"),
+    ],
+)
+def test_a_bad_recording_is_one_error_line(tmp_path: Path, name: str, text: str, error: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    r = cli("infer", "--sensor", str(path), "-m", str(MODEL))
+    assert r.returncode == 1 and error in r.stderr and "Traceback" not in r.stderr, r.stderr
