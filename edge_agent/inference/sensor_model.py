@@ -56,9 +56,15 @@ class SensorSpec:
         )
         rate = f" at {self.rate_hz:g} Hz" if self.rate_hz else ""
         return (
-            f"sensor {self.task}: window {self.window} readings, hop {self.hop}{rate}, input {shape} "
+            f"{self.task}: window {self.window} readings, hop {self.hop}{rate}, input {shape} "
             f"({self.layout}), channels {', '.join(self.channels)}"
         )
+
+
+def is_sensor_model(meta: Dict[str, str], input_shape: Sequence[object]) -> bool:
+    """A model over windows of readings: ``kind = sensor`` in its metadata, or a rank-3 input with
+    ``channels`` metadata."""
+    return meta.get("kind") == "sensor" or (len(input_shape) == 3 and bool(meta.get("channels")))
 
 
 def _meta_list(meta: Dict[str, str], key: str, path: str) -> List[Any]:

@@ -56,3 +56,12 @@ def test_a_bad_recording_is_one_error_line(tmp_path: Path, name: str, text: str,
     path.write_text(text)
     r = cli("infer", "--sensor", str(path), "-m", str(MODEL))
     assert r.returncode == 1 and error in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_inspect_names_the_task_and_the_window() -> None:
+    r = cli("inspect", str(MODEL))
+    assert r.returncode == 0, r.stderr
+    assert "sensor       classify: window 50 readings, hop 25 at 10 Hz, input [1,6,50] (NCT)" in r.stdout
+    assert "size         3.7 kB" in r.stdout
+    spec = json.loads(cli("inspect", str(MODEL), "--json").stdout)["sensor_spec"]
+    assert (spec["task"], spec["window"], spec["hop"], spec["layout"]) == ("classify", 50, 25, "NCT")
