@@ -1,8 +1,9 @@
 """Train, export and evaluate edge-agent's demo sensor model on the BasicMotions recordings.
 
     python models/train_sensor.py data --wheel aeon-1.6.0-py3-none-any.whl  # the CSVs from the aeon wheel
-    python models/train_sensor.py train      # models/demo-sensor.onnx (+ -int8) and the metrics
-    python models/train_sensor.py eval       # test-split accuracy of the ONNX files present
+    python models/train_sensor.py train      # models/demo-sensor.onnx, and FP32 vs static INT8 accuracy
+    python models/train_sensor.py train --int8 /tmp/demo-sensor-int8.onnx   # keep the INT8 copy
+    python models/train_sensor.py eval [MODEL.onnx ...]   # test-split accuracy of ONNX files
     python models/train_sensor.py train --out /tmp/sensor-repro   # reproduce elsewhere, compare sha256
 
 Dev tooling only: numpy, onnx and onnxruntime (for INT8 and the check); no torch, and aeon is never
@@ -25,9 +26,10 @@ import importlib.util
 import io
 import json
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -277,7 +279,9 @@ def accuracy(path: Path, xw: np.ndarray, yw: np.ndarray) -> float:
     return float((run_onnx(path, xw).argmax(1) == yw).mean())
 
 
-def train(out: Path) -> dict[str, Any]:
+def train(out: Path, int8: Optional[Path] = None) -> dict[str, Any]:
+    """FP32 into ``out``; the static INT8 copy into ``int8`` (default: a temporary folder, measured
+    and left out of the repository: it is no faster than FP32 for this model, docs/models.md)."""
     import onnx
 
     x, y = load_split("train")
@@ -291,18 +295,18 @@ def train(out: Path) -> dict[str, Any]:
     fp32 = out / "demo-sensor.onnx"
     onnx.save(build_onnx(p, mean, std), str(fp32))
     cw, _ = windows(norm(x), y, HOP)  # calibration: the train split's windows at the agent's hop
-    int8 = out / "demo-sensor-int8.onnx"
-    quantize_int8(fp32, int8, cw)
-    return evaluate(out, norm(xt), yt)
+    with tempfile.TemporaryDirectory() as tmp:
+        q = int8 or Path(tmp) / "demo-sensor-int8.onnx"
+        quantize_int8(fp32, q, cw)
+        return evaluate([fp32, q], norm(xt), yt)
 
 
-def evaluate(out: Path, xt_norm: np.ndarray, yt: np.ndarray) -> dict[str, Any]:
+def evaluate(paths: list[Path], xt_norm: np.ndarray, yt: np.ndarray) -> dict[str, Any]:
     tw, tyw = windows(xt_norm, yt, HOP)
     report: dict[str, Any] = {"test_windows": int(len(tw)), "window": WINDOW, "hop": HOP}
-    for name in ("demo-sensor.onnx", "demo-sensor-int8.onnx"):
-        path = out / name
+    for path in paths:
         if path.exists():
-            report[name] = {
+            report[path.name] = {
                 "test_accuracy": round(accuracy(path, tw, tyw), 4),
                 "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
                 "size": path.stat().st_size,
@@ -315,7 +319,13 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("step", choices=["data", "train", "eval"])
     ap.add_argument("--wheel", type=Path, help="data: the aeon wheel (or an aeon install's parent folder)")
-    ap.add_argument("--out", type=Path, default=HERE, help="train/eval: where the ONNX files go")
+    ap.add_argument("--out", type=Path, default=HERE, help="train: where the FP32 model goes")
+    ap.add_argument(
+        "--int8", type=Path, help="train: keep the static INT8 copy here (default: measured, dropped)"
+    )
+    ap.add_argument(
+        "models", nargs="*", type=Path, help="eval: ONNX files (default: models/demo-sensor.onnx)"
+    )
     args = ap.parse_args(argv)
     if args.step == "data":
         source = args.wheel
@@ -328,12 +338,16 @@ def main(argv: list[str]) -> int:
         write_data(source)
         return 0
     if args.step == "train":
-        train(args.out)
+        train(args.out, args.int8)
         return 0
     x, _ = load_split("train")
     xt, yt = load_split("test")
     mean, std = x.mean(axis=(0, 2)), x.std(axis=(0, 2))
-    evaluate(args.out, ((xt - mean[None, :, None]) / std[None, :, None]).astype(np.float32), yt)
+    evaluate(
+        args.models or [HERE / "demo-sensor.onnx"],
+        ((xt - mean[None, :, None]) / std[None, :, None]).astype(np.float32),
+        yt,
+    )
     return 0
 
 

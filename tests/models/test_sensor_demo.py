@@ -33,11 +33,20 @@ def test_retraining_writes_the_committed_fp32_model(script: ModuleType, tmp_path
     assert report["demo-sensor-int8.onnx"]["test_accuracy"] >= 0.97
 
 
-@pytest.mark.parametrize("name", ["demo-sensor.onnx", "demo-sensor-int8.onnx"])
-def test_the_committed_models_load_on_onnxruntime_1_11(script: ModuleType, name: str) -> None:
+@pytest.mark.parametrize("name", ["demo-sensor.onnx", "int8"])
+def test_the_models_load_on_onnxruntime_1_11(script: ModuleType, name: str, tmp_path: Path) -> None:
     import onnx
 
-    model = onnx.load(str(MODELS / name))
+    if name == "int8":  # not committed (no faster than FP32, docs/models.md): made as the script makes it
+        script.quantize_int8(
+            MODELS / "demo-sensor.onnx",
+            tmp_path / "int8.onnx",
+            script.windows(*script.load_split("train"), 25)[0][:8],
+        )
+        path = tmp_path / "int8.onnx"
+    else:
+        path = MODELS / name
+    model = onnx.load(str(path))
     assert model.ir_version <= 8
     assert all(op.version <= 15 for op in model.opset_import if op.domain in ("", "ai.onnx"))
     meta = {p.key: p.value for p in model.metadata_props}

@@ -65,3 +65,22 @@ def test_inspect_names_the_task_and_the_window() -> None:
     assert "size         3.7 kB" in r.stdout
     spec = json.loads(cli("inspect", str(MODEL), "--json").stdout)["sensor_spec"]
     assert (spec["task"], spec["window"], spec["hop"], spec["layout"]) == ("classify", 50, 25, "NCT")
+
+
+def test_bench_times_sensor_models_on_the_recordings_windows() -> None:
+    r = cli(
+        "bench",
+        "--sensor",
+        str(RECORDING),
+        str(MODEL),
+        str(MODEL),
+        "--runs",
+        "50",
+        "--json",
+        "--threads",
+        "1",
+    )
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["models"]
+    assert len(rows) == 2 and rows[0]["runs"] == 50 and rows[0]["windows_per_s_at_rate"] == 0.4
+    assert 0 < rows[0]["ms_p50"] <= rows[0]["ms_p90"] and 0 < rows[1]["cpu_share_at_rate"] < 0.01
