@@ -84,3 +84,25 @@ def test_bench_times_sensor_models_on_the_recordings_windows() -> None:
     rows = json.loads(r.stdout)["models"]
     assert len(rows) == 2 and rows[0]["runs"] == 50 and rows[0]["windows_per_s_at_rate"] == 0.4
     assert 0 < rows[0]["ms_p50"] <= rows[0]["ms_p90"] and 0 < rows[1]["cpu_share_at_rate"] < 0.01
+
+
+def test_validate_sensor_passes_a_twin_and_fails_a_model_with_its_labels_shuffled(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    model = onnx.load(str(MODEL))
+    for p in model.metadata_props:
+        if p.key == "labels":
+            p.value = json.dumps(list(reversed(json.loads(p.value))))
+    shuffled = tmp_path / "shuffled.onnx"
+    onnx.save(model, str(shuffled))
+    ok = cli("validate", str(MODEL), str(MODEL), "--sensor", str(RECORDING), "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["top1_agreement"] == 1.0
+    bad = cli("validate", str(MODEL), str(shuffled), "--sensor", str(RECORDING), "--json")
+    report = json.loads(bad.stdout)
+    assert bad.returncode == 1 and report["verdict"] == "FAIL" and report["accuracy_candidate"] < 0.5
+    neither = cli("validate", str(MODEL), str(MODEL))
+    assert (
+        neither.returncode == 1
+        and "give --images DIR" in neither.stderr
+        and "Traceback" not in neither.stderr
+    )
