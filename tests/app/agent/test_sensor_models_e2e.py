@@ -121,11 +121,12 @@ def test_replayed_recordings_are_classified_as_infer_does_and_every_window_is_ac
     extra = (
         f'[sensor]\nport = "{port.link}"\nprotocol = "jsonl"\nattach_to_results = false\n'
         f'[[sensor_models]]\nname = "activity"\nmodel = "{MODEL}"\ntime_field = "t"\nmissing = "hold"\n'
+        "trigger_camera = true\n"
     )
     cfg = world.write_config(
         port=broker.port,
         extra=extra,
-        camera={"loop": True, "interval_s": 2.0},
+        camera={"loop": True, "interval_s": 0.0},  # frames only when the activity changes
         detector={"model": str(world.det)},
         mqtt={"status_interval_s": 1.0},
         queue={"flush_interval_s": 0.2},
@@ -236,5 +237,11 @@ def test_replayed_recordings_are_classified_as_infer_does_and_every_window_is_ac
     assert stats["readings"] == 6200 and stats["late"] == 100, stats  # 10.1 s between two readings: 100 lost
     assert dropped.get("gap", 0) >= 1, stats
     assert sensor["garbage"] >= 1 and sensor["reconnects"] >= 1, sensor
+    # the camera ran on the sensor model's label changes only
+    labels = [m["label"] for m in sorted(msgs.values(), key=lambda m: m["window"])]
+    changes = sum(1 for i, lab in enumerate(labels) if i == 0 or lab != labels[i - 1])
+    assert sensor["triggers"] == changes > 10, (sensor, changes)
+    frames = final["frames"]
+    assert 1 <= frames <= changes, (frames, changes)
     windows = sorted(m["window"] for m in msgs.values())
     assert windows == sorted(set(windows)) and windows[-1] == stats["windows_due"] - 1
