@@ -33,7 +33,11 @@ def register(sub: Subparsers) -> None:
         "model",
         help="ONNX model (detector or classifier): FP32, FP16, or dynamic/QOperator/QDQ INT8 (dequantized first)",
     )
-    p.add_argument("--calib", required=True, help="folder of calibration images (representative, 50-300)")
+    p.add_argument(
+        "--calib",
+        required=True,
+        help="folder of calibration images (representative, 50-300); a sensor model: a .csv/.jsonl recording",
+    )
     p.add_argument("-o", "--output", help="output path (default: <model>.int8.onnx)")
     p.add_argument(
         "--samples",
@@ -100,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else default_output(src)
     if out.resolve() == src.resolve():
         raise QuantizeError(f"{out}: output would overwrite the input model")
+    from edge_agent.app.workbench.quantize_sensor import is_recording, quantize_sensor
+
+    if is_recording(args.calib):  # a sensor model calibrated on recorded windows
+        return quantize_sensor(args, src, out)
     calib = pick_samples(image_files(Path(args.calib)), args.samples)
     with tempfile.TemporaryDirectory(prefix="edge-agent-quantize-") as tmp:
         float_copy = Path(tmp) / f"{src.stem}.fp32.onnx"

@@ -19,22 +19,36 @@ from edge_agent.errors import EdgeAgentError
 
 
 def validate_sensor(args: argparse.Namespace) -> int:
+    report = sensor_report(args.reference, args.candidate, args.sensor, args)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        sys.stdout.write(format_report(report) + "\n")
+    return 0 if report["verdict"] == "PASS" else 1
+
+
+def format_report(report: Dict[str, Any]) -> str:
+    return "\n".join(f"{k:<22} {v}" for k, v in report.items())
+
+
+def sensor_report(reference: str, candidate: str, recording: str, args: argparse.Namespace) -> Dict[str, Any]:
+    """The comparison (``args``: threads, provider, min_top1_agreement, max_top1_drop)."""
     from edge_agent.app.workbench.infer_sensor import SERIES, TRUTH, read_recording
     from edge_agent.inference.sensor_model import SensorModel
 
-    ref = SensorModel.load(args.reference, threads=args.threads, provider=args.provider)
-    cand = SensorModel.load(args.candidate, threads=args.threads, provider=args.provider)
+    ref = SensorModel.load(reference, threads=args.threads, provider=args.provider)
+    cand = SensorModel.load(candidate, threads=args.threads, provider=args.provider)
     a, b = ref.spec, cand.spec
     if (a.channels, a.window, a.layout, a.task) != (b.channels, b.window, b.layout, b.task):
         raise EdgeAgentError(
-            f"validate --sensor: {args.candidate} reads {b.task} {b.window}x{b.channels} ({b.layout}), "
+            f"validate --sensor: {candidate} reads {b.task} {b.window}x{b.channels} ({b.layout}), "
             f"the reference {a.task} {a.window}x{a.channels} ({a.layout}): not the same windows"
         )
     windower = ref.windower()
     truths: List[Optional[str]] = []
     series: List[object] = []
     pairs: List[Dict[str, Any]] = []
-    for i, r in enumerate(read_recording(Path(args.sensor))):
+    for i, r in enumerate(read_recording(Path(recording))):
         truths.append(str(r[TRUTH]) if TRUTH in r else None)
         series.append(r.get(SERIES))
         t = r.get("t")
@@ -46,8 +60,8 @@ def validate_sensor(args: argparse.Namespace) -> int:
             one = len(labels) == 1 and None not in labels and len({series[k] for k in span}) == 1
             pairs.append({"ref": ref.infer(w), "cand": cand.infer(w), "truth": labels.pop() if one else None})
     if not pairs:
-        raise EdgeAgentError(f"--sensor {args.sensor}: no complete window of {a.window} readings")
-    report: Dict[str, Any] = {"reference": args.reference, "candidate": args.candidate, "windows": len(pairs)}
+        raise EdgeAgentError(f"--sensor {recording}: no complete window of {a.window} readings")
+    report: Dict[str, Any] = {"reference": reference, "candidate": candidate, "windows": len(pairs)}
     verdict = "PASS"
     if a.task == "classify":
         agree = sum(p["ref"].label == p["cand"].label for p in pairs) / len(pairs)
@@ -80,8 +94,4 @@ def validate_sensor(args: argparse.Namespace) -> int:
             6,
         )
     report["verdict"] = verdict
-    if args.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
-    else:
-        sys.stdout.write("\n".join(f"{k:<22} {v}" for k, v in report.items()) + "\n")
-    return 0 if verdict == "PASS" else 1
+    return report

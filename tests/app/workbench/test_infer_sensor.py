@@ -106,3 +106,26 @@ def test_validate_sensor_passes_a_twin_and_fails_a_model_with_its_labels_shuffle
         and "give --images DIR" in neither.stderr
         and "Traceback" not in neither.stderr
     )
+
+
+def test_quantize_calibrates_a_sensor_model_on_a_recording_and_validates_it(tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    train = RECORDING.with_name("train.csv")
+    out = tmp_path / "q.onnx"
+    r = cli(
+        "quantize",
+        str(MODEL),
+        "--calib",
+        str(train),
+        "--val",
+        str(RECORDING),
+        "-o",
+        str(out),
+        "--target-ort",
+        "1.11",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "top1_agreement         1.0" in r.stdout and "accuracy_candidate     0.9833" in r.stdout
+    info = json.loads(cli("inspect", str(out), "--json").stdout)
+    assert info["quantization"] == "qdq_int8" and info["sensor_spec"]["window"] == 50
+    assert info["min_onnxruntime"] in ("1.6", "1.8", "1.10", "1.11")
