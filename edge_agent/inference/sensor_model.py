@@ -237,28 +237,32 @@ class SensorModel:
 
     @classmethod
     def load(
-        cls, path: str, cfg: Optional[SensorModelConfig] = None, threads: Optional[int] = 1, **kwargs: Any
+        cls,
+        path: str,
+        cfg: Optional[SensorModelConfig] = None,
+        threads: Optional[int] = 1,
+        provider: Optional[str] = None,
     ) -> SensorModel:
         from edge_agent.adapters.runtime.onnx_model import OnnxModel
 
-        model = OnnxModel(path, threads=threads, warmup=False, **kwargs)
+        model = OnnxModel(path, provider=provider, threads=threads, warmup=False)
         if len(model.info.inputs) != 1:
             raise ModelError(f"{path}: a sensor model takes one input, this one has {len(model.info.inputs)}")
         spec = resolve_spec(path, model.info.metadata, model.info.inputs[0].shape, cfg)
         out = cls(model, spec)
-        out.run(np.zeros((spec.window, len(spec.channels)), np.float32))  # warm up with the real shape
+        out.run([[0.0] * len(spec.channels)] * spec.window)  # warm up with the real shape
         return out
 
     def windower(self) -> Windower:
         s = self.spec
         return Windower(s.channels, s.window, s.hop, s.missing, s.max_missing, s.rate_hz)
 
-    def tensor(self, rows: Any) -> np.ndarray:
+    def tensor(self, rows: Sequence[Sequence[float]]) -> np.ndarray:
         """``rows[t][c]`` -> the normalised input tensor in the model's layout."""
         x = (np.asarray(rows, np.float32).T - self._mean) / self._std  # [C, T]
         return (x if self.spec.layout == "NCT" else x.T)[None].astype(np.float32)
 
-    def run(self, rows: Any) -> np.ndarray:
+    def run(self, rows: Sequence[Sequence[float]]) -> np.ndarray:
         out = self.model.run_single(self.tensor(rows))
         return (
             np.asarray(out[0], np.float64).reshape(-1)

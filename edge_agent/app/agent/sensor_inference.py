@@ -160,11 +160,11 @@ class SensorInference:
         }
 
 
-def load_sensor_models(cfg: Config, put: Put, **model_kwargs: Any) -> List[SensorInference]:
+def load_sensor_models(cfg: Config, put: Put) -> List[SensorInference]:
     """One :class:`SensorInference` per table (a model that cannot load: ModelError naming it)."""
     out = []
     for entry in cfg.sensor_models:
-        model = SensorModel.load(entry.model, entry, **model_kwargs)
+        model = SensorModel.load(entry.model, entry)
         log.info("sensor model %s: %s", entry.name, model.spec.describe())
         out.append(SensorInference(cfg, entry, model, put))
     return out

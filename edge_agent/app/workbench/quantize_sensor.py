@@ -14,7 +14,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def quantize_sensor(args: argparse.Namespace, src: Path, out: Path) -> int:
         def __init__(self) -> None:
             self._it = iter([{name: x} for x in tensors])
 
-        def get_next(self) -> Any:
+        def get_next(self) -> Optional[Dict[str, np.ndarray]]:
             return next(self._it, None)
 
     methods = {

@@ -17,7 +17,7 @@ import enum
 import json
 import uuid
 from collections.abc import Mapping, MutableMapping
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional, Protocol, Union
 
 from edge_agent.errors import QueueError
 
@@ -157,8 +157,39 @@ def sensor_message(
     return body
 
 
+class SensorOutcomeLike(Protocol):
+    """What the sensor result builder reads of inference.sensor_model.SensorOutcome."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def task(self) -> str: ...
+
+    @property
+    def label(self) -> Optional[str]: ...
+
+    @property
+    def confidence(self) -> Optional[float]: ...
+
+    @property
+    def probs(self) -> Mapping[str, float]: ...
+
+    @property
+    def score(self) -> Optional[float]: ...
+
+    @property
+    def anomaly(self) -> Optional[bool]: ...
+
+    @property
+    def values(self) -> Mapping[str, float]: ...
+
+    @property
+    def infer_ms(self) -> float: ...
+
+
 def sensor_result_message(
-    outcome: Any,
+    outcome: SensorOutcomeLike,
     *,
     model: str,
     model_id: str,
