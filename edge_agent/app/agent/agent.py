@@ -57,7 +57,18 @@ log = logging.getLogger(__name__)
 STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
-SCENE_SECTIONS = ("camera", "cameras", "motion", "zones", "lines", "output", "tracker", "sensor", "mqtt")
+# the sections the running pipelines and parts were built from: a reload keeps them (said in the log)
+SCENE_SECTIONS: tuple[str, ...] = (
+    "camera",
+    "cameras",
+    "motion",
+    "zones",
+    "lines",
+    "output",
+    "tracker",
+    "mqtt",
+)
+SCENE_SECTIONS += ("sensor", "sensor_models")
 
 
 @dataclass

@@ -139,10 +139,10 @@ class SensorInference:
             self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
     def dropped_total(self) -> Dict[str, int]:
-        with self._lock:
+        with self._lock:  # both change on other threads: copied under the lock
             out = dict(self.windower.dropped)
-        for k, v in self.dropped.items():
-            out[k] = out.get(k, 0) + v
+            for k, v in self.dropped.items():
+                out[k] = out.get(k, 0) + v
         return out
 
     def stats(self) -> Dict[str, Any]:
