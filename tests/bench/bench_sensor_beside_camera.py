@@ -41,8 +41,11 @@ def feed(master: int, lines: list[bytes], rate: float, stop: threading.Event) ->
         i += 1
 
 
-def one_run(tmp: Path, frames: int, sensor: bool, rate: float, lines: list[bytes]) -> dict[str, object]:
-    state = tmp / ("with" if sensor else "without")
+def one_run(
+    tmp: Path, frames: int, sensor: bool, rate: float, lines: list[bytes], model: bool = True
+) -> dict[str, object]:
+    """``sensor``: a pty sensor fed at ``rate``; ``model``: and the demo sensor model on it."""
+    state = tmp / ("without" if not sensor else "with" if model else "reader")
     state.mkdir(parents=True, exist_ok=True)
     cfg = [
         f'[device]\nid = "bench"\nstate_dir = "{state}"\n',
@@ -61,9 +64,10 @@ def one_run(tmp: Path, frames: int, sensor: bool, rate: float, lines: list[bytes
         link.symlink_to(os.ttyname(slave))
         os.close(slave)
         cfg.append(f'[sensor]\nport = "{link}"\nprotocol = "jsonl"\nattach_to_results = false\n')
-        cfg.append(
-            f'[[sensor_models]]\nname = "activity"\nmodel = "{ROOT / "models" / "demo-sensor.onnx"}"\nrate_hz = 0\n'
-        )
+        if model:
+            cfg.append(
+                f'[[sensor_models]]\nname = "activity"\nmodel = "{ROOT / "models" / "demo-sensor.onnx"}"\nrate_hz = 0\n'
+            )
         feeder = threading.Thread(target=feed, args=(master, lines, rate, stop), daemon=True)
         feeder.start()
     path = state / "config.toml"
@@ -88,6 +92,7 @@ def one_run(tmp: Path, frames: int, sensor: bool, rate: float, lines: list[bytes
     models = (status.get("sensor") or {}).get("models") or {}
     return {
         "sensor": sensor,
+        "model": sensor and model,
         "fps": status["fps"],
         "wall_s": round(wall, 2),
         "windows": (models.get("activity") or {}).get("windows"),
@@ -102,18 +107,24 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=100.0, help="sensor readings per second")
     args = ap.parse_args()
     rows = list(csv.DictReader((ROOT / "models" / "data" / "basicmotions" / "test.csv").open(newline="")))
-    lines = [(json.dumps({c: float(r[c]) for c in CHANNELS}) + "\n").encode() for r in rows]
+    recorded = [(json.dumps({c: float(r[c]) for c in CHANNELS}) + "\n").encode() for r in rows]
     results: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeat):
-            for sensor in (False, True):
-                res = one_run(Path(tmp), args.frames, sensor, args.rate, lines)
+            for sensor, model in ((False, False), (True, False), (True, True)):
+                res = one_run(Path(tmp), args.frames, sensor, args.rate, recorded, model)
                 print(json.dumps(res))
                 results.append(res)
-    without = statistics.median(float(r["fps"]) for r in results if not r["sensor"])  # type: ignore[arg-type]
-    with_ = statistics.median(float(r["fps"]) for r in results if r["sensor"])  # type: ignore[arg-type]
+
+    def med(sensor: bool, model: bool) -> float:
+        fps = [float(r["fps"]) for r in results if (r["sensor"], r["model"]) == (sensor, model)]  # type: ignore[arg-type]
+        return statistics.median(fps)
+
+    without, reader, both = med(False, False), med(True, False), med(True, True)
     print(
-        f"median fps without {without:.1f}, with a sensor model at {args.rate:g} readings/s {with_:.1f}: ratio {with_ / without:.3f}"
+        f"median fps: no sensor {without:.1f}; the reader alone at {args.rate:g} readings/s {reader:.1f} "
+        f"({reader / without:.3f}); reader + sensor model {both:.1f} ({both / without:.3f}; "
+        f"{both / reader:.3f} of the reader alone)"
     )
     return 0
 
