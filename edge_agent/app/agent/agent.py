@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from queue import SimpleQueue
 from types import FrameType
@@ -38,7 +38,7 @@ from edge_agent.app.agent.health import StatusOutputs, snapshot, start_metrics
 from edge_agent.app.agent.modelset import ModelSet
 from edge_agent.app.agent.objects_step import ObjectsStep
 from edge_agent.app.agent.output_steps import ObjectsOutput
-from edge_agent.app.agent.parts import start_sensor, start_sync
+from edge_agent.app.agent.parts import start_sensor, start_sensor_models, start_sync
 from edge_agent.app.agent.scheduling import ManyCameras
 from edge_agent.app.updates.agent_side import ModelUpdates
 from edge_agent.app.web.web_app import WebApp, start_web
@@ -52,13 +52,17 @@ from edge_agent.errors import EdgeAgentError, QueueFullError
 if TYPE_CHECKING:
     from edge_agent.adapters.mqtt.sync import MqttSync
     from edge_agent.adapters.sensor.serial_reader import SerialSensor
+    from edge_agent.app.agent.sensor_inference import SensorInference
 
 log = logging.getLogger(__name__)
 
 STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
-SCENE_SECTIONS = ("camera", "cameras", "motion", "zones", "lines", "output", "tracker", "sensor", "mqtt")
+# the sections the running pipelines and parts were built from: a reload keeps them (said in the log)
+SCENE_SECTIONS = tuple(
+    "camera cameras motion zones lines output tracker sensor sensor_models mqtt web".split()
+)
 
 
 @dataclass
@@ -68,6 +72,7 @@ class Parts:
     outbox: Outbox
     sync: Optional[MqttSync] = None
     sensor: Optional[SerialSensor] = None
+    sensor_models: list[SensorInference] = field(default_factory=list)
 
 
 class Agent:
@@ -152,7 +157,8 @@ class Agent:
             self.updates.start(
                 (lambda: sync.publish_status(self.current_status(fresh=True))) if sync is not None else None
             )
-        sensor = parts.sensor = start_sensor(cfg, outbox, self.count_error)
+        parts.sensor_models = start_sensor_models(cfg, outbox)
+        sensor = parts.sensor = start_sensor(cfg, outbox, self.count_error, parts.sensor_models)
         metrics = start_metrics(self)
         try:
             for pipe in self.pipelines:
@@ -183,6 +189,8 @@ class Agent:
                 pipe.stop_camera()
             if sensor is not None:
                 sensor.stop()
+            for sensor_model in parts.sensor_models:  # the windows already waiting still go out
+                sensor_model.stop()
             for pipe in self.pipelines:  # objects mode: every object still tracked ends; the counts so far
                 pipe.output.stop()
             with contextlib.suppress(QueueFullError):  # reject_new on a full disk: close() accounts for it

@@ -29,6 +29,11 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument("--no-memory", action="store_true", help="skip the per-model RSS subprocess probe")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--sensor",
+        metavar="FILE",
+        help="sensor models: time them on the windows of this .csv/.jsonl recording",
+    )
     add_model_args(p)
     p.set_defaults(func=run)
 
@@ -40,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.runs < 1 or args.warmup < 0:
         raise EdgeAgentError(f"--runs must be >= 1 and --warmup >= 0 (got {args.runs}, {args.warmup})")
+    if getattr(args, "sensor", None):
+        from edge_agent.app.workbench.bench_sensor import bench_sensor
+
+        return bench_sensor(args)
     if args.image:
         image, label = read_image(args.image), args.image
     else:

@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     w = sys.stdout.write
     w(f"model        {info['path']}\n")
-    w(f"size         {m.info.size_bytes / 1e6:.2f} MB  sha256 {m.info.sha256[:16]}...\n")
+    size = m.info.size_bytes
+    shown_size = f"{size / 1e6:.2f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"  # a sensor model: kB
+    w(f"size         {shown_size}  sha256 {m.info.sha256[:16]}...\n")
     w(f"producer     {info['producer'] or '?'}  opsets {info['opsets']}\n")
     w(f"onnx         {compat['stamps']}: loads on onnxruntime >= {compat['min_onnxruntime'] or '?'}\n")
     w(f"task         {info['task'] or '?'}  imgsz {info['imgsz']}  stride {info['stride']}\n")
@@ -61,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     w(f"operators    {sum(m.info.graph.op_counts.values())} nodes: {top_ops}\n")
     w(f"providers    {', '.join(m.info.providers)}  ({m.info.provider_reason})\n")
     w(f"load+warmup  {m.info.load_ms:.0f} ms\n")
+    if usage.get("sensor"):
+        w(f"sensor       {usage['sensor']}\n")
     if usage.get("format"):
         w(f"format       {usage['format']}\n")
     if usage.get("preprocess"):
@@ -106,6 +110,26 @@ def describe_usage(m: OnnxModel, preprocess_option: Optional[str] = None) -> dic
 
     out: dict[str, Any] = {"warnings": []}
     shape = m.info.outputs[0].shape
+    from edge_agent.inference.sensor_model import is_sensor_model, resolve_spec
+
+    if is_sensor_model(m.info.metadata, m.info.inputs[0].shape):  # windows of readings, not images
+        try:
+            spec = resolve_spec(str(m.path), m.info.metadata, m.info.inputs[0].shape)
+        except ModelError as exc:
+            out["warnings"].append(str(exc))
+            return out
+        out["task_used"] = f"sensor {spec.task}"
+        out["sensor"] = spec.describe()
+        out["sensor_spec"] = {
+            "task": spec.task,
+            "channels": spec.channels,
+            "window": spec.window,
+            "hop": spec.hop,
+            "rate_hz": spec.rate_hz,
+            "layout": spec.layout,
+            "labels": spec.labels,
+        }
+        return out
     if input_kind(m) == "tensor":
         inputs = ", ".join(f"{t.name} {t.type} {list(t.shape)}" for t in m.info.inputs)
         out["task_used"] = "tensor"

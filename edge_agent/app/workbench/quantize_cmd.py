@@ -36,7 +36,8 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--calib",
         help="folder of calibration images (representative, 50-300); required for image models "
-        "(models without an image input, e.g. token ids, are quantized dynamically, with no calibration)",
+        "(models without an image input, e.g. token ids, are quantized dynamically, with no calibration); "
+        "a sensor model: a .csv/.jsonl recording",
     )
     p.add_argument("-o", "--output", help="output path (default: <model>.int8.onnx)")
     p.add_argument(
@@ -104,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else default_output(src)
     if out.resolve() == src.resolve():
         raise QuantizeError(f"{out}: output would overwrite the input model")
+    from edge_agent.app.workbench.quantize_sensor import is_recording, quantize_sensor
+
+    if args.calib and is_recording(args.calib):  # a sensor model calibrated on recorded windows
+        return quantize_sensor(args, src, out)
     if _quantize_dynamically(src, out, args):
         return 0
     if not args.calib:

@@ -32,6 +32,7 @@ from edge_agent.core.config.outputs import (
     QueueConfig,
 )
 from edge_agent.core.config.scene import LineConfig, MotionConfig, TrackerConfig, ZoneConfig
+from edge_agent.core.config.sensor_models import SensorModelConfig
 from edge_agent.core.config.web import WebConfig
 from edge_agent.errors import ConfigError
 
@@ -57,6 +58,7 @@ __all__ = [
     "QueueConfig",
     "Section",
     "SensorConfig",
+    "SensorModelConfig",
     "TrackerConfig",
     "WebConfig",
     "ZoneConfig",
@@ -127,6 +129,12 @@ class Config(Section):
         max_length=64,
         description="objects mode: counting lines (up to 64); crossings are reported and counted in/out",
     )
+    sensor_models: List[SensorModelConfig] = Field(
+        default_factory=list,
+        max_length=16,
+        description="optional: ONNX models run on windows of the [sensor]'s readings (docs/sensors.md), "
+        "each with its results on <prefix>/<device>/<name>/sensor_results",
+    )
 
     @model_validator(mode="after")
     def _unique_zone_and_line_names(self) -> Config:
@@ -140,6 +148,12 @@ class Config(Section):
             for n, (camera, name) in enumerate(items):
                 if (camera, name) in items[:n]:
                     raise ValueError(f"{kind}.{n}.name = {name!r} is used twice; names must be unique")
+        models = [m.name for m in self.sensor_models]
+        for n, name in enumerate(models):
+            if name in models[:n]:
+                raise ValueError(f"sensor_models.{n}.name = {name!r} is used twice; names must be unique")
+        if self.sensor_models and self.sensor is None:
+            raise ValueError("sensor_models need a [sensor] (the serial port their readings come from)")
         problem = scene_problem(self, "camera" in self.model_fields_set)
         if problem is not None:
             raise ValueError(problem)
