@@ -66,11 +66,15 @@ def leaves(db: CollectorDb) -> Optional[List[Part]]:
     """The partitions, oldest first and the default last; None: ``messages`` is not partitioned."""
     if db.dialect != "postgresql" or not is_partitioned(db):
         return None
+    return children(db)
+
+
+def children(db: CollectorDb) -> List[Part]:
+    """The tables under ``messages`` (partitions, or a hypertable's chunks), by day when named so."""
     names = [
         str(r[0])
         for r in db._x(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = to_regclass('messages')"
+            "SELECT i.inhrelid::regclass::text FROM pg_inherits i WHERE i.inhparent = to_regclass('messages')"
         ).fetchall()
     ]
     out = []
@@ -124,7 +128,7 @@ def span_rows(db: CollectorDb, table: str) -> List[Span]:
         "SELECT device, boot, MIN(seq), MAX(seq), COUNT(*), EXTRACT(EPOCH FROM MAX(time))::float8 FROM ("
         "SELECT p.device, p.boot, p.seq, p.time, c.lo AS island, CASE WHEN c.lo IS NULL THEN p.seq - "
         "ROW_NUMBER() OVER (PARTITION BY p.device, p.boot, c.lo IS NULL ORDER BY p.seq) END AS run "
-        f'FROM "{table}" p LEFT JOIN confirmed c ON c.device = p.device AND c.boot = p.boot '
+        f"FROM {table} p LEFT JOIN confirmed c ON c.device = p.device AND c.boot = p.boot "
         "AND p.seq BETWEEN c.lo AND c.hi) AS t GROUP BY device, boot, island, run"
     ).fetchall()
     return [Span(str(d), int(b), int(lo), int(hi), int(n), float(t)) for d, b, lo, hi, n, t in got]
@@ -149,7 +153,7 @@ def drop_before(db: CollectorDb, before: float) -> Tuple[int, Dict[str, int]]:
             named = ", ".join(f"'{k}'" for k in NAMED)
             by_class = db._x(
                 f"SELECT CASE WHEN kind IN ({named}) THEN kind ELSE 'results' END, COUNT(*) "
-                f'FROM "{p.name}" GROUP BY 1'
+                f"FROM {p.name} GROUP BY 1"
             ).fetchall()
             islands: Dict[Tuple[str, int], List[Tuple[int, int]]] = {}
             for s in found:
@@ -160,7 +164,7 @@ def drop_before(db: CollectorDb, before: float) -> Tuple[int, Dict[str, int]]:
                 islands.setdefault((s.device, s.boot), []).extend((int(a), int(z)) for a, z in got)
             purge.record(db, found, islands)
             db._x("SET LOCAL lock_timeout = '2s'")
-            db._x(f'DROP TABLE "{p.name}"')
+            db._x(f"DROP TABLE {p.name}")
             db.conn.execute("COMMIT")
         except BaseException:
             db._rollback()
@@ -232,3 +236,31 @@ def _recreate(db: CollectorDb, views: List[Tuple[str, str]]) -> None:
                 f"cannot recreate the views {', '.join(n for n, _ in left)} on the partitioned table"
             )
         todo = left
+
+
+def has_timescaledb(db: CollectorDb) -> bool:
+    return db._x("SELECT 1 FROM pg_extension WHERE extname = 'timescaledb'").fetchone() is not None
+
+
+def hypertable(db: CollectorDb) -> int:
+    """``messages`` as a TimescaleDB hypertable of day chunks (the extension installed in this
+    database); its rows migrated. Not the tested path: no TimescaleDB in CI. The retention then
+    deletes in batches chunk by chunk (chunks are not dropped whole: their spans would be lost)."""
+    if not has_timescaledb(db):
+        raise DbError(
+            "the timescaledb extension is not installed in this database (CREATE EXTENSION timescaledb)"
+        )
+    db._begin()
+    try:
+        db._x("ALTER TABLE messages DROP CONSTRAINT messages_pkey")
+        db._x("ALTER TABLE messages ADD PRIMARY KEY (device, boot, seq, time)")
+        db._x(
+            "SELECT create_hypertable('messages', 'time', chunk_time_interval => INTERVAL '1 day', "
+            "migrate_data => true)"
+        )
+        n = int(db._x("SELECT COUNT(*) FROM messages").fetchone()[0])
+        db.conn.execute("COMMIT")
+    except BaseException:
+        db._rollback()
+        raise
+    return n

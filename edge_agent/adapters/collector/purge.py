@@ -48,16 +48,16 @@ def _t(db: CollectorDb) -> str:
 
 
 def tables(db: CollectorDb, before: Optional[float] = None) -> List[str]:
-    """The tables holding messages rows: ``messages``, or the partitions of a partitioned one that
-    may hold a row older than ``before`` (oldest first, the default partition last)."""
+    """The tables holding messages rows: ``messages``, or the tables under it (the partitions of a
+    partitioned one that may hold a row older than ``before``, oldest first, the default last;
+    a TimescaleDB hypertable's chunks), each deleted from on its own (a ctid is per table)."""
     if db.dialect == "sqlite":
         return ["messages"]
     from edge_agent.adapters.collector import partitions
 
-    parts = partitions.leaves(db)
-    if parts is None:
-        return ["messages"]
-    return [p.name for p in parts if before is None or p.lo is None or p.lo < before]
+    parts = partitions.children(db)
+    keep = [p.name for p in parts if before is None or p.lo is None or p.lo < before]
+    return keep if partitions.is_partitioned(db) else [*keep, "messages"]
 
 
 def _delete(
@@ -75,7 +75,7 @@ def _delete(
         )
     else:
         got = db._x(
-            f'DELETE FROM "{table}" WHERE ctid = ANY(ARRAY(SELECT ctid FROM "{table}" WHERE {pred} AND '
+            f"DELETE FROM ONLY {table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ONLY {table} WHERE {pred} AND "
             f"time < to_timestamp(?) ORDER BY time LIMIT ?)) "
             "RETURNING device, boot, seq, EXTRACT(EPOCH FROM time)::float8",
             (before, limit),
