@@ -107,8 +107,11 @@ def test_postgresql_partitioned_by_day_drops_old_partitions(postgres: object, ur
     try:
         db.migrate()
         seed(db, now)
+        views = "SELECT viewname FROM pg_views WHERE schemaname = current_schema() ORDER BY 1"
+        before = db._x(views).fetchall()
         rows, parts = partitions.convert(db, now)
         assert rows == 195 and parts >= 10 and partitions.is_partitioned(db)
+        assert db._x(views).fetchall() == before and len(before) >= 6  # every view is back
         assert db.gap_rows("d1") == [(50, 54, 1, 1)]  # the views came back
         assert db.store(msg("d1", 201, now), now) == 1 and db.store(msg("d1", 201, now), now) == 0
         assert partitions.ensure_ahead(db, now) == 0  # made already

@@ -1,11 +1,13 @@
 """The acceptance of retention, with ``edge-agent collect`` running on a real mosquitto, on SQLite
-and a real PostgreSQL: with retention_results_days = 1, 20,000 rows stamped two days ago are
-deleted by the collector's maintenance in batches while results published meanwhile are stored
-(every one), the newer rows stay, no expired row shows as a gap, and /metrics counts them."""
+and a real PostgreSQL: with retention_results_days = 1, 20,000 rows stamped two days ago (written
+before and while it runs) are deleted by the collector's maintenance in batches while results
+published meanwhile are stored (every one), the newer rows stay, no expired row shows as a gap,
+and /metrics counts them."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -55,10 +57,21 @@ def test_a_day_of_retention_with_the_collector_ingesting(tmp_path: Path, broker:
         for s in range(1, OLD + 1)
         for r in parse("edge", "edge/old/detections", body("old", s, now - 2 * 86400 + s / 100), now).records
     ]
-    for i in range(0, OLD, 5000):
-        db.store(old[i : i + 5000], now)
+    db.store(old[: OLD // 2], now)
     db.store(parse("edge", "edge/old/detections", body("old", OLD + 1, now), now).records, now)  # newer
+
     db.close()
+
+    def more() -> None:  # the other half while the collector runs: purge and ingest overlap
+        w = CollectorDb(url)
+        try:
+            for i in range(OLD // 2, OLD, 500):
+                w.store(old[i : i + 500], now)
+                time.sleep(0.05)
+        finally:
+            w.close()
+
+    writer = threading.Thread(target=more)
     (tmp_path / "c.toml").write_text(
         "[collector]\nretention_results_days = 1\nmaintenance_every_s = 1\nmaintenance_batch = 500\n"
     )
@@ -77,19 +90,19 @@ def test_a_day_of_retention_with_the_collector_ingesting(tmp_path: Path, broker:
         wait_until(lambda: "collector: subscribed to" in col.text(), 30, lambda: col.text()[-400:], every=0.1)
         pub.connect("127.0.0.1", broker.port)
         pub.loop_start()
-        during = 0
-        for s in range(1, 301):  # published while the purge runs
+        writer.start()
+        for s in range(1, 301):  # published while old rows come in and are purged
             pub.publish("edge/cam-1/detections", body("cam-1", s, time.time()), qos=1).wait_for_publish(10)
             time.sleep(0.01)
-            if s % 50 == 0 and count(url, "old") > 1:
-                during = count(url, "cam-1")
+        writer.join(60)
+        during = count(url, "cam-1")  # stored while the purge had rows to delete
         wait_until(
             lambda: count(url, "cam-1") == 300 and count(url, "old") == 1,
             120,
             lambda: col.text()[-600:],
             every=0.2,
         )
-        assert during > 0, "nothing was stored while the old rows were being deleted"
+        assert during > 0, "nothing was stored while old rows were being written and deleted"
         wait_until(lambda: expired_total(mport).get("results") == OLD, 30, lambda: str(expired_total(mport)))
         assert expired_total(mport)["counts"] == 0
     finally:
