@@ -74,3 +74,33 @@ def test_a_pass_over_its_budget_leaves_the_rest(tmp_path: Path, monkeypatch: pyt
         assert [r["device"] for r in metrics.device_rows] == ["cam-1"] and metrics.devices_known == 1
     finally:
         db.close()
+
+
+def test_retention_runs_in_the_same_paced_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()
+    db = CollectorDb(sqlite_url(tmp_path / "fleet.db"))
+    db.migrate()
+    recs = []
+    for s in range(1, 31):
+        body = {
+            "id": f"r{s}",
+            "seq": s,
+            "boot": 1,
+            "device_id": "cam-1",
+            "ts": now - (2 if s <= 25 else 0) * DAY,
+        }
+        recs += parse("edge", "edge/cam-1/detections", json.dumps(body).encode(), now).records
+    db.store(recs, now)
+    monkeypatch.setattr(maintenance, "BUDGET_S", 0.0)
+    m = Maintenance(CollectorConfig(retention_results_days=1, maintenance_batch=10))
+    try:
+        assert m.history(db, now) is True and m.purged["results"] == 10  # one batch, out of time
+        m._next = 0.0
+        assert m.history(db, now) is True and m.purged["results"] == 20
+        m._next = 0.0
+        assert m.history(db, now) is False and m.purged["results"] == 25  # the rest: done
+        assert db.message_stats()[0] == 5 and db.gap_rows("cam-1") == []
+        off = Maintenance(CollectorConfig(maintenance_batch=10))  # no age: nothing deleted
+        assert off.history(db, now + 9 * DAY) is False and off.purged["results"] == 0
+    finally:
+        db.close()
