@@ -18,7 +18,7 @@ from edge_agent.app.collector import maintenance
 from edge_agent.app.collector.maintenance import Maintenance
 from edge_agent.app.collector.round_stats import Metrics
 from edge_agent.core.config.collector import CollectorConfig
-from edge_agent.core.messages.fleet import DeviceStatus, parse
+from edge_agent.core.messages.fleet import DeviceStatus, Record, parse
 
 DAY = 86400.0
 
@@ -102,5 +102,41 @@ def test_retention_runs_in_the_same_paced_pass(tmp_path: Path, monkeypatch: pyte
         assert db.message_stats()[0] == 5 and db.gap_rows("cam-1") == []
         off = Maintenance(CollectorConfig(maintenance_batch=10))  # no age: nothing deleted
         assert off.history(db, now + 9 * DAY) is False and off.purged["results"] == 0
+    finally:
+        db.close()
+
+
+def test_postgresql_partitions_made_ahead_and_dropped_by_the_maintenance(url: str) -> None:
+    if not url.startswith("postgresql"):
+        return  # day partitions are PostgreSQL's
+    from edge_agent.adapters.collector import partitions
+
+    now = time.time()
+
+    def recs(first: int, n: int, ts: float) -> list[Record]:
+        out: list[Record] = []
+        for s in range(first, first + n):
+            body = {"id": f"r{s}", "seq": s, "boot": 1, "device_id": "cam-1", "ts": ts}
+            out += parse("edge", "edge/cam-1/detections", json.dumps(body).encode(), now).records
+        return out
+
+    db = CollectorDb(url)
+    db.migrate()
+    try:
+        db.store(recs(1, 20, now - 3 * DAY) + recs(21, 5, now), now)
+        partitions.convert(db, now)
+        db.store(recs(26, 2, now + 10 * DAY), now)  # a clock 10 days ahead: the default partition
+        default = "SELECT COUNT(*) FROM messages_default"
+        assert db._x(default).fetchone()[0] == 2
+        m = Maintenance(
+            CollectorConfig(retention_results_days=1, retention_objects_days=1, retention_counts_days=1)
+        )
+        assert m.history(db, now + 5 * DAY) is False  # 5 days later: made ahead, old days dropped
+        assert db._x(default).fetchone()[0] == 0  # moved into their own day
+        names = {p.name for p in partitions.leaves(db) or []}
+        assert partitions.name_of(partitions._day(now + 12 * DAY)) in names
+        assert partitions.name_of(partitions._day(now - 3 * DAY)) not in names  # dropped whole
+        assert m.purged["results"] == 25 and db.gap_rows("cam-1") == []
+        assert db.message_stats()[0] == 2
     finally:
         db.close()
