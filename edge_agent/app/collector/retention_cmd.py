@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from edge_agent.core.config.collector import CollectorConfig
 
 AGES = ("results", "objects", "counts")
+RETENTION_SCHEMA = 7  # 0007_retention
 
 
 def _days(text: str) -> float:
@@ -98,6 +99,11 @@ def run_retention(args: argparse.Namespace) -> int:
     cutoffs = m.ages().cutoffs(now)
     db = _open(args, cfg)
     try:
+        if db.schema_version() < RETENTION_SCHEMA:
+            raise ConfigError(
+                f"--db: schema version {db.schema_version()} has no retention tables (expired): run this "
+                "version's `edge-agent collect` once, it migrates the database"
+            )
         if args.dry_run:
             counts = {c: purge.due(db, c, b) for c, b in cutoffs.items()}
             counts["statuses"] = history.due(db, now - cfg.history_keep_days * DAY_S)

@@ -74,3 +74,16 @@ def test_bad_input_is_one_line(tmp_path: Path, url: str) -> None:
     again = fleet("db", "partition", "--db", url)
     assert again.returncode == 1 and "partitioned already" in again.stderr and "Traceback" not in again.stderr
     assert fleet("retention", "--db", url, "--results-days", "2").returncode == 0 and left(url) == 25
+
+
+def test_an_older_schema_is_one_line(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    c = sqlite3.connect(path)
+    c.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    c.execute("INSERT INTO schema_version VALUES (6, '0006_history.sql')")
+    c.commit()
+    c.close()
+    out = fleet("retention", "--db", f"sqlite:///{path}", "--results-days", "1")
+    assert out.returncode == 1 and "no retention tables" in out.stderr and "Traceback" not in out.stderr
