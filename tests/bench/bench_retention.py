@@ -115,17 +115,31 @@ def run_partitioned(url: str) -> None:
     db.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
     db.close()
     seed(url, now)
+    rates = []
+    for step in ("plain", "partitioned"):
+        if step == "partitioned":
+            db = CollectorDb(url)
+            t0 = time.monotonic()
+            copied, parts = partitions.convert(db, now)
+            conv = time.monotonic() - t0
+            db.close()
+        windows: list[float] = []
+        stop = threading.Event()
+        t = threading.Thread(target=ingest, args=(url, stop, windows, now, step))
+        t.start()
+        time.sleep(4)
+        stop.set()
+        t.join()
+        rates.append(statistics.median(windows))
     db = CollectorDb(url)
-    t0 = time.monotonic()
-    copied, parts = partitions.convert(db, now)
-    conv = time.monotonic() - t0
     t0 = time.monotonic()
     n, by_class = partitions.drop_before(db, now - DAY)
     took = time.monotonic() - t0
     gaps = sum(len(db.gap_rows(f"old{d:02d}")) for d in range(DEVICES))
     db.close()
     print(
-        f"postgresql partitioned: converting {copied} rows into {parts} partitions {conv:.2f} s; "
+        f"postgresql partitioned: converting {copied} rows into {parts} partitions {conv:.2f} s; ingest "
+        f"{rates[0]:,.0f} rows/s before, {rates[1]:,.0f} after ({rates[1] / rates[0]:.2f}x); "
         f"dropping {n} old day(s) of {sum(by_class.values())} rows {took * 1000:.0f} ms "
         f"(spans recorded first); gaps after: {gaps}"
     )
