@@ -56,6 +56,7 @@ def test_a_day_removes_rows_two_days_old_keeps_the_rest_and_the_gaps(url: str) -
         assert db.gap_rows("d1") == [(50, 54, 1, 1)]
         assert purge.expired_of(db, "d1")[:2] == (145, 2)
         assert db.devices()[0]["gaps"] == 1 and db.devices()[0]["missing"] == 5
+        assert db.retire("d1", purge=True) is not None and purge.expired_of(db, "d1")[:2] == (0, 0)
     finally:
         db.close()
 
