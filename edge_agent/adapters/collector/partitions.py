@@ -188,15 +188,24 @@ def convert(db: CollectorDb, now: float, ahead_days: int = AHEAD_DAYS) -> Tuple[
         views = db._x(
             "SELECT viewname, definition FROM pg_views WHERE schemaname = current_schema()"
         ).fetchall()
+        # days from the oldest row of the last year and a day (an older one, a clock at 1970, goes
+        # to the default partition) to the newest (at most a year ahead) or AHEAD_DAYS ahead
         span = db._x(
-            "SELECT EXTRACT(EPOCH FROM MIN(time))::float8, EXTRACT(EPOCH FROM MAX(time))::float8, COUNT(*) FROM messages"
+            "SELECT EXTRACT(EPOCH FROM MIN(time) FILTER (WHERE time >= to_timestamp(?)))::float8, "
+            "EXTRACT(EPOCH FROM MAX(time))::float8, COUNT(*) FROM messages",
+            (now - 366 * DAY_S,),
         ).fetchone()
         db._x("ALTER TABLE messages RENAME TO messages_unpartitioned")
         db._x(
             "CREATE TABLE messages (LIKE messages_unpartitioned INCLUDING DEFAULTS) PARTITION BY RANGE (time)"
         )
         db._x(f'CREATE TABLE "{DEFAULT}" PARTITION OF messages DEFAULT')
-        first = _day(min(span[0], now)) if span[0] is not None else _day(now)
+        # at most a year and a day back: rows older than that (a clock at 1970) go to the default
+        first = (
+            max(_day(min(span[0], now)), _day(now) - dt.timedelta(days=366))
+            if span[0] is not None
+            else _day(now)
+        )
         last = _day(now) + dt.timedelta(days=ahead_days)
         if span[1] is not None:
             last = max(last, min(_day(span[1]), _day(now) + dt.timedelta(days=366)))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.collector import sqlite_url
 
-from edge_agent.adapters.collector import history
+from edge_agent.adapters.collector import history, purge
 from edge_agent.adapters.collector.db import CollectorDb
 from edge_agent.app.collector import maintenance
 from edge_agent.app.collector.maintenance import Maintenance
@@ -123,8 +123,11 @@ def test_postgresql_partitions_made_ahead_and_dropped_by_the_maintenance(url: st
     db = CollectorDb(url)
     db.migrate()
     try:
-        db.store(recs(1, 20, now - 3 * DAY) + recs(21, 5, now), now)
-        partitions.convert(db, now)
+        db.store(recs(1, 20, now - 3 * DAY) + recs(21, 5, now) + recs(28, 1, 0.0), now)  # one at 1970
+        assert partitions.convert(db, now)[1] < 20  # not a partition per day since 1970
+        assert db._x("SELECT COUNT(*) FROM messages_default").fetchone()[0] == 1
+        assert purge.purge_batch(db, "results", now - 400 * DAY, 10) == 1  # batches reach it
+        assert db.gap_rows("cam-1") == [(26, 27, 1, 1)]  # the expired 28 still bounds the real gap
         db.store(recs(26, 2, now + 10 * DAY), now)  # a clock 10 days ahead: the default partition
         default = "SELECT COUNT(*) FROM messages_default"
         assert db._x(default).fetchone()[0] == 2
