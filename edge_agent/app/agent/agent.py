@@ -60,9 +60,8 @@ STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
 # the sections the running pipelines and parts were built from: a reload keeps them (said in the log)
-SCENE_SECTIONS = tuple(
-    "camera cameras motion zones lines output tracker sensor sensor_models mqtt web".split()
-)
+SCENE_SECTIONS: tuple[str, ...] = ("camera", "cameras", "motion", "zones", "lines", "output", "tracker")
+SCENE_SECTIONS += ("sensor", "sensor_models", "mqtt", "web")
 
 
 @dataclass
