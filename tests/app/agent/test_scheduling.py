@@ -144,3 +144,70 @@ def test_the_step_waits_only_when_no_camera_had_a_frame() -> None:
 
     many = ManyCameras([Stale("a", (frame(0.0), None, None)), Pipe("b", None)], dropped, max_batch=1)
     assert many.step(None) is None and dropped.waits == 0
+
+
+def test_the_step_batches_the_ready_prepared_frames_of_the_current_models_and_runs_the_rest_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    m, old = models(), models()
+    prep = SimpleNamespace(pre_ms=0.0)
+    pipes = [
+        Pipe("a", (frame(1.0), prep, m)),
+        Pipe("b", (frame(1.0), prep, m)),
+        Pipe("c", (frame(1.0), None, m)),  # not prepared: run on its own
+        Pipe("d", (frame(1.0), prep, old)),  # prepared for the models before a reload: on its own
+        Pipe("e", None),  # nothing ready
+    ]
+    ran: list[list[str]] = []
+
+    def infer_frames(frames: Any, prepared: Any, *rest: Any) -> list[tuple[Any, dict[str, float], float]]:
+        ran.append([f.name for f in frames])
+        return [([], {}, 0.0) for _ in frames]
+
+    for p in pipes:
+        if p.item is not None:
+            p.item[0].name = p.view.id
+    monkeypatch.setattr(scheduling, "infer_frames", infer_frames)
+    many = ManyCameras(pipes, threading.Event(), max_batch=8)  # type: ignore[arg-type]
+    assert many.step(m) is True
+    assert [sorted(r) for r in ran] == [["a", "b"]] and (many.batches, many.batched_frames) == (1, 2)
+    assert [p.view.id for p in pipes if p.finished] == ["a", "b"]
+    assert sorted(p.view.id for p in pipes if p.processed) == ["c", "d"]  # each on its own, not lost
+    assert all(not p.ready for p in pipes)  # every ready camera had its turn in this one step
+    # a second batch adds to the counts
+    pipes[0].item, pipes[1].item = (frame(2.0), prep, m), (frame(2.0), prep, m)
+    pipes[0].item[0].name, pipes[1].item[0].name = "a", "b"
+    assert many.step(m) is True and (many.batches, many.batched_frames) == (2, 4)
+
+
+def test_the_step_takes_one_frame_without_models_or_within_a_limit() -> None:
+    m = models()
+    pipes = [Pipe(n, (frame(1.0), SimpleNamespace(pre_ms=0.0), m)) for n in "abc"]
+    many = ManyCameras(pipes, threading.Event(), max_batch=8)  # type: ignore[arg-type]
+    assert many.step(None) is True  # models not loaded yet: one frame, processed as it is
+    assert sum(len(p.processed) for p in pipes) == 1 and sum(p.ready for p in pipes) == 2
+    assert many.step(m, limit=1) is True  # --max-frames with one frame left: that one only
+    assert sum(len(p.processed) for p in pipes) == 2 and sum(p.ready for p in pipes) == 1
+
+
+def test_a_dropped_frame_gives_the_turn_to_the_next_camera_in_the_same_step() -> None:
+    class Stale(Pipe):
+        def next(self, timeout_s: float) -> None:
+            assert timeout_s == 0  # never waits for a frame: the step takes what is ready
+            self.item = None
+            return None
+
+    m = models()
+    stale, live = Stale("a", (frame(0.0), None, m), weight=9), Pipe("b", (frame(1.0), None, m))
+    many = ManyCameras([stale, live], threading.Event(), max_batch=1)  # type: ignore[list-item]
+    assert many.step(m) is True and len(live.processed) == 1
+
+
+def test_the_step_ends_when_every_camera_has_ended() -> None:
+    class Ended(Pipe):
+        def ended(self) -> bool:
+            return True
+
+    wake = Wake()
+    many = ManyCameras([Ended("a", None), Ended("b", None)], wake, max_batch=1)  # type: ignore[list-item]
+    assert many.step(None) is False and wake.waits == 0
