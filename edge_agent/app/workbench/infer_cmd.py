@@ -101,8 +101,12 @@ def run(args: argparse.Namespace) -> int:
     det_model = OnnxModel(model_path, provider=args.provider, threads=args.threads, labels=args.labels)
     detector = Detector(det_model, DetectorParams(args.conf, args.iou, args.max_det), args.output_format)
     problems = check_detector(detector)
-    if problems:  # infer still runs (the user may be debugging exactly this), but says why it finds nothing
-        sys.stderr.write(f"edge-agent infer: warning: {describe(model_path, problems)}\n")
+    if problems:  # still run (the user may be debugging exactly this), but a script must not see success
+        sys.stderr.write(
+            f"edge-agent infer: error: {describe(model_path, problems)} (the images are run anyway, "
+            "to show what it outputs; exit status 1)\n"
+        )
+    broken = 1 if problems else 0
     if args.classes:
         detector.params.classes = detector.class_ids(_split(args.classes))
     classifier = None
@@ -123,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     if args.track:  # objects across frames, zones, lines, counts (docs/objects.md)
         from edge_agent.app.workbench.track_infer import run_tracked
 
-        return run_tracked(args, inputs, detector, classifier, cls_ids)
+        return run_tracked(args, inputs, detector, classifier, cls_ids) or broken
     save_dir = Path(args.save) if args.save else None
     if save_dir:
         if save_dir.exists() and not save_dir.is_dir():
@@ -168,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if processed == 0 and failures == 0:
         raise EdgeAgentError(f"no images found in {', '.join(inputs)}")
-    return 1 if failures else 0
+    return 1 if failures or broken else 0
 
 
 def print_table(result: ImageResult, out: TextIO) -> None:
