@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, TextIO
 
-from edge_agent.app.cli.argtypes import non_negative_float, positive_int, unit_interval
+from edge_agent.app.cli.argtypes import non_negative_float, positive_int, thread_count, unit_interval
 from edge_agent.app.workbench.track_infer import add_track_args
 from edge_agent.core.vision.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
 from edge_agent.errors import EdgeAgentError, ImageError
@@ -26,7 +26,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--provider",
         help="execution provider(s) to use, e.g. cpu, xnnpack, cuda, tensorrt (default: per board)",
     )
-    p.add_argument("--threads", type=positive_int, help="intra-op threads (default: per board)")
+    p.add_argument("--threads", type=thread_count, help="intra-op threads (default: per board)")
 
 
 def register(sub: Subparsers) -> None:
