@@ -64,7 +64,11 @@ def run(args: argparse.Namespace) -> int:
     data = out.SerializeToString()  # what onnx.save writes (it wants a named file)
     # validated from a private folder beside -o, written to -o only when it passes: a model that
     # fails (or cannot be judged) never lies where the next command would pick it up
-    with tempfile.TemporaryDirectory(prefix=f".{dst.name}.", dir=dst.parent) as tmp:
+    try:
+        work = tempfile.TemporaryDirectory(prefix=f".{dst.name}.", dir=dst.parent)
+    except OSError as exc:
+        raise EdgeAgentError(f"{dst}: cannot write there: {exc.strerror or exc}") from None
+    with work as tmp:
         trial = Path(tmp) / dst.name
         trial.write_bytes(data)
         after = summarize(data)

@@ -141,3 +141,33 @@ def test_convert_of_a_model_that_cannot_score_says_so_and_writes_nothing(
     )
     assert "photos" not in err[0] and "fix: re-quantize" in err[0]
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_convert_whose_comparison_fails_exits_1_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The comparison ran on the converted copy in a private folder; FAIL leaves -o absent."""
+    from edge_agent.inference.report import Check, ValidationReport
+    from edge_agent.tools import validate
+
+    seen: list[Path] = []
+
+    def failing(ref: Path, cand: Path, *_a: object, **_k: object) -> ValidationReport:
+        seen.append(cand)
+        assert cand.is_file() and cand.name == "c.onnx" and cand.parent != tmp_path
+        return ValidationReport(
+            "detect", str(ref), str(cand), 1, checks=[Check("recall_of_reference", 0.5, 0.9, ">=")]
+        )
+
+    monkeypatch.setattr(validate, "validate_models", failing)
+    src = tmp_path / "toy20.onnx"
+    onnx.save(toy_detector_model(opset=20), str(src))
+    out = tmp_path / "c.onnx"
+    assert main(["model", "convert", str(src), "--target-ort", "1.11", "-o", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"edge-agent model convert: {out} not written: the converted model does not find what {src} finds "
+        "(the table above)"
+    )
+    assert len(seen) == 1 and not seen[0].exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy20.onnx"]
