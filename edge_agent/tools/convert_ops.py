@@ -282,9 +282,14 @@ def lower_node(model: ModelProto, node: NodeProto, target: int, steps: list[int]
             return "uses a mode or input rank its opset-16 form lacks"
         _set_attr(node, "mode", _GRID_MODES[mode].decode())
         return None
-    if op in ("ScatterElements", "ScatterND"):
+    if op in ("ScatterElements", "ScatterND"):  # 16 added reduction add/mul, 18 max/min
         reduction = attr(node, "reduction")
-        return "uses reduction max/min" if reduction in (b"max", b"min") and target < 18 else None
+        newer = (b"max", b"min") if target >= 16 else (b"add", b"mul", b"max", b"min")
+        return (
+            f"uses reduction {reduction.decode()}"
+            if isinstance(reduction, bytes) and reduction in newer
+            else None
+        )
     bad = [a for a in ("saturate", "block_size", "output_dtype") if attr(node, a) not in (None, 0, 1)]
     drop_attr(node, "saturate")  # Cast, CastLike, QuantizeLinear, DequantizeLinear
     return f"uses {bad[0]}" if bad else None

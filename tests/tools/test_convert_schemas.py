@@ -240,3 +240,37 @@ def test_a_real_yolov8n_at_opset_22_converts_for_1_11_and_computes_alike(shared_
     m22 = _opset22(shared_dir / "models" / name)
     assert _forms22(m22) == ({"Conv", "MaxPool"} if "fp32" in name else {"MaxPool"})  # ConvInteger: 10
     _lowered_alike(m22)
+
+
+def _scatter(reduction: str) -> Any:
+    node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction=reduction)
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [
+            onnx.numpy_helper.from_array(np.array([[0, 0], [3, 1]], np.int64), "i"),
+            onnx.numpy_helper.from_array(np.array([[1.5, 2.0], [-1.0, 4.0]], np.float32), "u"),
+        ],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    return m
+
+
+def test_scatter_18_keeps_16_s_reductions_and_refuses_max_min() -> None:
+    """18 only added reduction max/min (same schema, new attribute values): add is 16's already."""
+    m = _scatter("add")
+    src = onnx.ModelProto()
+    src.CopyFrom(m)
+    restamp(m, 16)
+    onnx.checker.check_model(m)
+    x = {"x": np.arange(8, dtype=np.float32).reshape(2, 4)}
+    np.testing.assert_array_equal(_run(m, x)[0], _run(src, x)[0])
+    with pytest.raises(
+        ConvertError, match=r"^operator ScatterElements \(opset-18 form\) uses reduction max: "
+    ):
+        restamp(_scatter("max"), 16)
+    with pytest.raises(ConvertError, match=r"uses reduction add: "):
+        restamp(_scatter("add"), 15)
