@@ -70,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
         raise EdgeAgentError(f"{dst}: cannot write there: {exc.strerror or exc}") from None
     with work as tmp:
         trial = Path(tmp) / dst.name
-        trial.write_bytes(data)
+        try:
+            trial.write_bytes(data)
+        except OSError as exc:  # a full disk: said here, not as a traceback from the comparison
+            raise EdgeAgentError(f"{dst}: cannot write there: {exc.strerror or exc}") from None
         after = summarize(data)
         oldest = oldest_runtime(after.ir_version, after.opsets)
         sys.stdout.write(
