@@ -729,6 +729,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/tools/test_model_convert.py",
             "tests/tools/test_convert_ops.py",
             "tests/tools/test_convert_schemas.py",
+            "tests/tools/test_convert_ops_rules.py",
         ],
     ),
     "tools-quantize": (
