@@ -52,6 +52,8 @@ def test_a_variadic_input_of_a_type_the_older_form_lacks_is_named() -> None:
     )
     assert type_refusal(node, 13, types) is None  # Concat 13 takes bfloat16
     assert type_refusal(node, 4, {"a": TensorProto.FLOAT}) is None  # unknown types are not guessed
+    del types["a"]  # an input of unknown type is skipped, not the end of the check
+    assert type_refusal(node, 4, types) is not None
 
 
 def test_an_output_type_the_older_form_lacks_is_named() -> None:
@@ -119,3 +121,43 @@ def test_grid_sample_is_left_alone_for_a_target_with_20_s_names_and_refused_for_
         ConvertError, match=r"^operator GridSample \(opset-20 form\) uses a mode or input rank"
     ):
         restamp(_grid("linear", rank=5), 16)
+
+
+def _scatter(op: str, reduction: str) -> onnx.ModelProto:
+    data = np.zeros((2, 4), np.float32)
+    if op == "ScatterND":
+        idx, upd = np.array([[0], [1]], np.int64), np.ones((2, 4), np.float32)
+    else:
+        idx, upd = np.array([[0, 1], [2, 3]], np.int64), np.ones((2, 2), np.float32)
+    node = helper.make_node(op, ["d", "i", "u"], ["y"], reduction=reduction)
+    g = helper.make_graph(
+        [node],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(a, n) for a, n in ((data, "d"), (idx, "i"), (upd, "u"))],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize(
+    ("op", "reduction", "target", "refused"),
+    [
+        ("ScatterND", "max", 16, True),
+        ("ScatterND", "min", 16, True),
+        ("ScatterElements", "min", 17, True),
+        ("ScatterND", "mul", 16, False),
+        ("ScatterND", "mul", 15, True),
+        ("ScatterElements", "none", 13, False),
+    ],
+)
+def test_scatter_reductions_the_target_lacks_are_refused(
+    op: str, reduction: str, target: int, refused: bool
+) -> None:
+    m = _scatter(op, reduction)
+    if not refused:
+        restamp(m, target)
+        assert m.opset_import[0].version == target
+        return
+    with pytest.raises(ConvertError, match=rf"^operator {op} \(opset-18 form\) uses reduction {reduction}: "):
+        restamp(m, target)
