@@ -724,8 +724,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     # issue 19, night: the model tools and the onnxruntime adapter had no area
     "tools-convert": (
-        ["edge_agent/tools/convert.py"],
-        ["tests/tools/test_model_convert.py", "tests/tools/test_convert_ops.py"],
+        ["edge_agent/tools/convert.py", "edge_agent/tools/convert_ops.py"],
+        [
+            "tests/tools/test_model_convert.py",
+            "tests/tools/test_convert_ops.py",
+            "tests/tools/test_convert_schemas.py",
+            "tests/tools/test_convert_ops_rules.py",
+        ],
     ),
     "tools-quantize": (
         ["edge_agent/tools/quantize.py", "edge_agent/tools/dequantize.py"],

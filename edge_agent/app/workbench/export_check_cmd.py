@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edge_agent.app.cli.argtypes import non_negative_int, positive_int
+from edge_agent.app.cli.argtypes import non_negative_int, positive_int, thread_count
 
 if TYPE_CHECKING:
     from edge_agent.app.cli.configfile import Subparsers
@@ -58,7 +58,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("-o", "--output", default="export-check.onnx", help="where to write the ONNX file")
     p.add_argument("--runs", type=non_negative_int, default=30, help="timed runs per runtime (0 = no timing)")
     p.add_argument(
-        "--threads", type=positive_int, default=2, help="threads for PyTorch and onnxruntime alike"
+        "--threads", type=thread_count, default=2, help="threads for PyTorch and onnxruntime alike"
     )
     p.add_argument("--no-int8", action="store_true", help="skip the INT8 quantization and its timing")
     p.set_defaults(func=run)
