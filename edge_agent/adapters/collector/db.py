@@ -33,6 +33,15 @@ BUSY_TIMEOUT_MS = 60_000
 ADVISORY_LOCK = 0x6564_6765  # "edge"
 
 
+# the PostgreSQL insert's staging table: per session, not WAL-logged, emptied by every commit
+STAGE_COLS = "d, b, s, k, m, t, j, c"
+STAGE_TYPES = ["text", "int8", "int8", "text", "text", "float8", "text", "text"]
+STAGE_SQL = (
+    "CREATE TEMP TABLE IF NOT EXISTS ingest_stage (d text, b int8, s int8, k text, m text, t float8, "
+    "j text, c text) ON COMMIT DELETE ROWS"
+)
+
+
 class Rejected(NamedTuple):
     topic: str
     reason: str
@@ -95,6 +104,25 @@ class CollectorDb:
 
     def _x(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.execute(self._sql(sql), params)
+
+    def many(self, sql: str, params: Sequence[Sequence[Any]], fetch: bool = True) -> list[list[Any]]:
+        """``sql`` once per parameter tuple; the rows of each (``fetch``). On PostgreSQL in one
+        pipeline: the queries go out together instead of one round trip each."""
+        if not params:
+            return []
+        if self.dialect == "sqlite":
+            if not fetch:
+                self.conn.executemany(sql, params)
+                return []
+            return [self.conn.execute(sql, p).fetchall() for p in params]
+        q = self._sql(sql)
+        if not fetch:
+            with self.conn.cursor() as cur:
+                cur.executemany(q, params)  # pipelined by psycopg
+            return []
+        with self.conn.pipeline():
+            curs = [self.conn.execute(q, p) for p in params]
+        return [c.fetchall() for c in curs]
 
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
@@ -182,12 +210,18 @@ class CollectorDb:
         try:
             split = trust.sort_records(self, records, reported, self.limits)
             inserted = self._insert_records(split.new, received) if split.new else 0
+            # last_seen is when anything was last heard, even a status that lost to a newer one
+            # (the status upsert then changes nothing, last_seen included). The devices without a
+            # status in the round in one statement per run of them, still in device order
+            quiet: list[str] = []
             for dev in sorted(seen | set(by_device)):
-                for st in by_device.get(dev, []):
-                    upsert_status(self, st, received)
-                # last_seen is when anything was last heard, even a status that lost to a newer one
-                # (the upsert above then changes nothing, last_seen included)
-                self._x(self._seen_sql(), (dev, received))
+                if dev in by_device:
+                    self._seen(quiet, received)
+                    quiet = []
+                    for st in by_device[dev]:
+                        upsert_status(self, st, received)
+                quiet.append(dev)
+            self._seen(quiet, received)
             history.insert(self, [st for dev in sorted(by_device) for st in by_device[dev]], received)
             conflicts, repeats, held_conflicts = trust.store_conflicts(
                 self, split.conflicts, received, self.limits
@@ -288,15 +322,35 @@ class CollectorDb:
                 ],
             )
             return int(cur.rowcount)
-        cols = list(zip(*records))
-        cur = self.conn.execute(
-            "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body, camera) "
-            "SELECT d, b, s, k, m, to_timestamp(t), to_timestamp(%s), j::jsonb, c FROM unnest("
-            "%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::float8[], %s::text[], "
-            "%s::text[]) AS u(d, b, s, k, m, t, j, c) ON CONFLICT DO NOTHING",
-            [received, *(list(c) for c in cols)],
+        # binary COPY into a session-local staging table, then one INSERT ... ON CONFLICT from it
+        # (COPY itself cannot skip a conflict). The unnest(%s::text[]) arrays this replaces spent
+        # 32 % of a round in psycopg escaping every body as array text
+        with self.conn.cursor() as cur:
+            cur.execute(STAGE_SQL)
+            with cur.copy(f"COPY ingest_stage ({STAGE_COLS}) FROM STDIN (FORMAT BINARY)") as cp:
+                cp.set_types(STAGE_TYPES)
+                for r in records:
+                    cp.write_row((r.device, r.boot, r.seq, r.kind, r.msg_id, r.time, r.body, r.camera))
+            cur.execute(
+                "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body, camera) "
+                "SELECT d, b, s, k, m, to_timestamp(t), to_timestamp(%s), j::jsonb, c FROM ingest_stage "
+                "ORDER BY d, b, s ON CONFLICT DO NOTHING",
+                [received],
+            )
+            return int(cur.rowcount)
+
+    def _seen(self, devices: Sequence[str], received: float) -> None:
+        if not devices:
+            return
+        if self.dialect == "sqlite":
+            self.conn.executemany(self._seen_sql(), [(d, received) for d in devices])
+            return
+        self.conn.execute(
+            "INSERT INTO devices (device, last_seen) SELECT d, to_timestamp(%s) FROM unnest(%s::text[]) "
+            "AS u(d) ORDER BY d ON CONFLICT (device) "
+            "DO UPDATE SET last_seen = GREATEST(devices.last_seen, excluded.last_seen)",
+            [received, list(devices)],
         )
-        return int(cur.rowcount)
 
     def _seen_sql(self) -> str:
         if self.dialect == "sqlite":
