@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from edge_agent.adapters.collector import confirmed, history, trust
+from edge_agent.adapters.collector import confirmed, history, ingest, trust
 from edge_agent.adapters.collector.migrations import DbError as DbError
 from edge_agent.adapters.collector.migrations import migrations as migrations
 from edge_agent.adapters.collector.migrations import statements
@@ -31,15 +31,6 @@ from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, R
 
 BUSY_TIMEOUT_MS = 60_000
 ADVISORY_LOCK = 0x6564_6765  # "edge"
-
-
-# the PostgreSQL insert's staging table: per session, not WAL-logged, emptied by every commit
-STAGE_COLS = "d, b, s, k, m, t, j, c"
-STAGE_TYPES = ["text", "int8", "int8", "text", "text", "float8", "text", "text"]
-STAGE_SQL = (
-    "CREATE TEMP TABLE IF NOT EXISTS ingest_stage (d text, b int8, s int8, k text, m text, t float8, "
-    "j text, c text) ON COMMIT DELETE ROWS"
-)
 
 
 class Rejected(NamedTuple):
@@ -322,35 +313,11 @@ class CollectorDb:
                 ],
             )
             return int(cur.rowcount)
-        # binary COPY into a session-local staging table, then one INSERT ... ON CONFLICT from it
-        # (COPY itself cannot skip a conflict). The unnest(%s::text[]) arrays this replaces spent
-        # 32 % of a round in psycopg escaping every body as array text
-        with self.conn.cursor() as cur:
-            cur.execute(STAGE_SQL)
-            with cur.copy(f"COPY ingest_stage ({STAGE_COLS}) FROM STDIN (FORMAT BINARY)") as cp:
-                cp.set_types(STAGE_TYPES)
-                for r in records:
-                    cp.write_row((r.device, r.boot, r.seq, r.kind, r.msg_id, r.time, r.body, r.camera))
-            cur.execute(
-                "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body, camera) "
-                "SELECT d, b, s, k, m, to_timestamp(t), to_timestamp(%s), j::jsonb, c FROM ingest_stage "
-                "ORDER BY d, b, s ON CONFLICT DO NOTHING",
-                [received],
-            )
-            return int(cur.rowcount)
+        return ingest.insert_pg(self, records, received)
 
     def _seen(self, devices: Sequence[str], received: float) -> None:
-        if not devices:
-            return
-        if self.dialect == "sqlite":
-            self.conn.executemany(self._seen_sql(), [(d, received) for d in devices])
-            return
-        self.conn.execute(
-            "INSERT INTO devices (device, last_seen) SELECT d, to_timestamp(%s) FROM unnest(%s::text[]) "
-            "AS u(d) ORDER BY d ON CONFLICT (device) "
-            "DO UPDATE SET last_seen = GREATEST(devices.last_seen, excluded.last_seen)",
-            [received, list(devices)],
-        )
+        if devices:
+            ingest.seen(self, devices, received)
 
     def _seen_sql(self) -> str:
         if self.dialect == "sqlite":
