@@ -79,6 +79,15 @@ def register(sub: Subparsers) -> None:
         help="refuse images larger than N pixels, from the header, before decoding (default 40 MP)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per image on stdout")
+    p.add_argument(
+        "--sensor",
+        metavar="FILE",
+        help="run a sensor model (-m, default: the demo sensor model) on a recorded .csv/.jsonl file of "
+        "readings, windowed as the agent does; a 'label' column gives the accuracy",
+    )
+    p.add_argument(
+        "--time-field", metavar="KEY", help="--sensor: the column with each reading's time in s (default: t)"
+    )
     add_track_args(p)
     add_model_args(p)
     p.set_defaults(func=run)
@@ -89,6 +98,10 @@ def _split(s: Optional[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sensor:
+        from edge_agent.app.workbench.infer_sensor import run_sensor
+
+        return run_sensor(args)
     from edge_agent.adapters.camera.images import expand_inputs, read_image
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.app.cli.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file, demo_samples
