@@ -88,6 +88,22 @@ def test_topic_levels_are_checked_one_by_one() -> None:
     assert str(err.value) == f"topic {huge[:200]!r}: device id {'d' * 80!r} is not 1-64 of A-Za-z0-9_.-"
 
 
+def test_a_body_is_stored_as_sent_when_it_parses_and_re_dumped_only_when_it_must_be() -> None:
+    # as sent: spaces, key order and UTF-8 kept (no parse-and-dump per body)
+    sent = '{"seq": 7, "boot": 2, "id": "r1",  "label": "caf\u00e9", "x": 1.5e3}\n'.encode()
+    assert parse("edge", TOPIC, sent, NOW).records[0].body == sent.decode()
+    # a \u escape may hide a lone surrogate or a NUL: re-dumped (and checked) as before
+    esc = b'{"seq": 7, "boot": 2, "label": "caf\\u00e9"}'
+    assert parse("edge", TOPIC, esc, NOW).records[0].body == '{"seq":7,"boot":2,"label":"caf\u00e9"}'
+    assert "surrogate" in refused(TOPIC, b'{"seq": 7, "boot": 2, "x": "\\ud800"}')
+    assert "NUL" in refused(TOPIC, b'{"seq": 7, "boot": 2, "x": "\\u0000"}')
+    # a number that reads as an infinite float, and not-UTF-8 / BOM payloads: as before
+    assert "not storable JSON" in refused(TOPIC, b'{"seq": 7, "boot": 2, "x": 1e400}')
+    bom = b"\xef\xbb\xbf" + b'{"seq": 7, "boot": 2}'
+    assert parse("edge", TOPIC, bom, NOW).records[0].body == '{"seq":7,"boot":2}'
+    assert "not JSON" in refused(TOPIC, b'{"seq": 7, "boot": 2, "x": "\xff"}')
+
+
 def test_seq_and_boot_are_taken_at_their_bounds_and_refused_past_them() -> None:
     assert (one(result(seq=1, boot=0)).seq, one(result(seq=1, boot=0)).boot) == (1, 0)
     r = one(result(seq=MAX_SEQ, boot=MAX_BOOT))
