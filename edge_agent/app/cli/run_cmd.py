@@ -47,11 +47,13 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from edge_agent.app.agent.agent import Agent
     from edge_agent.app.cli.configfile import config_path, load_config
+    from edge_agent.app.cli.state_check import check_state_folders
     from edge_agent.core.config.schema import require_detector
 
     path = config_path(args.config)
     cfg = load_config(path)
     require_detector(cfg, str(path))
+    check_state_folders(cfg)
     agent = Agent(cfg, path, max_frames=args.max_frames)
     agent.install_signal_handlers()
     return agent.run()

@@ -88,6 +88,22 @@ def _split(s: Optional[str]) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()] if s else []
 
 
+def _refuse_saving_into_an_input(save: Optional[str], inputs: list[str]) -> None:
+    """``--save`` into a folder an input lives in makes ``bus_1.jpg`` beside ``bus.jpg``, which the
+    next run over that folder takes as an input: refused before any model loads."""
+    if not save:
+        return
+    target = Path(save).resolve()
+    for given in inputs:
+        p = Path(given).resolve()
+        folder = p if p.is_dir() else p.parent
+        if target == folder:
+            raise EdgeAgentError(
+                f"--save {save}: is the folder of the input {given}; the annotated images would become "
+                "inputs of the next run there: save to another folder (e.g. --save runs/infer)"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.camera.images import expand_inputs, read_image
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
@@ -97,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from edge_agent.inference.guard import check_detector, describe
     from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams, run_cascade
 
+    _refuse_saving_into_an_input(args.save, args.images or [])
     model_path = Path(args.model) if args.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
     det_model = OnnxModel(model_path, provider=args.provider, threads=args.threads, labels=args.labels)
     detector = Detector(det_model, DetectorParams(args.conf, args.iou, args.max_det), args.output_format)
