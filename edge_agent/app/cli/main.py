@@ -113,6 +113,25 @@ def setup_logging(verbose: int, quiet: bool) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Ctrl-C at any point, the command modules' imports included: exit 130 with one line."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return interrupted(argv)
+
+
+def interrupted(argv: Optional[Sequence[str]]) -> int:
+    """What a shell shows for Ctrl-C: one line and 128 + SIGINT, never a traceback."""
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    try:
+        sys.stderr.write(f"edge-agent{' ' + words[0] if words else ''}: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return 130
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -125,8 +144,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except EdgeAgentError as exc:
         sys.stderr.write(f"edge-agent {args.command}: error: {exc}\n")
         return 1
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:
         # `edge-agent infer dir/ --json | head`: the reader left; that is not an error of ours.
         # Point stdout at /dev/null so the interpreter's final flush does not raise again.
