@@ -105,13 +105,6 @@ def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPa
     return found
 
 
-def setup_logging(verbose: int, quiet: bool) -> None:
-    level = logging.WARNING if quiet else (logging.DEBUG if verbose >= 2 else logging.INFO)
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Ctrl-C at any point, the command modules' imports included: exit 130 with one line."""
     try:
@@ -137,6 +130,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from edge_agent.app.cli.logsetup import setup_logging
+
     setup_logging(args.verbose, args.quiet)
     try:
         rc: int = args.func(args)

@@ -74,7 +74,7 @@ def register(sub: Subparsers) -> None:
     rb.set_defaults(func=rollback)
 
     pu = msub.add_parser("push", help="send a package over MQTT to devices or a group")
-    pu.add_argument("package", help="package file from `edge-agent model pack`")
+    pu.add_argument("package", nargs="?", help="package file from `edge-agent model pack`")
     add_config_arg(pu)
     target = pu.add_mutually_exclusive_group(required=True)
     target.add_argument("--device", action="append", help="device id (repeatable)")
@@ -95,6 +95,12 @@ def register(sub: Subparsers) -> None:
         "devices skip the chunks they already have",
     )
     pu.add_argument("--expect", type=int, default=0, metavar="N", help="with --group: wait for N devices")
+    pu.add_argument(
+        "--cancel",
+        metavar="TRANSFER",
+        help="cancel a transfer this user pushed from this machine (Ctrl-C during a push does it too): "
+        "the devices drop it unless they already switched",
+    )
     pu.set_defaults(func=push)
 
     from edge_agent.app.updates import rollout_cmd  # staged: canaries first, state in the collector's db
@@ -296,11 +302,11 @@ def _check_push_args(args: argparse.Namespace) -> None:
         )
     if args.expect and not args.wait:
         raise ConfigError("--expect N needs --wait S (how long to wait for the N verdicts)")
-    if args.transfer_id is not None:
+    for flag, value in (("--transfer-id", args.transfer_id), ("--cancel", args.cancel)):
         try:
-            check_transfer_id(args.transfer_id)
+            check_transfer_id(value) if value is not None else None
         except ValueError as exc:
-            raise ConfigError(f"--transfer-id: {exc}") from None
+            raise ConfigError(f"{flag}: {exc}") from None
 
 
 def _warn_untargeted(pkg: Path, devices: list[str], group: Optional[str]) -> None:
@@ -326,7 +332,7 @@ def _warn_untargeted(pkg: Path, devices: list[str], group: Optional[str]) -> Non
 
 
 def push(args: argparse.Namespace) -> int:
-    from edge_agent.app.updates.push import OutcomeWatcher, push_package
+    from edge_agent.app.updates.push import OutcomeWatcher, keep_secret, push_package, send_cancel
 
     if args.force:
         raise ConfigError(
@@ -335,18 +341,34 @@ def push(args: argparse.Namespace) -> int:
         )
     _check_push_args(args)
     cfg = _config(args.config)
+    devices = list(args.device or [])
+    if args.cancel is not None:
+        send_cancel(cfg, args.cancel, devices, args.group)
+        sys.stdout.write(f"sent the cancel of transfer {args.cancel}\n")
+        return 0
+    if args.package is None:
+        raise ConfigError("model push: expected a PACKAGE to push (or --cancel TRANSFER)")
     pkg = Path(args.package)
     if not pkg.is_file():
         raise ModelError(f"{pkg}: no such package file")
     tid = args.transfer_id or uuid.uuid4().hex[:16]
     watcher = OutcomeWatcher(cfg, tid) if args.wait > 0 else None
-    _warn_untargeted(pkg, args.device or [], args.group)
-    push_package(cfg, pkg, args.device or [], args.group, transfer_id=tid)
-    sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
-    if watcher is None:
-        return 0
-    devices = list(args.device or [])
-    got = watcher.wait(args.wait, devices, args.expect)
+    _warn_untargeted(pkg, devices, args.group)
+    commitment = keep_secret(tid)
+    try:
+        push_package(cfg, pkg, devices, args.group, transfer_id=tid, cancel_sha256=commitment)
+        sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
+        sys.stdout.flush()
+        if watcher is None:
+            return 0
+        got = watcher.wait(args.wait, devices, args.expect)
+    except KeyboardInterrupt:
+        send_cancel(cfg, tid, devices, args.group)
+        sys.stderr.write(
+            f"edge-agent model push: interrupted: sent the cancel of transfer {tid} (a device that "
+            "already switched keeps it: `edge-agent model rollback` there)\n"
+        )
+        return 130
     for dev in sorted(set(got) | set(devices)):
         res = got.get(dev)
         sys.stdout.write(f"{dev}: {res['outcome']}: {res['detail']}\n" if res else f"{dev}: no answer\n")

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from edge_agent import __version__
 from edge_agent.adapters.updates import signing
@@ -149,6 +149,7 @@ def install(
     allow_downgrade: bool = False,
     allow_rolled_back: bool = False,
     planner: Optional[ProviderPlanner] = None,
+    cancelled: Optional[Callable[[], bool]] = None,
 ) -> dict[str, Any]:
     """Verify, stage, gate and switch; returns the outcome (also kept as ``last`` in the store).
 
@@ -227,6 +228,9 @@ def install(
             store.prune(state.kept())  # the refused candidate goes, unless the device keeps it
             return record(store, origin, m.summary(), Outcome.REFUSED, f"the gate could not run: {exc}")
         log.info("%s: %s", vid, gate.summary())
+        if cancelled is not None and cancelled():  # the sender cancelled it while the gate ran
+            store.prune(state.kept())
+            return record(store, origin, m.summary(), Outcome.REFUSED, "cancelled by its sender")
         if not gate.passed and not force:
             store.prune(state.kept())
             return record(store, origin, m.summary(), Outcome.REFUSED, gate.summary(), gate.to_json())
