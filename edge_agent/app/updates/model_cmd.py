@@ -157,6 +157,11 @@ def agent_pid(cfg: Config) -> Optional[int]:
     return pid
 
 
+def _num(value: Any) -> str:
+    """A gate figure for a person: 4 significant digits (0.3265, not 0.32651472091674805)."""
+    return f"{value:.4g}" if isinstance(value, float) else "-" if value is None else str(value)
+
+
 def _print_result(res: dict[str, Any], as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
@@ -168,13 +173,14 @@ def _print_result(res: dict[str, Any], as_json: bool) -> int:
             rep = gate.get(part) or {}
             for c in rep.get("checks", []):
                 w(
-                    f"  {part} {c['name']:<22} {c['value']}  ({c['op']} {c['limit']})  {'ok' if c['passed'] else 'FAIL'}\n"
+                    f"  {part} {c['name']:<22} {_num(c['value'])}  ({c['op']} {_num(c['limit'])})  "
+                    f"{'ok' if c['passed'] else 'FAIL'}\n"
                 )
         if gate:
             met = (gate.get("detector") or {}).get("metrics", {})
             w(
                 f"  reference detections {met.get('reference_detections')}, candidate detections "
-                f"{met.get('candidate_detections')}, candidate max score {gate.get('candidate_max_score')}\n"
+                f"{met.get('candidate_detections')}, candidate max score {_num(gate.get('candidate_max_score'))}\n"
             )
     return 0 if res["outcome"] in (Outcome.SWITCHED, Outcome.UNCHANGED) else 1
 
@@ -238,6 +244,9 @@ def status(args: argparse.Namespace) -> int:
     live = (snap.data.get("model_update") if snap is not None and not snap.is_stale(30) else None) or {}
     info["agent"] = "running" if agent_pid(cfg) else "not running"
     info["state"] = live.get("state")
+    last_at = (info.get("last") or {}).get("at")
+    if info["state"] == "gating" and snap is not None and last_at and last_at >= snap.data.get("ts", 0):
+        info["state"] = "idle"  # the snapshot (every 2 s) predates the verdict recorded since
     info["transfer"] = live.get("transfer")
     if args.json:
         sys.stdout.write(json.dumps(info, indent=2) + "\n")
