@@ -91,7 +91,21 @@ def build_parser() -> argparse.ArgumentParser:
     for subparser in _all_subparsers(parser):
         subparser.formatter_class = HelpFormatter
         _add_global_flags(subparser, top=False)
+    _describe_from_help(parser)
     return parser
+
+
+def _describe_from_help(parser: argparse.ArgumentParser) -> None:
+    """A subcommand's ``--help`` page without a description of its own shows its one-line help
+    (the line its parent's list shows), so no page is only a usage line."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, child in action.choices.items():
+                if not (child.description or "").strip() and helps.get(name):
+                    text = str(helps[name])
+                    child.description = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+                _describe_from_help(child)
 
 
 def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
