@@ -318,7 +318,7 @@ def record(
 ) -> dict[str, Any]:
     """The event, kept as ``last`` in the store (the status and `model status` show it)."""
     ev = event(outcome, detail, origin, time.time(), version, gate, signer)
-    if outcome is Outcome.REFUSED:
+    if outcome is Outcome.REFUSED and origin != "cli":  # the command prints its own refusal, once
         log.error("model update refused (%s): %s", origin, detail)
     state = store.state()
     state.last = ev
