@@ -531,3 +531,28 @@ def test_a_cameras_classes_filter_what_it_tracks(
         capsys, world, "--labels", str(labels), "--config", str(cfg), "--camera", "south", str(world["cam"])
     )
     assert rc == 0 and lines[-1]["summary"]["objects"] == 0  # every square dropped by south's classes
+
+
+def test_track_with_a_config_runs_its_detector_at_its_threshold_and_classes(
+    capsys: pytest.CaptureFixture[str], world: dict[str, Path], tmp_path: Path
+) -> None:
+    """The preview ran the bundled demo detector at 0.25 whatever [detector] said: it showed
+    objects the device never reports. Now the file's detector, conf and classes; options win."""
+    cfg = tmp_path / "c.toml"
+
+    def run(detector: str, *args: str) -> tuple[int, list[Any], str]:
+        cfg.write_text(GEOMETRY + detector)
+        rc = main(["infer", "--track", "--json", "--config", str(cfg), *args, str(world["cam"])])
+        out, err = capsys.readouterr()
+        return rc, [json.loads(line) for line in out.splitlines()], err
+
+    rc, lines, _ = run(f'[detector]\nmodel = "{world["det"]}"\nconf_threshold = 0.6\n')
+    assert rc == 0 and lines[-1]["summary"]["objects"] == 2  # the file's square detector
+    rc, lines, _ = run(f'[detector]\nmodel = "{world["det"]}"\nconf_threshold = 1.0\n')
+    assert rc == 0 and lines[-1]["summary"]["objects"] == 0  # its threshold, not the default 0.25
+    rc, lines, _ = run(f'[detector]\nmodel = "{world["det"]}"\nconf_threshold = 1.0\n', "--conf", "0.6")
+    assert rc == 0 and lines[-1]["summary"]["objects"] == 2  # a threshold typed here wins
+    rc, lines, _ = run(f'[detector]\nmodel = "{world["det"]}"\nconf_threshold = 0.6\nclasses = ["car"]\n')
+    assert rc == 1 or lines[-1]["summary"]["objects"] == 0  # its classes: no square kept
+    rc, _, err = run(f'[detector]\nmodel = "{tmp_path / "gone.onnx"}"\n')
+    assert rc == 1 and "gone.onnx" in err  # the file's model is the one opened
