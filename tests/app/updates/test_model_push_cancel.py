@@ -6,6 +6,7 @@ tests/adapters/updates/test_receiver_cancel.py)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,37 @@ def test_ctrl_c_while_waiting_cancels_and_cancel_later_sends_the_same_secret(
     capsys.readouterr()
     assert main(["model", "push", "--cancel", "0" * 16, "--config", str(cfg), "--device", "cam-1"]) == 1
     assert "only the user and machine that pushed it can cancel it" in capsys.readouterr().err
+
+
+def test_a_device_drops_the_transfer_its_sender_cancels_over_the_broker(
+    tmp_path: Path, broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver over a real mosquitto: begin and one chunk arrive, the cancel follows, the
+    transfer is gone; the rest of its chunks, pushed after, land nowhere."""
+    from support import wait_until
+    from support.updates import with_keys
+
+    from edge_agent.adapters.updates.receiver import ModelReceiver
+    from edge_agent.app.cli.configfile import load_config
+    from edge_agent.app.updates.push import keep_secret, push_package, send_cancel
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    pkg = package(tmp_path, 5000)
+    cfg = load_config(write_config(tmp_path, port=broker.port, extra=with_keys("")))
+    root = Path(cfg.device.state_dir)
+    events: list[Any] = []
+    rec = ModelReceiver(cfg, root / "transfers", root / "inbox", events.append)
+    rec.start()
+    try:
+        assert rec.subscribed.wait(10)
+        tid = "c0ffee0123456789"
+        push_package(cfg, pkg, ["cam-1"], None, transfer_id=tid, only=[0], cancel_sha256=keep_secret(tid))
+        wait_until(lambda: (root / "transfers" / tid / "chunks" / "0").exists(), 10)
+        send_cancel(cfg, tid, ["cam-1"], None)
+        wait_until(lambda: not (root / "transfers" / tid).exists(), 10)
+        assert {"transfer_id": tid, "cancelled": True} in events
+        push_package(cfg, pkg, ["cam-1"], None, transfer_id=tid, only=range(1, 7))
+        time.sleep(1.0)
+        assert not (root / "transfers" / tid).exists() and not list((root / "inbox").glob("*.pkg"))
+    finally:
+        rec.stop()
