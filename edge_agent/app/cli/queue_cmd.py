@@ -85,7 +85,7 @@ def _stats(path: Path, as_json: bool) -> int:
     return 0
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A figure as a person reads it: no Python spellings (``None``, ``False``)."""
     if value is None:
         return "-"

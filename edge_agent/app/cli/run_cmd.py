@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -142,9 +143,9 @@ def demo(args: argparse.Namespace) -> int:
 STAGES = ("pre", "infer", "classify", "post")
 
 
-def _latency(ms: Any) -> str:
+def _latency(ms: Mapping[str, float]) -> str:
     """``12.3 ms (pre 2.1, infer 9.9, post 0.4)``: the median total and its stages, never a dict."""
-    if not isinstance(ms, dict) or "total" not in ms:
+    if "total" not in ms:
         return "-"
     parts = ", ".join(f"{k} {ms[k]:g}" for k in STAGES if k in ms)
     return f"{ms['total']:g} ms" + (f" ({parts})" if parts else "")

@@ -157,7 +157,7 @@ def agent_pid(cfg: Config) -> Optional[int]:
     return pid
 
 
-def _num(value: Any) -> str:
+def _num(value: object) -> str:
     """A gate figure for a person: 4 significant digits (0.3265, not 0.32651472091674805)."""
     return f"{value:.4g}" if isinstance(value, float) else "-" if value is None else str(value)
 

@@ -107,11 +107,9 @@ def detector_from_config(args: argparse.Namespace) -> None:
 
     d = load_config(args.config).detector
     for dest, key in FROM_CONFIG.items():
-        value: Any = getattr(d, key)
+        value: object = ",".join(d.classes) or None if key == "classes" else getattr(d, key)
         if key == "model" and not str(value).strip():
             continue  # no [detector] model in the file: the command line's (or the demo)
-        if key == "classes":
-            value = ",".join(value) or None
         if value is not None and not _given(args, dest):
             setattr(args, dest, value)
 
