@@ -159,7 +159,10 @@ def agent_pid(cfg: Config) -> Optional[int]:
 
 def _num(value: object) -> str:
     """A gate figure for a person: 4 significant digits (0.3265, not 0.32651472091674805)."""
-    return f"{value:.4g}" if isinstance(value, float) else "-" if value is None else str(value)
+    if isinstance(value, float):
+        text = f"{value:.4g}"
+        return text if any(c in text for c in ".enai") else text + ".0"  # a float reads as one: 0.0
+    return "-" if value is None else str(value)
 
 
 def _print_result(res: dict[str, Any], as_json: bool) -> int:

@@ -26,4 +26,4 @@ def test_gate_figures_are_short(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "candidate max score 0.3265\n" in out and "0.9123  (>= 0.9)  ok" in out
     assert "0.32651472" not in out
-    assert [_num(None), _num(3), _num(1e-7)] == ["-", "3", "1e-07"]
+    assert [_num(None), _num(3), _num(1e-7), _num(0.0), _num(20.0)] == ["-", "3", "1e-07", "0.0", "20.0"]
