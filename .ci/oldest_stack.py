@@ -1,6 +1,7 @@
 """Drive the installed edge-agent the way a Jetson does, on the oldest supported stack.
 
     python .ci/oldest_stack.py --ort 1.11.1 [--shared ../shared] [--int8 q.onnx --reference fp32.jsonl]
+                               [--check converted.onnx its-source.jsonl ...]
 
 Run by .ci/oldest-stack.sh with the venv's own Python 3.8 (CPython 3.8.18, onnxruntime 1.11.1 or
 1.16.3, every runtime dependency at its floor). Why a driver and not a pytest marker: the test
@@ -8,8 +9,9 @@ tree is written for 3.11 (it builds its models with the ``onnx`` package, which 
 must not have, and uses 3.9+ syntax); binding all of it to 3.8 would cost more than it checks.
 This exercises the installed package, not the clone: infer, the run loop with its SQLite queue,
 sync to a real mosquitto on loopback, model pack + install through the gate, inspect, and the
-one-line refusal of a model the runtime cannot load. Every step prints one line; any failure
-exits 1 naming the step.
+one-line refusal of a model the runtime cannot load, and the same detections from each model
+converted for this runtime (``--check``: an opset-22 export through ``model convert``) as its
+source gave on today's stack. Every step prints one line; any failure exits 1 naming the step.
 """
 
 from __future__ import annotations
@@ -177,6 +179,14 @@ def main() -> int:
     ap.add_argument("--int8", type=Path, help="a `quantize --target-ort` output to run here")
     ap.add_argument("--reference", type=Path, help="infer --json of its FP32 source, made on today's stack")
     ap.add_argument("--images", type=Path, help="the images --reference was made on (default: SHARED/images)")
+    ap.add_argument(
+        "--check",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("MODEL", "REFERENCE"),
+        help="a converted model and infer --json of its source on today's stack (on --images); repeatable",
+    )
     a = ap.parse_args()
     versions(a.ort, a.sqlite)
     with tempfile.TemporaryDirectory(prefix="edge-agent-oldest-") as tmp:
@@ -213,27 +223,26 @@ def main() -> int:
         if not out.startswith("switched"):
             fail("model install", out.strip())
         refusal(a.shared, a.ort)
-        if a.int8 and a.reference:
-            got = root / "int8.jsonl"
-            got.write_text(
-                must(
-                    f"infer --json with {a.int8.name}",
-                    "infer",
-                    "--json",
-                    "--model",
-                    str(a.int8),
-                    str(a.images or a.shared / "images"),
-                )
-            )
-            r = subprocess.run(
-                [sys.executable, str(REPO / ".ci" / "same_detections.py"), str(a.reference), str(got)],
-                text=True,
-                capture_output=True,
-            )
-            print(("ok   " if r.returncode == 0 else "") + r.stdout.strip())
-            if r.returncode:
-                fail("same detections", r.stdout.strip())
+        pairs = [(a.int8, a.reference)] if a.int8 and a.reference else []
+        pairs += [(Path(m), Path(ref)) for m, ref in a.check]
+        for i, (model, reference) in enumerate(pairs):
+            same_detections(root / f"got-{i}.jsonl", model, reference, a.images or a.shared / "images")
     return 0
+
+
+def same_detections(got: Path, model: Path, reference: Path, images: Path) -> None:
+    """infer --json with ``model`` here must find what ``reference`` (its source, today's stack) found."""
+    got.write_text(
+        must(f"infer --json with {model.name}", "infer", "--json", "--model", str(model), str(images))
+    )
+    r = subprocess.run(
+        [sys.executable, str(REPO / ".ci" / "same_detections.py"), str(reference), str(got)],
+        text=True,
+        capture_output=True,
+    )
+    print(("ok   " if r.returncode == 0 else "") + r.stdout.strip())
+    if r.returncode:
+        fail("same detections", r.stdout.strip())
 
 
 if __name__ == "__main__":

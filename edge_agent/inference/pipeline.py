@@ -26,12 +26,13 @@ from edge_agent.core.vision.preprocess import (
     Letterbox,
     preprocess_classifier,
     preprocess_detector,
+    rect_size,
 )
 from edge_agent.core.vision.results import Detection, to_detection_list
 from edge_agent.core.vision.yolo import Detections
 from edge_agent.errors import ModelError
 from edge_agent.inference.preset_choice import choose_preprocess
-from edge_agent.inference.task import detector_format
+from edge_agent.inference.task import detector_format, score_refusal
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +89,23 @@ class Detector:
     names, else the one its output shape and metadata say); refuses anything else at load."""
 
     def __init__(
-        self, model: OnnxModel, params: Optional[DetectorParams] = None, output_format: Optional[str] = None
+        self,
+        model: OnnxModel,
+        params: Optional[DetectorParams] = None,
+        output_format: Optional[str] = None,
+        rect: bool = True,
     ) -> None:
         self.model = model
         self.params = params or DetectorParams()
         self.input_hw = model.input_hw()
         self.format = detector_format(model, output_format)
+        # a model with dynamic H/W gets the smallest stride-multiple rectangle holding the letterboxed
+        # image, as Ultralytics feeds it (less padding, less work); ``rect=False`` keeps the square
+        # input_hw (the camera loop: one shape per run, so several cameras batch in one session.run)
+        spatial = model.input.shape[2:4] if len(model.input.shape) == 4 else (1, 1)
+        dynamic_hw = not all(isinstance(d, int) and d > 0 for d in spatial)
+        self.rect = rect and dynamic_hw and not self.format.fmt.stretch_input
+        self.stride = model.info.stride or 32
         if model.info.task and model.info.task not in ("detect",):
             raise ModelError(
                 f"{model.path}: metadata says task '{model.info.task}', expected a 'detect' model"
@@ -147,10 +159,11 @@ class Detector:
         own ring (several cameras: one per camera).
         """
         t0 = time.perf_counter()
-        canvas, blob = (ring or self._ring).take(self.input_hw)
+        hw = rect_size(image_bgr.shape[:2], self.input_hw, self.stride) if self.rect else self.input_hw
+        canvas, blob = (ring or self._ring).take(hw)
         out_blob = blob if np.dtype(self.dtype) == np.float32 else None
         tensor, lb = preprocess_detector(
-            image_bgr, self.input_hw, self.dtype, canvas, out_blob, stretch=self.format.fmt.stretch_input
+            image_bgr, hw, self.dtype, canvas, out_blob, stretch=self.format.fmt.stretch_input
         )
         return Prepared(tensor, lb, (time.perf_counter() - t0) * 1e3)
 
@@ -162,8 +175,8 @@ class Detector:
     def detect_batch(self, preps: Sequence[Prepared]) -> list[DetectOutput]:
         """Frames of several cameras in one ``session.run`` (a dynamic batch axis only: the caller
         checks ``model.dynamic_batch``); each frame's ``infer`` time is its share of the run."""
-        if len(preps) == 1:
-            return [self.detect_prepared(preps[0])]
+        if len(preps) == 1 or len({p.blob.shape for p in preps}) > 1:  # rect inputs of other sizes
+            return [self.detect_prepared(p) for p in preps]
         t1 = time.perf_counter()
         raw = self.model.run_single(np.concatenate([p.blob for p in preps]))[0]
         share = (time.perf_counter() - t1) * 1e3 / len(preps)
@@ -176,12 +189,18 @@ class Detector:
     ) -> DetectOutput:
         t2 = time.perf_counter()
         p = self.params
+        fmt = self.format
+        if self.rect:  # normalised boxes (end2end 0..1) scale by the input this frame had
+            fmt = dataclasses.replace(fmt, input_hw=(int(prep.blob.shape[-2]), int(prep.blob.shape[-1])))
         try:
             dets, best = decode_output(
-                raw, self.format, prep.letterbox, p.conf_threshold, p.iou_threshold, p.max_det, p.classes
+                raw, fmt, prep.letterbox, p.conf_threshold, p.iou_threshold, p.max_det, p.classes
             )
         except ValueError as exc:
             raise ModelError(f"{self.model.path}: {exc}") from None
+        wrong = score_refusal(self.model.path, self.format.fmt.name, best)
+        if wrong:  # a seg/pose head or logits read as scores: every detection would be a lie
+            raise ModelError(wrong)
         self.last_max_score = best
         ms = {"pre": prep.pre_ms, "infer": infer_ms, "post": (time.perf_counter() - t2) * 1e3}
         return DetectOutput(dets, ms, raw if keep_raw else None, best)

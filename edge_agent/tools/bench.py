@@ -136,11 +136,54 @@ def _pipeline(
     return (lambda img: preprocess_classifier([img], pp, model.input.dtype)), classify
 
 
+def synthetic_feeds(
+    model: OnnxModel, seq_len: int = 128, seed: int = 0
+) -> dict[str, npt.NDArray[np.generic]]:
+    """Inputs for a model that takes no image (:func:`edge_agent.inference.task.input_kind`): a
+    dynamic batch axis is 1, any other dynamic axis ``seq_len`` (a sequence length or a window);
+    integer inputs are token ids in 1..99 (inside any vocabulary), ``*mask*`` ones, ``*type*`` /
+    ``*segment*`` zeros, ``*position*`` 0..n-1; float inputs uniform in -1..1."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, npt.NDArray[np.generic]] = {}
+    for t in model.info.inputs:
+        shape = tuple(
+            d if isinstance(d, int) and d > 0 else (1 if i == 0 else seq_len) for i, d in enumerate(t.shape)
+        )
+        dtype = np.dtype(t.dtype)
+        name = t.name.lower()
+        if dtype.kind == "f":
+            feeds[t.name] = rng.uniform(-1, 1, shape).astype(dtype)
+        elif dtype.kind == "b" or "mask" in name:
+            feeds[t.name] = np.ones(shape, dtype)
+        elif "type" in name or "segment" in name:
+            feeds[t.name] = np.zeros(shape, dtype)
+        elif "position" in name and shape:
+            feeds[t.name] = np.broadcast_to(np.arange(shape[-1], dtype=dtype), shape).copy()
+        else:
+            feeds[t.name] = rng.integers(1, 100, shape).astype(dtype)
+    return feeds
+
+
+def _tensor_pipeline(
+    model: OnnxModel, feeds: dict[str, npt.NDArray[np.generic]]
+) -> Callable[[Image], dict[str, float]]:
+    """A model fed generated tensors: its whole pipeline is the run (no image pre/post-processing)."""
+
+    def run(_img: Image) -> dict[str, float]:
+        t0 = time.perf_counter()
+        model.run(feeds)
+        ms = (time.perf_counter() - t0) * 1e3
+        return {"pre": 0.0, "infer": ms, "post": 0.0, "total": ms}
+
+    return run
+
+
 def probe_memory(
-    path: str, provider: Optional[str], threads: Optional[int], runs: int = 3
+    path: str, provider: Optional[str], threads: Optional[int], runs: int = 3, seq_len: int = 128
 ) -> dict[str, float]:
     """Load + run ``path`` in a fresh interpreter; its peak RSS and load time."""
     cmd = [sys.executable, "-m", "edge_agent.tools.bench", "--probe", path, "--runs", str(runs)]
+    cmd += ["--seq-len", str(seq_len)]
     if provider:
         cmd += ["--provider", provider]
     if threads:
@@ -175,6 +218,7 @@ def _probe_main(argv: Sequence[str]) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--provider")
     ap.add_argument("--threads", type=int)
+    ap.add_argument("--seq-len", type=int, default=128)
     a = ap.parse_args(argv)
     import cv2  # noqa: F401 - imported before the baseline so it isn't counted as the model's
     import onnxruntime  # noqa: F401
@@ -185,7 +229,9 @@ def _probe_main(argv: Sequence[str]) -> int:
     t0 = time.perf_counter()
     model = OnnxModel(a.probe, provider=a.provider, threads=a.threads, warmup=False)
     load_ms = (time.perf_counter() - t0) * 1e3
-    feeds = model.dummy_inputs()
+    from edge_agent.inference.task import input_kind
+
+    feeds = model.dummy_inputs() if input_kind(model) == "image" else synthetic_feeds(model, a.seq_len)
     for _ in range(a.runs):
         model.run(feeds)
     peak = _peak_rss_mb()
@@ -204,8 +250,10 @@ def bench_models(
     provider: Optional[str] = None,
     measure_memory: bool = True,
     show_progress: bool = True,
+    seq_len: int = 128,
 ) -> list[ModelBench]:
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.inference.task import input_kind
     from edge_agent.tools.progress import Progress
     from edge_agent.tools.quantize import model_kind
 
@@ -213,13 +261,18 @@ def bench_models(
     runners = []
     for p in paths:
         model = OnnxModel(p, provider=provider, threads=threads)
-        kind = model_kind(model)
+        kind = model_kind(model) if input_kind(model) == "image" else "tensor"
         b = ModelBench(str(p), kind, model.info.quant_kind, load_ms=model.info.load_ms)
         if measure_memory:
-            mem = probe_memory(str(p), provider, threads)
+            mem = probe_memory(str(p), provider, threads, seq_len=seq_len)
             b.load_ms, b.peak_rss_mb, b.model_rss_mb = mem["load_ms"], mem["peak_rss_mb"], mem["model_rss_mb"]
-        pre, pipe = _pipeline(model, kind)
-        feeds = {model.input.name: pre(image)}
+        if kind == "tensor":
+            feeds = synthetic_feeds(model, seq_len)
+            pipe = _tensor_pipeline(model, feeds)
+        else:
+            pre, pipe = _pipeline(model, kind)
+            feeds = {model.input.name: pre(image)}
+        model.run(feeds)  # a model that cannot run these inputs: one line (ModelError), before timing
         runners.append((b, model.session, feeds, pipe))
         benches.append(b)
     bar = Progress(warmup + runs, "benchmarking") if show_progress else None
@@ -259,8 +312,13 @@ def format_table(report: dict[str, Any]) -> str:
     lines = [
         f"bench: {report['image']} ({report['runs']} runs after {report['warmup']} warm-up, interleaved; "
         f"threads {report['threads'] or 'default'}; times in ms)",
-        head,
     ]
+    if any(r["kind"] == "tensor" for r in report["models"]):
+        lines.append(
+            f"  models without an image input get generated tensors, dynamic axes {report.get('seq_len', 128)} "
+            "long (--seq-len); their pre/post are 0"
+        )
+    lines.append(head)
     for r in report["models"]:
         s, p = r["session_run_ms"], r["pipeline_ms"]
         lines.append(

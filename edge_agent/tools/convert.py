@@ -6,10 +6,12 @@ The limits come from :mod:`edge_agent.core.runtime.ort_compat`. Three steps:
    other domains into every model it writes; an old runtime refuses the unused ``ai.onnx.ml``);
 2. lower the ``ai.onnx`` opset: onnx's version converter first; when it has no adapter (it has
    none from Split 18, for instance), "restamp": every node whose operator did not change between
-   the target opset and the model's is kept as is, the few whose newer form is only an extension
-   (Split without ``num_outputs``, Resize without antialias/axes, Reduce* with constant axes, Pad
-   without axes, type-only changes) are rewritten to the older form, anything else is refused
-   naming the operator;
+   the target opset and the model's is kept as is; a newer form that only admits more tensor types
+   (Conv and MaxPool 22: bfloat16) is restamped when the node's own types fit the older form; the
+   few whose newer form is an extension (Split without ``num_outputs``, Resize without
+   antialias/axes, Reduce* with constant axes, Pad without axes) are rewritten to the older form
+   (:mod:`edge_agent.tools.convert_ops`); anything else is refused naming the operator, what its
+   schema changed and the fix;
 3. lower the IR version when no tensor type needs the newer IR (float8: IR 9, int4: IR 10).
 
 The result is checked with ``onnx.checker`` at the target opset; the CLI then compares it with
@@ -24,9 +26,10 @@ from typing import TYPE_CHECKING, Optional
 from edge_agent.core.runtime.ort_compat import RuntimeLimits, limits_for, parse_version, refusals
 from edge_agent.errors import EdgeAgentError
 from edge_agent.tools import require_onnx
+from edge_agent.tools.convert_ops import forms, lower_node, type_refusal, value_types
 
 if TYPE_CHECKING:
-    from onnx import ModelProto, NodeProto
+    from onnx import ModelProto
 
 
 class ConvertError(EdgeAgentError):
@@ -36,38 +39,6 @@ class ConvertError(EdgeAgentError):
 _MAIN = ("", "ai.onnx")
 # tensor element types and the IR version that introduced them (onnx.proto TensorProto.DataType)
 _TYPE_IR = {17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
-_REDUCE = [
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceMean",
-    "ReduceSumSquare",
-]
-# operators whose newer versions only added tensor types (float8, int4, ...): same node, older stamp
-_TYPES_ONLY = set(
-    [
-        "Reshape",
-        "Shape",
-        "Identity",
-        "Size",
-        "ConstantOfShape",
-        "Equal",
-        "Constant",
-        "Cast",
-        "CastLike",
-        "Flatten",
-        "Squeeze",
-        "Unsqueeze",
-        "Transpose",
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "Where",
-    ]
-)
 
 
 def target_limits(target: str) -> RuntimeLimits:
@@ -80,21 +51,6 @@ def target_limits(target: str) -> RuntimeLimits:
 
         limits = TABLE[-1]
     return limits
-
-
-def _attr(node: NodeProto, name: str) -> object:
-    from onnx import helper
-
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return None
-
-
-def _drop_attr(node: NodeProto, name: str) -> None:
-    keep = [a for a in node.attribute if a.name != name]
-    del node.attribute[:]
-    node.attribute.extend(keep)
 
 
 def prune_opset_imports(model: ModelProto) -> list[str]:
@@ -110,67 +66,11 @@ def prune_opset_imports(model: ModelProto) -> list[str]:
     return dropped
 
 
-def _const(model: ModelProto, name: str) -> Optional[list[int]]:
-    from onnx import numpy_helper
-
-    for init in model.graph.initializer:
-        if init.name == name:
-            return [int(v) for v in numpy_helper.to_array(init).reshape(-1)]
-    for n in model.graph.node:
-        if n.op_type == "Constant" and n.output[0] == name:
-            value = _attr(n, "value")
-            return None if value is None else [int(v) for v in numpy_helper.to_array(value).reshape(-1)]
-    return None
-
-
-def _lower_node(model: ModelProto, node: NodeProto, target: int) -> Optional[str]:
-    """Rewrite one node to its form at opset ``target``; returns why not (None = done)."""
-    from onnx import helper
-
-    op = node.op_type
-    if op == "Split":
-        return "uses num_outputs" if _attr(node, "num_outputs") is not None else None
-    if op == "Resize":
-        if _attr(node, "antialias") or _attr(node, "axes"):
-            return "uses antialias/axes"
-        policy = _attr(node, "keep_aspect_ratio_policy")
-        if policy not in (None, b"stretch"):
-            return "uses keep_aspect_ratio_policy"
-        if _attr(node, "coordinate_transformation_mode") == b"half_pixel_symmetric":
-            return "uses half_pixel_symmetric"
-        for name in ("antialias", "axes", "keep_aspect_ratio_policy"):
-            _drop_attr(node, name)
-        return None
-    if op in _REDUCE:
-        if target >= 18:  # axes are an input from 18 on; ReduceMax/Min 20 only added types
-            return None
-        if _attr(node, "noop_with_empty_axes"):
-            return "uses noop_with_empty_axes"
-        if len(node.input) > 1 and node.input[1]:
-            axes = _const(model, node.input[1])
-            if axes is None:
-                return "takes its axes from a computed tensor"
-            del node.input[1:]
-            node.attribute.append(helper.make_attribute("axes", axes))
-        return None
-    if op == "Pad":
-        if (len(node.input) > 3 and node.input[3]) or _attr(node, "mode") == b"wrap":
-            return "uses axes or wrap mode"
-        return None
-    if op == "AveragePool":
-        dil = _attr(node, "dilations")
-        if isinstance(dil, list) and any(d != 1 for d in dil):  # INTS: a list
-            return "uses dilations"
-        _drop_attr(node, "dilations")  # all 1: opset 16's checker refuses the attribute itself
-        return None
-    if op in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"):
-        bad = [a for a in ("saturate", "block_size", "output_dtype") if _attr(node, a) not in (None, 0, 1)]
-        for name in ("saturate",):
-            _drop_attr(node, name)
-        return f"uses {bad[0]}" if bad else None
-    if op in _TYPES_ONLY:
-        return None
-    return "has no older form"
+def _refuse(op: str, detail: str, target: int) -> ConvertError:
+    return ConvertError(
+        f"operator {op} {detail}: export the model at opset {target} or lower instead "
+        f"(Ultralytics: `yolo export format=onnx opset={target}`)"
+    )
 
 
 def restamp(model: ModelProto, target: int) -> None:
@@ -178,6 +78,7 @@ def restamp(model: ModelProto, target: int) -> None:
     from onnx import defs
 
     current = next(o.version for o in model.opset_import if o.domain in _MAIN)
+    types = value_types(model)  # before any rewrite: onnx infers at the model's own opset
     for node in model.graph.node:
         if node.domain not in _MAIN:
             continue
@@ -194,18 +95,17 @@ def restamp(model: ModelProto, target: int) -> None:
         except Exception:  # noqa: BLE001
             then = None
         if then is None:
-            raise ConvertError(
-                f"operator {node.op_type} does not exist before opset {now}; the target runtime needs "
-                f"opset <= {target}: re-export the model without it"
+            raise _refuse(
+                node.op_type, f"does not exist before opset {now} (the target reads <= {target})", target
             )
         if now == then:
             continue
-        why = _lower_node(model, node, target)
+        why = lower_node(model, node, target, forms(node.op_type, then, now))
         if why:
-            raise ConvertError(
-                f"operator {node.op_type} (opset {now} form) {why}: it has no opset-{target} form; "
-                "re-export the model for an older opset"
-            )
+            raise _refuse(node.op_type, f"(opset-{now} form) {why}", target)
+        bad = type_refusal(node, target, types)
+        if bad:
+            raise ConvertError(f"operator {node.op_type} ({node.name or '?'}): {bad}")
     for o in model.opset_import:
         if o.domain in _MAIN:
             o.version = target

@@ -120,6 +120,7 @@ class ExportReport:
     batch2_rel_diff: float
     timings_ms: dict[str, float] = field(default_factory=dict)
     min_onnxruntime: str = "?"
+    int8: str = "static"  # static (QDQ) | dynamic (MatMulInteger/ConvInteger) | none
 
     @property
     def passed(self) -> bool:
@@ -142,9 +143,9 @@ class ExportReport:
         ]
         if self.timings_ms:
             base = self.timings_ms.get("pytorch")
-            lines.append(f"  {'runtime':<14} {'p50 ms':>8} {'vs PyTorch':>10}")
+            lines.append(f"  {'runtime':<26} {'p50 ms':>8} {'vs PyTorch':>10}")
             for k, v in self.timings_ms.items():
-                lines.append(f"  {k:<14} {v:8.2f} {(base / v if base else float('nan')):9.2f}x")
+                lines.append(f"  {k:<26} {v:8.2f} {(base / v if base else float('nan')):9.2f}x")
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
 
@@ -166,8 +167,18 @@ def runtime_for_opset(opset: int) -> str:
     return next((row.name for row in TABLE if row.opset >= opset), TABLE[-1].name)
 
 
+def input_name(example: Tensor) -> str:
+    """``images`` for a float image batch, ``input_ids`` for int64 token ids, else ``input``."""
+    if not example.dtype.is_floating_point:
+        return "input_ids"
+    return "images" if example.dim() == 4 else "input"
+
+
 def export(net: Module, example: Tensor, out: Path, opset: int = DEFAULT_OPSET) -> None:
     torch = require_torch()
+    name = input_name(example)
+    # token ids: the sequence axis is dynamic too (one export for every text length)
+    axes = {0: "batch", 1: "seq"} if name == "input_ids" else {0: "batch"}
     net.eval()
     with torch.no_grad(), warnings.catch_warnings():
         # the TorchScript exporter warns that it is deprecated in favour of dynamo, which needs
@@ -178,9 +189,9 @@ def export(net: Module, example: Tensor, out: Path, opset: int = DEFAULT_OPSET) 
             (example,),
             str(out),
             opset_version=opset,
-            input_names=["images"],
+            input_names=[name],
             output_names=["output0"],
-            dynamic_axes={"images": {0: "batch"}, "output0": {0: "batch"}},
+            dynamic_axes={name: axes, "output0": {0: "batch"}},
             dynamo=False,
         )
     _static_output_dims(out)
@@ -223,13 +234,14 @@ def check_export(net: Module, example: Tensor, out: Path, opset: int = DEFAULT_O
     dynamic = bool(dim0.dim_param) and not dim0.HasField("dim_value")
     sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     x1 = example.detach().cpu().numpy()
-    x2 = np.concatenate([x1, np.flip(x1, axis=3).copy()], axis=0)
+    x2 = np.concatenate([x1, np.flip(x1, axis=-1).copy()], axis=0)
+    name = input_name(example)
     with torch.no_grad():
         t1 = net(torch.from_numpy(x1)).numpy()
         t2 = net(torch.from_numpy(x2)).numpy()
-    o1 = sess.run(None, {"images": x1})[0]
+    o1 = sess.run(None, {name: x1})[0]
     abs1, rel1 = _rel(t1, o1)
-    rel2 = _rel(t2, sess.run(None, {"images": x2})[0])[1] if dynamic else float("inf")
+    rel2 = _rel(t2, sess.run(None, {name: x2})[0])[1] if dynamic else float("inf")
     from edge_agent.core.runtime.ort_compat import oldest_runtime
 
     oldest = oldest_runtime(model.ir_version, {o.domain or "ai.onnx": o.version for o in model.opset_import})
@@ -275,7 +287,7 @@ def time_runtimes(
     x = example.detach().cpu().numpy()
     calls: dict[str, Callable[[], object]] = {"pytorch": lambda: net(example)}
     for k, s in sessions.items():
-        calls[k] = functools.partial(s.run, None, {"images": x})
+        calls[k] = functools.partial(s.run, None, {input_name(example): x})
     times: dict[str, list[float]] = {k: [] for k in calls}
     rounds = 5
     per_block = max(1, runs // rounds)
@@ -290,28 +302,58 @@ def time_runtimes(
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
+def int8_kind(input_shape: tuple[int, ...], dtype: str, int8: Optional[str]) -> str:
+    """``static`` (QDQ, calibrated on images: only for [N, 1|3, H, W] float input), ``dynamic``
+    (MatMulInteger/ConvInteger, no calibration: token ids, sensor windows, transformers) or
+    ``none``; ``int8`` None = static for images, dynamic otherwise. One line when impossible."""
+    image = dtype == "float32" and len(input_shape) == 4 and input_shape[1] in (1, 3)
+    kind = int8 or ("static" if image else "dynamic")
+    if kind == "static" and not image:
+        raise ToolingDependencyError(
+            f"--int8 static calibrates on images, and input {list(input_shape)} {dtype} is not an image "
+            "[N, 3, H, W] float32; use --int8 dynamic"
+        )
+    return kind
+
+
 def run_export_check(
     net: Module,
-    input_shape: tuple[int, int, int, int],
+    input_shape: tuple[int, ...],
     out: Path,
     opset: int = DEFAULT_OPSET,
     runs: int = 30,
     threads: int = 2,
     with_int8: bool = True,
+    dtype: str = "float32",
+    int8_mode: Optional[str] = None,
+    vocab: int = 100,
 ) -> ExportReport:
+    """``dtype`` int64: the example is token ids in 0..vocab-1; ``int8_mode``: see :func:`int8_kind`."""
     torch = require_torch()
     from edge_agent.tools.quantize import quantize_model
 
+    kind = int8_kind(input_shape, dtype, int8_mode) if with_int8 else "none"
     net.eval()
     torch.manual_seed(0)
-    example = torch.rand(*input_shape)
+    if dtype == "int64":
+        example = torch.randint(0, vocab, tuple(input_shape), dtype=torch.int64)
+    else:
+        example = torch.rand(*input_shape)
     report = check_export(net, example, out, opset)
     int8: Optional[Path] = None
-    if with_int8:
+    if kind == "static":
         int8 = out.with_name(out.stem + ".int8.onnx")
         with tempfile.TemporaryDirectory(prefix="edge-agent-calib-") as tmp:
             files = _synthetic_calibration(Path(tmp), (input_shape[2], input_shape[3]))
             quantize_model(out, int8, files, progress=False, target_ort=runtime_for_opset(opset))
+    elif kind == "dynamic":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        int8 = out.with_name(out.stem + ".int8-dynamic.onnx")
+        quantize_dynamic(str(out), str(int8), weight_type=QuantType.QInt8)
+    report.int8 = kind
     if runs > 0:
         report.timings_ms = time_runtimes(net, example, out, int8, runs, threads)
+        if kind == "dynamic" and "onnxruntime int8" in report.timings_ms:
+            report.timings_ms["onnxruntime int8 (dynamic)"] = report.timings_ms.pop("onnxruntime int8")
     return report

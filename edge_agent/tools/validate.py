@@ -28,12 +28,19 @@ def validate_models(
 ) -> ValidationReport:
     """Load both models and compare them on ``files``; which comparison depends on the model kind."""
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
-    from edge_agent.inference.task import model_task
+    from edge_agent.inference.task import input_kind, model_task
     from edge_agent.tools.progress import Progress
 
     th = thresholds or Thresholds()
     ref = OnnxModel(ref_path, provider=provider, threads=threads, warmup=False)
     cand = OnnxModel(cand_path, provider=provider, threads=threads, warmup=False)
+    for m in (ref, cand):
+        if input_kind(m) == "tensor":
+            inputs = ", ".join(f"{t.name} {t.type} {list(t.shape)}" for t in m.info.inputs)
+            raise EdgeAgentError(
+                f"{m.path}: inputs {inputs} are not an image: validate compares models on images; "
+                "`edge-agent quantize` compares a dynamic INT8 copy with FP32 on generated inputs"
+            )
     kind, ckind = model_task(ref), model_task(cand)
     if kind != ckind:
         raise EdgeAgentError(f"{cand_path} is a {ckind} model but {ref_path} is a {kind} model")

@@ -78,10 +78,14 @@ def test_a_fine_output_scale_passes(tmp_path: Path) -> None:
     assert check_detector(Detector(OnnxModel(m))) == []
 
 
-def test_infer_and_inspect_warn_with_cause_and_fix(broken: Path, frames: Path) -> None:
-    r = cli("infer", str(frames), "--model", str(broken))
-    assert r.returncode == 0
-    assert "warning" in r.stderr and "scale 8" in r.stderr and "edge-agent quantize" in r.stderr
+def test_infer_fails_and_inspect_warns_with_cause_and_fix(broken: Path, frames: Path) -> None:
+    r = cli("infer", str(frames), "--model", str(broken), "--json")
+    assert r.returncode == 1  # a script sees the failure (it was 0 with "detections": [])
+    assert r.stdout.count('"detections":[]') == len(r.stdout.splitlines()) > 0  # still run, to show it
+    assert r.stderr.startswith(f"edge-agent infer: error: {broken}: cannot produce detection scores: ")
+    assert r.stderr.rstrip().endswith("(the images are run anyway, to show what it outputs; exit status 1)")
+    assert "scale 8" in r.stderr and "edge-agent quantize" in r.stderr
+    assert cli("infer", str(frames), "--model", str(broken), "--track").returncode == 1
     assert "Traceback" not in r.stderr
     assert r.stderr.count("re-quantize") == 1  # two causes (static scale, probe), one fix sentence
     r = cli("inspect", str(broken))

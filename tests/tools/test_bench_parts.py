@@ -235,7 +235,9 @@ def test_the_memory_probe_gets_the_provider_and_threads(
 
     asked: list[tuple[str, object, object]] = []
 
-    def probe(path: str, provider: object, threads: object, runs: int = 3) -> dict[str, float]:
+    def probe(
+        path: str, provider: object, threads: object, runs: int = 3, seq_len: int = 128
+    ) -> dict[str, float]:
         asked.append((path, provider, threads))
         return {"load_ms": 7.0, "peak_rss_mb": 90.0, "model_rss_mb": 12.0}
 

@@ -114,3 +114,44 @@ def test_quantizing_a_dynamic_batch_export_leaves_no_files_behind(
     run_export_check(TinyYolo(), (1, 3, 64, 64), tmp_path / "tiny.onnx", runs=0)
     assert list(work.iterdir()) == []
     assert Path.cwd() == work
+
+
+class TinyText(torch.nn.Module):  # type: ignore[misc]
+    """Token ids -> embedding -> one self-attention block -> mean pool -> 2 logits (BERT-like)."""
+
+    def __init__(self, vocab: int = 100, hidden: int = 32) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(vocab, hidden)
+        self.q, self.k, self.v = (torch.nn.Linear(hidden, hidden) for _ in range(3))
+        self.head = torch.nn.Linear(hidden, 2)
+
+    def forward(self, ids: Any) -> Any:
+        x = self.emb(ids)
+        att = torch.softmax(self.q(x) @ self.k(x).transpose(1, 2) / 32**0.5, dim=-1)
+        return self.head((x + att @ self.v(x)).mean(dim=1))
+
+
+def test_a_token_model_is_checked_and_timed_with_dynamic_int8(tmp_path: Path) -> None:
+    from edge_agent.tools.export_check import run_export_check
+
+    rep = run_export_check(TinyText(), (1, 16), tmp_path / "t.onnx", runs=5, threads=1, dtype="int64")
+    assert rep.passed, rep.format()
+    assert rep.int8 == "dynamic" and set(rep.timings_ms) == {
+        "pytorch",
+        "onnxruntime fp32",
+        "onnxruntime int8 (dynamic)",
+    }
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "t.int8-dynamic.onnx")).graph.node}
+    assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
+    seq = onnx.load(str(tmp_path / "t.onnx")).graph.input[0].type.tensor_type.shape.dim[1]
+    assert seq.dim_param == "seq"  # one export for every text length
+
+
+def test_the_dynamic_int8_path_for_a_cnn(tmp_path: Path) -> None:
+    from edge_agent.tools.export_check import run_export_check
+
+    rep = run_export_check(
+        small_convnet(), (1, 3, 32, 32), tmp_path / "c.onnx", runs=3, threads=1, int8_mode="dynamic"
+    )
+    assert "onnxruntime int8 (dynamic)" in rep.timings_ms

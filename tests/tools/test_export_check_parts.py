@@ -158,3 +158,17 @@ def test_synthetic_calibration_images_have_the_model_size(tmp_path: Path) -> Non
     imgs = [cv2.imread(str(f)) for f in files]
     assert all(i.shape == (24, 40, 3) for i in imgs)
     assert (imgs[0] != imgs[1]).any()
+
+
+def test_the_int8_kind_follows_the_input_and_static_is_refused_for_tokens() -> None:
+    from edge_agent.tools import ToolingDependencyError
+    from edge_agent.tools.export_check import int8_kind
+
+    assert int8_kind((1, 3, 64, 64), "float32", None) == "static"
+    assert int8_kind((1, 128), "int64", None) == "dynamic"
+    assert int8_kind((1, 6, 128), "float32", None) == "dynamic"  # a sensor window
+    assert int8_kind((1, 3, 64, 64), "float32", "dynamic") == "dynamic"
+    with pytest.raises(
+        ToolingDependencyError, match=r"input \[1, 128\] int64 is not an image.*--int8 dynamic"
+    ):
+        int8_kind((1, 128), "int64", "static")

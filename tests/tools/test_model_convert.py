@@ -111,9 +111,11 @@ def test_cli_converts_validates_and_refuses(toy_dir: Path, tmp_path: Path, capsy
     assert not (tmp_path / "x.onnx").exists()
 
 
-def test_quantize_for_a_nano_stamps_only_what_1_11_reads(toy_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("opset", [20, 22])
+def test_quantize_for_a_nano_stamps_only_what_1_11_reads(toy_dir: Path, tmp_path: Path, opset: int) -> None:
+    """22: Conv in its opset-22 form, which quantize --target-ort 1.11 refused ("Conv ... no older form")."""
     src = tmp_path / "toy20.onnx"
-    onnx.save(toy_detector_model(opset=20), str(src))
+    onnx.save(toy_detector_model(opset=opset), str(src))
     out = tmp_path / "toy.int8.onnx"
     res = quantize_model(src, out, image_files(toy_dir / "calib")[:4], progress=False, target_ort="1.11")
     assert _stamps(onnx.load(str(out))) == (8, {"": 16})  # no ai.onnx.ml 5 & co. from the quantizer

@@ -264,8 +264,9 @@ class CollectorDb:
                     row = self._x(f"SELECT COUNT(*) FROM {table} WHERE device = ?", (device,)).fetchone()
                     counts.append(int(row[0]))
             known = known or any(counts)
-            if purge:  # its health history goes with it (not counted: the history is about the row)
+            if purge:  # its health history and retention spans go with it (not counted)
                 self._x("DELETE FROM status_history WHERE device = ?", (device,))
+                self._x("DELETE FROM expired WHERE device = ?", (device,))
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")

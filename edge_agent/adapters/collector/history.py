@@ -104,6 +104,11 @@ def expire(db: CollectorDb, before: float, batch: int) -> int:
     return int(n)
 
 
+def due(db: CollectorDb, before: float) -> int:
+    """How many rows are older than ``before`` (``fleet retention --dry-run``)."""
+    return int(db._x(f"SELECT COUNT(*) FROM status_history WHERE time < {_t(db)}", (before,)).fetchone()[0])
+
+
 def thin_batch(db: CollectorDb, before: float, bucket_s: float, batch: int) -> tuple[int, int]:
     """Thin at most ``batch`` not yet thinned rows older than ``before`` (core.history.thin):
     ``(deleted, fetched)`` in one transaction; fetched < ``batch``: nothing left to thin."""

@@ -29,7 +29,7 @@ from edge_agent.adapters.runtime.model_info import (  # re-exported: callers and
 from edge_agent.adapters.runtime.planner import ProviderPlanner
 from edge_agent.adapters.runtime.tensorrt_host import EngineBuild, engine_dir
 from edge_agent.core.runtime.onnx_wire import GraphSummary, WireError, summarize
-from edge_agent.core.runtime.ort_compat import load_refusal
+from edge_agent.core.runtime.ort_compat import kernel_refusal, load_refusal
 from edge_agent.core.runtime.providers import CPU, TRT, ProviderPlan
 from edge_agent.core.runtime.tensorrt_plan import QUANTIZED_KINDS, choose_tensorrt_source, jetson_gpu
 from edge_agent.errors import ModelError, ProviderError
@@ -84,6 +84,7 @@ class OnnxModel:
         data = self._read(self.path)
         graph = self._summarize(self.path, data)
         planner = planner or ProviderPlanner.detect(ort, board, available_providers)
+        self._ort_version = str(planner.ort_version)
         refusal = load_refusal(str(self.path), graph.ir_version, graph.opsets, planner.ort_version)
         if refusal:  # before ORT's own multi-line error, which names neither the limit nor the fix
             raise ModelError(refusal)
@@ -215,7 +216,10 @@ class OnnxModel:
             except errors as exc:
                 msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 if chain[0][0] == CPU or len(chain) == 1:
-                    raise ModelError(f"{self.path}: onnxruntime cannot load it: {msg}") from None
+                    # "NOT_IMPLEMENTED : Could not find an implementation for Add(14) node": the op
+                    # named with the runtime and the fix; anything else as onnxruntime said it
+                    no_kernel = kernel_refusal(str(self.path), msg, self._ort_version)
+                    raise ModelError(no_kernel or f"{self.path}: onnxruntime cannot load it: {msg}") from None
                 log.warning(
                     "%s: provider %s failed to initialise (%s); falling back",
                     self.path.name,

@@ -94,6 +94,8 @@ class SerialSensor:
         self.open_failures = 0
         self.callback_errors = 0
         self.last_error: Optional[str] = None
+        # more figures for stats() (the agent's sensor models: {"models": {name: figures}})
+        self.stats_extra: Optional[Callable[[], dict[str, Any]]] = None
 
     @property
     def state(self) -> SensorState:
@@ -127,6 +129,11 @@ class SerialSensor:
             return True
         return False
 
+    def fire(self) -> None:
+        """A trigger from elsewhere (a sensor model's window): what a trigger expression does."""
+        self.triggers += 1
+        self.triggered.set()
+
     def stats(self) -> dict[str, Any]:
         return {
             "port": self.cfg.port,
@@ -139,6 +146,7 @@ class SerialSensor:
             "open_failures": self.open_failures,
             "callback_errors": self.callback_errors,
             "last_error": self.last_error,
+            **(self.stats_extra() if self.stats_extra is not None else {}),
         }
 
     def __enter__(self) -> SerialSensor:

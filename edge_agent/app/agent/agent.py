@@ -24,8 +24,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from queue import SimpleQueue
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -37,9 +38,10 @@ from edge_agent.app.agent.health import StatusOutputs, snapshot, start_metrics
 from edge_agent.app.agent.modelset import ModelSet
 from edge_agent.app.agent.objects_step import ObjectsStep
 from edge_agent.app.agent.output_steps import ObjectsOutput
-from edge_agent.app.agent.parts import start_sensor, start_sync
+from edge_agent.app.agent.parts import start_sensor, start_sensor_models, start_sync
 from edge_agent.app.agent.scheduling import ManyCameras
 from edge_agent.app.updates.agent_side import ModelUpdates
+from edge_agent.app.web.web_app import WebApp, start_web
 from edge_agent.core.camera.motion import MotionFilter
 from edge_agent.core.config.cameras import camera_views
 from edge_agent.core.config.schema import Config, require_detector
@@ -50,13 +52,16 @@ from edge_agent.errors import EdgeAgentError, QueueFullError
 if TYPE_CHECKING:
     from edge_agent.adapters.mqtt.sync import MqttSync
     from edge_agent.adapters.sensor.serial_reader import SerialSensor
+    from edge_agent.app.agent.sensor_inference import SensorInference
 
 log = logging.getLogger(__name__)
 
 STATUS_EVERY_S = 2.0
 DRAIN_ON_STOP_S = 3.0  # after SIGTERM
 DRAIN_ON_END_S = 10.0  # after --max-frames or the end of a file/folder camera
-SCENE_SECTIONS = ("camera", "cameras", "motion", "zones", "lines", "output", "tracker", "sensor", "mqtt")
+# the sections the running pipelines and parts were built from: a reload keeps them (said in the log)
+SCENE_SECTIONS: tuple[str, ...] = ("camera", "cameras", "motion", "zones", "lines", "output", "tracker")
+SCENE_SECTIONS += ("sensor", "sensor_models", "mqtt", "web")
 
 
 @dataclass
@@ -66,6 +71,7 @@ class Parts:
     outbox: Outbox
     sync: Optional[MqttSync] = None
     sensor: Optional[SerialSensor] = None
+    sensor_models: list[SensorInference] = field(default_factory=list)
 
 
 class Agent:
@@ -111,6 +117,8 @@ class Agent:
         ]
         self.named_cameras = bool(cfg.cameras)
         self.scheduling: Optional[ManyCameras] = None  # the loop's, while it runs
+        self.web: Optional[WebApp] = None  # [web], while it runs
+        self._in_loop: SimpleQueue[Callable[[], None]] = SimpleQueue()  # run between two frames
 
     # ---- wiring ---------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -130,6 +138,7 @@ class Agent:
         # a first TensorRT engine build can take minutes: adapters.tensorrt extends systemd's start
         # timeout right before one (a cold engine cache), and only then
         sdnotify.status("loading and warming up the models")
+        web = self.web = start_web(self)  # [web] first: a token file others can read stops the start
         if self._models is None and cfg.model_update.enabled:
             self.updates = ModelUpdates(cfg, self.reload_requested.set)
         models = self._models or self._build_models(cfg)  # warmed up inside OnnxModel
@@ -147,7 +156,8 @@ class Agent:
             self.updates.start(
                 (lambda: sync.publish_status(self.current_status(fresh=True))) if sync is not None else None
             )
-        sensor = parts.sensor = start_sensor(cfg, outbox, self.count_error)
+        parts.sensor_models = start_sensor_models(cfg, outbox)
+        sensor = parts.sensor = start_sensor(cfg, outbox, self.count_error, parts.sensor_models)
         metrics = start_metrics(self)
         try:
             for pipe in self.pipelines:
@@ -172,10 +182,14 @@ class Agent:
                 self.updates.stop()
             if metrics is not None:
                 metrics.stop()
+            if web is not None:
+                web.stop()
             for pipe in self.pipelines:
                 pipe.stop_camera()
             if sensor is not None:
                 sensor.stop()
+            for sensor_model in parts.sensor_models:  # the windows already waiting still go out
+                sensor_model.stop()
             for pipe in self.pipelines:  # objects mode: every object still tracked ends; the counts so far
                 pipe.output.stop()
             with contextlib.suppress(QueueFullError):  # reject_new on a full disk: close() accounts for it
@@ -214,6 +228,10 @@ class Agent:
     def sensor(self) -> Optional[SerialSensor]:
         return self._parts.sensor if self._parts is not None else None
 
+    def call_in_loop(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop thread before its next frame (the page editor's live apply)."""
+        self._in_loop.put(fn)
+
     def add_frame_observer(self, fn: FrameObserver) -> None:
         """``fn(camera, frame, detections)`` after inference for each processed frame of every
         camera (views, tests); one that raises is logged once and counted, and the loop goes on."""
@@ -240,6 +258,8 @@ class Agent:
                 if now - last_status >= STATUS_EVERY_S:  # the one status timer
                     self._status_tick()
                     last_status = now
+                while not self._in_loop.empty():
+                    self._in_loop.get()()
                 if self.reload_requested.is_set():
                     self.reload_requested.clear()
                     self._reload()

@@ -120,7 +120,7 @@ class CameraPipeline:
         self.trigger_only = (
             sensor is not None
             and cfg.sensor is not None
-            and bool(cfg.sensor.trigger)
+            and (bool(cfg.sensor.trigger) or any(m.trigger_camera for m in cfg.sensor_models))
             and cfg.camera.interval_s == 0
         )
         paced = cfg.camera.interval_s > 0 or self.trigger_only
@@ -135,6 +135,7 @@ class CameraPipeline:
         )
         self._next_shot = time.monotonic()
         self._triggers_seen = sensor.triggers if sensor is not None else 0
+        self.trigger_models = any(m.trigger_camera for m in cfg.sensor_models)  # [[sensor_models]] fire too
 
     def end(self) -> None:
         """The loop ended: the prefetch thread stops."""
@@ -218,7 +219,7 @@ class CameraPipeline:
             wait = self._next_shot - time.monotonic()
             if wait > 0:
                 fired = False
-                if sensor is not None and sensor.cfg.trigger:
+                if sensor is not None and (sensor.cfg.trigger or self.trigger_models):
                     fired = sensor.wait_trigger(min(wait, 0.25))  # a trigger shoots early
                 else:
                     self.owner.stop_event.wait(min(wait, 0.25))

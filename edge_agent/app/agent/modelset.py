@@ -50,8 +50,8 @@ class ModelSet:
             float_source=d.float_model,
             planner=planner,
         )
-        detector = Detector(
-            model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det), d.output_format
+        detector = Detector(  # rect=False: one input shape for every camera (batching, decode_target)
+            model, DetectorParams(d.conf_threshold, d.iou_threshold, d.max_det), d.output_format, rect=False
         )
         problems = check_detector(detector)
         if problems:  # run and SIGHUP hot swap both come here: refuse, unless the config says otherwise

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from edge_agent.adapters.host.probes import clock_synchronised
 from edge_agent.adapters.outbox.outbox import Outbox
@@ -20,6 +20,7 @@ from edge_agent.errors import EdgeAgentError
 if TYPE_CHECKING:  # imported when started: paho and pyserial load only when used
     from edge_agent.adapters.mqtt.sync import MqttSync
     from edge_agent.adapters.sensor.serial_reader import SerialSensor
+    from edge_agent.app.agent.sensor_inference import SensorInference
 
 log = logging.getLogger("edge_agent.app.agent.agent")
 
@@ -43,14 +44,17 @@ def start_sync(
     return sync
 
 
-def start_sensor(cfg: Config, outbox: Outbox, count_error: Callable[[], None]) -> Optional[SerialSensor]:
-    """The serial sensor, publishing its readings when ``[sensor] publish``; None without one."""
+def start_sensor(
+    cfg: Config, outbox: Outbox, count_error: Callable[[], None], models: Sequence[SensorInference] = ()
+) -> Optional[SerialSensor]:
+    """The serial sensor, publishing its readings when ``[sensor] publish`` and feeding each
+    sensor model's windows; None without one."""
     scfg = cfg.sensor
     if scfg is None:
         return None
     from edge_agent.adapters.sensor.serial_reader import SerialSensor
 
-    on_reading = None
+    publish = None
     if scfg.publish:
         topic = topics(cfg.mqtt.topic_prefix, cfg.device.id).sensors
         not_queued = LogThrottle(DEVICE_EVERY)
@@ -68,6 +72,30 @@ def start_sensor(cfg: Config, outbox: Outbox, count_error: Callable[[], None]) -
                 if line is not None:
                     log.error("%s", line)
 
-    sensor = SerialSensor(scfg, on_reading=on_reading)
+        publish = on_reading
+    feeds = [m.feed for m in models]
+
+    def each_reading(reading: dict[str, Any]) -> None:
+        if publish is not None:
+            publish(reading)
+        for feed in feeds:
+            feed(reading)
+
+    sensor = SerialSensor(scfg, on_reading=each_reading if publish is not None or feeds else None)
+    if models:
+        sensor.stats_extra = lambda: {"models": {m.entry.name: m.stats() for m in models}}
+    for m in models:
+        m.sensor = sensor
+        m.start()
     sensor.start()
     return sensor
+
+
+def start_sensor_models(cfg: Config, outbox: Outbox) -> list[SensorInference]:
+    """One per ``[[sensor_models]]`` table, loaded (a model that cannot load: ModelError, as for
+    the detector) but not started: :func:`start_sensor` starts them with the reader."""
+    if not cfg.sensor_models:
+        return []
+    from edge_agent.app.agent.sensor_inference import load_sensor_models
+
+    return load_sensor_models(cfg, outbox.put)

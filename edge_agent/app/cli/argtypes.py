@@ -10,6 +10,8 @@ import argparse
 import math
 from typing import Callable, Union
 
+from edge_agent.core.runtime.providers import MAX_THREADS
+
 Number = Union[int, float]
 
 
@@ -32,3 +34,5 @@ non_negative_float = _ranged(float, 0.0, math.inf, "a number >= 0")
 positive_float = _ranged(float, 1e-9, math.inf, "a number > 0")
 positive_int = _ranged(int, 1, 2**31 - 1, "a whole number >= 1")
 non_negative_int = _ranged(int, 0, 2**31 - 1, "a whole number >= 0")
+# onnxruntime starts one OS thread each: 100000 hung session creation (core.runtime.providers)
+thread_count = _ranged(int, 1, MAX_THREADS, f"a whole number from 1 to {MAX_THREADS}")

@@ -14,6 +14,7 @@ DEMO_DETECTOR = "demo-detector-int8.onnx"
 DEMO_DETECTOR_FP32 = "demo-detector.onnx"
 DEMO_CLASSIFIER = "demo-classifier-int8.onnx"
 DEMO_CLASSIFIER_FP32 = "demo-classifier.onnx"
+DEMO_SENSOR = "demo-sensor.onnx"
 
 
 def demo_dir() -> Optional[Path]:

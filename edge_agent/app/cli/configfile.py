@@ -12,7 +12,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from edge_agent.core.config.schema import DEFAULT_CONFIG_PATH, Config, parse_config
+from edge_agent.core.config.schema import (
+    DEFAULT_CONFIG_PATH,
+    Config,
+    config_from_data,
+    parse_config,
+    toml_data,
+)
 from edge_agent.errors import ConfigError
 
 CONFIG_ENV = "EDGE_AGENT_CONFIG"
@@ -51,4 +57,22 @@ def load_config(path: Optional[Union[str, Path]] = None) -> Config:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: cannot read config: {exc}") from None
-    return parse_config(text, source=str(p))
+    return with_scene_file(parse_config(text, source=str(p)), text, str(p))
+
+
+def with_scene_file(cfg: Config, text: str, source: str) -> Config:
+    """The config with the page editor's drop-in (``[web] scene_file``) in it, when that exists:
+    its [[zones]] and [[lines]] replace the config's (docs/web.md)."""
+    from edge_agent.core.config.web import scene_path
+    from edge_agent.core.web.scene_edit import merge_scene
+
+    drop_in = scene_path(cfg.web.scene_file, cfg.device.state_dir)
+    try:
+        scene_text = drop_in.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):  # none (a state_dir that is a file: doctor says so)
+        return cfg
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{drop_in}: cannot read the zones and lines drop-in: {exc}") from None
+    both = f"{source} + {drop_in}"
+    merged = merge_scene(toml_data(text, source), toml_data(scene_text, str(drop_in)), str(drop_in))
+    return config_from_data(merged, both)

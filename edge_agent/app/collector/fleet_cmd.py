@@ -71,8 +71,10 @@ def register(sub: Subparsers) -> None:
         )
         q.add_argument("--json", action="store_true", help="machine-readable output")
     from edge_agent.app.collector.enroll_cmd import add_commands
+    from edge_agent.app.collector.retention_cmd import add_commands as retention_commands
 
     add_commands(fsub)
+    retention_commands(fsub, f"collector database (default: ${DB_ENV}, else {DEFAULT_DB})")
     st.set_defaults(func=run_status)
     gp.set_defaults(func=run_gaps)
     rt.set_defaults(func=run_retire)
@@ -235,6 +237,7 @@ def run_gaps(args: argparse.Namespace) -> int:
         gaps = explain(db.gap_rows(args.device), counters or {})
         conflicts = db.conflict_rows(args.device)
         total = next((d["conflicts"] for d in db.devices() if d["device"] == args.device), 0)
+        expired = _expired(db, args.device)
     finally:
         db.close()
     if counters is None:
@@ -244,12 +247,21 @@ def run_gaps(args: argparse.Namespace) -> int:
         kept = [{"boot": b, "seq": q, "id": m, "reason": r} for b, q, m, r in conflicts]
         _out(
             json.dumps(
-                {"device": args.device, "gaps": out, "conflicts": total, "conflicts_kept": kept}, indent=2
+                {
+                    "device": args.device,
+                    "gaps": out,
+                    "conflicts": total,
+                    "conflicts_kept": kept,
+                    "expired": dict(zip(("rows", "spans", "newest"), expired)),
+                },
+                indent=2,
             )
         )
         return 0
     if not gaps:
         _out(f"{args.device}: no gaps")
+    if expired[0]:  # deleted for age: received, so no gap (docs/collector.md, Retention)
+        _out(f"{args.device}: {expired[0]} messages deleted by the retention (not gaps)")
     for g in gaps:
         n = g.last - g.first + 1
         _out(f"{args.device}: seq {g.first}..{g.last} ({n} missing): {g.reason}")
@@ -261,6 +273,17 @@ def run_gaps(args: argparse.Namespace) -> int:
         if len(conflicts) > 20:
             _out(f"{args.device}:   ... {len(conflicts) - 20} more kept (--json lists them)")
     return 0
+
+
+def _expired(db: CollectorDb, device: str) -> tuple[int, int, Optional[float]]:
+    from edge_agent.adapters.collector import purge
+
+    try:
+        return purge.expired_of(db, device)
+    except db.errors():  # a database before the retention schema
+        if db.dialect == "postgresql":
+            db.conn.rollback()
+        return 0, 0, None
 
 
 def run_retire(args: argparse.Namespace) -> int:

@@ -98,6 +98,7 @@ class Collector:
         )
         self._online_at = 0.0
         self.maintenance = Maintenance(cfg)
+        self.metrics.purged = self.maintenance.purged  # one dict: /metrics reads the retention's counts
         prefix = cfg.prefix
         self.sub.ignore = lambda topic: is_confirm_topic(prefix, topic)  # ours, back through <prefix>/+/+
 

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Optional
 
-from edge_agent.core.messages.fleet_metrics import collector_families, device_families, render
+from edge_agent.core.messages.fleet_metrics import collector_families, device_families, expired_family, render
 
 RATE_WINDOW_S = 10.0
 
@@ -59,6 +59,8 @@ class Metrics:
         self.devices_known = 0
         # the per-device rows (adapters.collector.history.metric_rows), refreshed by the writer
         self.device_rows: list[dict[str, Any]] = []
+        # rows deleted for age by class (the maintenance's dict, shared: app.collector.maintenance)
+        self.purged: dict[str, int] = {}
         self._window: deque[tuple[float, int]] = deque()
 
     def stored(self, now: float, n: int) -> None:
@@ -98,4 +100,5 @@ class Metrics:
     def exposition(self, inbox: int, connected: bool, labels: Mapping[str, str]) -> str:
         """The /metrics text: the collector's own families, then the per-device ones."""
         rows = self.device_rows  # one reference: the writer replaces the list, never mutates it
-        return render(collector_families(self.values(inbox, connected), labels) + device_families(rows))
+        own = collector_families(self.values(inbox, connected), labels)
+        return render([*own, expired_family(dict(self.purged), labels), *device_families(rows)])

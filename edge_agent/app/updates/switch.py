@@ -90,11 +90,7 @@ def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], s
     """The device's own recent frames; else the package's probe images; else the bundled samples,
     but only while the demo detector runs: they are shapes drawn for it, and a COCO model
     "passing" on two spurious detections there is no verdict (issue 22). None -> the gate refuses."""
-    from edge_agent.adapters.updates.frame_ring import FrameRing
-
-    mu = cfg.model_update
-    ring = FrameRing(store.root / "ring", mu.ring_frames, mu.ring_interval_s, mu.ring_max_age_h)
-    files = ring.files()
+    files = _ring_files(cfg, store)
     if files:
         return files, "ring"
     probe = store.probe_images(vid)
@@ -109,6 +105,13 @@ def gate_images(cfg: Config, store: ModelStore, vid: str) -> tuple[list[Path], s
     except ModelError:
         samples = []
     return samples, "bundled-probe"
+
+
+def _ring_files(cfg: Config, store: ModelStore) -> list[Path]:
+    from edge_agent.adapters.updates.frame_ring import FrameRing
+
+    mu = cfg.model_update
+    return FrameRing(store.root / "ring", mu.ring_frames, mu.ring_interval_s, mu.ring_max_age_h).files()
 
 
 def _runs_demo_detector(cfg: Config, store: ModelStore) -> bool:
@@ -212,7 +215,8 @@ def install(
         try:
             with tempfile.TemporaryDirectory(dir=store.root, prefix=".gate-") as snap:
                 # a snapshot: the loop keeps rotating the ring while the gate reads it
-                files = _snapshot(files, Path(snap)) if source == "ring" else files
+                if source == "ring":
+                    files = _snapshot(files, Path(snap), lambda: _ring_files(cfg, store))
                 gate = run_gate(
                     cur,
                     store.paths(vid),
@@ -261,14 +265,27 @@ def _at_most(a: str, b: str) -> bool:
         return False
 
 
-def _snapshot(files: list[Path], dest: Path) -> list[Path]:
-    out = []
-    for f in files:
-        try:
-            out.append(Path(shutil.copy2(f, dest)))
-        except FileNotFoundError:  # rotated out between listing and copying
-            continue
-    return out
+def _snapshot(
+    files: list[Path], dest: Path, relist: Callable[[], list[Path]], attempts: int = 3
+) -> list[Path]:
+    """Copies of the ring's newest ``len(files)`` frames. The loop keeps writing a frame and
+    pruning the oldest while this copies, so a listed frame can be gone by its turn: list again
+    and copy the newer ones (CI once gated on 2 of a 3-frame ring when one rotated out)."""
+    want = len(files)
+    got: dict[str, Path] = {}
+    for _ in range(attempts):
+        missed = False
+        for f in files:
+            if f.name in got:
+                continue
+            try:
+                got[f.name] = Path(shutil.copy2(f, dest / f.name))
+            except FileNotFoundError:  # rotated out between listing and copying
+                missed = True
+        if not missed:
+            break
+        files = relist()
+    return [got[name] for name in sorted(got)[-want:]] if want else []
 
 
 def rollback(

@@ -21,8 +21,19 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--image", help="input image (default: a bundled demo sample, else a synthetic one)")
     p.add_argument("--runs", type=positive_int, default=50, help="timed runs per model (default 50)")
     p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed runs first (default 5)")
+    p.add_argument(
+        "--seq-len",
+        type=positive_int,
+        default=128,
+        help="length of dynamic axes for models without an image input (token ids, sensor windows; default 128)",
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the per-model RSS subprocess probe")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--sensor",
+        metavar="FILE",
+        help="sensor models: time them on the windows of this .csv/.jsonl recording",
+    )
     add_model_args(p)
     p.set_defaults(func=run)
 
@@ -34,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.runs < 1 or args.warmup < 0:
         raise EdgeAgentError(f"--runs must be >= 1 and --warmup >= 0 (got {args.runs}, {args.warmup})")
+    if getattr(args, "sensor", None):
+        from edge_agent.app.workbench.bench_sensor import bench_sensor
+
+        return bench_sensor(args)
     if args.image:
         image, label = read_image(args.image), args.image
     else:
@@ -46,7 +61,14 @@ def run(args: argparse.Namespace) -> int:
             samples = None
         image, label = default_image(samples)
     benches = bench_models(
-        args.models, image, args.runs, args.warmup, args.threads, args.provider, not args.no_memory
+        args.models,
+        image,
+        args.runs,
+        args.warmup,
+        args.threads,
+        args.provider,
+        not args.no_memory,
+        seq_len=args.seq_len,
     )
     meta = {
         "image": f"{label} ({image.shape[1]}x{image.shape[0]})",
@@ -54,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         "warmup": args.warmup,
         "threads": args.threads,
         "provider": args.provider,
+        "seq_len": args.seq_len,
     }
     report = report_json(benches, meta)
     text = json.dumps(report, indent=2) if args.json else format_table(report) + noisy_note(report)

@@ -3,13 +3,15 @@
 A Jetson Nano (JetPack 4.6) runs onnxruntime 1.11, which reads IR <= 8, opset <= 16: today's
 exports (IR 9-10, opset 17-21) are refused there. This lowers the opset/IR where the operators
 allow it and refuses in one line naming the operator when they do not; the result is then compared
-with the input by ``validate`` (on --images, default the bundled sample frames). Needs ``[models]``.
+with the input by ``validate`` (on --images, default the bundled sample frames) and written to -o
+only when it passes (or with --no-validate). Needs ``[models]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,32 +61,67 @@ def run(args: argparse.Namespace) -> int:
     if dst.resolve() == src.resolve():
         raise EdgeAgentError(f"{dst}: refusing to overwrite the input; choose another -o")
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with durable_file(dst, MODEL_MODE) as f:  # complete or absent: a failed save leaves no half model
-        f.write(out.SerializeToString())  # what onnx.save writes (it wants a named file)
-    after = summarize(dst.read_bytes())
-    oldest = oldest_runtime(after.ir_version, after.opsets)
-    sys.stdout.write(
-        f"{dst}: {describe_stamps(before.ir_version, before.opsets)} -> "
-        f"{describe_stamps(after.ir_version, after.opsets)}; loads on onnxruntime >= "
-        f"{oldest.name if oldest else '?'}\n"
-    )
-    if args.no_validate:
-        return 0
-    return _validate(src, dst, args)
+    data = out.SerializeToString()  # what onnx.save writes (it wants a named file)
+    # validated from a private folder beside -o, written to -o only when it passes: a model that
+    # fails (or cannot be judged) never lies where the next command would pick it up
+    try:
+        work = tempfile.TemporaryDirectory(prefix=f".{dst.name}.", dir=dst.parent)
+    except OSError as exc:
+        raise EdgeAgentError(f"{dst}: cannot write there: {exc.strerror or exc}") from None
+    with work as tmp:
+        trial = Path(tmp) / dst.name
+        try:
+            trial.write_bytes(data)
+        except OSError as exc:  # a full disk: said here, not as a traceback from the comparison
+            raise EdgeAgentError(f"{dst}: cannot write there: {exc.strerror or exc}") from None
+        after = summarize(data)
+        oldest = oldest_runtime(after.ir_version, after.opsets)
+        sys.stdout.write(
+            f"{dst}: {describe_stamps(before.ir_version, before.opsets)} -> "
+            f"{describe_stamps(after.ir_version, after.opsets)}; loads on onnxruntime >= "
+            f"{oldest.name if oldest else '?'}\n"
+        )
+        rc = 0 if args.no_validate else _validate(src, trial, dst, args)
+        if rc == 0:
+            with durable_file(dst, MODEL_MODE) as f:  # complete or absent: a failed save leaves no half model
+                f.write(data)
+    return rc
 
 
-def _validate(src: Path, dst: Path, args: argparse.Namespace) -> int:
+def _validate(src: Path, trial: Path, dst: Path, args: argparse.Namespace) -> int:
     from edge_agent.app.cli.assets import demo_samples
     from edge_agent.tools.quantize import image_files, pick_samples
     from edge_agent.tools.validate import validate_models
 
     root = Path(args.images) if args.images else demo_samples()
     files = pick_samples(image_files(root), args.max_images)
-    report = validate_models(src, dst, files, root, show_progress=False)
+    report = validate_models(src, trial, files, root, show_progress=False)
     sys.stdout.write(report.format_table() + "\n")
     if report.passed:
         return 0
-    if report.no_verdict:
-        sys.stderr.write(f"edge-agent model convert: no verdict on {root}: pass --images with real photos\n")
-        return 2
-    return 1
+    if not report.no_verdict:
+        sys.stderr.write(
+            f"edge-agent model convert: {dst} not written: the converted model does not find what {src} "
+            "finds (the table above)\n"
+        )
+        return 1
+    sys.stderr.write(
+        f"edge-agent model convert: {dst} not written: {_why_no_verdict(src, root, len(files))}\n"
+    )
+    return 2
+
+
+def _why_no_verdict(src: Path, root: Path, n: int) -> str:
+    """The input found nothing to compare on: because it cannot score at all (the guard says why),
+    or because the images show nothing it detects."""
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.inference.guard import check_detector, describe
+    from edge_agent.inference.pipeline import Detector
+
+    problems = check_detector(Detector(OnnxModel(src, warmup=False)))
+    if problems:
+        return f"the input cannot be checked against: {describe(src, problems)}"
+    return (
+        f"{src} finds no object in the {n} image(s) of {root}, so the conversion could not be checked; "
+        "pass --images with photos of what it detects (or --no-validate to write it unchecked)"
+    )

@@ -1,7 +1,8 @@
 """``edge-agent export-check``: export a PyTorch model to ONNX and check it (needs the [torch] extra).
 
 Checks eval mode, opset >= 13, a dynamic batch axis, ``onnx.checker`` and ONNX-vs-PyTorch outputs
-(<= 1e-4 relative), then times PyTorch, ORT FP32 and ORT static INT8 side by side.
+(<= 1e-4 relative), then times PyTorch, ORT FP32 and ORT INT8 side by side: static QDQ for image
+inputs, dynamic (no calibration) for token ids and sensor windows, or as --int8 says.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edge_agent.app.cli.argtypes import non_negative_int, positive_int
+from edge_agent.app.cli.argtypes import non_negative_int, positive_int, thread_count
 
 if TYPE_CHECKING:
     from edge_agent.app.cli.configfile import Subparsers
@@ -29,7 +30,24 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--kwargs", default="{}", help="JSON keyword arguments for CALLABLE, e.g. '{\"imgsz\": 640}'"
     )
-    p.add_argument("--input-shape", default="1,3,224,224", help="example input N,C,H,W (default 1,3,224,224)")
+    p.add_argument(
+        "--input-shape",
+        default="1,3,224,224",
+        help="example input: N,C,H,W for images (default 1,3,224,224), N,T for token ids, N,C,T for sensor windows",
+    )
+    p.add_argument(
+        "--input-dtype",
+        choices=("float32", "int64"),
+        default="float32",
+        help="int64: token ids (random in 0..--vocab-1; the sequence axis is exported dynamic)",
+    )
+    p.add_argument("--vocab", type=positive_int, default=100, help="token id range for --input-dtype int64")
+    p.add_argument(
+        "--int8",
+        choices=("static", "dynamic"),
+        help="INT8 copy to time: static QDQ (images only; the default for them) or dynamic "
+        "(MatMulInteger/ConvInteger, no calibration; the default for any other input)",
+    )
     p.add_argument(
         "--opset",
         type=positive_int,
@@ -40,7 +58,7 @@ def register(sub: Subparsers) -> None:
     p.add_argument("-o", "--output", default="export-check.onnx", help="where to write the ONNX file")
     p.add_argument("--runs", type=non_negative_int, default=30, help="timed runs per runtime (0 = no timing)")
     p.add_argument(
-        "--threads", type=positive_int, default=2, help="threads for PyTorch and onnxruntime alike"
+        "--threads", type=thread_count, default=2, help="threads for PyTorch and onnxruntime alike"
     )
     p.add_argument("--no-int8", action="store_true", help="skip the INT8 quantization and its timing")
     p.set_defaults(func=run)
@@ -54,9 +72,11 @@ def run(args: argparse.Namespace) -> int:
         dims = [int(v) for v in args.input_shape.split(",")]
     except ValueError:
         raise EdgeAgentError(f"--input-shape {args.input_shape!r}: expected N,C,H,W integers") from None
-    if len(dims) != 4:
-        raise EdgeAgentError(f"--input-shape {args.input_shape!r}: expected 4 numbers N,C,H,W")
-    shape = (dims[0], dims[1], dims[2], dims[3])
+    if not 2 <= len(dims) <= 5 or min(dims) < 1:
+        raise EdgeAgentError(
+            f"--input-shape {args.input_shape!r}: expected 2 to 5 positive numbers (N,C,H,W; N,T; N,C,T)"
+        )
+    shape = tuple(dims)
     try:
         kwargs = json.loads(args.kwargs)
     except ValueError:
@@ -73,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
         args.runs,
         args.threads,
         not args.no_int8,
+        dtype=args.input_dtype,
+        int8_mode=args.int8,
+        vocab=args.vocab,
     )
     sys.stdout.write(report.format() + "\n")
     return 0 if report.passed else 1

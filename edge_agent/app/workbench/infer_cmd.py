@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, TextIO
 
-from edge_agent.app.cli.argtypes import non_negative_float, positive_int, unit_interval
+from edge_agent.app.cli.argtypes import non_negative_float, positive_int, thread_count, unit_interval
 from edge_agent.app.workbench.track_infer import add_track_args, detector_from_config, mark_defaults
 from edge_agent.core.vision.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
 from edge_agent.errors import EdgeAgentError, ImageError
@@ -26,7 +26,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--provider",
         help="execution provider(s) to use, e.g. cpu, xnnpack, cuda, tensorrt (default: per board)",
     )
-    p.add_argument("--threads", type=positive_int, help="intra-op threads (default: per board)")
+    p.add_argument("--threads", type=thread_count, help="intra-op threads (default: per board)")
 
 
 def register(sub: Subparsers) -> None:
@@ -85,6 +85,15 @@ def register(sub: Subparsers) -> None:
         help="also write the detections to FILE as MOTChallenge det.txt lines (frame = the image's "
         "place in name order, from 1), the input of `edge-agent track -d FILE`",
     )
+    p.add_argument(
+        "--sensor",
+        metavar="FILE",
+        help="run a sensor model (-m, default: the demo sensor model) on a recorded .csv/.jsonl file of "
+        "readings, windowed as the agent does; a 'label' column gives the accuracy",
+    )
+    p.add_argument(
+        "--time-field", metavar="KEY", help="--sensor: the column with each reading's time in s (default: t)"
+    )
     add_track_args(p)
     add_model_args(p)
     mark_defaults(p)
@@ -112,6 +121,10 @@ def _refuse_saving_into_an_input(save: Optional[str], inputs: list[str]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sensor:
+        from edge_agent.app.workbench.infer_sensor import run_sensor
+
+        return run_sensor(args)
     from edge_agent.adapters.camera.images import expand_inputs, read_image
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.app.cli.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file, demo_samples
@@ -131,8 +144,12 @@ def run(args: argparse.Namespace) -> int:
     det_model = OnnxModel(model_path, provider=args.provider, threads=args.threads, labels=args.labels)
     detector = Detector(det_model, DetectorParams(args.conf, args.iou, args.max_det), args.output_format)
     problems = check_detector(detector)
-    if problems:  # infer still runs (the user may be debugging exactly this), but says why it finds nothing
-        sys.stderr.write(f"edge-agent infer: warning: {describe(model_path, problems)}\n")
+    if problems:  # still run (the user may be debugging exactly this), but a script must not see success
+        sys.stderr.write(
+            f"edge-agent infer: error: {describe(model_path, problems)} (the images are run anyway, "
+            "to show what it outputs; exit status 1)\n"
+        )
+    broken = 1 if problems else 0
     if args.classes:
         detector.params.classes = detector.class_ids(_split(args.classes))
     classifier = None
@@ -153,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     if args.track:  # objects across frames, zones, lines, counts (docs/objects.md)
         from edge_agent.app.workbench.track_infer import run_tracked
 
-        return run_tracked(args, inputs, detector, classifier, cls_ids)
+        return run_tracked(args, inputs, detector, classifier, cls_ids) or broken
     save_dir = Path(args.save) if args.save else None
     if save_dir:
         if save_dir.exists() and not save_dir.is_dir():
@@ -204,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         from edge_agent.adapters.host.durable import write_durable
 
         write_durable(Path(args.mot), "".join(mot).encode(), 0o644)
-    return 1 if failures else 0
+    return 1 if failures or broken else 0
 
 
 def print_table(result: ImageResult, out: TextIO) -> None:

@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     w = sys.stdout.write
     w(f"model        {info['path']}\n")
-    w(f"size         {m.info.size_bytes / 1e6:.2f} MB  sha256 {m.info.sha256[:16]}...\n")
+    size = m.info.size_bytes
+    shown_size = f"{size / 1e6:.2f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"  # a sensor model: kB
+    w(f"size         {shown_size}  sha256 {m.info.sha256[:16]}...\n")
     w(f"producer     {info['producer'] or '?'}  opsets {info['opsets']}\n")
     w(f"onnx         {compat['stamps']}: loads on onnxruntime >= {compat['min_onnxruntime'] or '?'}\n")
     w(f"task         {info['task'] or '?'}  imgsz {info['imgsz']}  stride {info['stride']}\n")
@@ -61,10 +63,14 @@ def run(args: argparse.Namespace) -> int:
     w(f"operators    {sum(m.info.graph.op_counts.values())} nodes: {top_ops}\n")
     w(f"providers    {', '.join(m.info.providers)}  ({m.info.provider_reason})\n")
     w(f"load+warmup  {m.info.load_ms:.0f} ms\n")
+    if usage.get("sensor"):
+        w(f"sensor       {usage['sensor']}\n")
     if usage.get("format"):
         w(f"format       {usage['format']}\n")
     if usage.get("preprocess"):
         w(f"preprocess   {usage['preprocess']}\n")
+    if usage.get("input_size"):
+        w(f"input size   {usage['input_size']}\n")
     for warning in usage["warnings"]:
         sys.stderr.write(f"edge-agent inspect: warning: {warning}\n")
     return 0
@@ -95,13 +101,43 @@ def runtime_compat(path: str) -> dict[str, Any]:
 
 def describe_usage(m: OnnxModel, preprocess_option: Optional[str] = None) -> dict[str, Any]:
     """How the agent would run this model: detector format + guard, or classifier preprocessing."""
+    from edge_agent.core.vision.preprocess import rect_size
     from edge_agent.errors import ModelError
     from edge_agent.inference.guard import check_detector, describe
     from edge_agent.inference.pipeline import Detector
     from edge_agent.inference.preset_choice import choose_preprocess
+    from edge_agent.inference.task import input_kind
 
     out: dict[str, Any] = {"warnings": []}
     shape = m.info.outputs[0].shape
+    from edge_agent.inference.sensor_model import is_sensor_model, resolve_spec
+
+    if is_sensor_model(m.info.metadata, m.info.inputs[0].shape):  # windows of readings, not images
+        try:
+            spec = resolve_spec(str(m.path), m.info.metadata, m.info.inputs[0].shape)
+        except ModelError as exc:
+            out["warnings"].append(str(exc))
+            return out
+        out["task_used"] = f"sensor {spec.task}"
+        out["sensor"] = spec.describe()
+        out["sensor_spec"] = {
+            "task": spec.task,
+            "channels": spec.channels,
+            "window": spec.window,
+            "hop": spec.hop,
+            "rate_hz": spec.rate_hz,
+            "layout": spec.layout,
+            "labels": spec.labels,
+        }
+        return out
+    if input_kind(m) == "tensor":
+        inputs = ", ".join(f"{t.name} {t.type} {list(t.shape)}" for t in m.info.inputs)
+        out["task_used"] = "tensor"
+        out["input_size"] = (
+            f"not an image ({inputs}): `bench` feeds generated inputs (--seq-len for dynamic axes), "
+            "`quantize` makes a dynamic INT8 copy; the vision pipeline (run, infer) does not take it"
+        )
+        return out
     if m.info.task == "classify" or (m.info.task is None and len(shape) == 2):
         choice = choose_preprocess(m, preprocess_option)
         out["task_used"] = "classify"
@@ -121,6 +157,14 @@ def describe_usage(m: OnnxModel, preprocess_option: Optional[str] = None) -> dic
     f = det.format
     out["format"] = f"{f.fmt.name} {f.fmt.shape}, {f.num_classes} classes" + (
         ", NMS in the model" if not f.fmt.nms else ""
+    )
+    h, w = det.input_hw
+    out["input_size"] = (
+        f"dynamic H/W: each image letterboxed into the smallest {det.stride}-multiple rectangle inside "
+        f"{h}x{w} (as Ultralytics; e.g. 1080x810 -> {w}x{rect_size((810, 1080), (h, w), det.stride)[0]}); "
+        f"the camera loop keeps {h}x{w}"
+        if det.rect
+        else f"{h}x{w}" + (" (stretched, no letterbox)" if f.fmt.stretch_input else " (letterboxed)")
     )
     problems = check_detector(det)
     if problems:

@@ -33,7 +33,12 @@ def register(sub: Subparsers) -> None:
         "model",
         help="ONNX model (detector or classifier): FP32, FP16, or dynamic/QOperator/QDQ INT8 (dequantized first)",
     )
-    p.add_argument("--calib", required=True, help="folder of calibration images (representative, 50-300)")
+    p.add_argument(
+        "--calib",
+        help="folder of calibration images (representative, 50-300); required for image models "
+        "(models without an image input, e.g. token ids, are quantized dynamically, with no calibration); "
+        "a sensor model: a .csv/.jsonl recording",
+    )
     p.add_argument("-o", "--output", help="output path (default: <model>.int8.onnx)")
     p.add_argument(
         "--samples",
@@ -100,6 +105,14 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else default_output(src)
     if out.resolve() == src.resolve():
         raise QuantizeError(f"{out}: output would overwrite the input model")
+    from edge_agent.app.workbench.quantize_sensor import is_recording, quantize_sensor
+
+    if args.calib and is_recording(args.calib):  # a sensor model calibrated on recorded windows
+        return quantize_sensor(args, src, out)
+    if _quantize_dynamically(src, out, args):
+        return 0
+    if not args.calib:
+        raise QuantizeError(f"{src}: --calib FOLDER is required: static INT8 calibrates on images")
     calib = pick_samples(image_files(Path(args.calib)), args.samples)
     with tempfile.TemporaryDirectory(prefix="edge-agent-quantize-") as tmp:
         float_copy = Path(tmp) / f"{src.stem}.fp32.onnx"
@@ -119,6 +132,31 @@ def run(args: argparse.Namespace) -> int:
 
 
 MIN_CALIB = 8  # below this, quantize warns: the activation ranges come from too few images
+
+
+def _quantize_dynamically(src: Path, out: Path, args: argparse.Namespace) -> bool:
+    """A model without an image input (token ids, sensor windows): dynamic INT8, no calibration."""
+    from edge_agent.adapters.runtime.onnx_model import OnnxModel
+    from edge_agent.errors import QuantizeError
+    from edge_agent.inference.task import input_kind
+    from edge_agent.tools import require_onnx
+    from edge_agent.tools.quantize_dynamic import quantize_dynamic_model
+
+    require_onnx()  # both paths need it: the missing extra is named before the model is read
+    model = OnnxModel(src, provider="cpu", warmup=False)
+    if input_kind(model) == "image":
+        return False
+    inputs = ", ".join(f"{t.name} {t.type} {list(t.shape)}" for t in model.info.inputs)
+    if args.target_ort or args.naive or args.val or args.val_labels:
+        raise QuantizeError(
+            f"{src}: inputs {inputs} are not an image: it is quantized dynamically, which takes "
+            "none of --target-ort/--naive/--val/--val-labels"
+        )
+    if args.calib:
+        sys.stderr.write(f"{src.name}: inputs {inputs} are not an image: --calib is not used\n")
+    result = quantize_dynamic_model(src, out)
+    sys.stderr.write(f"{src.name}: inputs {inputs}: " + result.line() + "\n")
+    return True
 
 
 def _validate(args: argparse.Namespace, src: Path, out: Path, result: QuantizeResult, reference: Path) -> int:

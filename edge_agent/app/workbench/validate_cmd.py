@@ -66,7 +66,12 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument("reference", help="reference model (usually FP32)")
     p.add_argument("candidate", help="candidate model (usually INT8)")
-    p.add_argument("--images", required=True, help="image folder (classifiers: one subfolder per class name)")
+    p.add_argument("--images", help="image folder (classifiers: one subfolder per class name)")
+    p.add_argument(
+        "--sensor",
+        metavar="FILE",
+        help="sensor models: a .csv/.jsonl recording instead of images (a 'label' column adds accuracy)",
+    )
     p.add_argument("--labels", help="detectors: folder of YOLO labels <stem>.txt (adds mAP50 / mAP50-95)")
     p.add_argument(
         "--max-images",
@@ -82,8 +87,18 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from edge_agent.errors import EdgeAgentError
     from edge_agent.tools.quantize import image_files, pick_samples
     from edge_agent.tools.validate import validate_models
+
+    if bool(args.images) == bool(args.sensor):
+        raise EdgeAgentError(
+            "give --images DIR (detectors, classifiers) or --sensor FILE (sensor models), not both"
+        )
+    if args.sensor:
+        from edge_agent.app.workbench.validate_sensor import validate_sensor
+
+        return validate_sensor(args)
 
     root = Path(args.images)
     files = pick_samples(image_files(root), args.max_images)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from edge_agent.core.broker.identity import EnrollError, Enrollment
-from edge_agent.core.messages.builders import CAMERA_KINDS
+from edge_agent.core.messages.builders import CAMERA_KINDS, SENSOR_RESULTS
 from edge_agent.core.messages.mqtt_names import topic_prefix_problem
 
 # every <prefix>/<device>/<kind> the agent publishes (results, status and its last will, sensor
@@ -89,6 +89,7 @@ def device_acl(prefix: str, device: str, groups: Sequence[str]) -> list[str]:
     p = prefix.strip("/")
     lines = [f"user {device}"] + [f"topic write {p}/{device}/{k}" for k in DEVICE_KINDS]
     lines += [f"topic write {p}/{device}/+/{k}" for k in CAMERA_KINDS]  # [[cameras]]: <p>/<d>/<cam>/<k>
+    lines.append(f"topic write {p}/{device}/+/{SENSOR_RESULTS}")  # [[sensor_models]]: <p>/<d>/<model>/...
     lines += [f"topic read {p}/{device}/{CONFIRM_KIND}", "", f"user {device}-model"]
     lines += [f"topic read {p}/{device}/model/#"] + [f"topic read {p}/groups/{g}/model/#" for g in groups]
     # the doctor's probe only connects: no line under a user means no topic at all
@@ -101,7 +102,7 @@ def collector_acl(prefix: str, name: str) -> list[str]:
     # reads every device's one-level kinds and every camera's kinds one level deeper (by kind: not
     # <p>/+/+/+, which would let it read <p>/<d>/model/begin), plain and as a member of a shared
     # group (mosquitto checks a $share delivery against the topic itself); writes confirmations only
-    reads = [f"topic read {p}/+/+"] + [f"topic read {p}/+/+/{k}" for k in CAMERA_KINDS]
+    reads = [f"topic read {p}/+/+"] + [f"topic read {p}/+/+/{k}" for k in (*CAMERA_KINDS, SENSOR_RESULTS)]
     return [f"user {name}", *reads, f"topic write {p}/+/{CONFIRM_KIND}"]
 
 

@@ -192,11 +192,28 @@ class CollectorConfig(BaseModel):
         le=3650,
         description="health history older than this many days is deleted (at least history_full_days)",
     )
+    retention_results_days: float = Field(
+        default=0,
+        ge=0,
+        le=36500,
+        description="results (detections, sensor readings, every seq'd kind but objects and counts) "
+        "older than this many days (by the device's ts) are deleted in batches; 0 = kept for ever",
+    )
+    retention_objects_days: float = Field(
+        default=0, ge=0, le=36500, description="the same for objects messages; 0 = kept for ever"
+    )
+    retention_counts_days: float = Field(
+        default=0,
+        ge=0,
+        le=36500,
+        description="the same for counts messages; 0 = kept for ever (statuses: history_keep_days)",
+    )
     maintenance_every_s: int = Field(
         default=60,
         ge=1,
         le=86400,
-        description="how often the collector thins and expires its health history",
+        description="how often the collector thins and expires its health history and deletes the "
+        "messages past their retention_*_days",
     )
     maintenance_batch: int = Field(
         default=5000,

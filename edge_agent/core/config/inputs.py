@@ -13,6 +13,7 @@ from typing import List, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from edge_agent.core.messages.mqtt_names import topic_level_problem
+from edge_agent.core.runtime.providers import MAX_THREADS
 from edge_agent.core.vision.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
 from edge_agent.errors import ConfigError, EdgeAgentError
 
@@ -152,8 +153,10 @@ class DetectorConfig(Section):
     threads: Optional[int] = Field(
         default=None,
         gt=0,
+        le=MAX_THREADS,
         examples=[4],
-        description="intra-op threads (unset: the physical cores on a Pi, onnxruntime's choice elsewhere)",
+        description=f"intra-op threads, 1 to {MAX_THREADS} (unset: the physical cores on a Pi, onnxruntime's "
+        "choice elsewhere)",
     )
     max_batch: int = Field(
         default=4,

@@ -32,6 +32,8 @@ from edge_agent.core.config.outputs import (
     QueueConfig,
 )
 from edge_agent.core.config.scene import LineConfig, MotionConfig, TrackerConfig, ZoneConfig
+from edge_agent.core.config.sensor_models import SensorModelConfig
+from edge_agent.core.config.web import WebConfig
 from edge_agent.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -56,10 +58,14 @@ __all__ = [
     "QueueConfig",
     "Section",
     "SensorConfig",
+    "SensorModelConfig",
     "TrackerConfig",
+    "WebConfig",
     "ZoneConfig",
+    "config_from_data",
     "parse_config",
     "require_detector",
+    "toml_data",
 ]
 
 DEFAULT_CONFIG_PATH = Path("/etc/edge-agent/config.toml")
@@ -98,6 +104,11 @@ class Config(Section):
         default_factory=MotionConfig, description="a cheap motion check in front of the detector"
     )
     health: HealthConfig = Field(default_factory=HealthConfig, description="status file and metrics")
+    web: WebConfig = Field(
+        default_factory=WebConfig,
+        description="the device page: live view, counts, events, the zone and line editor, the HTTP API "
+        "(docs/web.md)",
+    )
     model_update: ModelUpdateConfig = Field(
         default_factory=ModelUpdateConfig,
         description="model updates: delivery, signatures, the gate, the trial after a switch "
@@ -118,6 +129,12 @@ class Config(Section):
         max_length=64,
         description="objects mode: counting lines (up to 64); crossings are reported and counted in/out",
     )
+    sensor_models: List[SensorModelConfig] = Field(
+        default_factory=list,
+        max_length=16,
+        description="optional: ONNX models run on windows of the [sensor]'s readings (docs/sensors.md), "
+        "each with its results on <prefix>/<device>/<name>/sensor_results",
+    )
 
     @model_validator(mode="after")
     def _unique_zone_and_line_names(self) -> Config:
@@ -131,6 +148,12 @@ class Config(Section):
             for n, (camera, name) in enumerate(items):
                 if (camera, name) in items[:n]:
                     raise ValueError(f"{kind}.{n}.name = {name!r} is used twice; names must be unique")
+        models = [m.name for m in self.sensor_models]
+        for n, name in enumerate(models):
+            if name in models[:n]:
+                raise ValueError(f"sensor_models.{n}.name = {name!r} is used twice; names must be unique")
+        if self.sensor_models and self.sensor is None:
+            raise ValueError("sensor_models need a [sensor] (the serial port their readings come from)")
         problem = scene_problem(self, "camera" in self.model_fields_set)
         if problem is not None:
             raise ValueError(problem)
@@ -164,10 +187,19 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
 
 def parse_config(text: str, source: str = "<config>") -> Config:
     """Parse TOML text into a validated :class:`Config`; errors name ``source`` and the key path."""
+    return config_from_data(toml_data(text, source), source)
+
+
+def toml_data(text: str, source: str = "<config>") -> dict[str, object]:
+    """TOML text as a table (ConfigError naming ``source`` when it is not TOML)."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+
+
+def config_from_data(data: object, source: str = "<config>") -> Config:
+    """A parsed table validated into a :class:`Config` (the same errors as :func:`parse_config`)."""
     try:
         return Config.model_validate(data)
     except ValidationError as exc:

@@ -17,7 +17,7 @@ import enum
 import json
 import uuid
 from collections.abc import Mapping, MutableMapping
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional, Protocol, Union
 
 from edge_agent.errors import QueueError
 
@@ -155,6 +155,84 @@ def sensor_message(
     body["clock_synced"] = clock_synced
     body["reading"] = dict(reading)
     return body
+
+
+class SensorOutcomeLike(Protocol):
+    """What the sensor result builder reads of inference.sensor_model.SensorOutcome."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def task(self) -> str: ...
+
+    @property
+    def label(self) -> Optional[str]: ...
+
+    @property
+    def confidence(self) -> Optional[float]: ...
+
+    @property
+    def probs(self) -> Mapping[str, float]: ...
+
+    @property
+    def score(self) -> Optional[float]: ...
+
+    @property
+    def anomaly(self) -> Optional[bool]: ...
+
+    @property
+    def values(self) -> Mapping[str, float]: ...
+
+    @property
+    def infer_ms(self) -> float: ...
+
+
+def sensor_result_message(
+    outcome: SensorOutcomeLike,
+    *,
+    model: str,
+    model_id: str,
+    window: int,
+    filled: int,
+    dropped: Mapping[str, int],
+    device_id: str,
+    ts: float,
+    clock_synced: Optional[bool],
+) -> dict[str, Any]:
+    """The ``<prefix>/<device>/<model>/sensor_results`` body for one window of a sensor model
+    (``outcome``: inference.sensor_model.SensorOutcome); only its task's fields are present."""
+    body = _numbers(None)
+    body["device_id"] = device_id
+    body["ts"] = float(ts)
+    body["clock_synced"] = clock_synced
+    body["model"] = model
+    body["model_id"] = model_id
+    body["task"] = outcome.task
+    body["window"] = int(outcome.index)
+    body["readings"] = int(window)
+    body["filled"] = int(filled)
+    if outcome.task == "classify":
+        body["label"] = outcome.label
+        body["confidence"] = outcome.confidence
+        body["probs"] = dict(outcome.probs)
+    elif outcome.task == "score":
+        body["score"] = outcome.score
+        body["anomaly"] = outcome.anomaly
+    else:
+        body["values"] = dict(outcome.values)
+    body["infer_ms"] = round(float(outcome.infer_ms), 3)
+    body["dropped"] = {str(k): int(v) for k, v in dropped.items()}
+    return body
+
+
+def sensor_result_topic(prefix: str, device_id: str, model: str) -> str:
+    """``<prefix>/<device>/<model>/sensor_results``: the model a level above the kind, as a named
+    camera is, so the kind stays the last level for batches, the ACL and the collector."""
+    return f"{prefix.strip('/')}/{device_id}/{model}/{SENSOR_RESULTS}"
+
+
+SENSOR_RESULTS = "sensor_results"
 
 
 def offline_status(snapshot: Mapping[str, Any]) -> dict[str, Any]:

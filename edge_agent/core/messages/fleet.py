@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 from edge_agent.core.messages.batch import BATCH_KIND, KIND_RE, BatchError, unpack
-from edge_agent.core.messages.builders import CAMERA_KINDS
-from edge_agent.core.messages.cameras import CameraError, body_camera, topic_camera
+from edge_agent.core.messages.builders import CAMERA_KINDS, SENSOR_RESULTS
+from edge_agent.core.messages.cameras import CameraError, body_camera, camera_problem, topic_camera
 from edge_agent.core.messages.health_history import Health, health, model_of
 
 DEVICE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" also matches before a final newline
@@ -83,7 +83,7 @@ def subscriptions(prefix: str, group: Optional[str]) -> list[str]:
     deeper (``<p>/+/+/objects``: one filter per kind, so model transfers, which go *to* devices on
     ``<p>/<d>/model/...``, are not matched), each shared by ``group`` when given."""
     p = prefix.strip("/")
-    filters = [f"{p}/+/+"] + [f"{p}/+/+/{k}" for k in CAMERA_KINDS]
+    filters = [f"{p}/+/+"] + [f"{p}/+/+/{k}" for k in (*CAMERA_KINDS, SENSOR_RESULTS)]
     return [f"$share/{group}/{f}" for f in filters] if group else filters
 
 
@@ -104,6 +104,11 @@ def split_topic(prefix: str, topic: str) -> tuple[str, str, Optional[str]]:
     if not KIND_RE.match(kind):
         raise IngestError(f"topic {topic[:200]!r}: kind {kind[:80]!r} is not a message kind")
     if len(parts) == 2:
+        return device, kind, None
+    if kind == SENSOR_RESULTS:  # <p>/<d>/<model>/sensor_results: a sensor model's level, not a camera
+        problem = camera_problem(parts[1])
+        if problem is not None:
+            raise IngestError(f"topic {topic[:200]!r}: sensor model {problem[len('camera ') :]}")
         return device, kind, None
     try:
         topic_camera(parts[1], kind)

@@ -93,6 +93,16 @@ def collector_families(values: Mapping[str, float], labels: Mapping[str, str]) -
     return out
 
 
+def expired_family(purged: Mapping[str, int], labels: Mapping[str, str]) -> Family:
+    """Rows deleted for age (retention), one sample per class: results, objects, counts, statuses."""
+    return Family(
+        "collector_expired_rows_total",
+        "counter",
+        "rows deleted for age by the retention (kind: results, objects, counts, statuses)",
+        [({**labels, "kind": k}, float(v)) for k, v in sorted(purged.items())],
+    )
+
+
 DEVICE = (
     ("device_online", "gauge", "1 when the device's latest status is running or draining, else 0"),
     ("device_last_seen_seconds", "gauge", "unix time anything of the device was last received"),

@@ -78,6 +78,29 @@ class ObjectEvents:
         self.totals = _zero_counts(zones, lines)
         self.interval_start = now
 
+    def set_scene(self, zones: Sequence[ZoneConfig], lines: Sequence[LineConfig]) -> None:
+        """Zones and lines replaced while running (the page's editor): the counters of a name kept
+        go on, a new name starts at 0, a removed one is dropped; where a kept zone or line moved,
+        each object's side or inside state starts afresh (a move is not a crossing)."""
+        old_z = {z.name: z.polygon for z in self.zones}
+        old_l = {ln.name: (ln.points, ln.in_side) for ln in self.lines}
+        new_z = {z.name: z.polygon for z in zones}
+        new_l = {ln.name: (ln.points, ln.in_side) for ln in lines}
+        for obj in self.objects.values():
+            for name in [n for n in obj.lines if new_l.get(n) != old_l.get(n)]:
+                del obj.lines[name]
+            for name in [n for n in obj.zones if new_z.get(n) != old_z.get(n)]:
+                del obj.zones[name]
+        self.zones, self.lines = list(zones), list(lines)
+        self._zone_polys = {z.name: as_points(z.polygon) for z in zones}
+        self._line_pts = {ln.name: as_points(ln.points) for ln in lines}
+        for part in ("interval", "totals"):
+            fresh, old = _zero_counts(zones, lines), getattr(self, part)
+            for kind in ("lines", "zones"):
+                for name in fresh[kind]:
+                    fresh[kind][name].update(old[kind].get(name, {}))
+            setattr(self, part, fresh)
+
     # ---- per frame ----------------------------------------------------------------------------
     def update(
         self,

@@ -139,3 +139,28 @@ def load_refusal(path: str, ir_version: int, opsets: Mapping[str, int], installe
         f"convert it on a PC with `edge-agent model convert {path} --target-ort {target} "
         f"-o ./{stem}-ort{target}.onnx` (into the current folder), then use the converted file"
     )
+
+
+_NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
+
+
+def kernel_refusal(path: str, message: str, installed: str) -> Optional[str]:
+    """One line for onnxruntime's ``NOT_IMPLEMENTED : Could not find an implementation for Add(14)
+    node with name ''`` (an operator form or tensor type the installed runtime has no kernel for),
+    naming the operator, the runtime and the fix; None for any other message."""
+    m = _NO_KERNEL.search(message)
+    if m is None:
+        return None
+    op, version, node = m.groups()
+    limits = limits_for(installed)
+    v = parse_version(installed)
+    target = limits.name if limits else f"{v[0]}.{v[1]}" if v else installed
+    name = PurePath(path).name
+    stem = name[:-5] if name.endswith(".onnx") else name
+    where = f", node '{node}'" if node else ""
+    return (
+        f"{path}: onnxruntime {installed} has no kernel for operator {op} (opset-{version} form{where}) "
+        f"with this model's tensor types; convert it on a PC with `edge-agent model convert {path} "
+        f"--target-ort {target} -o ./{stem}-ort{target}.onnx` (older operator forms), or export the "
+        "model with float32 tensors if it uses a type this runtime lacks (bfloat16, float8)"
+    )

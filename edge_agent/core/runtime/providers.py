@@ -20,6 +20,10 @@ TRT = "TensorrtExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 XNNPACK = "XnnpackExecutionProvider"
 CPU = "CPUExecutionProvider"
+# onnxruntime creates its intra-op threads at session start, one OS thread each: 1024 took 0.1 s
+# there, 8192 more than 30 s and 100000 never finished (x86, 2 cores). No board has use for more
+# than a few per core: config check and --threads refuse above this, in one line.
+MAX_THREADS = 256
 
 ALIASES = {
     "cpu": CPU,
@@ -79,6 +83,8 @@ def plan_providers(
     ``trt_cache_dir`` is the keyed engine directory (default ``<state_dir>/trt-engines``)."""
     avail = list(available)
     is_pi = board_kind.startswith("rpi")
+    if threads is not None and threads > MAX_THREADS:
+        raise ProviderError(f"threads = {threads}: expected 1 to {MAX_THREADS} (one OS thread each)")
     n_threads = threads if threads is not None else (physical_cores if is_pi else 0)
 
     def opts(name: str) -> dict[str, str]:

@@ -1,1 +1,1 @@
-"""Serial sensor readings, pure: line parsers and trigger expressions."""
+"""Serial sensor readings, pure: line parsers and trigger expressions, readings -> windows for sensor models."""

@@ -232,3 +232,14 @@ def preprocess_classifier(
         for img in images_bgr
     ]
     return np.concatenate(blobs, axis=0)
+
+
+def rect_size(image_hw: tuple[int, int], size_hw: tuple[int, int], stride: int = 32) -> tuple[int, int]:
+    """The input Ultralytics feeds a model with dynamic H/W (``LetterBox(auto=True)``): the image
+    scaled to fit ``size_hw``, padded only up to the next multiple of ``stride`` on each axis
+    (1080x810 into 640: 640x480, not 640x640)."""
+    h, w = image_hw
+    dst_h, dst_w = size_hw
+    r = min(dst_h / h, dst_w / w)
+    new_h, new_w = max(1, min(dst_h, int(round(h * r)))), max(1, min(dst_w, int(round(w * r))))
+    return new_h + (dst_h - new_h) % stride, new_w + (dst_w - new_w) % stride

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import typing
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -208,3 +209,88 @@ def test_a_frame_prepared_before_a_reload_is_inferred_on_the_new_models_unprepar
     pipe.process(frame, typing.cast(Any, prepared), typing.cast(Any, old))
     pipe.process(frame, typing.cast(Any, prepared), typing.cast(Any, new))
     assert calls == [(None, new), (prepared, new)]
+
+
+def bare_pipe(tmp_path: Path, world: dict[str, Path]) -> CameraPipeline:
+    owner = SimpleNamespace(
+        models=None, updates=None, sensor=None, stop_event=None, put=None, count_error=None
+    )
+    return CameraPipeline(camera_views(make_cfg(tmp_path, world))[0], typing.cast(Any, owner))
+
+
+def test_a_stale_frame_is_judged_on_its_age_and_its_cameras_interval_and_counted(
+    tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge_agent.app.agent import camera_pipeline
+
+    pipe = bare_pipe(tmp_path, world)
+    pipe.camera = typing.cast(Any, SimpleNamespace(fps_in=10.0, drop_stale=True, has_frame=True))
+    monkeypatch.setattr(camera_pipeline.time, "monotonic", lambda: 1000.0)
+    old = typing.cast(Frame, SimpleNamespace(ts_mono=1000.0 - 0.25))  # 2.5 intervals of 100 ms
+    fresh = typing.cast(Frame, SimpleNamespace(ts_mono=1000.0 - 0.15))  # 1.5 intervals
+    assert pipe._stale(old) and pipe.dropped_stale == 1
+    assert not pipe._stale(old) and pipe.dropped_stale == 1  # never twice running
+    assert not pipe._stale(fresh) and pipe.dropped_stale == 1
+    assert pipe._stale(old) and pipe.dropped_stale == 2
+    # no rate known yet (0 fps) or a single camera (drop_stale off): never dropped
+    pipe.camera = typing.cast(Any, SimpleNamespace(fps_in=0.0, drop_stale=True, has_frame=True))
+    assert not pipe._stale(old) and not pipe._stale(old)
+    pipe.camera = typing.cast(Any, SimpleNamespace(fps_in=0.5, drop_stale=True, has_frame=True))
+    assert not pipe._stale(old)  # 0.5 fps: an interval of 2 s, the frame is young
+    very_old = typing.cast(Frame, SimpleNamespace(ts_mono=1000.0 - 5.0))
+    assert pipe._stale(very_old) and pipe.dropped_stale == 3  # a slow camera's frames go stale too
+    pipe._dropped_last = False
+    pipe.camera = typing.cast(Any, SimpleNamespace(fps_in=10.0, drop_stale=False, has_frame=True))
+    assert not pipe._stale(old) and pipe.dropped_stale == 3
+
+
+def test_a_frames_timings_say_its_wall_time_with_preparation_and_its_age(
+    tmp_path: Path, world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edge_agent.app.agent import camera_pipeline
+
+    pipe = bare_pipe(tmp_path, world)
+    clock = iter([100.0, 100.04, 200.0, 200.01])
+    monkeypatch.setattr(camera_pipeline.time, "monotonic", lambda: next(clock))
+    seen: list[tuple[Any, ...]] = []
+
+    def infer_frame(*args: Any) -> tuple[list[Detection], dict[str, float]]:
+        seen.append(args)
+        return [], {"infer": 30.0}
+
+    monkeypatch.setattr(camera_pipeline, "infer_frame", infer_frame)
+    models = typing.cast(
+        Any, SimpleNamespace(detector="det", classifier="cls", classify_ids=[2], crop_padding=0.1)
+    )
+    prepared = typing.cast(Any, SimpleNamespace(pre_ms=5.0))
+    frame = typing.cast(Frame, SimpleNamespace(ts_mono=99.9, seq=1))
+    got = pipe.infer(frame, prepared, models)
+    assert got is not None and seen[0][1:] == ("det", "cls", [2], 0.1, prepared)
+    assert got[1]["total"] == pytest.approx(40.0 + 5.0) and got[1]["age"] == pytest.approx(100.0)
+    got = pipe.infer(frame, None, models)  # prepared on the loop: no preparation time ahead
+    assert got is not None and got[1]["total"] == pytest.approx(10.0) and seen[1][-1] is None
+
+
+def test_the_cameras_figures_are_rounded_as_the_status_schema_shows_them(
+    tmp_path: Path, world: dict[str, Path]
+) -> None:
+    pipe = bare_pipe(tmp_path, world)
+    pipe.camera = typing.cast(
+        Any,
+        SimpleNamespace(
+            stats=lambda: {
+                "source": "s",
+                "kind": "folder",
+                "state": "streaming",
+                "fps": 9.0,
+                "reconnects": 0,
+                "last_error": None,
+            }
+        ),
+    )
+    pipe.frame_times.extend([0.0, 0.3, 0.6, 0.9])  # 3 intervals in 0.9 s: 3.333.. fps
+    pipe.motion_checked, pipe.motion_passed = 3, 2
+    pipe.latency.extend([{"age": 12.34}, {"age": 50.06}, {"infer": 1.0}])
+    s = pipe.stats()
+    assert s["fps"] == 3.33 and s["motion_ratio"] == 0.667 and s["skipped_motion"] == 1
+    assert s["frame_age_ms"] == 50.1  # the median of the ages (the upper one of two)

@@ -337,9 +337,8 @@ def test_the_gate_uses_a_snapshot_of_the_frame_ring(tmp_path: Path, cfg_of: Call
     res = install(cfg, _pkg(tmp_path, "2.0"), origin="test")
     assert res["gate"]["source"] == "ring" and res["gate"]["images"] == 3, res["detail"]
     assert len(ring.files()) == 3  # the ring itself is left as it was
-    assert [p.name for p in model_switch._snapshot([*ring.files(), tmp_path / "gone.jpg"], tmp_path)] == [
-        p.name for p in ring.files()
-    ]
+    got = model_switch._snapshot([*ring.files(), tmp_path / "gone.jpg"], tmp_path, ring.files)
+    assert [p.name for p in got] == [p.name for p in ring.files()]
 
 
 def test_describe_shows_a_broken_current_version_and_the_last_event(
@@ -553,9 +552,29 @@ def test_a_ring_frame_rotated_out_while_copying_drops_only_that_frame(tmp_path: 
         frames.append(tmp_path / name)
     dest = tmp_path / "snap"
     dest.mkdir()
-    got = model_switch._snapshot([frames[0], tmp_path / "gone.jpg", frames[1], frames[2]], dest)
+    got = model_switch._snapshot(
+        [frames[0], tmp_path / "gone.jpg", frames[1], frames[2]], dest, lambda: frames
+    )
     assert got == [dest / "1.jpg", dest / "2.jpg", dest / "3.jpg"]
     assert [p.read_bytes() for p in got] == [b"1.jpg", b"2.jpg", b"3.jpg"]
+
+
+def test_a_ring_that_rotates_while_copying_still_gives_the_gate_a_full_ring(tmp_path: Path) -> None:
+    """The loop wrote frame 4 and pruned frame 1 between the gate's listing and its copy: the gate
+    gets 2, 3, 4 (the ring's size), not 2 and 3 (CI: "gate on 2 ring images" of a 3-frame ring)."""
+    frames = []
+    for name in ("1.jpg", "2.jpg", "3.jpg", "4.jpg"):
+        (tmp_path / name).write_bytes(name.encode())
+        frames.append(tmp_path / name)
+    listed = frames[:3]
+    frames[0].unlink()  # rotated out after the listing
+    dest = tmp_path / "snap"
+    dest.mkdir()
+    got = model_switch._snapshot(listed, dest, lambda: frames[1:])
+    assert [p.name for p in got] == ["2.jpg", "3.jpg", "4.jpg"]
+    # a ring that keeps rotating under every listing: bounded tries, the newest it could copy
+    gone = [tmp_path / f"x{i}.jpg" for i in range(3)]
+    assert model_switch._snapshot(gone, dest, lambda: gone) == []
 
 
 def test_a_rollback_event_names_the_version_it_left_and_describe_has_its_four_keys(

@@ -98,10 +98,11 @@ def test_convert_validates_on_max_images_and_skips_it_when_asked(
     assert stamps(tmp_path / "c.onnx")[0] == 8
 
 
-def test_convert_on_images_without_objects_is_no_verdict_exit_2(
+def test_convert_on_images_without_objects_is_no_verdict_exit_2_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """2, not 1: the converted model is not known bad, the images could not judge it (as validate)."""
+    """2, not 1: the converted model is not known bad, the images could not judge it (as validate);
+    but a model that was not checked is not left at -o for the next command to pick up."""
     from PIL import Image
 
     blank = tmp_path / "blank"
@@ -115,5 +116,58 @@ def test_convert_on_images_without_objects_is_no_verdict_exit_2(
         == 2
     )
     cap = capsys.readouterr()
-    assert "NO VERDICT" in cap.out and f"no verdict on {blank}: pass --images with real photos" in cap.err
-    assert out.is_file()  # kept: nothing says it is wrong
+    assert "NO VERDICT" in cap.out and cap.err == (
+        f"edge-agent model convert: {out} not written: {src} finds no object in the 2 image(s) of {blank}, "
+        "so the conversion could not be checked; pass --images with photos of what it detects "
+        "(or --no-validate to write it unchecked)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank"]  # no output, no leftover temp folder
+
+
+def test_convert_of_a_model_that_cannot_score_says_so_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The user passed real photos: the message blames the model (the guard's cause), not the photos."""
+    from support.updates import FP32, SAMPLES, make_zero_score
+
+    src = make_zero_score(FP32, tmp_path / "zero.onnx")
+    out = tmp_path / "out" / "c.onnx"
+    argv = ["model", "convert", str(src), "--target-ort", "1.11", "-o", str(out), "--images", str(SAMPLES)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"edge-agent model convert: {out} not written: the input cannot be checked against: {src}: "
+        "cannot produce detection scores: output "
+    )
+    assert "photos" not in err[0] and "fix: re-quantize" in err[0]
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_convert_whose_comparison_fails_exits_1_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The comparison ran on the converted copy in a private folder; FAIL leaves -o absent."""
+    from edge_agent.inference.report import Check, ValidationReport
+    from edge_agent.tools import validate
+
+    seen: list[Path] = []
+
+    def failing(ref: Path, cand: Path, *_a: object, **_k: object) -> ValidationReport:
+        seen.append(cand)
+        assert cand.is_file() and cand.name == "c.onnx" and cand.parent != tmp_path
+        return ValidationReport(
+            "detect", str(ref), str(cand), 1, checks=[Check("recall_of_reference", 0.5, 0.9, ">=")]
+        )
+
+    monkeypatch.setattr(validate, "validate_models", failing)
+    src = tmp_path / "toy20.onnx"
+    onnx.save(toy_detector_model(opset=20), str(src))
+    out = tmp_path / "c.onnx"
+    assert main(["model", "convert", str(src), "--target-ort", "1.11", "-o", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"edge-agent model convert: {out} not written: the converted model does not find what {src} finds "
+        "(the table above)"
+    )
+    assert len(seen) == 1 and not seen[0].exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy20.onnx"]

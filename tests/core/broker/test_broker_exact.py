@@ -125,6 +125,7 @@ topic write s/a/batch.zlib
 topic write s/a/+/detections
 topic write s/a/+/objects
 topic write s/a/+/counts
+topic write s/a/+/sensor_results
 topic read s/a/confirm
 
 user a-model
@@ -143,6 +144,7 @@ topic write s/b/batch.zlib
 topic write s/b/+/detections
 topic write s/b/+/objects
 topic write s/b/+/counts
+topic write s/b/+/sensor_results
 topic read s/b/confirm
 
 user b-model
@@ -158,6 +160,7 @@ topic read s/+/+
 topic read s/+/+/detections
 topic read s/+/+/objects
 topic read s/+/+/counts
+topic read s/+/+/sensor_results
 topic write s/+/confirm
 
 user c2
@@ -165,6 +168,7 @@ topic read s/+/+
 topic read s/+/+/detections
 topic read s/+/+/objects
 topic read s/+/+/counts
+topic read s/+/+/sensor_results
 topic write s/+/confirm
 
 user o1

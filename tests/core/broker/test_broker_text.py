@@ -32,7 +32,14 @@ from edge_agent.core.broker.identity import (
     parse_enrolled,
 )
 from edge_agent.core.messages.batch import batch_topic
-from edge_agent.core.messages.builders import CAMERA_KINDS, camera_base, object_topics, topics
+from edge_agent.core.messages.builders import (
+    CAMERA_KINDS,
+    SENSOR_RESULTS,
+    camera_base,
+    object_topics,
+    sensor_result_topic,
+    topics,
+)
 from edge_agent.core.messages.fleet import DEVICE_RE
 
 LINE_RE = re.compile(r"^[^:]+:\$7\$(\d+)\$([A-Za-z0-9+/=]+)\$([A-Za-z0-9+/=]+)\Z")
@@ -96,9 +103,13 @@ def test_a_named_camera_publishes_only_where_the_acl_lets_it() -> None:
     # and no status, batch or confirm one level deeper does
     acl = acl_of(acl_text(Enrollment({"d": []}), "edge"))["d"]
     deeper = {line.split(" ", 1)[1] for line in acl if line.count("/") == 3}
-    assert deeper == {f"edge/d/+/{k}" for k in CAMERA_KINDS}
+    assert deeper == {f"edge/d/+/{k}" for k in (*CAMERA_KINDS, SENSOR_RESULTS)}
     base = camera_base("edge", "d", "gate")
-    built = [*object_topics("edge", "d", "gate"), f"{base}/detections"]
+    built = [
+        *object_topics("edge", "d", "gate"),
+        f"{base}/detections",
+        sensor_result_topic("edge", "d", "gate"),
+    ]
     assert sorted(t.replace("/gate/", "/+/") for t in built) == sorted(deeper)
     assert all(line.startswith("write ") for line in acl if line.count("/") == 3)
 
@@ -122,6 +133,7 @@ def test_acl_grants_each_identity_its_own_topics_only() -> None:
     assert acl["cam-1"] == [
         *(f"write site/cam-1/{k}" for k in DEVICE_KINDS),
         *(f"write site/cam-1/+/{k}" for k in CAMERA_KINDS),
+        f"write site/cam-1/+/{SENSOR_RESULTS}",
         "read site/cam-1/confirm",
     ]
     assert acl["cam-1-model"] == [
@@ -132,7 +144,7 @@ def test_acl_grants_each_identity_its_own_topics_only() -> None:
     assert acl["cam-1-doctor"] == ["deny site/#"]
     assert acl["coll"] == [
         "read site/+/+",
-        *(f"read site/+/+/{k}" for k in CAMERA_KINDS),
+        *(f"read site/+/+/{k}" for k in (*CAMERA_KINDS, SENSOR_RESULTS)),
         "write site/+/confirm",
     ]
     assert acl["ops"] == ["write site/+/model/#", "write site/groups/+/model/#"]

@@ -32,6 +32,17 @@ targets = st.tuples(st.integers(16, 1280), st.integers(16, 1280))
         ((640, 480), (640, 640), None),  # smaller than the model: never
         ((1920, 1080), None, None),
         ((0, 1080), (640, 640), None),
+        # a degenerate size on any one axis is handed on as it is, never a 1x1 "letterbox" or a
+        # ZeroDivisionError (each axis on its own: a mutant joining two checks with `and` passes a
+        # case where only one is zero)
+        ((1920, 0), (640, 640), None),
+        ((1920, 1080), (0, 640), None),
+        ((1920, 1080), (640, 0), None),
+        ((-1920, 1080), (640, 640), None),
+        ((1920, 1080), (640, -640), None),
+        # the smallest real target still works: a 1-pixel-high model input is not "degenerate"
+        ((1920, 1080), (1, 640), (2, 1)),
+        ((1080, 1920), (640, 1), (1, 2)),
     ],
 )
 def test_stream_size_examples(

@@ -76,6 +76,7 @@ def test_a_frame_is_stale_only_past_two_intervals_with_a_newer_one_waiting() -> 
     limit = STALE_INTERVALS * interval
     assert too_old(limit + 0.001, interval, newer_waiting=True, dropped_last=False)
     assert not too_old(limit - 0.001, interval, newer_waiting=True, dropped_last=False)
+    assert not too_old(limit, interval, newer_waiting=True, dropped_last=False)  # 2 intervals: still fresh
     assert not too_old(1.0, interval, newer_waiting=False, dropped_last=False)  # nothing newer: infer it
     assert not too_old(1.0, interval, newer_waiting=True, dropped_last=True)  # never twice running
     assert not too_old(1.0, None, newer_waiting=True, dropped_last=False)  # not live: no interval

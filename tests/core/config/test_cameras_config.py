@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_agent.core.config.cameras import DEFAULT_CAMERA, camera_views
+from edge_agent.core.config.cameras import DEFAULT_CAMERA, camera_ids, camera_views
 from edge_agent.core.config.schema import Config, parse_config
 from edge_agent.errors import ConfigError
 
@@ -72,6 +72,9 @@ def test_the_single_camera_is_default_and_unnamed() -> None:
     cfg = parse('[detector]\nmodel = "d.onnx"\n[camera]\nsource = "/srv/x"\n')
     (view,) = camera_views(cfg)
     assert (view.id, view.named, view.cfg) == (DEFAULT_CAMERA, False, cfg)
+    # one plain share and no class filter: the old single camera's output stays as it was
+    assert (view.weight, tuple(view.classes)) == (1, ())
+    assert camera_ids(cfg) == [DEFAULT_CAMERA]
 
 
 def test_a_lone_camera_takes_the_top_level_zones_and_lines() -> None:
@@ -109,14 +112,28 @@ def test_a_bad_camera_file_is_one_line_naming_the_key(change: tuple[str, str], e
 
 
 def test_more_cameras_than_the_maximum_is_refused() -> None:
-    assert "cameras: 2 cameras, more than device.max_cameras = 1" in refusal(
-        "[device]\nmax_cameras = 1\n" + TWO
-    )
+    assert (
+        "cameras: 2 cameras, more than device.max_cameras = 1 (raise it if the board carries them: "
+        'docs/performance.md "Several cameras" says how to measure)'
+    ) in refusal("[device]\nmax_cameras = 1\n" + TWO)
+    assert [v.id for v in camera_views(parse("[device]\nmax_cameras = 2\n" + TWO))] == ["gate", "yard"]
     assert "device.max_cameras = 65" in refusal("[device]\nmax_cameras = 65\n" + TWO)
 
 
 def test_camera_and_cameras_together_are_refused() -> None:
-    assert "[camera] and [[cameras]] are both set" in refusal("[camera]\nsource = 1\n" + TWO)
+    assert (
+        "[camera] and [[cameras]] are both set: move [camera]'s keys into a [[cameras]] table with an id"
+    ) in refusal("[camera]\nsource = 1\n" + TWO)
+
+
+@pytest.mark.parametrize("kind", ["zones", "lines"])
+def test_an_unnamed_top_level_zone_or_line_with_several_cameras_lists_them(kind: str) -> None:
+    body = ZONE if kind == "zones" else LINE
+    text = TWO + f'[[{kind}]]\nname = "extra"\n{body}\n'
+    assert (
+        f"{kind}.{1 if kind == 'zones' else 0}.camera is not set: with several cameras a top-level "
+        f"{kind[:-1]} names its camera (one of gate, yard), or goes into [[cameras.{kind}]]"
+    ) in refusal(text)
 
 
 def test_a_zone_of_the_single_camera_naming_another_is_refused() -> None:

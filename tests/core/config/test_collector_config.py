@@ -4,6 +4,8 @@ and what it makes of it, and the one error line of every bad file."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from edge_agent.core.config.collector import CollectorConfig, broker_address, parse_collector_config
 from edge_agent.core.config.example import collector_example
@@ -111,3 +113,14 @@ def test_a_db_url_with_a_password_is_refused_without_echoing_it() -> None:
         "[collector]\ndb = 'postgresql://u@h/db'\ndb_password_file = 'pw'\n", "c.toml", {}
     )
     assert cfg.db_password_file == "pw"
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["results", "objects", "counts"]))
+def test_a_retention_age_is_taken_only_within_its_bounds(days: float, cls: str) -> None:
+    key = f"retention_{cls}_days"
+    text = f"[collector]\n{key} = {days!r}\n"  # repr: inf, nan, 1e+300 are TOML floats too
+    if days != days or not 0 <= days <= 36500:
+        with pytest.raises(ConfigError, match=key):
+            parse_collector_config(text, "c.toml", {})
+    else:
+        assert getattr(parse_collector_config(text, "c.toml", {}), key) == days

@@ -44,6 +44,7 @@ ROWS = [
 def exposition() -> str:
     m = Metrics()
     m.device_rows = ROWS
+    m.purged = {"results": 12, "objects": 0, "counts": 3, "statuses": 1}
     return m.exposition(0, True, {"collector": "c1"})
 
 
@@ -82,6 +83,14 @@ def test_every_family_has_help_and_type_and_counters_end_in_total() -> None:
     assert names <= set(types) and set(helps) == set(types)
     assert all((t == "counter") == n.endswith("_total") for n, t in types.items()), types
     assert set(Metrics().values(0, True)) <= set(COLLECTOR)  # no collector value without its help
+
+
+def test_rows_deleted_for_age_are_one_counter_by_kind() -> None:
+    got = samples(exposition())
+    name = "edge_agent_collector_expired_rows_total"
+    assert got[f'{name}{{collector="c1",kind="results"}}'] == 12
+    assert got[f'{name}{{collector="c1",kind="counts"}}'] == 3
+    assert f"# TYPE {name} counter" in exposition()
 
 
 def test_render_of_no_labels_and_odd_numbers() -> None:

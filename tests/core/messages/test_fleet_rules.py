@@ -52,13 +52,14 @@ def one(payload: Any, topic: str = TOPIC) -> Any:
 
 
 def test_subscriptions_strip_slashes_and_share_only_with_a_group() -> None:
-    cams = ["site/a/+/+/detections", "site/a/+/+/objects", "site/a/+/+/counts"]
+    cams = ["site/a/+/+/detections", "site/a/+/+/objects", "site/a/+/+/counts", "site/a/+/+/sensor_results"]
     assert subscriptions("/site/a/", None) == ["site/a/+/+", *cams]
     assert subscriptions("edge", "") == [
         "edge/+/+",
         "edge/+/+/detections",
         "edge/+/+/objects",
         "edge/+/+/counts",
+        "edge/+/+/sensor_results",
     ]
     assert subscriptions("site/a", "g") == [f"$share/g/{f}" for f in ["site/a/+/+", *cams]]
 
@@ -585,3 +586,11 @@ def test_a_status_ts_from_the_future_is_the_receive_time_and_its_order_needs_eve
     assert status().order is None  # an old agent: ordered by ts
     assert status(link=2).order is None and status(link=-1, status_seq=1).order is None
     assert status(link=2, status_seq=True).order is None and status(link=2, status_seq=2**63).order is None
+
+
+def test_a_sensor_models_results_are_a_kind_under_the_models_level() -> None:
+    assert split_topic("edge", "edge/cam/activity/sensor_results") == ("cam", "sensor_results", None)
+    with pytest.raises(IngestError, match="sensor model 'a b'"):
+        split_topic("edge", "edge/cam/a b/sensor_results")
+    with pytest.raises(IngestError, match="not a camera kind"):
+        split_topic("edge", "edge/cam/activity/sensor_resultz")

@@ -284,6 +284,9 @@ def test_a_resolved_format_without_a_class_count_reads_it_from_the_row_width(nam
     out = rng.uniform(0, 1, (1, 300, width)).astype(np.float32)
     if name == "end2end":
         out[..., 5] = rng.integers(0, 3, 300)
+        out[..., 0:4] = np.concatenate(
+            [np.minimum(out[..., 0:2], out[..., 2:4]), np.maximum(out[..., 0:2], out[..., 2:4])], -1
+        )  # corners
     a, b = known.candidates(out, 0.3, None), unknown.candidates(out, 0.3, None)
     assert a.class_ids.tolist() == b.class_ids.tolist() and a.max_score == b.max_score
     assert known.fmt.classes_in(width) == {"yolov8": 3, "yolov5": 3, "rtdetr": 3, "end2end": 0}[name]

@@ -1,0 +1,1 @@
+"""The device page's HTTP server: routing, the token and same-origin checks, static files (stdlib http.server)."""

@@ -1,0 +1,1 @@
+"""The device page's pure parts: request limits, the multipart reader, the zone and line editor's checks."""
