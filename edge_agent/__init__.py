@@ -1,6 +1,15 @@
 """edge-agent: offline ONNX inference on ARM boards with a durable outbox synced over MQTT."""
 
+import os
+
 __version__ = "0.1.0"
+
+# onnxruntime >= 1.2x's official Linux wheels start a telemetry client when the library loads; it
+# keeps an id in $XDG_CACHE_HOME or ~/.cache, and under the service's user (no writable home)
+# every process logged "Failed to persist telemetry device ID". An offline agent sends nothing:
+# the variable is read once, when onnxruntime loads, so it is set here, before any import of it
+# (a user's own ORT_DISABLE_TELEMETRY=0 is kept).
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 # The distribution name: "edge-agent" on the package index is another project that ships the same
 # import package, so every install hint names this one (see install_hint).

@@ -2,6 +2,10 @@
 
 import sys
 
-from edge_agent.app.cli.main import main
+try:
+    from edge_agent.app.cli.main import main
+except KeyboardInterrupt:  # Ctrl-C while the package itself imports: one line, as in main
+    sys.stderr.write("edge-agent: interrupted\n")
+    sys.exit(130)
 
 sys.exit(main())

@@ -31,7 +31,9 @@ die() { printf 'install-service: error: %s\n' "$*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
     case $1 in
         --venv) venv=$2; shift 2 ;;
-        --root) root=$(cd "$2" && pwd); systemctl_too=0; shift 2 ;;
+        --root)
+            [ -d "${2:-}" ] || die "--root ${2:-}: not a folder (create it first: it becomes the installed system's /)"
+            root=$(cd "$2" && pwd); systemctl_too=0; shift 2 ;;
         --no-systemctl) systemctl_too=0; shift ;;
         --systemd-version) sd_version=$2; shift 2 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -45,7 +47,10 @@ agent=$venv/bin/edge-agent
 # 1. the service user, from the sysusers.d file (useradd where systemd-sysusers is absent)
 install -D -m 0644 "$here/edge-agent.sysusers" "$root/usr/lib/sysusers.d/$user.conf"
 if command -v systemd-sysusers >/dev/null 2>&1; then
-    systemd-sysusers ${root:+--root="$root"} "$root/usr/lib/sysusers.d/$user.conf"
+    # an empty --root has no etc/ yet: systemd-sysusers cannot lock its passwd without one
+    [ -z "$root" ] || install -d -m 0755 "$root/etc"
+    systemd-sysusers ${root:+--root="$root"} "$root/usr/lib/sysusers.d/$user.conf" 2>/dev/null ||
+        die "systemd-sysusers could not add the user $user under ${root:-/} (run: systemd-sysusers ${root:+--root=$root }$root/usr/lib/sysusers.d/$user.conf)"
 elif [ -z "$root" ] && ! getent passwd "$user" >/dev/null; then
     useradd --system --home-dir "/var/lib/$user" --no-create-home --shell /usr/sbin/nologin "$user"
     for group in video dialout; do getent group "$group" >/dev/null && usermod -a -G "$group" "$user"; done

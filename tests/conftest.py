@@ -146,3 +146,10 @@ def quant_models(model_dir: Path) -> dict[str, Path]:
     for path in out.values():
         onnx.save(convert_model(onnx.load(str(path)), "1.11"), str(path))
     return out
+
+
+@pytest.fixture(autouse=True)
+def _push_secrets_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``model push`` keeps each transfer's cancel secret under $XDG_STATE_HOME: never the
+    tester's home (subprocesses inherit it)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-state"))

@@ -19,10 +19,13 @@ every step from opset 14 to 22 by tests/tools/test_convert_schemas.py.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from onnx import ModelProto, NodeProto
+    from onnx.defs import OpSchema
 
 # opset -> operators whose form new at that opset only admits more (or other) tensor types than
 # the form before it (onnx's Changelog.md; tests/tools/test_convert_schemas.py compares the
@@ -91,7 +94,7 @@ def drop_attr(node: NodeProto, name: str) -> None:
     node.attribute.extend(keep)
 
 
-def _set_attr(node: NodeProto, name: str, value: Any) -> None:
+def _set_attr(node: NodeProto, name: str, value: object) -> None:
     from onnx import helper
 
     drop_attr(node, name)
@@ -137,10 +140,10 @@ def schema_change(op: str, version: int) -> str:
     except Exception:  # noqa: BLE001
         return "is new"
 
-    def attrs(s: Any) -> dict[str, tuple[int, bool, bytes]]:
+    def attrs(s: OpSchema) -> dict[str, tuple[int, bool, bytes]]:
         return {n: (a.type, a.required, a.default_value.SerializeToString()) for n, a in s.attributes.items()}
 
-    def params(ps: Any) -> list[tuple[str, str, str, int]]:
+    def params(ps: Iterable[OpSchema.FormalParameter]) -> list[tuple[str, str, str, int]]:
         return [(p.name, str(p.option), p.type_str, p.min_arity) for p in ps]
 
     a0, a1 = attrs(old), attrs(new)

@@ -146,3 +146,23 @@ def test_the_password_file_resolves_under_the_drop_ins_credentials_directory(
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
     cfg = MqttConfig(host="localhost", username="dev", password_file="mqtt-password")
     assert read_password(cfg) == "s3cret"
+
+
+@pytest.mark.skipif(
+    shutil.which("systemd-sysusers") is None, reason="needs systemd-sysusers (Debian: systemd)"
+)
+def test_an_empty_root_gets_its_etc_and_a_missing_one_is_one_line(tmp_path: Path) -> None:
+    """systemd-sysusers on a root without etc/ ended the install in its raw "Failed to take
+    /etc/passwd lock"; a --root that does not exist ended in bash's cd error."""
+    root = tmp_path / "empty"
+    root.mkdir()
+    venv = fake_venv(tmp_path)
+    r = install(root, venv)
+    assert r.returncode == 0, r.stderr
+    assert "lock" not in r.stderr and "edge-agent:" in (root / "etc" / "passwd").read_text()
+    r = install(tmp_path / "nowhere", venv)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines() == [
+        f"install-service: error: --root {tmp_path / 'nowhere'}: not a folder (create it first: it becomes "
+        "the installed system's /)"
+    ]

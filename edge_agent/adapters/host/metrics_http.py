@@ -1,17 +1,24 @@
-"""Optional Prometheus text endpoint on 127.0.0.1 (``[health] prometheus_port``).
+"""Optional Prometheus text endpoint (``[health] prometheus_port``), on 127.0.0.1 by default.
 
-Loopback only: the board exposes nothing to the network; a local node_exporter-style scraper or an
-SSH tunnel reads it. The numbers come from a callable so this module knows nothing about the agent.
+Loopback unless ``[health] prometheus_bind`` says otherwise, and then only with a bearer token
+(``prometheus_token_file``; the config refuses a non-loopback bind without one): a scrape without
+``Authorization: Bearer <token>`` gets 401. The numbers come from a callable so this module knows
+nothing about the agent; names, types and help are core.messages.agent_metrics.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import math
+import socket
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Union
+from typing import Callable, Optional, Union
+
+from edge_agent.core.messages import fleet_metrics
+from edge_agent.core.messages.agent_metrics import agent_families
 
 log = logging.getLogger(__name__)
 
@@ -29,27 +36,17 @@ def number(value: float) -> str:
     return repr(f)
 
 
-def _label(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def render(metrics: Mapping[str, float], labels: Mapping[str, str]) -> str:
-    """Prometheus text exposition format, one gauge family per metric, ``edge_agent_`` prefixed.
+    """Prometheus text exposition format, ``edge_agent_`` prefixed: each family's ``# HELP`` and
+    ``# TYPE`` (counters ``_total``, times in seconds), then its series, ``labels`` on each.
 
     A name may carry labels of its own, ``camera_fps{camera="gate"}`` (label values escaped by the
-    caller): one ``# TYPE`` line per family, then each series."""
-    lab = ",".join(f'{k}="{_label(v)}"' for k, v in sorted(labels.items()))
-    lines = []
-    typed: set[str] = set()
-    for name, value in sorted(metrics.items()):
-        family, _, own = name.partition("{")
-        full = f"edge_agent_{family}"
-        if full not in typed:
-            typed.add(full)
-            lines.append(f"# TYPE {full} gauge")
-        both = ",".join(p for p in (lab, own.rstrip("}")) if p)
-        lines.append(f"{full}{{{both}}} {number(value)}")
-    return "\n".join(lines) + "\n"
+    caller)."""
+    return fleet_metrics.render(agent_families(metrics, labels))
+
+
+class _V6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
 
 class MetricsServer:
@@ -57,12 +54,23 @@ class MetricsServer:
         self,
         port: int,
         collect: Callable[[], Union[tuple[Mapping[str, float], Mapping[str, str]], str]],
+        bind: str = "127.0.0.1",
+        token: Optional[str] = None,
     ) -> None:
-        """``collect``: ``(gauges, labels)`` to :func:`render`, or the exposition text itself."""
+        """``collect``: ``(gauges, labels)`` to :func:`render`, or the exposition text itself;
+        ``token``: the bearer token every request must carry (None: none asked)."""
         collect_fn = collect
+        want = None if token is None else f"Bearer {token}".encode()
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                got_auth = (self.headers.get("Authorization") or "").encode("utf-8", "replace")
+                if want is not None and not hmac.compare_digest(got_auth, want):
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Bearer realm="edge-agent metrics"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404, "only /metrics here")
                     return
@@ -77,7 +85,8 @@ class MetricsServer:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("metrics: " + format, *args)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        server_cls = _V6Server if ":" in bind else ThreadingHTTPServer
+        self.server = server_cls((bind, port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)

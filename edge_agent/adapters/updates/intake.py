@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from edge_agent.adapters.host.durable import move_durable, write_durable
 from edge_agent.adapters.updates import signing
+from edge_agent.adapters.updates.cancels import check_cancel, inbox_commitment
 from edge_agent.adapters.updates.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
 from edge_agent.adapters.updates.store import ModelStore, device_target, downgrade_reason
 from edge_agent.adapters.updates.transfers import (
@@ -114,6 +115,7 @@ class TransferIntake:
         self._last_refusal = 0.0
         self._throttle = LogThrottle()
         self.bases: list[str] = []
+        self.cancelled: set[str] = set()  # complete transfers the sender cancelled (agent side refuses)
 
     # ---- life cycle ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -174,6 +176,13 @@ class TransferIntake:
         for b in self.bases:
             if topic == f"{b}/begin":
                 self._begin(bytes(payload))
+                return
+            if topic.startswith(f"{b}/cancel/"):
+                try:
+                    tid = check_transfer_id(topic[len(b) + 8 :])
+                except ValueError as exc:
+                    raise Refused(str(exc)) from None
+                self._cancel(tid, bytes(payload))
                 return
             if topic.startswith(f"{b}/chunk/"):
                 parts = topic[len(b) + 7 :].split("/")
@@ -271,6 +280,18 @@ class TransferIntake:
             )
         self._maybe_finish(tid)
 
+    def _cancel(self, tid: str, payload: bytes) -> None:
+        with self._lock:
+            t = self._transfers.get(tid)
+            check_cancel(tid, payload, t.begin.cancel_sha256 if t else inbox_commitment(self.inbox, tid))
+            if t is not None:
+                self._drop(tid, "cancelled by its sender")
+                mark_done(self.dir, tid, DONE_KEEP)  # the chunks still queued for it: acknowledged, dropped
+            else:
+                self.cancelled.add(tid)
+                log.warning("model transfer %s cancelled by its sender: it will not be installed", tid)
+        self.on_progress({"transfer_id": tid, "cancelled": True})
+
     def _check_floor(self, need: int, what: str) -> None:
         free, size = self.space(self.dir)
         floor = transfer_floor(self.cfg, self.dir, size)
@@ -364,6 +385,8 @@ class TransferIntake:
         # no "force" here: a sender is anyone on the broker; only a signed manifest or a local
         # command may switch past the gate (docs/threat-model.md)
         req = {"origin": f"mqtt:{tid}"}
+        if t.begin.cancel_sha256 is not None:  # a cancel may still stop it before the switch
+            req["cancel_sha256"] = t.begin.cancel_sha256
         write_durable(self.inbox / f"{tid}.request.json", json.dumps(req).encode(), FILE_MODE)
         move_durable(pkg, self.inbox / f"{tid}.pkg", FILE_MODE)
         mark_done(self.dir, tid, DONE_KEEP)

@@ -117,8 +117,10 @@ class StatusOutputs:
 
 
 def start_metrics(agent: Agent) -> Optional[MetricsServer]:
-    """Prometheus on 127.0.0.1: the latest snapshot, flattened (no second set of figures)."""
-    port = agent.cfg.health.prometheus_port
+    """Prometheus on ``prometheus_bind`` (loopback unless set): the latest snapshot, flattened (no
+    second set of figures); off the loopback only with the bearer token of ``prometheus_token_file``."""
+    h = agent.cfg.health
+    port = h.prometheus_port
     if port is None:
         return None
     from edge_agent.adapters.host.metrics_http import MetricsServer
@@ -127,9 +129,14 @@ def start_metrics(agent: Agent) -> Optional[MetricsServer]:
         return prometheus_values(agent.current_status(fresh=True)), {"device": agent.cfg.device.id}
 
     try:
-        server = MetricsServer(port, collect)
-    except OSError as exc:  # port taken: health is optional, inference is not
-        log.error("prometheus endpoint on 127.0.0.1:%d not started: %s", port, exc)
+        token = None
+        if h.prometheus_token_file:
+            token = Path(h.prometheus_token_file).read_text(encoding="utf-8").strip()
+            if not token:
+                raise OSError(f"prometheus_token_file {h.prometheus_token_file} is empty")
+        server = MetricsServer(port, collect, h.prometheus_bind, token)
+    except (OSError, UnicodeDecodeError) as exc:  # port taken: health is optional, inference is not
+        log.error("prometheus endpoint on %s:%d not started: %s", h.prometheus_bind, port, exc)
         agent.errors += 1
         return None
     server.start()

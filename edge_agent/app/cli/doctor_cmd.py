@@ -113,7 +113,12 @@ def checks(
     if cfg.sensor is not None:
         _serial(cfg.sensor, add) if probe else None
     else:
-        add("serial", OK, ", ".join(devs["serial"]) or "no serial ports (none configured)")
+        ports = ", ".join(devs["serial"])
+        add(
+            "serial",
+            OK,
+            f"no [sensor] configured (ports here: {ports})" if ports else "no [sensor] configured",
+        )
     _state_dir(cfg.device.state_dir, add)
     _updates(cfg, add)
     free = free_disk_bytes(cfg.queue.path)

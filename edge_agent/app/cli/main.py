@@ -91,7 +91,21 @@ def build_parser() -> argparse.ArgumentParser:
     for subparser in _all_subparsers(parser):
         subparser.formatter_class = HelpFormatter
         _add_global_flags(subparser, top=False)
+    _describe_from_help(parser)
     return parser
+
+
+def _describe_from_help(parser: argparse.ArgumentParser) -> None:
+    """A subcommand's ``--help`` page without a description of its own shows its one-line help
+    (the line its parent's list shows), so no page is only a usage line."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, child in action.choices.items():
+                if not (child.description or "").strip() and helps.get(name):
+                    text = str(helps[name])
+                    child.description = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+                _describe_from_help(child)
 
 
 def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -105,19 +119,33 @@ def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPa
     return found
 
 
-def setup_logging(verbose: int, quiet: bool) -> None:
-    level = logging.WARNING if quiet else (logging.DEBUG if verbose >= 2 else logging.INFO)
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Ctrl-C at any point, the command modules' imports included: exit 130 with one line."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return interrupted(argv)
+
+
+def interrupted(argv: Optional[Sequence[str]]) -> int:
+    """What a shell shows for Ctrl-C: one line and 128 + SIGINT, never a traceback."""
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    try:
+        sys.stderr.write(f"edge-agent{' ' + words[0] if words else ''}: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return 130
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    from edge_agent.app.cli.logsetup import setup_logging
+
     setup_logging(args.verbose, args.quiet)
     try:
         rc: int = args.func(args)
@@ -125,8 +153,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except EdgeAgentError as exc:
         sys.stderr.write(f"edge-agent {args.command}: error: {exc}\n")
         return 1
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:
         # `edge-agent infer dir/ --json | head`: the reader left; that is not an error of ours.
         # Point stdout at /dev/null so the interpreter's final flush does not raise again.

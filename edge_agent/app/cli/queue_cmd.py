@@ -81,8 +81,17 @@ def _stats(path: Path, as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(stats) + "\n")
     else:
-        sys.stdout.write("".join(f"{k}: {'-' if v is None else v}\n" for k, v in stats.items()))
+        sys.stdout.write("".join(f"{k}: {_shown(v)}\n" for k, v in stats.items()))
     return 0
+
+
+def _shown(value: object) -> str:
+    """A figure as a person reads it: no Python spellings (``None``, ``False``)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def _dump(path: Path, limit: Optional[int], output: Optional[str]) -> int:

@@ -103,7 +103,8 @@ def render(d: Mapping[str, Any], age_s: float, max_age: float, now: float) -> st
         f"last ack {when(b.get('last_sync'), now)}"
         + (f"  last error: {b['last_error']}" if b.get("last_error") else "")
         + (f"  sync restarts {b['thread_restarts']}" if b.get("thread_restarts") else ""),
-        f"provider   {d.get('provider')}  clock synced: {d.get('clock_synced')}",
+        f"provider   {d.get('provider') or '-'}  clock synced: "
+        f"{_yes_no(d.get('clock_synced'), 'no (NTP not synchronised)')}",
     ]
     lines += [f"WARNING    {w}" for w in d.get("warnings") or []]
     return "\n".join(lines) + "\n"
@@ -169,3 +170,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _yes_no(value: object, no: str = "no") -> str:
+    """A boolean of the snapshot as a person reads it: yes / ``no`` / - (not reported)."""
+    return "yes" if value is True else no if value is False else "-"

@@ -353,11 +353,11 @@ class ModelUpdates:
                     allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
                     allow_rolled_back=bool(req.get("allow_rolled_back")) and origin == "cli",
                     planner=self._planner,  # the gate loads its models on the running agent's plans
+                    cancelled=lambda: self._receiver is not None and origin[5:] in self._receiver.cancelled,
                 )
             except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"
-                result = model_switch.record(
-                    self.store, origin, None, Outcome.REFUSED, f"{pkg.name}: {type(exc).__name__}: {exc}"
-                )
+                why = f"{pkg.name}: {type(exc).__name__}: {exc}"
+                result = model_switch.record(self.store, origin, None, Outcome.REFUSED, why)
             finally:
                 self._in_progress = None
         try:

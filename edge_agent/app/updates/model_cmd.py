@@ -74,7 +74,7 @@ def register(sub: Subparsers) -> None:
     rb.set_defaults(func=rollback)
 
     pu = msub.add_parser("push", help="send a package over MQTT to devices or a group")
-    pu.add_argument("package", help="package file from `edge-agent model pack`")
+    pu.add_argument("package", nargs="?", help="package file from `edge-agent model pack`")
     add_config_arg(pu)
     target = pu.add_mutually_exclusive_group(required=True)
     target.add_argument("--device", action="append", help="device id (repeatable)")
@@ -95,6 +95,12 @@ def register(sub: Subparsers) -> None:
         "devices skip the chunks they already have",
     )
     pu.add_argument("--expect", type=int, default=0, metavar="N", help="with --group: wait for N devices")
+    pu.add_argument(
+        "--cancel",
+        metavar="TRANSFER",
+        help="cancel a transfer this user pushed from this machine (Ctrl-C during a push does it too): "
+        "the devices drop it unless they already switched",
+    )
     pu.set_defaults(func=push)
 
     from edge_agent.app.updates import rollout_cmd  # staged: canaries first, state in the collector's db
@@ -151,6 +157,14 @@ def agent_pid(cfg: Config) -> Optional[int]:
     return pid
 
 
+def _num(value: object) -> str:
+    """A gate figure for a person: 4 significant digits (0.3265, not 0.32651472091674805)."""
+    if isinstance(value, float):
+        text = f"{value:.4g}"
+        return text if any(c in text for c in ".enai") else text + ".0"  # a float reads as one: 0.0
+    return "-" if value is None else str(value)
+
+
 def _print_result(res: dict[str, Any], as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
@@ -162,13 +176,14 @@ def _print_result(res: dict[str, Any], as_json: bool) -> int:
             rep = gate.get(part) or {}
             for c in rep.get("checks", []):
                 w(
-                    f"  {part} {c['name']:<22} {c['value']}  ({c['op']} {c['limit']})  {'ok' if c['passed'] else 'FAIL'}\n"
+                    f"  {part} {c['name']:<22} {_num(c['value'])}  ({c['op']} {_num(c['limit'])})  "
+                    f"{'ok' if c['passed'] else 'FAIL'}\n"
                 )
         if gate:
             met = (gate.get("detector") or {}).get("metrics", {})
             w(
                 f"  reference detections {met.get('reference_detections')}, candidate detections "
-                f"{met.get('candidate_detections')}, candidate max score {gate.get('candidate_max_score')}\n"
+                f"{met.get('candidate_detections')}, candidate max score {_num(gate.get('candidate_max_score'))}\n"
             )
     return 0 if res["outcome"] in (Outcome.SWITCHED, Outcome.UNCHANGED) else 1
 
@@ -232,6 +247,9 @@ def status(args: argparse.Namespace) -> int:
     live = (snap.data.get("model_update") if snap is not None and not snap.is_stale(30) else None) or {}
     info["agent"] = "running" if agent_pid(cfg) else "not running"
     info["state"] = live.get("state")
+    last_at = (info.get("last") or {}).get("at")
+    if info["state"] == "gating" and snap is not None and last_at and last_at >= snap.data.get("ts", 0):
+        info["state"] = "idle"  # the snapshot (every 2 s) predates the verdict recorded since
     info["transfer"] = live.get("transfer")
     if args.json:
         sys.stdout.write(json.dumps(info, indent=2) + "\n")
@@ -296,11 +314,11 @@ def _check_push_args(args: argparse.Namespace) -> None:
         )
     if args.expect and not args.wait:
         raise ConfigError("--expect N needs --wait S (how long to wait for the N verdicts)")
-    if args.transfer_id is not None:
+    for flag, value in (("--transfer-id", args.transfer_id), ("--cancel", args.cancel)):
         try:
-            check_transfer_id(args.transfer_id)
+            check_transfer_id(value) if value is not None else None
         except ValueError as exc:
-            raise ConfigError(f"--transfer-id: {exc}") from None
+            raise ConfigError(f"{flag}: {exc}") from None
 
 
 def _warn_untargeted(pkg: Path, devices: list[str], group: Optional[str]) -> None:
@@ -326,7 +344,7 @@ def _warn_untargeted(pkg: Path, devices: list[str], group: Optional[str]) -> Non
 
 
 def push(args: argparse.Namespace) -> int:
-    from edge_agent.app.updates.push import OutcomeWatcher, push_package
+    from edge_agent.app.updates.push import OutcomeWatcher, keep_secret, push_package, send_cancel
 
     if args.force:
         raise ConfigError(
@@ -335,18 +353,34 @@ def push(args: argparse.Namespace) -> int:
         )
     _check_push_args(args)
     cfg = _config(args.config)
+    devices = list(args.device or [])
+    if args.cancel is not None:
+        send_cancel(cfg, args.cancel, devices, args.group)
+        sys.stdout.write(f"sent the cancel of transfer {args.cancel}\n")
+        return 0
+    if args.package is None:
+        raise ConfigError("model push: expected a PACKAGE to push (or --cancel TRANSFER)")
     pkg = Path(args.package)
     if not pkg.is_file():
         raise ModelError(f"{pkg}: no such package file")
     tid = args.transfer_id or uuid.uuid4().hex[:16]
     watcher = OutcomeWatcher(cfg, tid) if args.wait > 0 else None
-    _warn_untargeted(pkg, args.device or [], args.group)
-    push_package(cfg, pkg, args.device or [], args.group, transfer_id=tid)
-    sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
-    if watcher is None:
-        return 0
-    devices = list(args.device or [])
-    got = watcher.wait(args.wait, devices, args.expect)
+    _warn_untargeted(pkg, devices, args.group)
+    commitment = keep_secret(tid)
+    try:
+        push_package(cfg, pkg, devices, args.group, transfer_id=tid, cancel_sha256=commitment)
+        sys.stdout.write(f"pushed {pkg} as transfer {tid}\n")
+        sys.stdout.flush()
+        if watcher is None:
+            return 0
+        got = watcher.wait(args.wait, devices, args.expect)
+    except KeyboardInterrupt:
+        send_cancel(cfg, tid, devices, args.group)
+        sys.stderr.write(
+            f"edge-agent model push: interrupted: sent the cancel of transfer {tid} (a device that "
+            "already switched keeps it: `edge-agent model rollback` there)\n"
+        )
+        return 130
     for dev in sorted(set(got) | set(devices)):
         res = got.get(dev)
         sys.stdout.write(f"{dev}: {res['outcome']}: {res['detail']}\n" if res else f"{dev}: no answer\n")

@@ -9,6 +9,7 @@ broker holds the whole package for every subscribed device, online or not (persi
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -18,10 +19,12 @@ from typing import Any, Optional
 
 import paho.mqtt.client as mqtt
 
+from edge_agent.adapters.host.durable import write_durable
 from edge_agent.adapters.mqtt.connect import login, read_password, tls_context
 from edge_agent.adapters.updates.package_file import transfer_parts
 from edge_agent.adapters.updates.receiver import model_topics
 from edge_agent.core.config.schema import Config
+from edge_agent.core.updates import cancel
 from edge_agent.core.updates.binding import SignedBegin
 from edge_agent.errors import SyncError
 
@@ -35,6 +38,7 @@ def push_package(
     group: Optional[str],
     transfer_id: Optional[str] = None,
     only: Optional[Iterable[int]] = None,
+    cancel_sha256: Optional[str] = None,
 ) -> str:
     """Send ``package`` (ModelError when it has no signed transfer plan); ``only`` re-sends just
     those chunk indexes (a device's ``missing`` ranges after its broker session was lost) under the
@@ -48,7 +52,7 @@ def push_package(
     if group:
         bases.append(model_topics(prefix, "-", [group])[1])
     chunks, chunk_size = plan.count, plan.chunk_size
-    begin = SignedBegin(tid, manifest_data, signature).to_json()
+    begin = SignedBegin(tid, manifest_data, signature, cancel_sha256).to_json()
     client = _connect(cfg)
     try:
         for base in bases:
@@ -67,6 +71,42 @@ def push_package(
         client.disconnect()
         client.loop_stop()
     return tid
+
+
+def secret_file(tid: str) -> Path:
+    """Where ``model push`` keeps a transfer's cancel secret (0600): ``$XDG_STATE_HOME`` or
+    ``~/.local/state``, ``edge-agent/pushes/<transfer>``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "edge-agent" / "pushes" / tid
+
+
+def keep_secret(tid: str) -> str:
+    """A new cancel secret for ``tid``, written before the begin goes out; returns its commitment."""
+    secret = cancel.new_secret()
+    path = secret_file(tid)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_durable(path, secret.encode("ascii"), 0o600)
+    return cancel.commitment(secret)
+
+
+def send_cancel(cfg: Config, tid: str, devices: list[str], group: Optional[str]) -> None:
+    """Publish the cancel of ``tid`` (its secret from :func:`secret_file`) to the same topics."""
+    try:
+        secret = cancel.parse_secret(secret_file(tid).read_bytes())
+    except (OSError, ValueError):
+        raise SyncError(
+            f"transfer {tid}: no cancel secret in {secret_file(tid)}; only the user and machine that "
+            "pushed it can cancel it"
+        ) from None
+    bases = [model_topics(cfg.mqtt.topic_prefix, d, [])[0] for d in devices]
+    if group:
+        bases.append(model_topics(cfg.mqtt.topic_prefix, "-", [group])[1])
+    client = _connect(cfg)
+    try:
+        _wait([client.publish(f"{b}/cancel/{tid}", secret, qos=1) for b in bases])
+    finally:
+        client.disconnect()
+        client.loop_stop()
 
 
 def _connect(cfg: Config, role: str = "push") -> mqtt.Client:

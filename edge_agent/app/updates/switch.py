@@ -152,6 +152,7 @@ def install(
     allow_downgrade: bool = False,
     allow_rolled_back: bool = False,
     planner: Optional[ProviderPlanner] = None,
+    cancelled: Optional[Callable[[], bool]] = None,
 ) -> dict[str, Any]:
     """Verify, stage, gate and switch; returns the outcome (also kept as ``last`` in the store).
 
@@ -231,6 +232,9 @@ def install(
             store.prune(state.kept())  # the refused candidate goes, unless the device keeps it
             return record(store, origin, m.summary(), Outcome.REFUSED, f"the gate could not run: {exc}")
         log.info("%s: %s", vid, gate.summary())
+        if cancelled is not None and cancelled():  # the sender cancelled it while the gate ran
+            store.prune(state.kept())
+            return record(store, origin, m.summary(), Outcome.REFUSED, "cancelled by its sender")
         if not gate.passed and not force:
             store.prune(state.kept())
             return record(store, origin, m.summary(), Outcome.REFUSED, gate.summary(), gate.to_json())
@@ -331,7 +335,7 @@ def record(
 ) -> dict[str, Any]:
     """The event, kept as ``last`` in the store (the status and `model status` show it)."""
     ev = event(outcome, detail, origin, time.time(), version, gate, signer)
-    if outcome is Outcome.REFUSED:
+    if outcome is Outcome.REFUSED and origin != "cli":  # the command prints its own refusal, once
         log.error("model update refused (%s): %s", origin, detail)
     state = store.state()
     state.last = ev

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from edge_agent.app.cli.argtypes import non_negative_int, positive_int
 from edge_agent.app.workbench.infer_cmd import add_model_args
@@ -79,5 +79,23 @@ def run(args: argparse.Namespace) -> int:
         "seq_len": args.seq_len,
     }
     report = report_json(benches, meta)
-    sys.stdout.write((json.dumps(report, indent=2) if args.json else format_table(report)) + "\n")
+    text = json.dumps(report, indent=2) if args.json else format_table(report) + noisy_note(report)
+    sys.stdout.write(text + "\n")
     return 0
+
+
+def noisy_note(report: dict[str, Any]) -> str:
+    """A row whose end-to-end median is below its session.run median cannot be read as it stands
+    (the end-to-end time includes the run): the two medians come from different runs of a noisy
+    machine. Said under the table, naming the rows."""
+    odd = [
+        Path(r["path"]).name
+        for r in report["models"]
+        if r["pipeline_ms"]["total"]["p50"] < r["session_run_ms"]["p50"]
+    ]
+    if not odd:
+        return ""
+    return (
+        f"\nnote: e2e p50 < run p50 for {', '.join(odd)}: the medians come from different runs and the "
+        "machine was noisy (e2e includes the run); rerun with more --runs on a quieter machine"
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, TextIO
 
 from edge_agent.app.cli.argtypes import non_negative_float, positive_int, thread_count, unit_interval
-from edge_agent.app.workbench.track_infer import add_track_args
+from edge_agent.app.workbench.track_infer import add_track_args, detector_from_config, mark_defaults
 from edge_agent.core.vision.defaults import CONF_THRESHOLD, CROP_PADDING, IOU_THRESHOLD, MAX_DET
 from edge_agent.errors import EdgeAgentError, ImageError
 
@@ -80,6 +80,12 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="one JSON object per image on stdout")
     p.add_argument(
+        "--mot",
+        metavar="FILE",
+        help="also write the detections to FILE as MOTChallenge det.txt lines (frame = the image's "
+        "place in name order, from 1), the input of `edge-agent track -d FILE`",
+    )
+    p.add_argument(
         "--sensor",
         metavar="FILE",
         help="run a sensor model (-m, default: the demo sensor model) on a recorded .csv/.jsonl file of "
@@ -90,11 +96,28 @@ def register(sub: Subparsers) -> None:
     )
     add_track_args(p)
     add_model_args(p)
+    mark_defaults(p)
     p.set_defaults(func=run)
 
 
 def _split(s: Optional[str]) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()] if s else []
+
+
+def _refuse_saving_into_an_input(save: Optional[str], inputs: list[str]) -> None:
+    """``--save`` into a folder an input lives in makes ``bus_1.jpg`` beside ``bus.jpg``, which the
+    next run over that folder takes as an input: refused before any model loads."""
+    if not save:
+        return
+    target = Path(save).resolve()
+    for given in inputs:
+        p = Path(given).resolve()
+        folder = p if p.is_dir() else p.parent
+        if target == folder:
+            raise EdgeAgentError(
+                f"--save {save}: is the folder of the input {given}; the annotated images would become "
+                "inputs of the next run there: save to another folder (e.g. --save runs/infer)"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,11 +128,18 @@ def run(args: argparse.Namespace) -> int:
     from edge_agent.adapters.camera.images import expand_inputs, read_image
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
     from edge_agent.app.cli.assets import DEMO_DETECTOR, DEMO_DETECTOR_FP32, demo_file, demo_samples
+    from edge_agent.core.objects.mot import format_detections
     from edge_agent.core.vision.image_header import DEFAULT_MAX_PIXELS
     from edge_agent.core.vision.results import ImageResult
     from edge_agent.inference.guard import check_detector, describe
     from edge_agent.inference.pipeline import Classifier, Detector, DetectorParams, run_cascade
 
+    _refuse_saving_into_an_input(args.save, args.images or [])
+    if args.mot and args.track:
+        raise EdgeAgentError(
+            "--mot writes detections for `edge-agent track`; with --track the events are the output"
+        )
+    detector_from_config(args)  # --track --config F: F's detector, thresholds, classes
     model_path = Path(args.model) if args.model else demo_file(DEMO_DETECTOR, DEMO_DETECTOR_FP32)
     det_model = OnnxModel(model_path, provider=args.provider, threads=args.threads, labels=args.labels)
     detector = Detector(det_model, DetectorParams(args.conf, args.iou, args.max_det), args.output_format)
@@ -159,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
     paths = list(expand_inputs(inputs))
     input_set = {p.resolve() for p in paths}
     limit = args.max_pixels or DEFAULT_MAX_PIXELS
-    for path in paths:
+    mot: list[str] = []
+    for frame, path in enumerate(paths, 1):
         try:
             img = read_image(path, limit)
             dets, timings = run_cascade(img, detector, classifier, cls_ids, args.crop_padding)
@@ -168,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
             failures += 1
             continue
         processed += 1
+        mot.extend(format_detections(frame, ((d.box, d.confidence, d.class_id) for d in dets)))
         result = ImageResult(str(path), img.shape[1], img.shape[0], dets, timings)
         if args.json:
             sys.stdout.write(json.dumps(result.to_json(), separators=(",", ":")) + "\n")
@@ -185,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if processed == 0 and failures == 0:
         raise EdgeAgentError(f"no images found in {', '.join(inputs)}")
+    if args.mot:
+        from edge_agent.adapters.host.durable import write_durable
+
+        write_durable(Path(args.mot), "".join(mot).encode(), 0o644)
     return 1 if failures or broken else 0
 
 

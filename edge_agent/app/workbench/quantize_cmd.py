@@ -131,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
         return _validate(args, src, out, result, reference)
 
 
+MIN_CALIB = 8  # below this, quantize warns: the activation ranges come from too few images
+
+
 def _quantize_dynamically(src: Path, out: Path, args: argparse.Namespace) -> bool:
     """A model without an image input (token ids, sensor windows): dynamic INT8, no calibration."""
     from edge_agent.adapters.runtime.onnx_model import OnnxModel
@@ -167,10 +170,20 @@ def _validate(args: argparse.Namespace, src: Path, out: Path, result: QuantizeRe
         f"quantized {src.name} -> {out} ({s['activation_type']} activations, {s['weight_type']} weights, "
         f"{s['method']}, {result.samples} samples, {len(result.excluded_nodes)} post-processing nodes kept float)\n"
     )
+    if 0 < result.samples < MIN_CALIB:
+        sys.stderr.write(
+            f"edge-agent quantize: warning: {result.samples} calibration image(s) in {args.calib}: INT8 "
+            f"ranges from fewer than {MIN_CALIB} are unreliable; use 50-300 images like the camera's\n"
+        )
     if args.no_validate:
         sys.stderr.write("validation skipped (--no-validate): run `edge-agent validate` before shipping\n")
         return 0
     val_root = Path(args.val) if args.val else Path(args.calib)
+    if not args.val:
+        sys.stderr.write(
+            "edge-agent quantize: warning: validating on the calibration images themselves: the check is "
+            "optimistic; pass --val DIR with other images\n"
+        )
     val_files = pick_samples(image_files(val_root), args.val_max_images)
     if reference != src:
         sys.stderr.write(f"validating against the FP32 copy of {src.name} (what was quantized)\n")

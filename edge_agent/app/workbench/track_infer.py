@@ -1,8 +1,9 @@
 """``edge-agent infer DIR_OR_VIDEO --track [--config C] [--save OUT]``: the objects mode offline.
 
 Frames (a folder of images in name order, or a video file) go through the detector, the tracker and
-the zone/line rules of ``--config`` (its ``[tracker]``, ``[[zones]]``, ``[[lines]]``; the rest of the
-file is ignored), exactly as ``[output] mode = "objects"`` would run them on the device. Events are
+the zone/line rules of ``--config`` (its ``[detector]``: model, labels, thresholds, classes, provider,
+threads, unless given on the command line; its ``[tracker]``, ``[[zones]]``, ``[[lines]]``), exactly
+as ``[output] mode = "objects"`` would run them on the device. Events are
 printed (``--json``: one object per line), and ``--save`` writes every frame annotated with track ids,
 zones, lines and the running counts, to check a configuration by eye before deploying it.
 """
@@ -39,7 +40,11 @@ def add_track_args(p: argparse.ArgumentParser) -> None:
         "zones/lines of --config; with --save: annotated frames",
     )
     p.add_argument(
-        "--config", "-c", metavar="FILE", help="with --track: [tracker], [[zones]], [[lines]] from FILE"
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="with --track: FILE's [detector] (model, thresholds, classes: options given here win), "
+        "[tracker], [[zones]], [[lines]]",
     )
     p.add_argument(
         "--camera",
@@ -53,6 +58,60 @@ def add_track_args(p: argparse.ArgumentParser) -> None:
         default=10.0,
         help="with --track on images: frame rate (for dwell times)",
     )
+
+
+class _DefaultFloat(float):
+    """An option's default, told apart from the same value typed on the command line."""
+
+
+class _DefaultInt(int):
+    """An option's default, told apart from the same value typed on the command line."""
+
+
+# infer's option -> the [detector] key --track --config takes when the option is not given
+FROM_CONFIG = {
+    "model": "model",
+    "labels": "labels",
+    "conf": "conf_threshold",
+    "iou": "iou_threshold",
+    "max_det": "max_det",
+    "classes": "classes",
+    "output_format": "output_format",
+    "provider": "provider",
+    "threads": "threads",
+}
+
+
+def mark_defaults(p: argparse.ArgumentParser) -> None:
+    """Wrap the numeric defaults of the detector options, so :func:`detector_from_config` knows
+    which ones the user typed (help still shows them as plain numbers)."""
+    for action in p._actions:
+        if action.dest in FROM_CONFIG and isinstance(action.default, float):
+            action.default = _DefaultFloat(action.default)
+        elif action.dest in FROM_CONFIG and isinstance(action.default, int):
+            action.default = _DefaultInt(action.default)
+
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    value = getattr(args, dest, None)
+    return value is not None and not isinstance(value, (_DefaultFloat, _DefaultInt))
+
+
+def detector_from_config(args: argparse.Namespace) -> None:
+    """``infer --track --config F``: F's detector, thresholds and classes, as the service runs them
+    (it ran the bundled demo detector at 0.25: the preview showed objects the device never reports).
+    Options given on the command line still win."""
+    if not (getattr(args, "track", False) and getattr(args, "config", None)):
+        return
+    from edge_agent.app.cli.configfile import load_config
+
+    d = load_config(args.config).detector
+    for dest, key in FROM_CONFIG.items():
+        value: object = ",".join(d.classes) or None if key == "classes" else getattr(d, key)
+        if key == "model" and not str(value).strip():
+            continue  # no [detector] model in the file: the command line's (or the demo)
+        if value is not None and not _given(args, dest):
+            setattr(args, dest, value)
 
 
 def _frames(inputs: list[str], fps: float, max_pixels: int) -> Iterator[tuple[str, float, FrameOrError]]:

@@ -23,7 +23,7 @@ else:  # pragma: no cover - Python < 3.11
 
 
 class CollectorConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
     broker: str = Field(
         default="mqtt://127.0.0.1:1883",

@@ -27,7 +27,7 @@ class Section(BaseModel):
 
     # protected_namespaces=(): pydantic < 2.10 (the floor, 2.5) warns on every start that the
     # field ``model_update`` shadows its ``model_`` namespace
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=(), strict=True)
 
 
 class DeviceConfig(Section):

@@ -5,9 +5,10 @@ As in core/config/inputs.py: each key's default and explanation live once, in it
 
 from __future__ import annotations
 
+import ipaddress
 from typing import List, Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from edge_agent.core.config.inputs import Section
 from edge_agent.core.messages.mqtt_names import topic_level_problem, topic_prefix_problem
@@ -185,8 +186,37 @@ class HealthConfig(Section):
         gt=0,
         lt=65536,
         examples=[9108],
-        description="serve Prometheus metrics on 127.0.0.1:<port>/metrics (unset: off)",
+        description="serve Prometheus metrics on <prometheus_bind>:<port>/metrics (unset: off)",
     )
+    prometheus_bind: str = Field(
+        default="127.0.0.1",
+        description="the address /metrics listens on: loopback by default; any other (0.0.0.0, a LAN "
+        "address, ::) needs prometheus_token_file",
+    )
+    prometheus_token_file: Optional[str] = Field(
+        default=None,
+        examples=["/etc/edge-agent/metrics.token"],
+        description="file holding the bearer token every scrape must send (Prometheus: "
+        "authorization.credentials_file); required when prometheus_bind is not loopback",
+    )
+
+    @field_validator("prometheus_bind")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"expected an IP address (127.0.0.1, 0.0.0.0, ::), got {value[:60]!r}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _token_off_loopback(self) -> HealthConfig:
+        if not ipaddress.ip_address(self.prometheus_bind).is_loopback and not self.prometheus_token_file:
+            raise ValueError(
+                f"prometheus_bind = {self.prometheus_bind} is not loopback: the metrics would be open to the "
+                "network; set prometheus_token_file (the scraper's bearer token) or bind 127.0.0.1"
+            )
+        return self
 
 
 class ModelUpdateConfig(Section):

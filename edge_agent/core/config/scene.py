@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import List, Literal, Optional, Tuple
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, Strict, field_validator, model_validator
+from typing_extensions import Annotated
 
 from edge_agent.core.config.inputs import Section
+
+# TOML has no tuples: a point is an array, so the tuple alone is lax (the floats in it stay strict)
+Point = Annotated[Tuple[float, float], Strict(False)]
 
 _NAME = r"^[^\x00-\x1f\x7f]{1,64}$"  # shown in messages and on frames: no control characters
 
@@ -46,7 +50,7 @@ class MotionConfig(Section):
         description="more than this fraction of the frame changing at once (lights on, IR switch) is a "
         "new scene: the background is relearned instead of reporting motion (1 = never)",
     )
-    masks: List[List[Tuple[float, float]]] = Field(
+    masks: List[List[Point]] = Field(
         default_factory=list,
         description="polygons the check ignores, points [x, y] as fractions of the frame, e.g. "
         "[[[0.0, 0.0], [0.3, 0.0], [0.3, 0.2]]]",
@@ -137,7 +141,7 @@ class ZoneConfig(Section):
         examples=["waiting"],
         description="names the zone in events and counts: unique, 1-64 characters, no control characters",
     )
-    polygon: List[Tuple[float, float]] = Field(
+    polygon: List[Point] = Field(
         examples=[[(0.1, 0.5), (0.5, 0.5), (0.5, 0.9), (0.1, 0.9)]],
         description="[[x, y], ...] as fractions of the frame (x right, y down): 3 to 64 points, "
         "not self-intersecting",
@@ -174,7 +178,7 @@ class LineConfig(Section):
         examples=["gate"],
         description="names the line in events and counts: unique, 1-64 characters, no control characters",
     )
-    points: List[Tuple[float, float]] = Field(
+    points: List[Point] = Field(
         examples=[[(0.5, 0.0), (0.5, 1.0)]],
         description="[[x1, y1], [x2, y2]] as fractions of the frame (x right, y down)",
     )

@@ -171,11 +171,12 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
         path = ".".join(str(p) for p in item["loc"]) or "<root>"
         if item["type"] == "extra_forbidden":
             lines.append(f"{source}: unknown key '{path}' (not part of the edge-agent config)")
-        elif not item["loc"]:  # a whole-config rule (e.g. unique zone names): its message names the key
+        elif not item["loc"] or isinstance(item.get("input"), dict):
+            # a rule over a whole config or section (unique zone names, a bind that needs a token):
+            # its message names the key; the section's table is not repeated as a Python dict
             msg = item["msg"]
-            lines.append(
-                f"{source}: {msg[len('Value error, ') :] if msg.startswith('Value error, ') else msg}"
-            )
+            msg = msg[len("Value error, ") :] if msg.startswith("Value error, ") else msg
+            lines.append(f"{source}: [{path}] {msg}" if item["loc"] else f"{source}: {msg}")
         else:
             shown = repr(item.get("input"))
             if len(shown) > 80:  # a 70 000-character value must not become a 70 000-character line

@@ -70,3 +70,12 @@ def format_tracks(
     """MOTChallenge result lines ``frame,id,x,y,w,h,conf,-1,-1,-1`` for one frame."""
     for tid, (x1, y1, x2, y2), conf in tracks:
         yield f"{frame},{tid},{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{conf:.3f},-1,-1,-1\n"
+
+
+def format_detections(
+    frame: int, dets: Iterable[Tuple[Tuple[float, float, float, float], float, int]]
+) -> Iterator[str]:
+    """MOTChallenge ``det.txt`` lines ``frame,-1,x,y,w,h,conf,class`` for one frame: what
+    :func:`parse_detections` (``edge-agent track -d``) reads, the class in column 8."""
+    for (x1, y1, x2, y2), conf, cls in dets:
+        yield f"{frame},-1,{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{conf:.4f},{cls}\n"

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from edge_agent.core.updates.cancel import is_sha256_hex
 from edge_agent.core.updates.package import Manifest, check_transfer_id, parse_version, version_tuple
 from edge_agent.core.updates.store_state import StoreState
 
@@ -88,15 +89,18 @@ class SignedBegin:
     transfer_id: str
     manifest_data: bytes
     signature: bytes
+    # sha256 of the secret whose reveal cancels this transfer (core.updates.cancel); the sender's
+    cancel_sha256: Optional[str] = None
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "transfer_id": self.transfer_id,
-                "manifest": base64.b64encode(self.manifest_data).decode("ascii"),
-                "signature": base64.b64encode(self.signature).decode("ascii"),
-            }
-        ).encode("ascii")
+        body = {
+            "transfer_id": self.transfer_id,
+            "manifest": base64.b64encode(self.manifest_data).decode("ascii"),
+            "signature": base64.b64encode(self.signature).decode("ascii"),
+        }
+        if self.cancel_sha256 is not None:
+            body["cancel_sha256"] = self.cancel_sha256
+        return json.dumps(body).encode("ascii")
 
 
 def _b64(raw: dict[str, object], key: str) -> bytes:
@@ -130,4 +134,9 @@ def parse_signed_begin(payload: bytes) -> SignedBegin:
     sig = _b64(raw, "signature")
     if len(sig) != SIGNATURE_BYTES:
         raise ValueError(f"begin field signature: {len(sig)} bytes, expected {SIGNATURE_BYTES} (Ed25519)")
-    return SignedBegin(transfer_id=tid, manifest_data=manifest, signature=sig)
+    cancel = raw.get("cancel_sha256")
+    if cancel is not None and not (isinstance(cancel, str) and is_sha256_hex(cancel)):
+        raise ValueError(
+            f"begin field cancel_sha256: expected 64 lowercase hex digits, got {str(cancel)[:70]!r}"
+        )
+    return SignedBegin(transfer_id=tid, manifest_data=manifest, signature=sig, cancel_sha256=cancel)

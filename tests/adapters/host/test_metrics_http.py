@@ -13,8 +13,10 @@ from edge_agent.adapters.host.metrics_http import MetricsServer, number, render
 def test_render_is_prometheus_text() -> None:
     text = render({"fps": 7.5, "queue_pending": 3}, {"device": "d1"})
     assert text.splitlines() == [
+        "# HELP edge_agent_fps frames per second over the recent window",
         "# TYPE edge_agent_fps gauge",
         'edge_agent_fps{device="d1"} 7.5',
+        "# HELP edge_agent_queue_pending messages waiting in the outbox for the broker",
         "# TYPE edge_agent_queue_pending gauge",
         'edge_agent_queue_pending{device="d1"} 3',
     ]
@@ -41,9 +43,9 @@ def test_large_counters_and_fractions_go_out_exactly() -> None:
     values = {ln.split("{")[0]: ln.rsplit(" ", 1)[1] for ln in text.splitlines() if not ln.startswith("#")}
     assert values == {
         "edge_agent_big": "1.152921504606847e+18",
-        "edge_agent_frames": "1234567",  # was 1.23457e+06: two days of frames at 7 fps, rounded
-        "edge_agent_lag_s": "0.1",
-        "edge_agent_uptime_s": "1209600.25",
+        "edge_agent_frames_total": "1234567",  # was 1.23457e+06: two days of frames at 7 fps, rounded
+        "edge_agent_lag_seconds": "0.1",
+        "edge_agent_uptime_seconds": "1209600.25",
     }
 
 
@@ -82,5 +84,22 @@ def test_what_a_scraper_gets_headers_query_and_errors() -> None:
             urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/metric", timeout=5)
         assert e.value.code == 404 and e.value.reason == "only /metrics here"
         assert srv.thread.name == "metrics" and srv.thread.daemon
+    finally:
+        srv.stop()
+
+
+def test_a_token_is_asked_of_every_scrape_and_the_bind_address_is_kept() -> None:
+    srv = MetricsServer(0, lambda: ({"fps": 1.0}, {}), bind="127.0.0.2", token="s3cret")
+    srv.start()
+    try:
+        assert srv.server.server_address[0] == "127.0.0.2"
+        url = f"http://127.0.0.2:{srv.port}/metrics"
+        for auth in (None, "Bearer wrong", "s3cret", "Bearer s3cret "):
+            req = urllib.request.Request(url, headers={"Authorization": auth} if auth else {})
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(req, timeout=5)
+            assert info.value.code == 401 and info.value.headers["WWW-Authenticate"].startswith("Bearer")
+        req = urllib.request.Request(url, headers={"Authorization": "Bearer s3cret"})
+        assert b"edge_agent_fps 1" in urllib.request.urlopen(req, timeout=5).read()
     finally:
         srv.stop()

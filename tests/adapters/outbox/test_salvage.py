@@ -67,7 +67,7 @@ def test_random_bytes_mid_file_stats_and_export_read_only_then_salvage(tmp_path:
     cfg = config(tmp_path, path)
     r = cli("queue", "stats", "--config", str(cfg))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert "damaged: True" in r.stdout
+    assert "damaged: yes" in r.stdout
     r = cli("queue", "export", "--config", str(cfg), "-o", str(tmp_path / "out.jsonl"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     exported = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]

@@ -206,9 +206,11 @@ def test_prometheus_serves_labelled_camera_series(tmp_path: Path, world: World) 
     assert lines.count("# TYPE edge_agent_camera_fps gauge") == 1
     for cam in ("a", "b"):
         assert any(
-            ln.startswith(f'edge_agent_camera_processed{{camera="{cam}",device="dev-1"}} ') for ln in lines
+            ln.startswith(f'edge_agent_camera_processed_total{{camera="{cam}",device="dev-1"}} ')
+            for ln in lines
         ) or any(
-            ln.startswith(f'edge_agent_camera_processed{{device="dev-1",camera="{cam}"}} ') for ln in lines
+            ln.startswith(f'edge_agent_camera_processed_total{{device="dev-1",camera="{cam}"}} ')
+            for ln in lines
         ), text
 
 

@@ -125,7 +125,7 @@ def test_notify_socket_gets_ready_status_and_watchdog(world: World, tmp_path: Pa
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         sock.close()
-    frames = [line for line in metrics.splitlines() if line.startswith("edge_agent_frames{")]
+    frames = [line for line in metrics.splitlines() if line.startswith("edge_agent_frames_total{")]
     assert len(frames) == 1 and float(frames[0].split()[-1]) > 0
     assert 'edge_agent_queue_pending{device="cam-1"}' in metrics
     assert got.count("READY=1") == 1 and got.count("WATCHDOG=1") >= 3

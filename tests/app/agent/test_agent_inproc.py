@@ -649,7 +649,7 @@ def test_prometheus_serves_the_live_figures(tmp_path: Path, world: dict[str, Pat
     assert agent.errors == 0
     assert len(pages) == 1 and 'device="cam-9"' in pages[0]
     # fresh at the scrape: 3 frames inferred (the third result is being queued), 2 queued
-    frames = [ln for ln in pages[0].splitlines() if ln.startswith("edge_agent_frames{")]
+    frames = [ln for ln in pages[0].splitlines() if ln.startswith("edge_agent_frames_total{")]
     assert len(frames) == 1 and float(frames[0].split()[-1]) == 3, frames
     with pytest.raises(OSError):  # stopped with the agent
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)

@@ -268,7 +268,7 @@ def test_prometheus_serves_the_fresh_snapshot_with_the_device_label(tmp_path: Pa
         server.stop()
     assert asked == [True] and agent.errors == 0
     lines = page.splitlines()
-    assert 'edge_agent_frames{device="cam-5"} 7' in lines, page
+    assert 'edge_agent_frames_total{device="cam-5"} 7' in lines, page
     assert 'edge_agent_queue_pending{device="cam-5"} 3' in lines, page
 
 
@@ -285,6 +285,37 @@ def test_a_prometheus_port_in_use_is_counted_and_logged_with_its_cause(
     assert agent.errors == 6  # one more error, on top of those before
     (msg,) = [r.getMessage() for r in caplog.records]
     assert msg.startswith(f"prometheus endpoint on 127.0.0.1:{port} not started: ") and "in use" in msg, msg
+
+
+def test_prometheus_off_loopback_asks_the_token_of_its_file_and_an_empty_file_is_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import urllib.error
+    import urllib.request
+
+    from support.ports import free_port
+
+    port = free_port()
+    token = tmp_path / "metrics.token"
+    token.write_text("tok-123\n")
+    extra = f'prometheus_port = {port}\nprometheus_bind = "0.0.0.0"\nprometheus_token_file = "{token}"'
+    agent = types.SimpleNamespace(
+        cfg=cfg_with(tmp_path, extra), errors=0, current_status=lambda fresh: {"frames": 2}
+    )
+    server = health.start_metrics(agent)  # type: ignore[arg-type]
+    assert server is not None and server.server.server_address[0] == "0.0.0.0"
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(url, timeout=10)
+        req = urllib.request.Request(url, headers={"Authorization": "Bearer tok-123"})
+        assert b"edge_agent_frames_total" in urllib.request.urlopen(req, timeout=10).read()
+    finally:
+        server.stop()
+    token.write_text("\n")
+    with caplog.at_level(logging.ERROR, logger="edge_agent.app.agent.health"):
+        assert health.start_metrics(agent) is None  # type: ignore[arg-type]
+    assert agent.errors == 1 and "is empty" in caplog.records[-1].getMessage()
 
 
 def test_no_prometheus_port_no_server(tmp_path: Path) -> None:

@@ -130,3 +130,12 @@ def test_a_push_names_exactly_one_kind_of_target_before_anything_is_read(
     assert ei.value.code == 2
     err = capsys.readouterr().err
     assert says in err and "nonexistent" not in err
+
+
+def test_every_help_page_says_what_its_command_does() -> None:
+    """Nine ``--help`` pages were a usage line and the options only: each has a description now,
+    its own or its one-line help from the parent's list."""
+    bare = [p.prog for p in _parsers() if len((p.description or "").strip()) < 12]
+    assert bare == []
+    page = next(p for p in _parsers() if p.prog == "edge-agent model push").format_help()
+    assert "\nSend a package over MQTT to devices or a group.\n" in page

@@ -179,3 +179,12 @@ def test_doctor_reports_a_broker_that_refuses_our_credentials(tmp_path: Path) ->
         assert checks["broker"]["status"] == "ok" and "connected as cam" in checks["broker"]["detail"]
     finally:
         b.stop()
+
+
+def test_serial_ports_without_a_sensor_section_are_not_reported_as_a_checked_port(tmp_path: Path) -> None:
+    """`[ ok] serial /dev/ttyS0` read as if the sensor port had been opened; there is no [sensor]."""
+    root = fake_pi4(tmp_path / "root")
+    (root / "dev/ttyS0").touch()
+    _, checks, _ = doctor("--config", str(config(tmp_path)), "--root", str(root))
+    assert checks["serial"]["status"] == "ok"
+    assert checks["serial"]["detail"] == f"no [sensor] configured (ports here: {root}/dev/ttyS0)"

@@ -54,17 +54,22 @@ def test_a_config_without_a_detector_model_is_an_error_naming_the_key(tmp_path: 
     assert not (tmp_path / "q.db").exists()  # refused before anything was opened
 
 
-def test_infer_save_into_the_input_folder_never_overwrites_an_input(tmp_path: Path) -> None:
+def test_infer_save_into_the_input_folder_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """bus_1.jpg beside bus.jpg would be an input of the next run over the folder."""
     folder = tmp_path / "imgs"
     folder.mkdir()
     for name in ("a.jpg", "b.png"):
         cv2.imwrite(str(folder / name), np.full((64, 80, 3), 90, np.uint8))
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    r = cli("infer", str(folder), "--save", str(folder))
-    assert r.returncode == 0, r.stderr
-    for name, data in before.items():
-        assert (folder / name).read_bytes() == data
-    assert sorted(p.name for p in folder.iterdir()) == ["a.jpg", "a_1.jpg", "b.jpg", "b.png"]
+    for given in (folder, folder / "a.jpg"):
+        r = cli("infer", str(given), "--save", str(folder))
+        assert r.returncode == 1 and r.stdout == ""
+        assert r.stderr.splitlines() == [
+            f"edge-agent infer: error: --save {folder}: is the folder of the input {given}; the annotated "
+            "images would become inputs of the next run there: save to another folder (e.g. --save "
+            "runs/infer)"
+        ]
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
 def test_infer_save_does_not_follow_a_symlink_out_of_the_output_folder(tmp_path: Path) -> None:

@@ -58,6 +58,8 @@ def test_stats_peek_export(tmp_path: Path) -> None:
     assert isinstance(stats["oldest"], str) and stats["oldest"].endswith("Z")
     human = cli("queue", "stats", "--config", str(cfg), quiet=False).stdout
     assert "pending: 25\n" in human and "dropped: 0\n" in human
+    assert "disk_full: no\n" in human and "oldest_unconfirmed_s: -\n" in human  # no False / None
+    assert not any(w in human for w in ("False", "True", "None"))
     peek_out = cli("queue", "peek", "--config", str(cfg), "-n", "3", quiet=False).stdout
     peek = [json.loads(line) for line in peek_out.splitlines()]
     assert [p["payload"]["id"] for p in peek] == ids[:3] and peek[0]["topic"] == TOPIC

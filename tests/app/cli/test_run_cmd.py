@@ -57,7 +57,12 @@ def test_demo_prints_its_setup_one_line_per_frame_and_the_queue_in_its_state_dir
     frames = [line for line in out if " found " in line]
     assert [f.split()[0] for f in frames] == [p.name for p in SAMPLES[:3]]
     assert any(f.split()[1] != "0" for f in frames)  # the demo detector finds something
-    assert any(f"{len(frames)} frames, " in line and "median latency" in line for line in out)
+    (summary,) = [line for line in out if f"{len(frames)} frames, " in line]
+    assert re.fullmatch(
+        r"\d+ frames, [\d.]+ fps, median latency [\d.]+ ms \(pre [\d.]+, infer [\d.]+.*\)", summary
+    )
+    stats = json.loads(out[-1].removeprefix("queue stats: "))
+    assert stats["boot"] == 1 and stats["disk_full"] is False  # a new queue: this run's boot only
     stats = json.loads(next(line for line in out if line.startswith("queue stats: "))[len("queue stats: ") :])
     assert stats["pending"] == 3
     # the queue and the status are in the state dir, nowhere else

@@ -61,6 +61,8 @@ def test_running_view_has_ages_and_local_times_not_epochs_or_dicts() -> None:
     assert "oldest " + time.strftime("%H:%M:%S", time.localtime(NOW - 300)) + " (5 min ago)" in text
     assert "infer 40.0 ms, total 52.25 ms" in text and "DISK FULL" in text and "sync restarts 1" in text
     assert str(int(NOW - 12)) not in text and "{" not in text and "None" not in text.split("provider")[0]
+    assert not any(w in text for w in ("None", "True", "False"))  # no Python spellings anywhere
+    assert "clock synced: " in text
 
 
 def test_stopped_or_silent_agent_is_not_shown_streaming() -> None:

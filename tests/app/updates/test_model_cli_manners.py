@@ -68,3 +68,14 @@ def test_pack_refuses_a_detector_the_guard_flags(models_dir: Path, tmp_path: Pat
         "model", "pack", str(models_dir / "zero-score-int8.onnx"), "-o", str(out), "--skip-guard", quiet=False
     )
     assert r.returncode == 0 and out.exists() and "warning:" in r.stderr
+
+
+def test_a_refused_install_is_said_once(tmp_path: Path, packages: dict[str, Path]) -> None:
+    """The gate refuses the zero-score model: one "refused: ..." on stdout, not a second copy as a
+    log line on stderr."""
+    from support.updates import write_config
+
+    cfg = write_config(tmp_path)
+    r = cli("model", "install", str(packages["zero"]), "-c", str(cfg), quiet=False)
+    assert r.returncode == 1 and r.stdout.startswith("refused: ")
+    assert "refused" not in r.stderr, r.stderr

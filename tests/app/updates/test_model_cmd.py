@@ -565,7 +565,12 @@ def test_push_to_a_group_without_wait_sends_and_exits_0(
     topics.wait_until(lambda c: sum("/chunk/" in t for t, _, _ in c.messages) == chunks, 30, "every chunk")
     topics.close()
     begin = json.loads(next(p for t, p, _ in topics.messages if t == "edge/groups/north/model/begin"))
-    assert begin["transfer_id"] == tid and set(begin) == {"transfer_id", "manifest", "signature"}
+    assert begin["transfer_id"] == tid and set(begin) == {
+        "transfer_id",
+        "manifest",
+        "signature",
+        "cancel_sha256",
+    }
     assert {t.rsplit("/chunk/", 1)[0] for t, _, _ in topics.messages} == {
         "edge/groups/north/model",
         "edge/groups/north/model/begin",

@@ -764,3 +764,15 @@ def test_locally_a_package_for_other_devices_or_boards_is_refused(
         install(cfg, _pkg(tmp_path, "2.0", for_devices=[], for_groups=[]), origin="cli")["outcome"]
         == "switched"
     )
+
+
+def test_a_transfer_its_sender_cancelled_during_the_gate_is_refused_and_not_switched(
+    tmp_path: Path, cfg_of: Callable[..., Any]
+) -> None:
+    cfg = cfg_of()
+    res = install(cfg, _pkg(tmp_path, "2.0"), origin="mqtt:t1", cancelled=lambda: True)
+    assert res["outcome"] == "refused" and res["detail"] == "cancelled by its sender"
+    assert _state(cfg).current is None
+    assert (
+        install(cfg, _pkg(tmp_path, "2.0"), origin="test", cancelled=lambda: False)["outcome"] == "switched"
+    )

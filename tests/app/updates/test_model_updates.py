@@ -194,6 +194,8 @@ def test_the_attempt_is_on_disk_while_the_gate_runs(
     agent.updates.scan_inbox()
     assert seen["request"] == {"origin": "inbox:ops", "attempts": 2, "note": "kept"}
     assert seen["state"] == "gating"
+    cancelled = seen["kw"].pop("cancelled")  # asks the receiver whether the sender cancelled it
+    assert cancelled() is False  # no receiver here (MQTT off): nothing can have been cancelled
     assert seen["kw"] == {
         "force": False,
         "origin": "inbox:ops",

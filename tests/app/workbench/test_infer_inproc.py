@@ -93,3 +93,29 @@ def test_track_refuses_a_video_whose_frames_exceed_max_pixels(
     rc = main(["infer", "--track", "--json", str(path), "--max-pixels", str(64 * 48)])
     out, _ = capsys.readouterr()
     assert rc == 0 and json.loads(out.splitlines()[-1])["summary"]["frames"] == 3
+
+
+def test_mot_writes_the_detections_that_track_reads(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`track` took MOTChallenge input nothing produced: `infer --mot FILE` writes it."""
+    from edge_agent.core.objects.mot import parse_detections
+
+    mot = tmp_path / "det.txt"
+    rc, results, _ = infer(capsys, str(SAMPLES), "--mot", str(mot))
+    assert rc == 0
+    frames = parse_detections(mot.read_text().splitlines(), str(mot))
+    assert [len(frames.get(i + 1, [])) for i in range(len(results))] == [
+        len(r["detections"]) for r in results
+    ]
+    first = next(r for r in results if r["detections"])
+    d = first["detections"][0]
+    x1, y1, x2, y2, conf, cls = frames[results.index(first) + 1][0]
+    assert [x1, y1, x2, y2] == pytest.approx(d["box"], abs=0.02) and conf == pytest.approx(
+        d["confidence"], abs=1e-4
+    )
+    assert cls == d["class_id"]
+    assert main(["track", "-d", str(mot), "-o", str(tmp_path / "tracks.txt")]) == 0
+    assert (tmp_path / "tracks.txt").read_text().startswith("1,1,")
+    rc, _, err = infer(capsys, str(SAMPLES), "--mot", str(mot), "--track")
+    assert rc == 1 and "--mot" in err

@@ -186,7 +186,7 @@ def test_infer_track_reads_a_video_at_its_own_frame_rate(tmp_path: Path) -> None
     assert events[-1]["summary"]["frames"] == len(frames)
 
 
-def test_infer_track_save_into_the_input_folder_leaves_the_inputs_alone(tmp_path: Path) -> None:
+def test_infer_track_save_into_the_input_folder_is_refused_and_leaves_it_alone(tmp_path: Path) -> None:
     cam = tmp_path / "cam"
     cam.mkdir()
     img = cv2.imread(str(Path(__file__).resolve().parents[3] / "models" / "samples" / "sample_1.jpg"))
@@ -194,6 +194,6 @@ def test_infer_track_save_into_the_input_folder_leaves_the_inputs_alone(tmp_path
         cv2.imwrite(str(cam / f"{n}.jpg"), img)
     before = {p.name: p.read_bytes() for p in cam.iterdir()}
     r = cli("infer", str(cam), "--track", "--save", str(cam), timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert all((cam / n).read_bytes() == b for n, b in before.items())
-    assert len(list(cam.glob("*_1.jpg"))) == 3  # the annotated frames went beside them
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "is the folder of the input" in r.stderr
+    assert {p.name: p.read_bytes() for p in cam.iterdir()} == before  # nothing went beside them

@@ -1,0 +1,64 @@
+"""Ctrl-C in the first second of a command (while its modules import, onnxruntime loads, the model
+is read) is one line and exit 130, never a ``KeyboardInterrupt`` traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edge_agent.app.cli.main import main
+
+REPO = Path(__file__).resolve().parents[3]
+SAMPLES = REPO / "models" / "samples"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["infer", str(SAMPLES)],
+        ["doctor"],
+        ["inspect", str(REPO / "models" / "demo-detector-int8.onnx")],
+        ["--help"],
+    ],
+)
+def test_ctrl_c_early_in_any_command_is_one_line_and_130(command: list[str]) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    seen = []
+    for delay in (0.15, 0.4, 0.8):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "edge_agent", *command],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        seen.append(proc.returncode)
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+        assert len(err.splitlines()) <= 1, err
+        if proc.returncode == 130:
+            assert err.endswith("interrupted\n")
+        else:  # done before the signal, or killed by it before Python's handler was installed
+            assert proc.returncode in (0, 2, -signal.SIGINT), err
+    assert 130 in seen  # at least one delay landed inside the command
+
+
+def test_an_interrupt_while_the_commands_import_is_caught_by_main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def boom() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("edge_agent.app.cli.main.build_parser", boom)
+    assert main(["infer", "x.jpg"]) == 130
+    assert capsys.readouterr().err == "edge-agent infer: interrupted\n"
