@@ -53,10 +53,11 @@ class Prepared:
 
 
 class PrepRing:
-    """Preprocessing buffers for one thread's frames: one being inferred, one waiting in the 1-deep
-    prefetch hand-off, one being filled. Each camera's prefetch thread has its own: with one ring
-    shared by several cameras a frame was overwritten by another camera's while it waited or was
-    being inferred (tests/app/agent/test_agent_cameras.py, own_pixels). Not thread-safe by design."""
+    """Preprocessing buffers for one thread's frames: one being inferred, one waiting, one being
+    filled (a prefetch thread that waits for its hand-off to be taken needs two). Each camera's
+    prefetch thread has its own: with one ring shared by several cameras a frame was overwritten by
+    another camera's while it waited or was being inferred (tests/app/agent/test_agent_cameras.py,
+    own_pixels). Not thread-safe by design."""
 
     def __init__(self, size: int = 3) -> None:
         self.size = size
