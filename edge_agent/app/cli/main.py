@@ -125,6 +125,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:
         return interrupted(argv)
+    except ImportError as exc:
+        # Ctrl-C inside a compiled module's init (onnxruntime's pybind11 state) comes out as
+        # "ImportError: initialization failed" caused by the KeyboardInterrupt (seen in CI)
+        if _caused_by_interrupt(exc):
+            return interrupted(argv)
+        raise
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cur: Optional[BaseException] = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def interrupted(argv: Optional[Sequence[str]]) -> int:

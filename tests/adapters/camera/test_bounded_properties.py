@@ -295,11 +295,15 @@ REQUIRED = {
     "zones": 'name = "z"\npolygon = [[0.1, 0.1], [0.9, 0.1], [0.5, 0.9]]\n',
     "lines": 'name = "l"\npoints = [[0.5, 0.0], [0.5, 1.0]]\n',
     "cameras": 'id = "c"\n',
+    # rate_hz: window_s/hop_s are converted with it (a rule across keys, not a bound)
+    "sensor_models": 'name = "m"\nmodel = "m.onnx"\nfields = ["a"]\nrate_hz = 10.0\n',
 }
+AFTER = {"sensor_models": '[sensor]\nport = "/dev/ttyUSB0"\n'}  # a sensor model reads a [sensor]
 TABLES = {
     "zones": "[[zones]]",
     "lines": "[[lines]]",
     "cameras": "[[cameras]]",
+    "sensor_models": "[[sensor_models]]",
 }  # lists of tables; the rest are tables
 numbers = st.one_of(
     st.integers(-(10**30), 10**30),
@@ -327,7 +331,10 @@ def test_numeric_settings_are_refused_in_one_line_or_within_their_bounds(
 ) -> None:
     section, key, bounds = field
     header = TABLES.get(section, f"[{section}]")
-    text = f"{header}\n{REQUIRED.get(section, '')}{key} = {_toml_number(value)}\n"
+    required = "".join(
+        ln + "\n" for ln in REQUIRED.get(section, "").splitlines() if not ln.startswith(f"{key} =")
+    )
+    text = f"{header}\n{required}{key} = {_toml_number(value)}\n{AFTER.get(section, '')}"
     try:
         cfg = parse_config(text, "c.toml")
     except ConfigError as exc:

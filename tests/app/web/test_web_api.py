@@ -102,7 +102,7 @@ def test_status_counts_events_and_metrics_answer(agent: tuple[Agent, int]) -> No
     assert status == 200 and isinstance(ev["events"], list)
     assert ask(port, "GET", "/api/v1/events?limit=0")[0] == 400
     status, text = ask(port, "GET", "/metrics")
-    assert status == 200 and b'edge_agent_frames{device="cam-1"}' in text
+    assert status == 200 and b'edge_agent_frames_total{device="cam-1"}' in text
 
 
 def test_the_live_view_keeps_no_frame_while_nobody_watches(agent: tuple[Agent, int]) -> None:
