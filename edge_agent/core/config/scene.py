@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from typing import List, Literal, Optional, Tuple
 
-from pydantic import Field, Strict, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 from typing_extensions import Annotated
 
 from edge_agent.core.config.inputs import Section
 
-# TOML has no tuples: a point is an array, so the tuple alone is lax (the floats in it stay strict)
-Point = Annotated[Tuple[float, float], Strict(False)]
+
+def _as_tuple(value: object) -> object:
+    return tuple(value) if isinstance(value, list) else value
+
+
+# TOML has no tuples: a point is an array, made a tuple before the strict check (the floats in it
+# stay strict). Not ``Strict(False)``: pydantic 2.5 (the floor) cannot apply it to a tuple
+Point = Annotated[Tuple[float, float], BeforeValidator(_as_tuple)]
 
 _NAME = r"^[^\x00-\x1f\x7f]{1,64}$"  # shown in messages and on frames: no control characters
 
