@@ -102,6 +102,8 @@ def test_export_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert rc == 0, text
     assert "PASS" in text and "onnxruntime fp32" in text and "onnxruntime int8" in text and "pytorch" in text
     assert main(["export-check", "-o", str(out), "--input-shape", "1,3,32"]) == 1
+    err = capsys.readouterr().err
+    assert "the built-in network takes images N,3,H,W" in err and "Traceback" not in err
 
 
 def test_quantizing_a_dynamic_batch_export_leaves_no_files_behind(

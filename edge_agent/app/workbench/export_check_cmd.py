@@ -83,19 +83,30 @@ def run(args: argparse.Namespace) -> int:
         raise EdgeAgentError(f"--kwargs {args.kwargs!r}: not JSON") from None
     if not isinstance(kwargs, dict):
         raise EdgeAgentError(f"--kwargs {args.kwargs!r}: expected a JSON object")
+    if not args.module and (len(shape) != 4 or shape[1] != 3):
+        raise EdgeAgentError(
+            f"--input-shape {args.input_shape!r}: the built-in network takes images N,3,H,W; "
+            "pass --module for a model of another input"
+        )
     net = load_factory(args.module, kwargs) if args.module else small_convnet()
     set_export_mode(net)
-    report = run_export_check(
-        net,
-        shape,
-        Path(args.output),
-        args.opset,
-        args.runs,
-        args.threads,
-        not args.no_int8,
-        dtype=args.input_dtype,
-        int8_mode=args.int8,
-        vocab=args.vocab,
-    )
+    try:
+        report = run_export_check(
+            net,
+            shape,
+            Path(args.output),
+            args.opset,
+            args.runs,
+            args.threads,
+            not args.no_int8,
+            dtype=args.input_dtype,
+            int8_mode=args.int8,
+            vocab=args.vocab,
+        )
+    except RuntimeError as exc:  # torch's own: the module does not take this input (shape, dtype)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EdgeAgentError(
+            f"the model did not run on an input of shape {list(shape)} {args.input_dtype}: {first}"
+        ) from None
     sys.stdout.write(report.format() + "\n")
     return 0 if report.passed else 1
