@@ -12,7 +12,7 @@ TEST_COMMAND = "ruff check . && ruff format --check . && mypy && python -m pytes
 
 
 def test_readme_is_a_guide_not_a_report() -> None:
-    assert len(README.splitlines()) <= 250
+    assert len(README.splitlines()) < 250  # issue 36: README under 250 lines
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:
