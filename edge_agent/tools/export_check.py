@@ -264,9 +264,16 @@ def _synthetic_calibration(folder: Path, hw: tuple[int, int], n: int = 16) -> li
 
 
 def time_runtimes(
-    net: Module, example: Tensor, fp32: Path, int8: Optional[Path], runs: int = 30, threads: int = 2
+    net: Module,
+    example: Tensor,
+    fp32: Path,
+    int8: Optional[Path],
+    runs: int = 30,
+    threads: int = 2,
+    dynamic: Optional[Path] = None,
 ) -> dict[str, float]:
-    """Median latency of PyTorch, ORT FP32 and ORT INT8 on ``example``, same thread count.
+    """Median latency of PyTorch, ORT FP32 and ORT INT8 (and ``dynamic``, a second INT8 copy) on
+    ``example``, same thread count.
 
     Measured in alternating blocks (5 rounds of runs/5 per runtime), not strictly interleaved:
     PyTorch's OpenMP pool and ORT's pool both busy-wait after a call, so alternating them call
@@ -284,6 +291,10 @@ def time_runtimes(
     sessions = {"onnxruntime fp32": ort.InferenceSession(str(fp32), so, providers=["CPUExecutionProvider"])}
     if int8 is not None:
         sessions["onnxruntime int8"] = ort.InferenceSession(str(int8), so, providers=["CPUExecutionProvider"])
+    if dynamic is not None:
+        sessions["onnxruntime int8 (dynamic)"] = ort.InferenceSession(
+            str(dynamic), so, providers=["CPUExecutionProvider"]
+        )
     x = example.detach().cpu().numpy()
     calls: dict[str, Callable[[], object]] = {"pytorch": lambda: net(example)}
     for k, s in sessions.items():
@@ -305,10 +316,11 @@ def time_runtimes(
 def int8_kind(input_shape: tuple[int, ...], dtype: str, int8: Optional[str]) -> str:
     """``static`` (QDQ, calibrated on images: only for [N, 1|3, H, W] float input), ``dynamic``
     (MatMulInteger/ConvInteger, no calibration: token ids, sensor windows, transformers) or
-    ``none``; ``int8`` None = static for images, dynamic otherwise. One line when impossible."""
+    ``none``; ``int8`` None = static for images, dynamic otherwise; ``both`` (images): the two,
+    timed side by side. One line when impossible."""
     image = dtype == "float32" and len(input_shape) == 4 and input_shape[1] in (1, 3)
     kind = int8 or ("static" if image else "dynamic")
-    if kind == "static" and not image:
+    if kind in ("static", "both") and not image:
         raise ToolingDependencyError(
             f"--int8 static calibrates on images, and input {list(input_shape)} {dtype} is not an image "
             "[N, 3, H, W] float32; use --int8 dynamic"
@@ -341,19 +353,21 @@ def run_export_check(
         example = torch.rand(*input_shape)
     report = check_export(net, example, out, opset)
     int8: Optional[Path] = None
-    if kind == "static":
+    dynamic: Optional[Path] = None
+    if kind in ("static", "both"):
         int8 = out.with_name(out.stem + ".int8.onnx")
         with tempfile.TemporaryDirectory(prefix="edge-agent-calib-") as tmp:
             files = _synthetic_calibration(Path(tmp), (input_shape[2], input_shape[3]))
             quantize_model(out, int8, files, progress=False, target_ort=runtime_for_opset(opset))
-    elif kind == "dynamic":
+    if kind in ("dynamic", "both"):
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        int8 = out.with_name(out.stem + ".int8-dynamic.onnx")
-        quantize_dynamic(str(out), str(int8), weight_type=QuantType.QInt8)
+        dynamic = out.with_name(out.stem + ".int8-dynamic.onnx")
+        quantize_dynamic(str(out), str(dynamic), weight_type=QuantType.QInt8)
     report.int8 = kind
     if runs > 0:
-        report.timings_ms = time_runtimes(net, example, out, int8, runs, threads)
-        if kind == "dynamic" and "onnxruntime int8" in report.timings_ms:
-            report.timings_ms["onnxruntime int8 (dynamic)"] = report.timings_ms.pop("onnxruntime int8")
+        report.timings_ms = time_runtimes(net, example, out, int8, runs, threads, dynamic)
+        if kind == "both":  # say which INT8 the first copy is (the order kept)
+            named = {"onnxruntime int8": "onnxruntime int8 (static)"}
+            report.timings_ms = {named.get(k, k): v for k, v in report.timings_ms.items()}
     return report

@@ -157,3 +157,21 @@ def test_the_dynamic_int8_path_for_a_cnn(tmp_path: Path) -> None:
         small_convnet(), (1, 3, 32, 32), tmp_path / "c.onnx", runs=3, threads=1, int8_mode="dynamic"
     )
     assert "onnxruntime int8 (dynamic)" in rep.timings_ms
+
+
+def test_both_int8_copies_of_a_cnn_are_timed_side_by_side(tmp_path: Path) -> None:
+    from edge_agent.tools.export_check import run_export_check
+
+    rep = run_export_check(
+        small_convnet(), (1, 3, 32, 32), tmp_path / "c.onnx", runs=3, threads=1, int8_mode="both"
+    )
+    assert rep.passed and rep.int8 == "both"
+    assert list(rep.timings_ms) == [
+        "pytorch",
+        "onnxruntime fp32",
+        "onnxruntime int8 (static)",
+        "onnxruntime int8 (dynamic)",
+    ]
+    static = {n.op_type for n in onnx.load(str(tmp_path / "c.int8.onnx")).graph.node}
+    dynamic = {n.op_type for n in onnx.load(str(tmp_path / "c.int8-dynamic.onnx")).graph.node}
+    assert "QuantizeLinear" in static and "ConvInteger" in dynamic

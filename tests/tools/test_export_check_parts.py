@@ -168,6 +168,9 @@ def test_the_int8_kind_follows_the_input_and_static_is_refused_for_tokens() -> N
     assert int8_kind((1, 128), "int64", None) == "dynamic"
     assert int8_kind((1, 6, 128), "float32", None) == "dynamic"  # a sensor window
     assert int8_kind((1, 3, 64, 64), "float32", "dynamic") == "dynamic"
+    assert int8_kind((1, 3, 64, 64), "float32", "both") == "both"
+    with pytest.raises(ToolingDependencyError, match=r"input \[1, 6, 128\] float32 is not an image"):
+        int8_kind((1, 6, 128), "float32", "both")
     with pytest.raises(
         ToolingDependencyError, match=r"input \[1, 128\] int64 is not an image.*--int8 dynamic"
     ):

@@ -26,13 +26,16 @@ from edge_agent.adapters.camera.mjpeg_http import MjpegHttpSource, NotMultipart,
 from edge_agent.adapters.camera.rtsp import open_rtsp
 from edge_agent.core.camera.decode_size import stream_size
 from edge_agent.core.camera.source_spec import (
+    FOLDER_FPS,
     IMAGE_SUFFIXES,
+    VIDEO_FPS,
     SourceKind,
     classify_source,
     device_index,
     fourcc_text,
     grant_mismatches,
     redact_source,
+    video_rate,
 )
 from edge_agent.core.config.schema import CameraConfig
 from edge_agent.core.vision.image_header import DEFAULT_MAX_PIXELS, pixel_problem
@@ -87,6 +90,9 @@ class CvCaptureSource:
         self.kind = kind
         self.finite = kind.finite
         self.loop = cfg.loop
+        self.media_ts: Optional[float] = None  # a video file's time of the last frame (Frame.ts_media)
+        self._shown = 0
+        self._rate = VIDEO_FPS
         src = cfg.source
         ms = int(timeout_s * 1000)
         self.granted: Optional[dict[str, object]] = None
@@ -138,6 +144,8 @@ class CvCaptureSource:
             cap.release()
             raise CameraError(f"camera {self.name!r}: frames of {problem}; not opened")
         self._cap = cap
+        if self.finite:  # frame n at n / rate, counted on across a loop (the time goes on)
+            self._rate = video_rate(float(cap.get(cv2.CAP_PROP_FPS)))
         if kind in (SourceKind.DEVICE_INDEX, SourceKind.V4L2_DEVICE) and not (cfg.width or cfg.height):
             self._hint_capture_size(size)
 
@@ -181,6 +189,9 @@ class CvCaptureSource:
             ok, img = self._cap.read()
         if not ok:
             return None
+        if self.finite:
+            self.media_ts = self._shown / self._rate
+            self._shown += 1
         frame = np.asarray(img)
         # a stream may change size mid-way (H.264 SPS change): such a frame is skipped and counted
         # before it reaches letterbox/motion/snapshot, which would each copy it again
@@ -223,6 +234,8 @@ class FolderSourceFactory:
         self.target = target
         self.max_pixels = max_pixels
         self.last_name: Optional[str] = None
+        self.rate = fps or FOLDER_FPS  # frame times (Frame.ts_media): n / rate, paced or not
+        self.shown = 0  # images handed out, across loops and reopens
 
     def __call__(self) -> FolderSource:
         return FolderSource(self)
@@ -239,6 +252,7 @@ class FolderSource:
         self._bad_in_a_row = 0
         self.current_name: Optional[str] = None
         self.full_size: Optional[tuple[int, int]] = None
+        self.media_ts: Optional[float] = None
         self._due = time.monotonic()
 
     def _list(self) -> list[str]:
@@ -262,6 +276,7 @@ class FolderSource:
             name = self._files[self._idx]
             self._idx += 1
             self._f.last_name = self.current_name = name
+            n, self._f.shown = self._f.shown, self._f.shown + 1  # a skipped image keeps its time slot
             path = self._f.folder / name
             try:
                 data = np.fromfile(path, dtype=np.uint8)
@@ -297,6 +312,7 @@ class FolderSource:
                 if delay > 0:
                     time.sleep(delay)
                 self._due = max(self._due + self._f.period, time.monotonic())
+            self.media_ts = n / self._f.rate
             return np.asarray(img)
 
     def close(self) -> None:

@@ -352,6 +352,7 @@ class Camera:
             source=self.name,
             name=getattr(source, "current_name", None),
             full_size=getattr(source, "full_size", None),
+            ts_media=getattr(source, "media_ts", None),
         )
         with self._lock:
             if self._last_frame_mono is not None:

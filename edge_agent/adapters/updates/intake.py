@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from edge_agent.adapters.host.durable import move_durable, write_durable
 from edge_agent.adapters.updates import signing
-from edge_agent.adapters.updates.cancels import check_cancel, inbox_commitment
+from edge_agent.adapters.updates.cancels import check_cancel, inbox_commitment, mark_cancelled
 from edge_agent.adapters.updates.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
 from edge_agent.adapters.updates.store import ModelStore, device_target, downgrade_reason
 from edge_agent.adapters.updates.transfers import (
@@ -287,7 +287,8 @@ class TransferIntake:
             if t is not None:
                 self._drop(tid, "cancelled by its sender")
                 mark_done(self.dir, tid, DONE_KEEP)  # the chunks still queued for it: acknowledged, dropped
-            else:
+            else:  # on disk before the cancel is acknowledged: a restart must not install it
+                mark_cancelled(self.inbox, tid, payload)
                 self.cancelled.add(tid)
                 log.warning("model transfer %s cancelled by its sender: it will not be installed", tid)
         self.on_progress({"transfer_id": tid, "cancelled": True})

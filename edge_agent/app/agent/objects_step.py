@@ -79,6 +79,8 @@ class ObjectsStep:
             log.warning("%s", unused)
         self._labels: Dict[int, str] = {}
         self.sent = 0
+        # the last file frame's time and its wall-clock offset (None: live, the monotonic clock)
+        self._media: Optional[Tuple[float, float]] = None
 
     def restore(self, store: CountStore) -> None:
         """Continue the stored counters; without any, import the old JSON checkpoint once (then
@@ -120,8 +122,12 @@ class ObjectsStep:
         h, w = frame.image.shape[:2]
         crop = self._cropper(frame) if self.cfg.output.snapshot else None
         size = frame.full_size or (w, h)
+        ts = frame.ts_mono
+        if frame.ts_media is not None:  # a file: its own frame times, as infer --track counts
+            ts = frame.ts_media
+            self._media = (ts, frame.ts_wall - ts)
         events = self.events.update(
-            frame.ts_mono, tracks, self.tracker.removed, (int(size[0]), int(size[1])), self._label, crop
+            ts, tracks, self.tracker.removed, (int(size[0]), int(size[1])), self._label, crop
         )
         self._queue(events, frame, put)
         self._counts(put)
@@ -129,8 +135,9 @@ class ObjectsStep:
 
     def stop(self, put: Put, frame: Optional[Frame] = None) -> None:
         """End every tracked object, send the counts so far."""
-        now_mono = time.monotonic()
-        events = self.events.end_all(self.tracker.end_all(), now_mono)
+        # a file's objects end at its last frame's time (infer --track's end), a camera's now
+        now = self._media[0] if self._media is not None else time.monotonic()
+        events = self.events.end_all(self.tracker.end_all(), now)
         self._queue(events, frame, put)
         if self.cfg.zones or self.cfg.lines:
             self._send_counts(time.time(), put)
@@ -155,8 +162,14 @@ class ObjectsStep:
     def _queue(self, events: List[Dict[str, Any]], frame: Optional[Frame], put: Put) -> None:
         if not events:
             return
-        # dwell and durations are measured on the monotonic clock; messages carry wall time
-        offset = (frame.ts_wall - frame.ts_mono) if frame is not None else time.time() - time.monotonic()
+        # dwell and durations are measured on the monotonic clock (a file: its frame times);
+        # messages carry wall time
+        if frame is not None:
+            offset = frame.ts_wall - (frame.ts_media if frame.ts_media is not None else frame.ts_mono)
+        elif self._media is not None:
+            offset = self._media[1]
+        else:
+            offset = time.time() - time.monotonic()
         for ev in events:
             captured_at = round(ev.pop("ts") + offset, 3)
             snap = None

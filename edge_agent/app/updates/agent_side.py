@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from edge_agent.adapters.host.durable import write_durable
 from edge_agent.adapters.runtime.planner import ProviderPlanner
+from edge_agent.adapters.updates.cancels import MARK, drop_marks, refused_as_cancelled
 from edge_agent.adapters.updates.frame_ring import FrameRing
 from edge_agent.adapters.updates.package_file import PRIVATE_DIR_MODE, make_dir, tighten_dir
 from edge_agent.app.agent.modelset import ModelSet
@@ -292,6 +293,7 @@ class ModelUpdates:
     def scan_inbox(self) -> None:
         if not self.inbox.is_dir():
             return
+        drop_marks(self.inbox)
         for pkg in sorted(self.inbox.glob("*.pkg"), key=_arrival):
             if self._stop.is_set():
                 return
@@ -326,16 +328,12 @@ class ModelUpdates:
         attempts = int(req.get("attempts", 0)) + 1 if isinstance(req.get("attempts", 0), int) else 1
         req["attempts"] = attempts
         origin = str(req.get("origin", f"inbox:{pkg.name}"))[:100]
+        # a cancel marked on disk is refused before the gate, a restart (kill -9) after it included
+        problem = problem or refused_as_cancelled(self.inbox, pkg, req)
+        if problem is None and attempts > MAX_ATTEMPTS:
+            problem = f"{pkg.name}: the agent died twice while installing it"
         if problem is not None:
             result = model_switch.record(self.store, origin, None, Outcome.REFUSED, problem)
-        elif attempts > MAX_ATTEMPTS:
-            result = model_switch.record(
-                self.store,
-                origin,
-                None,
-                Outcome.REFUSED,
-                f"{pkg.name}: the agent died twice while installing it",
-            )
         else:
             write_durable(req_file, json.dumps(req).encode())  # survives a crash inside the gate
             self.state = "gating"
@@ -353,7 +351,7 @@ class ModelUpdates:
                     allow_downgrade=bool(req.get("allow_downgrade")) and origin == "cli",
                     allow_rolled_back=bool(req.get("allow_rolled_back")) and origin == "cli",
                     planner=self._planner,  # the gate loads its models on the running agent's plans
-                    cancelled=lambda: self._receiver is not None and origin[5:] in self._receiver.cancelled,
+                    cancelled=lambda: refused_as_cancelled(self.inbox, pkg, req) is not None,
                 )
             except Exception as exc:  # noqa: BLE001 - the true reason, once; never "died twice"
                 why = f"{pkg.name}: {type(exc).__name__}: {exc}"
@@ -365,6 +363,7 @@ class ModelUpdates:
         finally:
             pkg.unlink(missing_ok=True)
             req_file.unlink(missing_ok=True)
+            pkg.with_suffix(MARK).unlink(missing_ok=True)
             self.state = "idle"
         if result["outcome"] == Outcome.SWITCHED:
             self.request_reload()

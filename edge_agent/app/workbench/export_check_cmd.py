@@ -44,9 +44,10 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--vocab", type=positive_int, default=100, help="token id range for --input-dtype int64")
     p.add_argument(
         "--int8",
-        choices=("static", "dynamic"),
-        help="INT8 copy to time: static QDQ (images only; the default for them) or dynamic "
-        "(MatMulInteger/ConvInteger, no calibration; the default for any other input)",
+        choices=("static", "dynamic", "both"),
+        help="INT8 copy to time: static QDQ (images only; the default for them), dynamic "
+        "(MatMulInteger/ConvInteger, no calibration; the default for any other input), or both "
+        "(images: the two side by side)",
     )
     p.add_argument(
         "--opset",

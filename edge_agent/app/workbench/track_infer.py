@@ -55,8 +55,8 @@ def add_track_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fps",
         type=positive_float,
-        default=10.0,
-        help="with --track on images: frame rate (for dwell times)",
+        default=10.0,  # source_spec.FOLDER_FPS (not imported: numpy is not loaded for --help)
+        help="with --track on images: frame rate (for dwell times; a folder camera's camera.fps)",
     )
 
 
@@ -134,6 +134,7 @@ def _frames(inputs: list[str], fps: float, max_pixels: int) -> Iterator[tuple[st
 def _video(path: Path, max_pixels: int) -> Iterator[tuple[str, float, FrameOrError]]:
     import cv2
 
+    from edge_agent.core.camera.source_spec import video_rate
     from edge_agent.core.vision.image_header import pixel_problem
 
     cap = cv2.VideoCapture(str(path))
@@ -147,8 +148,7 @@ def _video(path: Path, max_pixels: int) -> Iterator[tuple[str, float, FrameOrErr
         cap.release()
         yield path.stem, 0.0, ImageError(f"{path}: frames of {problem}; not decoded")
         return
-    rate = cap.get(cv2.CAP_PROP_FPS)
-    rate = rate if 0 < rate <= 1000 else 25.0  # containers without a usable rate: assume 25
+    rate = video_rate(cap.get(cv2.CAP_PROP_FPS))  # as `run` times a video file (Frame.ts_media)
     i = 0
     try:
         while True:

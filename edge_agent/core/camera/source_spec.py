@@ -16,6 +16,14 @@ import numpy as np
 
 NETWORK_SCHEMES = frozenset({"rtsp", "rtsps", "http", "https", "rtmp", "udp", "tcp"})
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
+# a folder of images has no time of its own: frame n is at n / camera.fps (infer --fps), this unset
+FOLDER_FPS = 10.0
+VIDEO_FPS = 25.0  # a video container without a usable rate (0, NaN, over 1000): assume this
+
+
+def video_rate(reported: float) -> float:
+    """The frame rate a video file's frame times use: the container's, else ``VIDEO_FPS``."""
+    return reported if 0 < reported <= 1000 else VIDEO_FPS
 
 
 class SourceKind(str, enum.Enum):
@@ -112,6 +120,10 @@ class Frame:
     name: Optional[str] = None
     # (w, h) the camera sent when ``image`` was decoded smaller (libjpeg DCT scaling); None = same
     full_size: Optional[tuple[int, int]] = None
+    # a file source's own time of this frame, s from its start (a video: frame index / its rate; a
+    # folder: index / camera.fps): what objects mode measures dwell on, as infer --track does, so
+    # both count a clip alike however fast it is read; None for live sources (the capture clock)
+    ts_media: Optional[float] = None
 
     def full_scale(self) -> tuple[float, float]:
         """(x, y) factors from ``image`` coordinates to the frame as the camera sent it."""

@@ -88,7 +88,8 @@ def test_a_device_drops_the_transfer_its_sender_cancels_over_the_broker(
         wait_until(lambda: (root / "transfers" / tid / "chunks" / "0").exists(), 10)
         send_cancel(cfg, tid, ["cam-1"], None)
         wait_until(lambda: not (root / "transfers" / tid).exists(), 10)
-        assert {"transfer_id": tid, "cancelled": True} in events
+        # said just after the drop, outside the receiver's lock: waited for, not raced
+        wait_until(lambda: {"transfer_id": tid, "cancelled": True} in events, 10)
         push_package(cfg, pkg, ["cam-1"], None, transfer_id=tid, only=range(1, 7))
         time.sleep(1.0)
         assert not (root / "transfers" / tid).exists() and not list((root / "inbox").glob("*.pkg"))
