@@ -82,11 +82,11 @@ def test_a_folder_stopped_and_started_again_resumes_without_handing_out_an_image
         assert cv2.imwrite(str(tmp_path / name), np.full((8, 8, 3), i * 40, dtype=np.uint8))
     cam = Camera(fast_cfg(str(tmp_path)))
     cam.start()
-    got = []
+    got: list[str] = []
     for _ in range(2):
         f = cam.read(2.0)
         assert f is not None
-        got.append(f.name)
+        got.append(str(f.name))
     cam.stop()
     cam.start()
     try:
@@ -94,7 +94,7 @@ def test_a_folder_stopped_and_started_again_resumes_without_handing_out_an_image
             f = cam.read(2.0)
             if f is None:
                 break
-            got.append(f.name)
+            got.append(str(f.name))
     finally:
         cam.stop()
     # the one the thread held in its slot at the stop may be gone; none comes twice, none goes back

@@ -13,10 +13,10 @@ from support.collector import NOW, rec, status
 
 from edge_agent.adapters.collector.db import CollectorDb
 from edge_agent.app.cli.main import main
-from edge_agent.core.messages.fleet import parse
+from edge_agent.core.messages.fleet import Record, parse
 
 
-def forged(dev: str, seq: int) -> list:  # type: ignore[type-arg]
+def forged(dev: str, seq: int) -> list[Record]:
     """A result taking ``dev``'s seq with another id: a conflict."""
     body = {"id": f"forged-{seq}", "seq": seq, "boot": 1, "device_id": dev, "ts": NOW + seq}
     return parse("edge", f"edge/{dev}/detections", json.dumps(body).encode(), NOW).records
@@ -24,20 +24,22 @@ def forged(dev: str, seq: int) -> list:  # type: ignore[type-arg]
 
 def seed(url: str) -> None:
     """cam-1: seq 1 and 4 (a gap of 2), a status, a conflict at seq 1; cam-2: seq 1..3, no status."""
+    running = status("cam-1", "running")
+    assert running is not None
     db = CollectorDb(url)
     try:
         db.migrate()
         db.store(
             rec("cam-1", 1) + rec("cam-1", 4) + rec("cam-2", 1) + rec("cam-2", 2) + rec("cam-2", 3),
             NOW,
-            statuses=[status("cam-1", "running")],
+            statuses=[running],
         )
         db.store(forged("cam-1", 1), NOW + 1)
     finally:
         db.close()
 
 
-def snapshot(url: str) -> tuple[object, ...]:
+def snapshot(url: str) -> tuple[list[tuple[str, int, int]], tuple[int, int]]:
     db = CollectorDb(url)
     try:
         devices = sorted((d["device"], d["messages"], d["conflicts"]) for d in db.devices())
@@ -107,4 +109,4 @@ def test_retire_of_a_look_alike_leaves_the_real_device(url: str, capsys: pytest.
         "events": 0,
     }
     devices, _ = snapshot(url)
-    assert [d[0] for d in devices] == ["cam-2"]  # type: ignore[index]
+    assert [d[0] for d in devices] == ["cam-2"]
