@@ -82,8 +82,31 @@ def test_gaps_of_a_known_device_show_its_own_conflicts_only(
     got = json.loads(capsys.readouterr().out)
     assert (got["device"], got["gaps"], got["conflicts"], got["conflicts_kept"]) == ("cam-2", [], 0, [])
     assert main(["fleet", "gaps", "cam-1", "--db", url, "--json"]) == 0
-    got = json.loads(capsys.readouterr().out)
-    assert got["conflicts"] == 1 and [(g["first"], g["last"]) for g in got["gaps"]] == [(2, 3)]
+    lost = "not received (still queued, in flight, or lost after the broker)"
+    taken = "seq 1 of boot 1 already taken by another id or body"
+    assert json.loads(capsys.readouterr().out) == {
+        "device": "cam-1",
+        "gaps": [
+            {
+                "first": 2,
+                "last": 3,
+                "boot_before": 1,
+                "boot_after": 1,
+                "reason": lost,
+                "reported": False,
+                "missing": 2,
+            }
+        ],
+        "conflicts": 1,
+        "conflicts_kept": [{"boot": 1, "seq": 1, "id": "forged-1", "reason": taken}],
+        "expired": {"rows": 0, "spans": 0, "newest": None},
+    }
+    assert main(["fleet", "gaps", "cam-1", "--db", url]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"cam-1: seq 2..3 (2 missing): {lost}",
+        "cam-1: 1 conflicts (a seq taken twice with another id or body, or far ahead):",
+        f"cam-1:   boot 1 seq 1 id forged-1: {taken}",
+    ]
 
 
 def test_a_device_without_status_history_is_known_to_history(
