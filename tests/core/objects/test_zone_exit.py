@@ -107,3 +107,17 @@ def test_the_zone_exit_frames_key_is_the_one_the_zone_events_use(exit_frames: in
         (0, "zone_entered", 0.0),
         (1 + exit_frames, "zone_left", 1.0),
     ]
+
+
+def test_a_scene_change_keeps_the_stay_in_a_zone_kept_and_restarts_it_in_a_zone_moved() -> None:
+    cfg = parse_config(ZONE_TOML.format(keys='anchor = "center"'))
+    ev = ObjectEvents(cfg.tracker, cfg.zones, cfg.lines, 60, 0.0)
+    inside = Track(1, (450.0, 250.0, 550.0, 350.0), 0.9, 0, 0, 0, hits=1)
+    first = ev.update(0.0, [inside], [], (1000, 1000), lambda c: "car")
+    assert [e["event"] for e in first] == ["appeared", "zone_entered"]
+    ev.set_scene(cfg.zones, cfg.lines)  # the same zone: the stay goes on, no second "entered"
+    assert ev.update(1.0, [inside], [], (1000, 1000), lambda c: "car") == []
+    moved = cfg.zones[0].model_copy(update={"polygon": [(0.1, 0.1), (0.9, 0.1), (0.9, 0.6), (0.1, 0.6)]})
+    ev.set_scene([moved], cfg.lines)  # moved: the object's stay starts afresh
+    again = ev.update(2.0, [inside], [], (1000, 1000), lambda c: "car")
+    assert [(e["event"], e["dwell_s"]) for e in again] == [("zone_entered", 0.0)]
