@@ -133,3 +133,42 @@ def test_retire_of_a_look_alike_leaves_the_real_device(url: str, capsys: pytest.
     }
     devices, _ = snapshot(url)
     assert [d[0] for d in devices] == ["cam-2"]
+
+
+def test_retire_purge_of_a_known_device_deletes_its_messages_only(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(url)
+    assert main(["fleet", "retire", "cam-2", "--purge", "--db", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "device": "cam-2",
+        "purged": True,
+        "messages": 3,
+        "events": 0,
+    }
+    devices, stats = snapshot(url)
+    assert [d[0] for d in devices] == ["cam-1"] and stats[0] == 2  # cam-1's 2 results
+
+
+@pytest.mark.parametrize(
+    ("device", "shown"),
+    [("bad id!", "'bad id!'"), ("x" * 65, repr("x" * 65)), ("y" * 200, repr("y" * 80)), ("a/b", "'a/b'")],
+)
+def test_a_device_id_that_cannot_be_one_is_refused_before_the_database(
+    device: str, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for cmd in ("gaps", "history", "retire"):
+        assert main(["fleet", cmd, device, "--db", "sqlite:////nonexistent/fleet.db"]) == 1
+        assert capsys.readouterr() == (
+            "",
+            f"edge-agent fleet: error: device {shown}: expected 1-64 of A-Za-z0-9_.-\n",
+        )
+
+
+def test_a_db_url_with_a_password_is_refused_without_echoing_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "status", "--db", "postgresql://u:hunter2@h/db"]) == 1
+    assert capsys.readouterr() == (
+        "",
+        "edge-agent fleet: error: --db: the database URL carries a password (every user sees it in ps): "
+        "use libpq's PGPASSFILE (or $EDGE_COLLECTOR_DB)\n",
+    )
