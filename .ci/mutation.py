@@ -151,6 +151,8 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/objects/test_object_events.py",
             "tests/core/objects/test_tracking.py",
             "tests/app/agent/test_objects_step.py",
+            "tests/core/objects/test_zone_exit.py",  # issue 36: exit hysteresis, [tracker] keys
+            "tests/core/objects/test_scene_swap.py",  # set_scene (45 mutants "no tests" without it)
         ],
     ),
     "core-tracker": (
@@ -523,6 +525,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             # the tests made for this area's survivors (docs/mutation-ledger.md)
             "tests/adapters/outbox/test_outbox_life.py",
             "tests/adapters/outbox/test_outbox_space.py::test_a_result_given_up_on_a_full_file_is_counted_through_a_crash_right_after",
+            "tests/adapters/outbox/test_marks_torn.py",  # issue 36: torn slot, refused writes, failed COMMITs
         ],
     ),
     # outbox-disk's two small modules on their narrowest tests (a few seconds in all): the whole
@@ -691,6 +694,20 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "app-infer": (["edge_agent/app/workbench/infer_cmd.py"], ["tests/app/workbench/test_infer_inproc.py"]),
+    # issue 36: the fleet views in process (main([...]) with capsys), on SQLite and a real PostgreSQL
+    "fleet-cmd": (
+        ["edge_agent/app/collector/fleet_cmd.py"],
+        [
+            "tests/app/collector/test_fleet_cmd.py",
+            "tests/app/collector/test_fleet_history_cmd.py",
+            "tests/app/collector/test_fleet_unknown.py",
+        ],
+    ),
+    # issue 36: the capture thread's start/stop/restart and its reconnects, with real threads
+    "camera-capture": (
+        ["edge_agent/adapters/camera/capture.py"],
+        ["tests/adapters/camera/test_camera.py", "tests/adapters/camera/test_camera_restart.py"],
+    ),
     # what a model file says about itself (names, labels file, imgsz, inspect's JSON): pure parsing
     # and the loads of test_runtime.py's tiny models
     "model-info": (

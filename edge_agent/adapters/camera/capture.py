@@ -143,9 +143,11 @@ class Camera:
 
         A file/folder that cannot be opened raises CameraError now; a live source that is not there
         yet (USB camera still enumerating, RTSP server booting) is retried in the background.
+        Once only: a second start raises before it opens anything (a second capture thread would
+        hold the device twice and put two streams into one slot). After :meth:`stop` it starts
+        again, with the source opened anew and a fresh slot.
         """
-        if self._thread is not None:
-            raise CameraError("camera already started")
+        self._fresh_start()
         source: Optional[FrameSource] = None
         try:
             source = self._factory()
@@ -159,6 +161,19 @@ class Camera:
             log.warning("camera %s not available yet (%s); retrying in the background", self.name, exc)
         self._thread = threading.Thread(target=self._run, args=(source,), name="camera", daemon=True)
         self._thread.start()
+
+    def _fresh_start(self) -> None:
+        """Refuse a second start; after a stop, start from a fresh slot with the stop flag down."""
+        if self._thread is None:
+            return
+        if not self._stop.is_set():
+            raise CameraError(f"camera {self.name!r}: already started")
+        if self._thread.is_alive():  # stop() gave up on a read stuck in a driver
+            raise CameraError(f"camera {self.name!r}: still stopping (its capture thread has not ended)")
+        self._stop.clear()
+        self._slot = LatestFrame()
+        self._thread = None
+        self._set_state("starting")
 
     def read(self, timeout_s: Optional[float] = 1.0) -> Optional[Frame]:
         """The newest frame not yet read, waiting up to ``timeout_s``.
