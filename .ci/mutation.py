@@ -214,7 +214,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # RAISE"); its rules are pinned by tests/core/updates/test_package_rules.py in the suite
     "core-binding": (
         ["edge_agent/core/updates/binding.py"],
-        ["tests/core/updates/test_binding_rules.py", "tests/core/updates/test_manifest_rules.py"],
+        [
+            "tests/core/updates/test_binding_rules.py",
+            "tests/core/updates/test_manifest_rules.py",
+            "tests/core/updates/test_binding_bite.py",  # issue 36: the survivors' edges
+        ],
     ),
     "collector-trust": (
         [
