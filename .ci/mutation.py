@@ -800,6 +800,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/workbench/track_infer.py", "edge_agent/app/workbench/track_cmd.py"],
         [
             "tests/app/workbench/test_track_inproc.py",
+            "tests/app/workbench/test_track_bite.py",  # issue 36: the ms/frame figure
             "tests/app/cli/test_cli_help.py",
             "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
