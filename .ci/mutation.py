@@ -698,7 +698,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/camera/test_capture_backends.py::test_the_operators_ffmpeg_options_are_kept_and_the_transport_is_for_that_open_only",
         ],
     ),
-    "app-infer": (["edge_agent/app/workbench/infer_cmd.py"], ["tests/app/workbench/test_infer_inproc.py"]),
+    "app-infer": (
+        ["edge_agent/app/workbench/infer_cmd.py"],
+        ["tests/app/workbench/test_infer_inproc.py", "tests/app/workbench/test_infer_bite.py"],
+    ),
     # what a model file says about itself (names, labels file, imgsz, inspect's JSON): pure parsing
     # and the loads of test_runtime.py's tiny models
     "model-info": (
