@@ -216,7 +216,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # RAISE"); its rules are pinned by tests/core/updates/test_package_rules.py in the suite
     "core-binding": (
         ["edge_agent/core/updates/binding.py"],
-        ["tests/core/updates/test_binding_rules.py", "tests/core/updates/test_manifest_rules.py"],
+        [
+            "tests/core/updates/test_binding_rules.py",
+            "tests/core/updates/test_manifest_rules.py",
+            "tests/core/updates/test_binding_bite.py",  # issue 36: the survivors' edges
+        ],
     ),
     "collector-trust": (
         [
@@ -229,6 +233,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/collector/test_collector_trust.py",
             "tests/adapters/collector/test_confirmed.py",
             "tests/app/collector/test_collector_guard.py",
+            # issue 36: made for the 2026-12-03 run's survivors (replayed ids, other devices' rows)
+            "tests/adapters/collector/test_trust_bite.py",
+            "tests/adapters/collector/test_statuses_bite.py",
+            "tests/app/collector/test_admission_bite.py",
         ],
     ),
     "core-fleet": (
@@ -693,7 +701,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/camera/test_capture_backends.py::test_the_operators_ffmpeg_options_are_kept_and_the_transport_is_for_that_open_only",
         ],
     ),
-    "app-infer": (["edge_agent/app/workbench/infer_cmd.py"], ["tests/app/workbench/test_infer_inproc.py"]),
+    "app-infer": (
+        ["edge_agent/app/workbench/infer_cmd.py"],
+        ["tests/app/workbench/test_infer_inproc.py", "tests/app/workbench/test_infer_bite.py"],
+    ),
     # issue 36: the fleet views in process (main([...]) with capsys), on SQLite and a real PostgreSQL
     "fleet-cmd": (
         ["edge_agent/app/collector/fleet_cmd.py"],
@@ -813,6 +824,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/workbench/track_infer.py", "edge_agent/app/workbench/track_cmd.py"],
         [
             "tests/app/workbench/test_track_inproc.py",
+            "tests/app/workbench/test_track_bite.py",  # issue 36: the ms/frame figure
             "tests/app/cli/test_cli_help.py",
             "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
