@@ -166,6 +166,26 @@ class _Strict:
         return value
 
 
+class _NotFinite(Exception):
+    """Raised inside the decoder by the first Infinity, NaN or overflowing number."""
+
+
+def _refuse(name: str) -> float:
+    raise _NotFinite(name)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
+
+
+# one decoder for every body, stateless (the hooks raise instead of noting): json.loads with hooks
+# makes a decoder and its scanner per call, 40 % of decoding a 0.6 KiB result
+_FINITE = json.JSONDecoder(parse_constant=_refuse, parse_float=_finite)
+
+
 def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
     """``(body, text)``: the decoded body and, when it can be stored exactly as sent, the payload's
     text (strict UTF-8, no BOM, no ``\\u`` escape -- a lone surrogate or NUL hides behind one --
@@ -179,7 +199,10 @@ def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
         return _loads(payload, where), None
     strict = _Strict()
     try:
-        body = json.loads(text, parse_constant=strict.constant, parse_float=strict.number)
+        try:
+            body = _FINITE.decode(text)
+        except _NotFinite:  # decoded again, noting it: stored as a re-dump, which refuses it
+            body = json.loads(text, parse_constant=strict.constant, parse_float=strict.number)
     except (ValueError, RecursionError) as exc:
         raise IngestError(f"{where}: not JSON ({str(exc)[:120]})") from None
     if text.count("[") + text.count("{") > MAX_DEPTH and depth(body) > MAX_DEPTH:
