@@ -7,9 +7,11 @@ SQLAlchemy for five tables, and the two dialects differ in types anyway, so plai
 dialect are the smaller thing to review. Two collectors starting at once serialise on the
 migration (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an advisory lock).
 
-Inserts are ``ON CONFLICT DO NOTHING`` on ``(device, boot, seq)`` (no conflict target, so a
-TimescaleDB key that adds ``time`` works unchanged): a redelivery changes nothing and is counted
-as a duplicate. A commit returns only when durable (SQLite ``synchronous=FULL``; PostgreSQL's
+A round reads which of its keys are stored before it inserts (adapters.collector.trust): a
+redelivery changes nothing and is counted as a duplicate. SQLite inserts with ``ON CONFLICT DO
+NOTHING``; PostgreSQL COPYs the new records under the round's device locks, and falls back to a
+staging table + ``ON CONFLICT DO NOTHING`` (no conflict target, so a TimescaleDB key that adds
+``time`` works unchanged) when another writer took a key first (adapters.collector.ingest). A commit returns only when durable (SQLite ``synchronous=FULL``; PostgreSQL's
 default ``synchronous_commit``); the caller acknowledges MQTT messages only after it.
 """
 

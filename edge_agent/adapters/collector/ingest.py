@@ -36,16 +36,18 @@ STAGE_SQL = (
     "CREATE TEMP TABLE IF NOT EXISTS ingest_stage (d text, b int8, s int8, k text, m text, t float8, "
     "j text, c text) ON COMMIT DELETE ROWS"
 )
-TOP = (
-    "SELECT u.d, (SELECT MAX(seq) FROM messages m WHERE m.device = u.d), v.reported_seq "
-    "FROM unnest(%b::text[]) AS u(d) LEFT JOIN devices v ON v.device = u.d"
-)
-# one probe of the primary key per key (LATERAL, kept apart by OFFSET 0: a nested loop); a plain
-# join hashed the whole table, bodies and all, every round (16 ms at 5,000 rows, growing with it)
-STORED = (
-    "SELECT u.d, u.b, u.s, m.msg_id, m.body FROM unnest(%b::text[], %b::bigint[], %b::bigint[]) "
-    "AS u(d, b, s) CROSS JOIN LATERAL (SELECT msg_id, body FROM messages WHERE device = u.d "
-    "AND boot = u.b AND seq = u.s OFFSET 0) AS m"
+# one statement: per device of the round its highest stored seq (a backward step on the (device, seq)
+# index) and reported seq, then the (msg_id, body) of the round's keys already stored: one probe of
+# the key per key at or below that highest (none while a device only sends new seqs). LATERAL kept
+# apart by OFFSET 0: a nested loop; a plain join hashed the whole table, bodies and all, every
+# round (16 ms at 5,000 rows, growing with it). A CTE used twice is computed once.
+KNOWN = (
+    "WITH t AS (SELECT u.d, (SELECT MAX(seq) FROM messages m WHERE m.device = u.d) AS top, "
+    "v.reported_seq AS rep FROM unnest(%b::text[]) AS u(d) LEFT JOIN devices v ON v.device = u.d) "
+    "SELECT t.d, NULL::bigint, t.top, t.rep, NULL::text, NULL::jsonb FROM t UNION ALL "
+    "SELECT k.d, k.b, k.s, NULL::bigint, m.msg_id, m.body FROM unnest(%b::text[], %b::bigint[], "
+    "%b::bigint[]) AS k(d, b, s) JOIN t ON t.d = k.d AND k.s <= t.top CROSS JOIN LATERAL "
+    "(SELECT msg_id, body FROM messages WHERE device = k.d AND boot = k.b AND seq = k.s OFFSET 0) AS m"
 )
 ISLANDS = (
     "SELECT u.d, u.b, c.lo, c.hi FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
@@ -80,18 +82,19 @@ def reads_pg(db: CollectorDb, records: Sequence[Record], devices: Sequence[str],
         conn.execute("BEGIN")
         if devices:
             seen(db, devices, received)
-        top = conn.execute(TOP, [sorted({r.device for r in records})], prepare=False) if keys else None
-        have = conn.execute(STORED, _cols(keys), prepare=False) if keys else None
+        params = [sorted({r.device for r in records}), *_cols(keys)]
+        known = conn.execute(KNOWN, params, prepare=False) if keys else None
         spans = [(d, b, lo - 1, hi + 1) for (d, b), (lo, hi) in sorted(span.items())]
         isl = conn.execute(ISLANDS, _cols(spans), prepare=False) if spans else None
     out = Reads({}, {}, {})
-    if top is not None and have is not None and isl is not None:
-        for d, high, reported in top.fetchall():
-            marks = [int(v) for v in (high, reported) if v is not None]
+    if known is not None and isl is not None:
+        for d, b, s, reported, m, body in known.fetchall():
+            if b is not None:
+                out.stored[(d, int(b), int(s))] = (m, body)
+                continue
+            marks = [int(v) for v in (s, reported) if v is not None]
             if marks:
                 out.highest[d] = max(marks)
-        for d, b, s, m, body in have.fetchall():
-            out.stored[(d, int(b), int(s))] = (m, body)
         for d, b, lo, hi in isl.fetchall():
             out.islands.setdefault((d, int(b)), []).append((int(lo), int(hi)))
     return out
