@@ -35,6 +35,13 @@ if TYPE_CHECKING:
 ISLANDS = "SELECT lo, hi FROM confirmed WHERE device = ? AND boot = ? AND hi >= ? AND lo <= ? ORDER BY lo"
 BOOTS = "SELECT DISTINCT boot FROM confirmed WHERE device = ? ORDER BY boot DESC LIMIT ?"
 NEWEST = "SELECT lo, hi FROM confirmed WHERE device = ? AND boot = ? ORDER BY lo DESC LIMIT ?"
+# PostgreSQL, (device, boot, lo, hi): each device's newest MAX_BOOTS boots, their highest MAX_RANGES islands
+NEWEST_PG = (
+    "SELECT u.d, bb.boot, c.lo, c.hi FROM unnest(%b::text[]) AS u(d) CROSS JOIN LATERAL "
+    "(SELECT DISTINCT boot FROM confirmed WHERE device = u.d ORDER BY boot DESC LIMIT %s) AS bb "
+    "CROSS JOIN LATERAL (SELECT lo, hi FROM confirmed WHERE device = u.d AND boot = bb.boot "
+    "ORDER BY lo DESC LIMIT %s) AS c ORDER BY u.d, bb.boot DESC, c.lo DESC"
+)
 
 
 def _changes(old: List[Range], new: List[Range]) -> Tuple[List[Range], List[int], List[Range]]:
@@ -85,7 +92,7 @@ def update(
     if db.dialect == "postgresql":
         with db.conn.pipeline():
             _write_pg(db, deletes, inserts)
-            cur = _newest_pg(db, devices)
+            cur = db.conn.execute(NEWEST_PG, [list(devices), MAX_BOOTS, MAX_RANGES], prepare=False)
             if commit:
                 db.conn.execute("COMMIT")
         for d, b, lo, hi in cur.fetchall():
@@ -140,19 +147,6 @@ def _write_pg(
             _cols(new, 4),
             prepare=False,
         )
-
-
-def _newest_pg(db: CollectorDb, devices: Sequence[str]) -> Any:
-    """The cursor of (device, boot, lo, hi): each device's newest MAX_BOOTS boots, their highest
-    MAX_RANGES islands."""
-    return db.conn.execute(
-        "SELECT u.d, bb.boot, c.lo, c.hi FROM unnest(%b::text[]) AS u(d) CROSS JOIN LATERAL "
-        "(SELECT DISTINCT boot FROM confirmed WHERE device = u.d ORDER BY boot DESC LIMIT %s) AS bb "
-        "CROSS JOIN LATERAL (SELECT lo, hi FROM confirmed WHERE device = u.d AND boot = bb.boot "
-        "ORDER BY lo DESC LIMIT %s) AS c ORDER BY u.d, bb.boot DESC, c.lo DESC",
-        [list(devices), MAX_BOOTS, MAX_RANGES],
-        prepare=False,
-    )
 
 
 def publish(client: mqtt.Client, prefix: str, confirms: Dict[str, bytes]) -> int:

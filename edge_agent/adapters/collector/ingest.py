@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, cast
 
 from edge_agent.core.messages.fleet import Record
 
@@ -111,14 +111,14 @@ def _dumpers() -> tuple[type[Any], type[Any]]:
         format = Format.BINARY
         oid = 1184  # timestamptz
 
-        def dump(self, obj: Any) -> bytes:
-            return _Q.pack(round((obj - PG_EPOCH) * 1e6))
+        def dump(self, obj: object) -> bytes:
+            return _Q.pack(round((cast(float, obj) - PG_EPOCH) * 1e6))
 
     class AsSent(Dumper):
         format = Format.BINARY
         oid = 3802  # jsonb
 
-        def dump(self, obj: Any) -> bytes:
+        def dump(self, obj: object) -> bytes:
             return b"\x01" + str(obj).encode()
 
     return Stamp, AsSent
