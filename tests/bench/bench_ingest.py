@@ -9,7 +9,8 @@ each, three ways, interleaved, ``--reps`` times (medians quoted):
 
 - bare: what the database does with no collector: json.loads of each payload for its key fields,
   then the rows as received: a psycopg ``COPY messages FROM STDIN`` (PostgreSQL) or one
-  ``executemany`` INSERT (SQLite), into the same (migrated, emptied) table;
+  ``executemany`` INSERT (SQLite), into the same (migrated, emptied) table, its indexes and keys
+  the collector's (each run checks that both leave the same rows, receive time aside);
 - store: the collector's own path without MQTT: ``fleet.parse`` of each payload (topic and body
   checks) and ``CollectorDb.store`` (trust checks, devices, confirmed watermarks, the insert);
 - end to end (unless ``--no-mqtt``): the payloads queued in a real mosquitto for two persistent
@@ -24,6 +25,7 @@ time (receive-only time / end-to-end time).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -132,10 +134,20 @@ def wipe(db: CollectorDb) -> None:
         db.conn.execute("VACUUM ANALYZE messages")
 
 
+def content(db: CollectorDb) -> str:
+    """A digest of every stored row but its receive time: bare and store must leave the same rows."""
+    t, j = ("time::text", "body::text") if db.dialect == "postgresql" else ("time", "body")
+    rows = db.conn.execute(
+        f"SELECT device, boot, seq, kind, msg_id, {t}, {j}, camera FROM messages ORDER BY device, boot, seq"
+    ).fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
 def timed(
     db: CollectorDb,
     fn: Callable[[CollectorDb, list[list[tuple[str, bytes]]]], None],
     batches: list[list[tuple[str, bytes]]],
+    digests: set[str],
 ) -> float:
     wipe(db)
     t = time.perf_counter()
@@ -144,6 +156,8 @@ def timed(
     n = sum(len(b) for b in batches)
     rows, keys = db.message_stats()
     assert rows == keys == n, (rows, keys, n)
+    digests.add(content(db))
+    assert len(digests) == 1, f"{fn.__name__} stored other rows than the other way"
     return n / took
 
 
@@ -267,9 +281,10 @@ def one(dialect: str, a: argparse.Namespace, items: list[tuple[str, bytes]]) -> 
             batches = rounds(items, a.round)
             bare = bare_pg if dialect == "postgresql" else bare_sqlite
             rates: dict[str, list[float]] = {"bare": [], "store": []}
+            digests: set[str] = set()  # bare and store leave the same rows (receive time aside)
             for _ in range(a.reps):
-                rates["bare"].append(timed(db, bare, batches))
-                rates["store"].append(timed(db, store, batches))
+                rates["bare"].append(timed(db, bare, batches, digests))
+                rates["store"].append(timed(db, store, batches, digests))
             db.close()
             med = {k: statistics.median(v) for k, v in rates.items()}
             base = "COPY" if dialect == "postgresql" else "executemany"

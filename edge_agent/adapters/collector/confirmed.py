@@ -11,7 +11,7 @@ a duplicate), so the islands never hold a seq that is not in ``messages``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import paho.mqtt.client as mqtt
 
@@ -35,6 +35,13 @@ if TYPE_CHECKING:
 ISLANDS = "SELECT lo, hi FROM confirmed WHERE device = ? AND boot = ? AND hi >= ? AND lo <= ? ORDER BY lo"
 BOOTS = "SELECT DISTINCT boot FROM confirmed WHERE device = ? ORDER BY boot DESC LIMIT ?"
 NEWEST = "SELECT lo, hi FROM confirmed WHERE device = ? AND boot = ? ORDER BY lo DESC LIMIT ?"
+# PostgreSQL, (device, boot, lo, hi): each device's newest MAX_BOOTS boots, their highest MAX_RANGES islands
+NEWEST_PG = (
+    "SELECT u.d, bb.boot, c.lo, c.hi FROM unnest(%b::text[]) AS u(d) CROSS JOIN LATERAL "
+    "(SELECT DISTINCT boot FROM confirmed WHERE device = u.d ORDER BY boot DESC LIMIT %s) AS bb "
+    "CROSS JOIN LATERAL (SELECT lo, hi FROM confirmed WHERE device = u.d AND boot = bb.boot "
+    "ORDER BY lo DESC LIMIT %s) AS c ORDER BY u.d, bb.boot DESC, c.lo DESC"
+)
 
 
 def _changes(old: List[Range], new: List[Range]) -> Tuple[List[Range], List[int], List[Range]]:
@@ -47,19 +54,31 @@ def _changes(old: List[Range], new: List[Range]) -> Tuple[List[Range], List[int]
     return touched, [], []
 
 
-def update(db: CollectorDb, records: Sequence[Record]) -> Dict[str, bytes]:
+def update(
+    db: CollectorDb,
+    records: Sequence[Record],
+    islands: Optional[Dict[Tuple[str, int], List[Range]]] = None,
+    commit: bool = False,
+) -> Dict[str, bytes]:
     """Inside the round's transaction: add the round's seqs to ``confirmed``; per device, the
     confirmation to publish after the commit (this round's islands + the newest boots' highest).
+    ``islands``: PostgreSQL's stored islands around every seq of the round, read under the
+    device locks in the round's first pipeline (adapters.collector.ingest); SQLite reads them here.
 
-    In four passes of queries that do not wait on each other (one PostgreSQL pipeline each,
-    :meth:`CollectorDb.many`): a round of 200 devices made some 1,100 queries one round trip at a
-    time, 75 % of the store's time."""
+    SQLite: four passes of queries; PostgreSQL: the writes and the read-back in one pipeline, with
+    ``commit`` the round's COMMIT too (a round of 200 devices made some 1,100 queries one round
+    trip at a time, 75 % of the store)."""
     seqs: Dict[str, Dict[int, List[int]]] = {}
     for r in records:
         seqs.setdefault(r.device, {}).setdefault(r.boot, []).append(r.seq)
     pairs = [(d, b, ranges_of(seqs[d][b])) for d in sorted(seqs) for b in sorted(seqs[d])]
     spans = [(d, b, new[0][0] - 1, new[-1][1] + 1) for d, b, new in pairs]
-    found = _islands_pg(db, spans) if db.dialect == "postgresql" else db.many(ISLANDS, spans)
+    if islands is None:
+        found: List[List[Any]] = db.many(ISLANDS, spans)
+    else:  # the islands read for all of the round's seqs, cut to the span of these
+        found = [
+            [(a, b) for a, b in islands.get((d, bt), []) if b >= lo and a <= hi] for d, bt, lo, hi in spans
+        ]
     keep: Dict[str, Confirms] = {}
     deletes: List[Tuple[str, int, int]] = []
     inserts: List[Tuple[str, int, int, int]] = []
@@ -71,16 +90,20 @@ def update(db: CollectorDb, records: Sequence[Record]) -> Dict[str, bytes]:
     devices = sorted(seqs)
     stored: Dict[str, Confirms] = {d: {} for d in devices}
     if db.dialect == "postgresql":
-        _write_pg(db, deletes, inserts)
-        for d, b, lo, hi in _newest_pg(db, devices):
+        with db.conn.pipeline():
+            _write_pg(db, deletes, inserts)
+            cur = db.conn.execute(NEWEST_PG, [list(devices), MAX_BOOTS, MAX_RANGES], prepare=False)
+            if commit:
+                db.conn.execute("COMMIT")
+        for d, b, lo, hi in cur.fetchall():
             stored[d].setdefault(int(b), []).append((int(lo), int(hi)))
         return {d: encode(bound(stored[d], keep[d])) for d in devices}
     db.many("DELETE FROM confirmed WHERE device = ? AND boot = ? AND lo = ?", deletes, fetch=False)
     db.many("INSERT INTO confirmed (device, boot, lo, hi) VALUES (?, ?, ?, ?)", inserts, fetch=False)
     boots = db.many(BOOTS, [(d, MAX_BOOTS) for d in devices])
     wanted = [(d, int(b)) for d, rows in zip(devices, boots) for (b,) in rows]
-    islands = db.many(NEWEST, [(d, b, MAX_RANGES) for d, b in wanted])
-    for (device, boot), rows in zip(wanted, islands):
+    newest = db.many(NEWEST, [(d, b, MAX_RANGES) for d, b in wanted])
+    for (device, boot), rows in zip(wanted, newest):
         stored[device][boot] = [(int(a), int(b)) for a, b in rows]
     return {d: encode(bound(stored[d], keep[d])) for d in devices}
 
@@ -91,47 +114,39 @@ def _cols(rows: Sequence[Tuple[object, ...]], n: int) -> List[List[object]]:
     return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(n)]
 
 
-def _islands_pg(db: CollectorDb, spans: Sequence[Tuple[str, int, int, int]]) -> List[List[Tuple[int, int]]]:
-    rows = db.conn.execute(
-        "SELECT u.i, c.lo, c.hi FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bigint[]) "
-        "WITH ORDINALITY AS u(d, b, lo, hi, i) JOIN confirmed c ON c.device = u.d AND c.boot = u.b "
-        "AND c.hi >= u.lo AND c.lo <= u.hi ORDER BY u.i, c.lo",
-        _cols(spans, 4),
-    ).fetchall()
-    out: List[List[Tuple[int, int]]] = [[] for _ in spans]
-    for i, lo, hi in rows:
-        out[int(i) - 1].append((int(lo), int(hi)))
-    return out
-
-
 def _write_pg(
     db: CollectorDb, deletes: Sequence[Tuple[str, int, int]], inserts: Sequence[Tuple[str, int, int, int]]
 ) -> None:
-    if deletes:
-        db.conn.execute(
-            "DELETE FROM confirmed c USING unnest(%s::text[], %s::bigint[], %s::bigint[]) AS u(d, b, lo) "
+    """The same rows as deleting ``deletes`` and inserting ``inserts``; an island that keeps its
+    ``lo`` (the usual round: the device's island grows upward) is an UPDATE of ``hi``, in place (a
+    HOT update: no index entry, where a delete and an insert made a dead row and a new entry)."""
+    grown = {(d, b, lo): hi for d, b, lo, hi in inserts}
+    kept = {(d, b, lo) for d, b, lo in deletes if (d, b, lo) in grown}
+    gone = [k for k in deletes if k not in kept]
+    new = [r for r in inserts if r[:3] not in kept]
+    conn = db.conn
+    if gone:
+        conn.execute(
+            "DELETE FROM confirmed c USING unnest(%b::text[], %b::bigint[], %b::bigint[]) AS u(d, b, lo) "
             "WHERE c.device = u.d AND c.boot = u.b AND c.lo = u.lo",
-            _cols(deletes, 3),
+            _cols(gone, 3),
+            prepare=False,
         )
-    if inserts:
-        db.conn.execute(
-            "INSERT INTO confirmed (device, boot, lo, hi) SELECT d, b, lo, hi FROM unnest(%s::text[], "
-            "%s::bigint[], %s::bigint[], %s::bigint[]) AS u(d, b, lo, hi) ORDER BY d, b, lo",
-            _cols(inserts, 4),
+    if kept:
+        rows = sorted((*k, grown[k]) for k in kept)
+        conn.execute(
+            "UPDATE confirmed c SET hi = u.hi FROM unnest(%b::text[], %b::bigint[], %b::bigint[], "
+            "%b::bigint[]) AS u(d, b, lo, hi) WHERE c.device = u.d AND c.boot = u.b AND c.lo = u.lo",
+            _cols(rows, 4),
+            prepare=False,
         )
-
-
-def _newest_pg(db: CollectorDb, devices: Sequence[str]) -> List[Tuple[str, int, int, int]]:
-    """(device, boot, lo, hi): each device's newest MAX_BOOTS boots, their highest MAX_RANGES islands."""
-    return list(
-        db.conn.execute(
-            "SELECT u.d, bb.boot, c.lo, c.hi FROM unnest(%s::text[]) AS u(d) CROSS JOIN LATERAL "
-            "(SELECT DISTINCT boot FROM confirmed WHERE device = u.d ORDER BY boot DESC LIMIT %s) AS bb "
-            "CROSS JOIN LATERAL (SELECT lo, hi FROM confirmed WHERE device = u.d AND boot = bb.boot "
-            "ORDER BY lo DESC LIMIT %s) AS c ORDER BY u.d, bb.boot DESC, c.lo DESC",
-            [list(devices), MAX_BOOTS, MAX_RANGES],
-        ).fetchall()
-    )
+    if new:
+        conn.execute(
+            "INSERT INTO confirmed (device, boot, lo, hi) SELECT d, b, lo, hi FROM unnest(%b::text[], "
+            "%b::bigint[], %b::bigint[], %b::bigint[]) AS u(d, b, lo, hi) ORDER BY d, b, lo",
+            _cols(new, 4),
+            prepare=False,
+        )
 
 
 def publish(client: mqtt.Client, prefix: str, confirms: Dict[str, bytes]) -> int:

@@ -7,9 +7,11 @@ SQLAlchemy for five tables, and the two dialects differ in types anyway, so plai
 dialect are the smaller thing to review. Two collectors starting at once serialise on the
 migration (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an advisory lock).
 
-Inserts are ``ON CONFLICT DO NOTHING`` on ``(device, boot, seq)`` (no conflict target, so a
-TimescaleDB key that adds ``time`` works unchanged): a redelivery changes nothing and is counted
-as a duplicate. A commit returns only when durable (SQLite ``synchronous=FULL``; PostgreSQL's
+A round reads which of its keys are stored before it inserts (adapters.collector.trust): a
+redelivery changes nothing and is counted as a duplicate. SQLite inserts with ``ON CONFLICT DO
+NOTHING``; PostgreSQL COPYs the new records under the round's device locks, and falls back to a
+staging table + ``ON CONFLICT DO NOTHING`` (no conflict target, so a TimescaleDB key that adds
+``time`` works unchanged) when another writer took a key first (adapters.collector.ingest). A commit returns only when durable (SQLite ``synchronous=FULL``; PostgreSQL's
 default ``synchronous_commit``); the caller acknowledges MQTT messages only after it.
 """
 
@@ -178,8 +180,27 @@ class CollectorDb:
         """Everything of one ingest round in ONE transaction; returns the records inserted
         (the rest were already there: duplicates). Durable when this returns; :attr:`confirms`
         then holds each device's commit watermark to publish (adapters.collector.confirmed)."""
-        # every row in one fixed order (keys sorted, messages before devices): two PostgreSQL
-        # writers then never wait on each other in a cycle (they deadlocked in the 200-device run)
+        if self.dialect == "sqlite":
+            return self._store(records, received, statuses, events, rejected, staged=False)
+        from psycopg.errors import UniqueViolation
+
+        try:
+            return self._store(records, received, statuses, events, rejected, staged=False)
+        except UniqueViolation:  # a writer without the device locks took a key first: redo, staged
+            return self._store(records, received, statuses, events, rejected, staged=True)
+
+    def _store(
+        self,
+        records: Sequence[Record],
+        received: float,
+        statuses: Sequence[DeviceStatus],
+        events: Sequence[Event],
+        rejected: Sequence[Rejected],
+        staged: bool,
+    ) -> int:
+        # every row in one fixed order (the devices first, then the messages, keys sorted): two
+        # PostgreSQL writers then never wait on each other in a cycle (they deadlocked in the
+        # 200-device run), and a device's messages are written by one round at a time
         records = sorted(records, key=lambda r: (r.device, r.boot, r.seq))
         seen = {r.device for r in records} | {e.device for e in events}
         reported: dict[str, int] = {}
@@ -188,22 +209,24 @@ class CollectorDb:
         by_device: dict[str, list[DeviceStatus]] = {}
         for st in statuses:
             by_device.setdefault(st.device, []).append(st)
-        self._begin()
+        # last_seen is when anything was last heard, even a status that loses to a newer one
+        devices = sorted(seen | set(by_device))
+        reads = None
+        confirms: dict[str, bytes] = {}
         try:
-            split = trust.sort_records(self, records, reported, self.limits)
-            inserted = self._insert_records(split.new, received) if split.new else 0
-            # last_seen is when anything was last heard, even a status that lost to a newer one
-            # (the status upsert then changes nothing, last_seen included). The devices without a
-            # status in the round in one statement per run of them, still in device order
-            quiet: list[str] = []
-            for dev in sorted(seen | set(by_device)):
-                if dev in by_device:
-                    self._seen(quiet, received)
-                    quiet = []
-                    for st in by_device[dev]:
-                        upsert_status(self, st, received)
-                quiet.append(dev)
-            self._seen(quiet, received)
+            if self.dialect == "sqlite":
+                self._begin()
+            else:
+                reads = ingest.reads_pg(self, records, devices, received)
+            split = trust.sort_records(self, records, reported, self.limits, reads)
+            inserted = self._insert_records(split.new, received, staged) if split.new else 0
+            if reads is None:  # SQLite (one writer, no lock order): after the reads, which refresh
+                # the connection's schema; as the first statement, an upsert failing to prepare
+                # (a broken trigger, dropped since) failed every retry (test_no_ack_on_failed_commit)
+                self._seen(devices, received)
+            for dev in sorted(by_device):
+                for st in by_device[dev]:
+                    upsert_status(self, st, received)
             history.insert(self, [st for dev in sorted(by_device) for st in by_device[dev]], received)
             conflicts, repeats, held_conflicts = trust.store_conflicts(
                 self, split.conflicts, received, self.limits
@@ -220,12 +243,15 @@ class CollectorDb:
                 )
             if rejected:
                 trust.trim(self, "rejected", self.limits.rejected_max)
-            # after the devices upsert: it holds each device's row lock (PostgreSQL) until COMMIT.
             # Confirmed: what the database holds now (new, identical redeliveries, kept conflicts);
             # never a record it refused or a conflict over the bound
             held = [*split.new, *split.same, *held_conflicts]
-            confirms = confirmed.update(self, held) if held else {}
-            self.conn.execute("COMMIT")
+            if held:  # PostgreSQL: the COMMIT in the pipeline of the watermark's writes
+                confirms = confirmed.update(
+                    self, held, None if reads is None else reads.islands, reads is not None
+                )
+            if reads is None or not held:
+                self.conn.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
@@ -294,7 +320,7 @@ class CollectorDb:
             return sql.format(t="?", j="?")
         return sql.format(t="to_timestamp(?)", j="?::jsonb")
 
-    def _insert_records(self, records: Sequence[Record], received: float) -> int:
+    def _insert_records(self, records: Sequence[Record], received: float, staged: bool = False) -> int:
         if self.dialect == "sqlite":
             cur = self.conn.executemany(
                 "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body, camera) "
@@ -305,7 +331,9 @@ class CollectorDb:
                 ],
             )
             return int(cur.rowcount)
-        return ingest.insert_pg(self, records, received)
+        if staged:
+            return ingest.insert_staged(self, records, received)
+        return ingest.copy_pg(self, records, received)
 
     def _seen(self, devices: Sequence[str], received: float) -> None:
         if devices:

@@ -1,34 +1,152 @@
-"""The round's bulk writes that are not per-message logic (:class:`CollectorDb` calls them inside
-its transaction): the PostgreSQL insert of the new records and the ``devices`` last-seen upsert.
+"""The round's bulk reads and writes on PostgreSQL that are not per-message logic (:class:`CollectorDb`
+calls them inside its transaction), and the ``devices`` last-seen upsert of both dialects.
 
-The insert: a binary COPY into a session-local staging table (temporary: not WAL-logged, emptied by
-every commit), then one ``INSERT ... ON CONFLICT DO NOTHING`` from it (COPY itself cannot skip a
-conflict; no conflict target, so a TimescaleDB key that adds ``time`` works unchanged). The
-``unnest(%s::text[])`` arrays this replaces spent 32 % of a round in psycopg escaping every body
-as array text.
+A round first takes the row lock of each of its devices (the last-seen upsert, in device order),
+then reads what it decides on: the stored keys among its records, each device's highest seq and
+reported seq, and the ``confirmed`` islands around its seqs. Every writer of a device's messages
+holds that lock first, so a key found absent stays absent until this round commits: the new
+records are then copied straight into ``messages`` (binary ``COPY``), no staging table and no
+speculative ``INSERT ... ON CONFLICT`` per row (37 % of a round before). A collector that does not
+take the lock first (an older version in the same group) can still beat it to a key: the COPY then
+fails on the unique key, and the round is redone with the staging path (:func:`insert_staged`).
+
+The lock, the reads and BEGIN go in one pipeline (a round's reads took 13-16 ms pipelined, 20 ms
+one after another, on 2 loaded cores). Each read is planned for its own arrays (``prepare=False``):
+psycopg's prepared generic plan of the highest-seq probe, made while the table was nearly empty,
+scanned every row per device once it had grown (5.9 s of an 8.1 s store). Arrays go in binary
+(``%b``): psycopg's text arrays escape every element in Python (2.4x the time for a round's keys).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, cast
 
 from edge_agent.core.messages.fleet import Record
 
 if TYPE_CHECKING:
     from edge_agent.adapters.collector.db import CollectorDb
 
+Key = Tuple[str, int, int]
+COLS = "device, boot, seq, kind, msg_id, time, received, body, camera"
+TYPES = ["text", "int8", "int8", "text", "text", "timestamptz", "timestamptz", "jsonb", "text"]
 STAGE_COLS = "d, b, s, k, m, t, j, c"
 STAGE_TYPES = ["text", "int8", "int8", "text", "text", "float8", "text", "text"]
 STAGE_SQL = (
     "CREATE TEMP TABLE IF NOT EXISTS ingest_stage (d text, b int8, s int8, k text, m text, t float8, "
     "j text, c text) ON COMMIT DELETE ROWS"
 )
+# one statement: per device of the round its highest stored seq (a backward step on the (device, seq)
+# index) and reported seq, then the (msg_id, body) of the round's keys already stored: one probe of
+# the key per key at or below that highest (none while a device only sends new seqs). LATERAL kept
+# apart by OFFSET 0: a nested loop; a plain join hashed the whole table, bodies and all, every
+# round (16 ms at 5,000 rows, growing with it). A CTE used twice is computed once.
+KNOWN = (
+    "WITH t AS (SELECT u.d, (SELECT MAX(seq) FROM messages m WHERE m.device = u.d) AS top, "
+    "v.reported_seq AS rep FROM unnest(%b::text[]) AS u(d) LEFT JOIN devices v ON v.device = u.d) "
+    "SELECT t.d, NULL::bigint, t.top, t.rep, NULL::text, NULL::jsonb FROM t UNION ALL "
+    "SELECT k.d, k.b, k.s, NULL::bigint, m.msg_id, m.body FROM unnest(%b::text[], %b::bigint[], "
+    "%b::bigint[]) AS k(d, b, s) JOIN t ON t.d = k.d AND k.s <= t.top CROSS JOIN LATERAL "
+    "(SELECT msg_id, body FROM messages WHERE device = k.d AND boot = k.b AND seq = k.s OFFSET 0) AS m"
+)
+ISLANDS = (
+    "SELECT u.d, u.b, c.lo, c.hi FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
+    "AS u(d, b, lo, hi) JOIN confirmed c ON c.device = u.d AND c.boot = u.b "
+    "AND c.hi >= u.lo AND c.lo <= u.hi ORDER BY u.d, u.b, c.lo"
+)
+# PostgreSQL's binary timestamptz: microseconds since 2000-01-01 UTC, rounded as to_timestamp() does
+PG_EPOCH = 946_684_800.0
+_Q = struct.Struct("!q")
 
 
-def insert_pg(db: CollectorDb, records: Sequence[Record], received: float) -> int:
-    """Insert ``records`` (new ones, sorted by key) into ``messages``; returns how many went in
-    (one another collector inserted first is skipped: a duplicate)."""
+class Reads(NamedTuple):
+    stored: Dict[Key, Tuple[Any, Any]]  # (msg_id, body) of the round's keys already in messages
+    highest: Dict[str, int]  # the highest seq stored or reported per device of the round's records
+    islands: Dict[Tuple[str, int], List[Tuple[int, int]]]  # confirmed islands around the round's seqs
+
+
+def _cols(rows: Sequence[Tuple[object, ...]]) -> List[List[object]]:
+    return [list(c) for c in zip(*rows)]
+
+
+def reads_pg(db: CollectorDb, records: Sequence[Record], devices: Sequence[str], received: float) -> Reads:
+    """BEGIN, the last-seen upsert of ``devices`` (sorted: every round's locks in one order) and the
+    round's reads, in one pipeline."""
+    keys = sorted({(r.device, r.boot, r.seq) for r in records})
+    span: Dict[Tuple[str, int], Tuple[int, int]] = {}
+    for d, b, s in keys:
+        lo, hi = span.get((d, b), (s, s))
+        span[(d, b)] = (min(lo, s), max(hi, s))
+    conn = db.conn
+    with conn.pipeline():
+        conn.execute("BEGIN")
+        if devices:
+            seen(db, devices, received)
+        params = [sorted({r.device for r in records}), *_cols(keys)]
+        known = conn.execute(KNOWN, params, prepare=False) if keys else None
+        spans = [(d, b, lo - 1, hi + 1) for (d, b), (lo, hi) in sorted(span.items())]
+        isl = conn.execute(ISLANDS, _cols(spans), prepare=False) if spans else None
+    out = Reads({}, {}, {})
+    if known is not None and isl is not None:
+        for d, b, s, reported, m, body in known.fetchall():
+            if b is not None:
+                out.stored[(d, int(b), int(s))] = (m, body)
+                continue
+            marks = [int(v) for v in (s, reported) if v is not None]
+            if marks:
+                out.highest[d] = max(marks)
+        for d, b, lo, hi in isl.fetchall():
+            out.islands.setdefault((d, int(b)), []).append((int(lo), int(hi)))
+    return out
+
+
+def _dumpers() -> tuple[type[Any], type[Any]]:
+    """Binary dumpers by oid for the COPY (psycopg is imported only for PostgreSQL): a float unix
+    time as timestamptz, and a body's text as stored (jsonb's version byte 1 + the text), so no
+    datetime object and no re-dump per row."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    class Stamp(Dumper):
+        format = Format.BINARY
+        oid = 1184  # timestamptz
+
+        def dump(self, obj: object) -> bytes:
+            return _Q.pack(round((cast(float, obj) - PG_EPOCH) * 1e6))
+
+    class AsSent(Dumper):
+        format = Format.BINARY
+        oid = 3802  # jsonb
+
+        def dump(self, obj: object) -> bytes:
+            return b"\x01" + str(obj).encode()
+
+    return Stamp, AsSent
+
+
+class _Marker:
+    """The dumpers are registered for this type, never instantiated: COPY looks them up by oid."""
+
+
+def copy_pg(db: CollectorDb, records: Sequence[Record], received: float) -> int:
+    """Copy ``records`` (new under the round's device locks, sorted by key) into ``messages``.
+    A key another writer inserted meanwhile fails the COPY (psycopg's UniqueViolation)."""
+    with db.conn.cursor() as cur:
+        for dumper in _dumpers():
+            cur.adapters.register_dumper(_Marker, dumper)
+        with cur.copy(f"COPY messages ({COLS}) FROM STDIN (FORMAT BINARY)") as cp:
+            cp.set_types(TYPES)
+            for r in records:
+                cp.write_row((r.device, r.boot, r.seq, r.kind, r.msg_id, r.time, received, r.body, r.camera))
+    return len(records)
+
+
+def insert_staged(db: CollectorDb, records: Sequence[Record], received: float) -> int:
+    """The fallback when :func:`copy_pg` lost a key to another writer: a binary COPY into a
+    session-local staging table (temporary: not WAL-logged, emptied by every commit), then one
+    ``INSERT ... ON CONFLICT DO NOTHING`` (no conflict target, so a TimescaleDB key that adds
+    ``time`` works unchanged); returns how many went in (a key taken meanwhile is a duplicate)."""
     with db.conn.cursor() as cur:
         cur.execute(STAGE_SQL)
         with cur.copy(f"COPY ingest_stage ({STAGE_COLS}) FROM STDIN (FORMAT BINARY)") as cp:
@@ -36,7 +154,7 @@ def insert_pg(db: CollectorDb, records: Sequence[Record], received: float) -> in
             for r in records:
                 cp.write_row((r.device, r.boot, r.seq, r.kind, r.msg_id, r.time, r.body, r.camera))
         cur.execute(
-            "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body, camera) "
+            f"INSERT INTO messages ({COLS}) "
             "SELECT d, b, s, k, m, to_timestamp(t), to_timestamp(%s), j::jsonb, c FROM ingest_stage "
             "ORDER BY d, b, s ON CONFLICT DO NOTHING",
             [received],
@@ -51,7 +169,7 @@ def seen(db: CollectorDb, devices: Sequence[str], received: float) -> None:
         db.conn.executemany(db._seen_sql(), [(d, received) for d in devices])
         return
     db.conn.execute(
-        "INSERT INTO devices (device, last_seen) SELECT d, to_timestamp(%s) FROM unnest(%s::text[]) "
+        "INSERT INTO devices (device, last_seen) SELECT d, to_timestamp(%s) FROM unnest(%b::text[]) "
         "AS u(d) ORDER BY d ON CONFLICT (device) "
         "DO UPDATE SET last_seen = GREATEST(devices.last_seen, excluded.last_seen)",
         [received, list(devices)],

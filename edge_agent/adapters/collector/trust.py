@@ -14,15 +14,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Tuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
+from edge_agent.adapters.collector.ingest import Key, Reads
 from edge_agent.core.messages.fleet import Record
 
 if TYPE_CHECKING:
     from edge_agent.adapters.collector.db import CollectorDb
 
 CHUNK = 300  # keys per SQLite query (3 variables each; SQLite allows 32766)
-Key = Tuple[str, int, int]
 
 
 class Limits(NamedTuple):
@@ -48,59 +48,43 @@ def _chunks(items: Sequence[Any], n: int = CHUNK) -> Iterable[Sequence[Any]]:
 
 
 def _existing(db: CollectorDb, keys: Sequence[Key]) -> dict[Key, tuple[Any, Any]]:
-    """``(msg_id, body)`` of the stored messages among ``keys``."""
+    """SQLite: ``(msg_id, body)`` of the stored messages among ``keys`` (PostgreSQL reads them in
+    the round's pipeline: adapters.collector.ingest)."""
     out: dict[Key, tuple[Any, Any]] = {}
     if not keys:
         return out
-    if db.dialect == "sqlite":
-        # per device, the stored keys in the round's seq range (the (device, seq) index), then the
-        # bodies of the few that collide: a VALUES join of every key cost 3.5x the whole insert
-        want = set(keys)
-        by_dev: dict[str, list[int]] = {}
-        for d, _, q in keys:
-            by_dev.setdefault(d, []).append(q)
-        hits: list[Key] = []
-        for d, qs in sorted(by_dev.items()):
-            rows = db.conn.execute(
-                "SELECT boot, seq FROM messages WHERE device = ? AND seq BETWEEN ? AND ?",
-                (d, min(qs), max(qs)),
-            ).fetchall()
-            hits += [k for k in ((d, int(b), int(q)) for b, q in rows) if k in want]
-        for k in hits:
-            row = db.conn.execute(
-                "SELECT msg_id, body FROM messages WHERE device = ? AND boot = ? AND seq = ?", k
-            ).fetchone()
-            out[k] = (row[0], row[1])
-        return out
-    cols = [list(c) for c in zip(*keys)]
-    rows = db.conn.execute(
-        "SELECT m.device, m.boot, m.seq, m.msg_id, m.body FROM messages m JOIN unnest(%s::text[], "
-        "%s::bigint[], %s::bigint[]) AS u(d, b, s) ON m.device = u.d AND m.boot = u.b AND m.seq = u.s",
-        cols,
-    ).fetchall()
-    for d, b, s, m, body in rows:
-        out[(d, int(b), int(s))] = (m, body)
+    # per device, the stored keys in the round's seq range (the (device, seq) index), then the
+    # bodies of the few that collide: a VALUES join of every key cost 3.5x the whole insert
+    want = set(keys)
+    by_dev: dict[str, list[int]] = {}
+    for d, _, q in keys:
+        by_dev.setdefault(d, []).append(q)
+    hits: list[Key] = []
+    for d, qs in sorted(by_dev.items()):
+        rows = db.conn.execute(
+            "SELECT boot, seq FROM messages WHERE device = ? AND seq BETWEEN ? AND ?",
+            (d, min(qs), max(qs)),
+        ).fetchall()
+        hits += [k for k in ((d, int(b), int(q)) for b, q in rows) if k in want]
+    for k in hits:
+        row = db.conn.execute(
+            "SELECT msg_id, body FROM messages WHERE device = ? AND boot = ? AND seq = ?", k
+        ).fetchone()
+        out[k] = (row[0], row[1])
     return out
 
 
 def _highest(db: CollectorDb, devices: Sequence[str]) -> dict[str, int]:
-    """The highest seq each device is known to have reached: stored, or reported in its status.
-    One MAX per device (a backward step on the (device, seq) index); a GROUP BY over the devices
-    read every row of them on PostgreSQL (it halved the store's rate)."""
+    """SQLite: the highest seq each device is known to have reached: stored, or reported in its
+    status. One MAX per device (a backward step on the (device, seq) index); a GROUP BY over the
+    devices read every row of them on PostgreSQL (it halved the store's rate)."""
     out: dict[str, int] = {}
     if not devices:
         return out
-    if db.dialect == "sqlite":
-        for d in devices:
-            (top,) = db.conn.execute("SELECT MAX(seq) FROM messages WHERE device = ?", (d,)).fetchone()
-            if top is not None:
-                out[d] = int(top)
-    else:
-        rows = db.conn.execute(
-            "SELECT u.d, (SELECT MAX(seq) FROM messages m WHERE m.device = u.d) FROM unnest(%s::text[]) AS u(d)",
-            [list(devices)],
-        ).fetchall()
-        out.update((d, int(top)) for d, top in rows if top is not None)
+    for d in devices:
+        (top,) = db.conn.execute("SELECT MAX(seq) FROM messages WHERE device = ?", (d,)).fetchone()
+        if top is not None:
+            out[d] = int(top)
     for part in _chunks(devices):
         marks = ", ".join("?" for _ in part)
         sql = (
@@ -124,13 +108,21 @@ def _same(db: CollectorDb, stored: tuple[Any, Any], r: Record) -> bool:
 
 
 def sort_records(
-    db: CollectorDb, records: Sequence[Record], reported: dict[str, int], limits: Limits
+    db: CollectorDb,
+    records: Sequence[Record],
+    reported: dict[str, int],
+    limits: Limits,
+    reads: Optional[Reads] = None,
 ) -> Sorted:
     """Split a round's records into new ones, identical redeliveries and conflicts. ``reported``:
-    the seq each device's statuses of this round report (queue.seq)."""
-    keys = list(dict.fromkeys((r.device, r.boot, r.seq) for r in records))
-    stored = _existing(db, keys)
-    highest = _highest(db, sorted({r.device for r in records}))
+    the seq each device's statuses of this round report (queue.seq); ``reads``: PostgreSQL's stored
+    keys and highest seqs, read in the round's pipeline (SQLite: read here)."""
+    if reads is None:
+        keys = list(dict.fromkeys((r.device, r.boot, r.seq) for r in records))
+        stored = _existing(db, keys)
+        highest = _highest(db, sorted({r.device for r in records}))
+    else:
+        stored, highest = reads.stored, dict(reads.highest)
     for dev, s in reported.items():
         highest[dev] = max(highest.get(dev, 0), s)
     chosen: dict[Key, Record] = {}

@@ -147,23 +147,21 @@ def _loads(payload: bytes, where: str) -> object:
     return body
 
 
-class _Strict:
-    """json.loads hooks that note what the databases cannot take as sent: Infinity, NaN, and a
-    number that reads as an infinite float (1e400). Only a flag: such a body is re-dumped, which
-    refuses it with the usual line."""
+class _NotFinite(Exception):
+    """What the databases cannot take as sent: Infinity, NaN, a number that reads as an infinite
+    float (1e400). Such a body is decoded again and re-dumped, which refuses it with the usual line."""
 
-    def __init__(self) -> None:
-        self.bad = False
 
-    def constant(self, name: str) -> float:
-        self.bad = True
-        return float(name.replace("Infinity", "inf"))
+def _finite(text: str) -> float:
+    value = float(text)  # "Infinity", "-Infinity", "NaN" too (parse_constant)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
 
-    def number(self, text: str) -> float:
-        value = float(text)
-        if not math.isfinite(value):
-            self.bad = True
-        return value
+
+# one decoder for every body (its hooks raise, they note nothing): json.loads with hooks made a
+# decoder and its scanner per call, 40 % of decoding a 0.6 KiB result
+_FINITE = json.JSONDecoder(parse_constant=_finite, parse_float=_finite)
 
 
 def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
@@ -177,14 +175,17 @@ def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
         return _loads(payload, where), None
     if text.startswith("\ufeff") or "\\u" in text:
         return _loads(payload, where), None
-    strict = _Strict()
+    as_sent: Optional[str] = text
     try:
-        body = json.loads(text, parse_constant=strict.constant, parse_float=strict.number)
+        try:
+            body = _FINITE.decode(text)
+        except _NotFinite:
+            body, as_sent = json.loads(text), None
     except (ValueError, RecursionError) as exc:
         raise IngestError(f"{where}: not JSON ({str(exc)[:120]})") from None
     if text.count("[") + text.count("{") > MAX_DEPTH and depth(body) > MAX_DEPTH:
         raise IngestError(f"{where}: JSON nested deeper than {MAX_DEPTH}")
-    return body, None if strict.bad else text
+    return body, as_sent
 
 
 def depth(value: object) -> int:

@@ -45,8 +45,10 @@ def test_a_rolled_back_round_confirms_nothing(url: str, monkeypatch: pytest.Monk
         db.store(rec("d1", 1), NOW)
         real = confirmed.update
 
-        def update_then_fail(d: CollectorDb, records: object) -> object:
-            real(d, records)  # type: ignore[arg-type]
+        def update_then_fail(
+            d: CollectorDb, records: object, islands: object = None, commit: bool = False
+        ) -> object:
+            real(d, records, islands)  # type: ignore[arg-type] # never its COMMIT
             raise db.errors()[0]("the commit fails after the islands were written")
 
         monkeypatch.setattr(confirmed, "update", update_then_fail)

@@ -113,9 +113,9 @@ def test_one_round_stores_rows_in_key_order(tmp_path: Path, monkeypatch: pytest.
     seen: list[list[tuple[str, int, int]]] = []
     real = col.db._insert_records
 
-    def spy(records: list[Record], received: float) -> int:
+    def spy(records: list[Record], received: float, staged: bool = False) -> int:
         seen.append([(r.device, r.boot, r.seq) for r in records])
-        return real(records, received)
+        return real(records, received, staged)
 
     monkeypatch.setattr(col.db, "_insert_records", spy)
     batch = [inbound(5, "cam-b"), inbound(2, "cam-a"), inbound(9, "cam-a"), inbound(1, "cam-b")]

@@ -1,0 +1,224 @@
+"""The store's insert paths and its set-based watermarks, on SQLite and a real PostgreSQL.
+
+PostgreSQL has two insert paths (adapters/collector/ingest.py): the new records COPYed straight
+into ``messages`` under the round's device locks, and, when another writer took a key first (the
+COPY's UniqueViolation), the round redone with a staging table + ``INSERT ... ON CONFLICT``.
+``path = "staged"`` makes every round take the second one (its COPY refused as a race would), and
+one test makes the race real with a second connection. The ``confirmed`` islands are written by
+one set-based statement per pass for every device of a round; each test checks them against what
+``messages`` holds, so a wrong merge, a lost update or an island claiming an unstored seq fails.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.collector import NOW, Postgres, rec, sqlite_url
+
+from edge_agent.adapters.collector import ingest
+from edge_agent.adapters.collector.db import CollectorDb
+from edge_agent.core.messages.confirm import decode, ranges_of
+from edge_agent.core.messages.fleet import Record, parse
+
+
+def body_rec(dev: str, seq: int, boot: int = 1, text: str = "a") -> list[Record]:
+    body = {
+        "id": f"{dev}-{boot}-{seq}",
+        "seq": seq,
+        "boot": boot,
+        "device_id": dev,
+        "ts": NOW + seq,
+        "x": text,
+    }
+    return parse("edge", f"edge/{dev}/detections", json.dumps(body).encode(), NOW).records
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "postgresql-staged"])
+def db(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[CollectorDb]:
+    url = sqlite_url(tmp_path / "fleet.db")
+    if request.param != "sqlite":
+        url = fresh(request.getfixturevalue("postgres"))
+    if request.param == "postgresql-staged":
+        from psycopg.errors import UniqueViolation
+
+        def refused(*_: object) -> int:
+            raise UniqueViolation("another writer took a key first")
+
+        monkeypatch.setattr(ingest, "copy_pg", refused)
+    d = CollectorDb(url)
+    d.migrate()
+    try:
+        yield d
+    finally:
+        d.close()
+
+
+def fresh(pg: Postgres) -> str:
+    d = CollectorDb(pg.url)
+    d.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    d.close()
+    return pg.url
+
+
+def stored(db: CollectorDb) -> dict[tuple[str, int], set[int]]:
+    out: dict[tuple[str, int], set[int]] = {}
+    for d, b, s in db._x("SELECT device, boot, seq FROM messages").fetchall():
+        out.setdefault((str(d), int(b)), set()).add(int(s))
+    return out
+
+
+def islands(db: CollectorDb) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for d, b, lo, hi in db._x(
+        "SELECT device, boot, lo, hi FROM confirmed ORDER BY device, boot, lo"
+    ).fetchall():
+        out.setdefault((str(d), int(b)), []).append((int(lo), int(hi)))
+    return out
+
+
+def watermark_is_messages(db: CollectorDb) -> None:
+    """Every island is a run of stored seqs and every stored seq is in one (no conflicts here)."""
+    assert islands(db) == {k: ranges_of(v) for k, v in stored(db).items()}
+
+
+def test_a_duplicate_in_one_round_is_stored_once_and_counted(db: CollectorDb) -> None:
+    assert db.store([*rec("d1", 1), *rec("d1", 2), *rec("d1", 1), *rec("d2", 1)], NOW) == 3
+    assert db.last_duplicates == 1 and db.message_stats() == (3, 3)
+    assert decode(db.confirms["d1"]) == {1: [(1, 2)]} and decode(db.confirms["d2"]) == {1: [(1, 1)]}
+    watermark_is_messages(db)
+
+
+def test_a_duplicate_across_rounds_changes_nothing_and_is_confirmed_again(db: CollectorDb) -> None:
+    assert db.store([*rec("d1", 1), *rec("d1", 2)], NOW) == 2
+    assert db.store([*rec("d1", 2), *rec("d1", 3)], NOW) == 1
+    assert db.last_duplicates == 1 and db.message_stats() == (3, 3)
+    assert decode(db.confirms["d1"]) == {1: [(1, 3)]}
+    watermark_is_messages(db)
+
+
+def test_out_of_order_seqs_merge_into_one_island(db: CollectorDb) -> None:
+    assert db.store([*rec("d1", 5), *rec("d1", 1), *rec("d2", 9)], NOW) == 3
+    assert islands(db) == {("d1", 1): [(1, 1), (5, 5)], ("d2", 1): [(9, 9)]}
+    assert db.store([*rec("d1", 3), *rec("d2", 10), *rec("d2", 8)], NOW) == 3  # d2 grows both ways
+    assert islands(db) == {("d1", 1): [(1, 1), (3, 3), (5, 5)], ("d2", 1): [(8, 10)]}
+    assert db.store([*rec("d1", 4), *rec("d1", 2)], NOW) == 2  # fills both holes: three become one
+    assert islands(db)[("d1", 1)] == [(1, 5)] and decode(db.confirms["d1"]) == {1: [(1, 5)]}
+    assert set(db.confirms) == {"d1"}
+    watermark_is_messages(db)
+
+
+def test_a_conflicting_body_is_kept_apart_never_stored_over_the_first(db: CollectorDb) -> None:
+    assert db.store([*body_rec("d1", 1), *body_rec("d1", 2)], NOW) == 2
+    # the same key with another body: across rounds and, twice, within one
+    assert (
+        db.store([*body_rec("d1", 2, text="forged"), *body_rec("d1", 3), *body_rec("d1", 3, text="b")], NOW)
+        == 1
+    )
+    assert db.last_conflicts == {"d1": 2} and db.message_stats() == (3, 3)
+    bodies = {int(s): b for s, b in db._x("SELECT seq, body FROM messages WHERE device = 'd1'").fetchall()}
+    texts = {s: (json.loads(b) if isinstance(b, str) else b)["x"] for s, b in bodies.items()}
+    assert texts == {1: "a", 2: "a", 3: "a"}  # the first one of each key stays
+    assert [(b, q) for b, q, _, _ in db.conflict_rows("d1")] == [(1, 2), (1, 3)]
+    watermark_is_messages(db)
+
+
+def test_many_devices_and_boots_in_one_round_each_get_their_own_islands(db: CollectorDb) -> None:
+    first = [r for d in ("a", "b", "c") for b in (1, 2) for s in (1, 2, 4, 9) for r in rec(d, s, boot=b)]
+    assert db.store(first, NOW) == 24
+    # per device and boot: one island grows up (kept lo), one merge (two rows become one), one new
+    nxt = [r for d in ("a", "b", "c") for b in (1, 2) for s in (3, 10, 20) for r in rec(d, s, boot=b)]
+    assert db.store(nxt, NOW) == 18
+    want = [(1, 4), (9, 10), (20, 20)]
+    assert islands(db) == {(d, b): want for d in ("a", "b", "c") for b in (1, 2)}
+    assert all(decode(db.confirms[d]) == {1: want, 2: want} for d in ("a", "b", "c"))
+    watermark_is_messages(db)
+
+
+def test_random_rounds_keep_the_watermark_equal_to_what_is_stored(db: CollectorDb) -> None:
+    rnd = random.Random(7)
+    sent: set[tuple[str, int, int]] = set()
+    for _ in range(12):
+        keys = [(f"d{rnd.randrange(4)}", rnd.randrange(1, 3), rnd.randrange(1, 40)) for _ in range(30)]
+        before = len(sent)
+        n = db.store([r for d, b, s in keys for r in rec(d, s, boot=b)], NOW)
+        sent |= set(keys)
+        assert n == len(sent) - before and n + db.last_duplicates == len(keys)
+        watermark_is_messages(db)
+        for d in {d for d, _, _ in keys}:  # the confirmation holds every boot's islands of the device
+            got = decode(db.confirms[d])
+            assert got == {b: v for (dd, b), v in islands(db).items() if dd == d}
+    assert db.message_stats() == (len(sent), len(sent))
+
+
+def test_a_key_another_writer_took_meanwhile_makes_the_round_redo_staged(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older collector does not take the device locks first: it can store a key between this
+    round's reads and its COPY. The COPY then fails on the unique key and the round is redone on
+    the staging path, which sees the key: a duplicate (same body) or a conflict (another body)."""
+    url = fresh(postgres)  # SQLite has one writer at a time (BEGIN IMMEDIATE): no such race
+    db = CollectorDb(url)
+    other = CollectorDb(url)
+    try:
+        db.migrate()
+        assert db.store(rec("d1", 1), NOW) == 1
+        real = ingest.reads_pg
+        calls: list[int] = []
+        staged: list[int] = []
+        real_staged = ingest.insert_staged
+
+        def reads_then_race(*a: object, **k: object) -> ingest.Reads:
+            got = real(*a, **k)  # type: ignore[arg-type]
+            calls.append(1)
+            if len(calls) == 1:  # the other writer commits seq 2 (the same message) and seq 3 (another body)
+                other.conn.execute("BEGIN")
+                other.conn.execute(
+                    f"INSERT INTO messages ({ingest.COLS}) SELECT device, boot, seq + 1, kind, msg_id, time, "
+                    "received, body, camera FROM messages WHERE device = 'd1' AND seq = 1"
+                )
+                other.conn.execute("COMMIT")
+            return got
+
+        def staged_spy(*a: object, **k: object) -> int:
+            staged.append(1)
+            return real_staged(*a, **k)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(ingest, "reads_pg", reads_then_race)
+        monkeypatch.setattr(ingest, "insert_staged", staged_spy)
+        # the other writer's seq 2 has the id and body of seq 1: for this round it is a conflict
+        got = db.store([*rec("d1", 2), *rec("d1", 3)], NOW)
+        assert len(calls) == 2 and staged == [1]  # redone once, on the staging path
+        assert got == 1 and db.last_conflicts == {"d1": 1} and db.message_stats() == (3, 3)
+        assert [q for _, q, _, _ in db.conflict_rows("d1")] == [2]
+        assert islands(db) == {("d1", 1): [(1, 3)]}  # seq 2 is in messages (the other's), 3 is ours
+    finally:
+        other.close()
+        db.close()
+
+
+def test_the_staging_insert_skips_the_keys_already_there_and_repeated(postgres: Postgres) -> None:
+    """The fallback's own guarantee (a key taken even between its reads and its INSERT): a key
+    already stored, or twice in the batch, goes in once and is not counted as inserted."""
+    db = CollectorDb(fresh(postgres))
+    try:
+        db.migrate()
+        assert db.store(rec("d1", 1), NOW) == 1
+        db.conn.execute("BEGIN")
+        n = ingest.insert_staged(db, [*rec("d1", 1), *rec("d1", 2), *rec("d1", 3), *rec("d1", 3)], NOW)
+        db.conn.execute("COMMIT")
+        assert n == 2 and db.message_stats() == (3, 3)
+        # the staging table is emptied by each commit: nothing carried over (a purged key would
+        # come back from it)
+        assert db._x("SELECT COUNT(*) FROM ingest_stage").fetchone()[0] == 0
+        db.conn.execute("BEGIN")
+        assert ingest.insert_staged(db, rec("d1", 4), NOW) == 1
+        db.conn.execute("COMMIT")
+        assert db.message_stats() == (4, 4)
+    finally:
+        db.close()
