@@ -46,3 +46,15 @@ def test_a_live_and_a_lost_track_on_one_object_are_one_the_one_followed_shorter_
 def test_without_the_duplicate_removal_both_tracks_stay() -> None:
     tr, _, removed = walk_onto_a_lost_track(TrackerParams(dup_iou=1.0))
     assert sorted(t.track_id for t in tr.tracks) == [1, 2] and removed == []
+
+
+def test_two_tracks_once_seen_together_are_two_objects_however_they_overlap_later() -> None:
+    """Tracks 1 and 2 are both seen on frame 1; track 1 is lost, track 2 walks onto where it
+    waits (one person passing behind another): not a duplicate, both stay."""
+    tr = Tracker()
+    assert [t.track_id for t in tr.update([box(0), box(200)], [0.9, 0.9])] == [1, 2]
+    removed: list[int] = []
+    for x in range(180, -1, -20):
+        assert [t.track_id for t in tr.update([box(x)], [0.9])] == [2]
+        removed += [t.track_id for t in tr.removed]
+    assert removed == [] and [(t.track_id, t.lost) for t in tr.tracks] == [(1, True), (2, False)]
