@@ -16,13 +16,16 @@ from support.tracker_reference import ReferenceTracker
 from edge_agent.core.objects import tracker
 from edge_agent.core.objects.tracker import Track, Tracker, TrackerParams
 
+# the reference is the update before issue 36 added the lost-track weight and the duplicate
+# removal (tested in test_tracker_lost.py): both are off here (a weight of 1, IoU never > 1)
+_OLD = {"lost_weight": 1.0, "dup_iou": 1.0}
 PARAMS = (
-    TrackerParams(),
-    TrackerParams(optimal=False),
-    TrackerParams(per_class=True),
-    TrackerParams(fuse_score=False),
-    TrackerParams(lost_frames=2),
-    TrackerParams(high=0.6, low=0.05, new_track=0.7),
+    TrackerParams(**_OLD),
+    TrackerParams(optimal=False, **_OLD),
+    TrackerParams(per_class=True, **_OLD),
+    TrackerParams(fuse_score=False, **_OLD),
+    TrackerParams(lost_frames=2, **_OLD),
+    TrackerParams(high=0.6, low=0.05, new_track=0.7, **_OLD),
 )
 
 

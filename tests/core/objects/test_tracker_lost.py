@@ -1,0 +1,60 @@
+"""Lost tracks (issue 36): a live track before a lost one in the first association, and a live and a
+lost track on one object merged into one, as measured in tests/bench/bench_mot.py."""
+
+from __future__ import annotations
+
+from edge_agent.core.objects.tracker import Tracker, TrackerParams
+
+
+def box(x: float, y: float = 100, w: float = 100, h: float = 100) -> list[float]:
+    return [x, y, x + w, y + h]
+
+
+def test_a_live_track_keeps_a_box_a_lost_track_overlaps_a_little_more() -> None:
+    """Track 1 (lost since frame 2) overlaps the new box by IoU 0.5625, live track 2 by 0.515: the
+    default weight (0.9: 0.506) gives it to the live one; without the weight the lost one takes it."""
+    out = {}
+    for weight in (TrackerParams().lost_weight, 1.0):
+        tr = Tracker(TrackerParams(lost_weight=weight))
+        assert [t.track_id for t in tr.update([box(0), box(60)], [0.9, 0.9])] == [1, 2]
+        assert [t.track_id for t in tr.update([box(60)], [0.9])] == [2]
+        out[weight] = [t.track_id for t in tr.update([box(28)], [0.9])]
+        assert [t.track_id for t in tr.tracks] == [1, 2] and tr.removed == []
+    assert out == {TrackerParams().lost_weight: [2], 1.0: [1]}
+
+
+def walk_onto_a_lost_track(params: TrackerParams) -> tuple[Tracker, list[list[int]], list[int]]:
+    """Track 1 seen on frames 1-3 at x 0, then lost; track 2 born at x 200 on frame 4 walks left
+    20 px a frame until it stands where track 1 was. Returns the ids out and the ids removed."""
+    tr = Tracker(params)
+    ids = [[t.track_id for t in tr.update([box(0)], [0.9])] for _ in range(3)]
+    removed: list[int] = []
+    for x in range(200, -1, -20):
+        ids.append([t.track_id for t in tr.update([box(x)], [0.9])])
+        removed += [t.track_id for t in tr.removed]
+    return tr, ids, removed
+
+
+def test_a_live_and_a_lost_track_on_one_object_are_one_the_one_followed_shorter_goes() -> None:
+    tr, ids, removed = walk_onto_a_lost_track(TrackerParams())
+    assert ids[:3] == [[1], [1], [1]] and ids[4] == [2]  # track 2 confirmed on its second sighting
+    # track 1 was followed over 2 frames, track 2 over more: track 1 is removed, reported once
+    assert [t.track_id for t in tr.tracks] == [2] and ids[-1] == [2] and removed == [1]
+    assert [t.track_id for t in tr.update([box(0)], [0.9])] == [2]
+
+
+def test_without_the_duplicate_removal_both_tracks_stay() -> None:
+    tr, _, removed = walk_onto_a_lost_track(TrackerParams(dup_iou=1.0))
+    assert sorted(t.track_id for t in tr.tracks) == [1, 2] and removed == []
+
+
+def test_two_tracks_once_seen_together_are_two_objects_however_they_overlap_later() -> None:
+    """Tracks 1 and 2 are both seen on frame 1; track 1 is lost, track 2 walks onto where it
+    waits (one person passing behind another): not a duplicate, both stay."""
+    tr = Tracker()
+    assert [t.track_id for t in tr.update([box(0), box(200)], [0.9, 0.9])] == [1, 2]
+    removed: list[int] = []
+    for x in range(180, -1, -20):
+        assert [t.track_id for t in tr.update([box(x)], [0.9])] == [2]
+        removed += [t.track_id for t in tr.removed]
+    assert removed == [] and [(t.track_id, t.lost) for t in tr.tracks] == [(1, True), (2, False)]
