@@ -5,6 +5,7 @@ keeps every real gap and makes no new one, while another connection goes on inge
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 
@@ -104,6 +105,8 @@ def test_postgresql_partitioned_by_day_drops_old_partitions(postgres: object, ur
     if not url.startswith("postgresql"):
         return  # native partitioning is PostgreSQL's
     now = time.time()
+    if now % DAY > DAY - 300:
+        now -= 300  # the old rows (up to 150 s after "two days ago") stay in one day partition
     db = CollectorDb(url)
     try:
         db.migrate()
@@ -116,8 +119,12 @@ def test_postgresql_partitioned_by_day_drops_old_partitions(postgres: object, ur
         assert db.gap_rows("d1") == [(50, 54, 1, 1)]  # the views came back
         assert db.store(msg("d1", 201, now), now) == 1 and db.store(msg("d1", 201, now), now) == 0
         assert partitions.ensure_ahead(db, now) == 0  # made already
-        # 1.5 days for every class: the day two days ago goes whole, its spans recorded
-        n, by_class = partitions.drop_before(db, now - 1.5 * DAY)
+        # an age that ends at the midnight after the old rows' day: that day goes whole, its spans
+        # recorded (a fixed "now - 1.5 days" reached that midnight only after 12:00 UTC: the test
+        # failed every morning)
+        cutoff = (math.floor((now - 2 * DAY) / DAY) + 1) * DAY
+        assert now - 2 * DAY + 150 < cutoff <= now - DAY
+        n, by_class = partitions.drop_before(db, cutoff)
         assert n >= 1 and sum(by_class.values()) == 145 and by_class["counts"] == 14
         assert db.gap_rows("d1") == [(50, 54, 1, 1)]
         assert int(db._x("SELECT COUNT(*) FROM messages").fetchone()[0]) == 51
