@@ -19,6 +19,7 @@ import onnx
 import onnxruntime.quantization as oq
 import pytest
 from onnx import numpy_helper
+from support.cpu import int8_saturates_here
 
 from edge_agent.adapters.camera.images import read_image
 from edge_agent.core.vision.preprocess import preprocess_detector
@@ -579,7 +580,9 @@ def test_for_a_nano_the_metadata_and_the_arithmetic_survive_the_lowering(
     x = preprocess_detector(read_image(image_files(toy_dir / "val")[1]), (64, 64))[0]
     f = ort.InferenceSession(str(toy_dir / "toy-fp32.onnx")).run(None, {"images": x})[0]
     got = ort.InferenceSession(str(out)).run(None, {"images": x})[0]
-    assert np.abs(got[:, 4:] - f[:, 4:]).max() < 0.05
+    # 0.05; 0.08 on an x86 host without VNNI, whose INT8 kernels saturate (support.cpu): measured
+    # 0.056 there (an AVX2 EPYC)
+    assert np.abs(got[:, 4:] - f[:, 4:]).max() < (0.08 if int8_saturates_here() else 0.05)
 
 
 def test_the_source_metadata_wins_over_what_the_quantizer_writes(tmp_path: Path) -> None:

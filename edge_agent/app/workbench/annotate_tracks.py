@@ -12,8 +12,8 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from edge_agent.app.workbench.label_layout import BGR, Label, place, stack
 from edge_agent.core.config.schema import LineConfig, ZoneConfig
+from edge_agent.core.vision.label_layout import BGR, Label, place, stack
 
 Image = npt.NDArray[np.uint8]
 ZONE_BGR = (0, 200, 255)

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_agent.app.workbench.annotate_tracks import draw_tracks, layout
-from edge_agent.app.workbench.label_layout import overlap, place
 from edge_agent.core.config.schema import LineConfig, ZoneConfig
+from edge_agent.core.vision.label_layout import overlap, place
 
 W, H = 640, 360
 LINE = LineConfig(name="door", points=[(0.30, 0.15), (0.30, 0.90)], in_side="right")
