@@ -1,7 +1,7 @@
 """Tracker benchmark on real pedestrian trajectories: ours vs supervision's and Ultralytics' ByteTrack.
 
     pip install motmetrics 'supervision==0.25.1' ultralytics lapx   # bench only, not project deps (0.26+ dropped ByteTrack)
-    python tests/bench/bench_mot.py [--seeds 10] [--smoke] [--peers supervision,ultralytics]
+    python tests/bench/bench_mot.py [--seeds 10] [--seed-start 0] [--smoke] [--peers supervision,ultralytics]
 
 Ground truth: TUD-Campus and TUD-Stadtmitte (MOT15) as shipped inside the motmetrics wheel
 (``motmetrics/data/<seq>/gt.txt``). Detections are simulated from it with seeded noise at three
@@ -194,6 +194,9 @@ def spread(vals: list[float], fmt: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=10, help="noise seeds per cell (mean and min..max)")
+    ap.add_argument(
+        "--seed-start", type=int, default=0, help="first seed (10 with --seeds 20: held-out seeds)"
+    )
     ap.add_argument("--smoke", action="store_true", help="one seed, TUD-Campus, low noise only")
     ap.add_argument(
         "--peers", default=",".join(available_peers()), help="comma-separated, of: " + ", ".join(PEERS)
@@ -205,7 +208,7 @@ def main() -> int:
     peers = [p for p in args.peers.split(",") if p]
     names = ["ours", *peers]
     who = " / ".join(names)
-    print(f"mean (min..max) over {seeds} seeds; columns: {who}\n")
+    print(f"mean (min..max) over {seeds} seeds from {args.seed_start}; columns: {who}\n")
     print(f"| sequence | noise | IDF1 {who} | ID sw {who} | MOTA {who} | ms/frame {who} |")
     print("|---|---|---|---|---|---|")
     worse = 0
@@ -217,7 +220,7 @@ def main() -> int:
             gt_path = data_dir() / seq / "gt.txt"
             for level in levels:
                 cells: dict[str, list[dict[str, float]]] = {n: [] for n in names}
-                for seed in range(seeds):
+                for seed in range(args.seed_start, args.seed_start + seeds):
                     lines = simulate(gt, level, 1000 * seed + len(seq))
                     det = root / "det.txt"
                     det.write_text("\n".join(lines) + "\n")

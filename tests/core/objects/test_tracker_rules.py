@@ -256,11 +256,12 @@ def test_a_class_agnostic_track_keeps_its_first_class_and_counts_every_class_see
     assert (b.class_id, b.label_id, dict(b.classes), b.hits) == (1, 0, {1: 1, 0: 2}, 3)
 
 
-def test_a_lost_track_is_not_refound_by_a_low_score_detection() -> None:
+def test_without_lost_low_a_lost_track_is_not_refound_by_a_low_score_detection() -> None:
     """ByteTrack's second association is for tracks still tracked (an occlusion starting), not for
-    lost ones: a weak detection where a lost track was gives no track."""
-    p = TrackerParams()
-    tr = Tracker()
+    lost ones: a weak detection where a lost track was gives no track (the default re-finds it:
+    test_tracker_lost.py)."""
+    p = TrackerParams(lost_low=False)
+    tr = Tracker(p)
     tr.update([box(0)], [0.9])
     tr.update([], [])
     assert tr.update([box(0)], [p.low]) == [] and tr.tracks[0].lost

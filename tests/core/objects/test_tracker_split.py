@@ -16,9 +16,10 @@ from support.tracker_reference import ReferenceTracker
 from edge_agent.core.objects import tracker
 from edge_agent.core.objects.tracker import Track, Tracker, TrackerParams
 
-# the reference is the update before issue 36 added the lost-track weight and the duplicate
-# removal (tested in test_tracker_lost.py): both are off here (a weight of 1, IoU never > 1)
-_OLD = {"lost_weight": 1.0, "dup_iou": 1.0}
+# the reference is the update before issue 36 added the lost-track weight, the duplicate removal
+# and lost tracks in the second association (tested in test_tracker_lost.py): all off here (a
+# weight of 1, IoU never > 1)
+_OLD = {"lost_weight": 1.0, "dup_iou": 1.0, "lost_low": False}
 PARAMS = (
     TrackerParams(**_OLD),
     TrackerParams(optimal=False, **_OLD),
@@ -103,7 +104,7 @@ def test_long_seeded_scenes_are_identical(params: TrackerParams, seed: int) -> N
 
 def test_the_lost_cap_drops_the_same_oldest_tracks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tracker, "MAX_LOST", 2)  # both read it from the tracker module
-    params = TrackerParams(lost_frames=50)
+    params = TrackerParams(lost_frames=50, **_OLD)
     split, ref = Tracker(params), ReferenceTracker(params)
     capped = 0
     for b, s, c in scene(3):
