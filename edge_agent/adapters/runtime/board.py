@@ -94,3 +94,25 @@ def detect_board(root: Union[str, Path] = "/", machine: Optional[str] = None) ->
     if not model:
         model = {"jetson": "NVIDIA Jetson"}.get(kind, f"generic {machine}")
     return BoardInfo(kind, model, machine, cores, compatible, l4t)
+
+
+_VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def int8_saturates(root: Union[str, Path] = "/", machine: Optional[str] = None) -> bool:
+    """True on x86-64 without VNNI, where INT8 accuracy measured on the host is not the board's.
+
+    onnxruntime's u8 x s8 kernels there (``vpmaddubsw``) add each pair of products into a saturating
+    int16; measured on an AVX2 EPYC: 774 of 1073 MatMulInteger outputs off with full-range
+    activations, none below 128. ARM dot-product kernels and VNNI (int32 sums) are exact.
+    """
+    machine = machine or platform.machine()
+    if machine.lower() not in ("x86_64", "amd64"):
+        return False
+    raw = _read(Path(root) / "proc/cpuinfo")
+    if raw is None:
+        return False
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if line.startswith("flags"):
+            return not _VNNI_FLAGS & set(line.partition(":")[2].split())
+    return False

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from edge_agent.adapters.host.durable import move_durable
 from edge_agent.app.cli.argtypes import non_negative_int
 from edge_agent.app.workbench.infer_cmd import add_model_args
-from edge_agent.app.workbench.validate_cmd import add_threshold_args, thresholds_from
+from edge_agent.app.workbench.validate_cmd import add_threshold_args, thresholds_from, warn_host_int8
 
 if TYPE_CHECKING:
     from edge_agent.app.cli.configfile import Subparsers
@@ -185,6 +185,7 @@ def _validate(args: argparse.Namespace, src: Path, out: Path, result: QuantizeRe
             "optimistic; pass --val DIR with other images\n"
         )
     val_files = pick_samples(image_files(val_root), args.val_max_images)
+    warn_host_int8(out, "quantize")
     if reference != src:
         sys.stderr.write(f"validating against the FP32 copy of {src.name} (what was quantized)\n")
     report = validate_models(

@@ -57,6 +57,26 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
     )
 
 
+def warn_host_int8(candidate: Path, command: str) -> None:
+    """Say so when this host's CPU measures an INT8 candidate worse than the board will run it."""
+    from edge_agent.adapters.runtime.board import int8_saturates
+    from edge_agent.core.runtime.onnx_wire import WireError, summarize
+
+    if not int8_saturates():
+        return
+    try:
+        kind = summarize(candidate.read_bytes()).quant_kind
+    except (OSError, WireError):
+        return  # the validation itself names the unreadable file
+    if kind in ("fp32", "fp16"):
+        return
+    sys.stderr.write(
+        f"edge-agent {command}: warning: this CPU (x86-64 without VNNI) adds INT8 products in saturating "
+        "16-bit pairs, so the INT8 accuracy measured here can be lower than on an ARM board or a VNNI CPU; "
+        "if only this host fails, try `quantize --reduce-range` or validate on the board\n"
+    )
+
+
 def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "validate",
@@ -101,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return validate_sensor(args)
 
     root = Path(args.images)
+    warn_host_int8(Path(args.candidate), "validate")
     files = pick_samples(image_files(root), args.max_images)
     report = validate_models(
         Path(args.reference),
