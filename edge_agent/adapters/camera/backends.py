@@ -68,6 +68,13 @@ def gstreamer_available() -> bool:
     return False
 
 
+class VideoPosition:
+    """Frames a video file has handed out, kept across the sources one camera opens."""
+
+    def __init__(self) -> None:
+        self.shown = 0
+
+
 class CvCaptureSource:
     """cv2.VideoCapture configured for the source kind (V4L2 MJPG, RTSP over camera.rtsp_transport,
     GStreamer, file).
@@ -83,6 +90,7 @@ class CvCaptureSource:
         kind: SourceKind,
         timeout_s: float,
         model_input: Optional[DecodeTarget] = None,
+        resume: Optional[VideoPosition] = None,
     ) -> None:
         self.name = redact_source(cfg.source)
         self._target = model_input
@@ -91,7 +99,7 @@ class CvCaptureSource:
         self.finite = kind.finite
         self.loop = cfg.loop
         self.media_ts: Optional[float] = None  # a video file's time of the last frame (Frame.ts_media)
-        self._shown = 0
+        self._pos = resume or VideoPosition()
         self._rate = VIDEO_FPS
         src = cfg.source
         ms = int(timeout_s * 1000)
@@ -144,10 +152,20 @@ class CvCaptureSource:
             cap.release()
             raise CameraError(f"camera {self.name!r}: frames of {problem}; not opened")
         self._cap = cap
-        if self.finite:  # frame n at n / rate, counted on across a loop (the time goes on)
+        if self.finite:  # frame n at n / rate, counted on across a loop and a reopen (the time goes on)
             self._rate = video_rate(float(cap.get(cv2.CAP_PROP_FPS)))
+            self._seek(cap)
         if kind in (SourceKind.DEVICE_INDEX, SourceKind.V4L2_DEVICE) and not (cfg.width or cfg.height):
             self._hint_capture_size(size)
+
+    def _seek(self, cap: cv2.VideoCapture) -> None:
+        """A reopened file (the camera stopped and started) goes on after its last frame, as a
+        folder does: replaying it from frame 0 would count every object on it a second time."""
+        if not self._pos.shown:
+            return
+        count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        at = self._pos.shown % count if self.loop and count > 0 else self._pos.shown
+        cap.set(cv2.CAP_PROP_POS_FRAMES, at)
 
     def _hint_capture_size(self, size: tuple[int, int]) -> None:
         """Say (once per open) that the driver's default size is far above what the model sees; the
@@ -190,8 +208,8 @@ class CvCaptureSource:
         if not ok:
             return None
         if self.finite:
-            self.media_ts = self._shown / self._rate
-            self._shown += 1
+            self.media_ts = self._pos.shown / self._rate
+            self._pos.shown += 1
         frame = np.asarray(img)
         # a stream may change size mid-way (H.264 SPS change): such a frame is skipped and counted
         # before it reaches letterbox/motion/snapshot, which would each copy it again
@@ -341,7 +359,8 @@ def build_source_factory(
         if cfg.credentials_file:
             read_credentials(cfg.credentials_file)  # a missing/garbled file is a config mistake: now
         return (lambda: _open_http(cfg, kind, target)), kind
-    return (lambda: CvCaptureSource(cfg, kind, cfg.stall_timeout_s, target)), kind
+    pos = VideoPosition() if kind is SourceKind.VIDEO_FILE else None
+    return (lambda: CvCaptureSource(cfg, kind, cfg.stall_timeout_s, target, pos)), kind
 
 
 def _open_http(cfg: CameraConfig, kind: SourceKind, target: Optional[DecodeTarget]) -> FrameSource:

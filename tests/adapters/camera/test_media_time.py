@@ -80,3 +80,54 @@ def test_the_camera_hands_the_folders_times_on_with_each_frame(tmp_path: Path, f
         cam.stop()
     rate = fps or 10.0
     assert [f.ts_media if f else None for f in got] == [0.0, 1 / rate, 2 / rate]
+
+
+def _clip(path: Path, n: int) -> Path:
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (64, 48))
+    assert w.isOpened()
+    for i in range(n):
+        w.write(np.full((48, 64, 3), 40 * i, np.uint8))
+    w.release()
+    return path
+
+
+def _frame_no(img: np.ndarray) -> int:
+    return round(float(img.mean()) / 40)
+
+
+@pytest.mark.parametrize(("loop", "first", "then"), [(False, 3, [3, 4, None]), (True, 5, [0, 1, 2])])
+def test_a_reopened_video_goes_on_after_its_last_frame_and_time(
+    tmp_path: Path, loop: bool, first: int, then: list[object]
+) -> None:
+    """A camera stopped and started on a file must not replay it from frame 0 (every object on it
+    counted twice, its times going back)."""
+    factory, _ = build_source_factory(CameraConfig(source=str(_clip(tmp_path / "c.avi", 5)), loop=loop))
+    src = factory()
+    assert [_frame_no(src.read()) for _ in range(first)] == [i % 5 for i in range(first)]  # type: ignore[arg-type]
+    src.close()
+    again = factory()
+    got: list[object] = []
+    for _ in then:
+        img = again.read()
+        got.append(None if img is None else _frame_no(img))
+    assert got == then
+    assert again.media_ts == pytest.approx((first + len([t for t in then if t is not None]) - 1) / 10.0)  # type: ignore[attr-defined]
+    fresh, _ = build_source_factory(CameraConfig(source=str(tmp_path / "c.avi")))
+    assert _frame_no(fresh().read()) == 0  # type: ignore[arg-type]  # another camera starts at 0
+
+
+def test_the_camera_restarted_on_a_video_hands_on_later_frame_times(tmp_path: Path) -> None:
+    cam = Camera(CameraConfig(source=str(_clip(tmp_path / "c.avi", 6))))
+    cam.start()
+    try:
+        before = [cam.read(5.0) for _ in range(2)]
+    finally:
+        cam.stop()
+    cam.start()
+    try:
+        after = cam.read(5.0)
+    finally:
+        cam.stop()
+    assert [f.ts_media for f in before if f] == [0.0, 0.1]
+    assert after is not None and after.ts_media is not None and after.ts_media >= 0.2
+    assert _frame_no(after.image) == round(after.ts_media * 10)
