@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from edge_agent.core.vision.label_layout import Rect, place
 from edge_agent.core.vision.results import Detection
 from edge_agent.errors import ImageError
 
@@ -21,26 +22,49 @@ def _color(class_id: int) -> tuple[int, int, int]:
     return int(bgr[0]), int(bgr[1]), int(bgr[2])
 
 
+def _text(d: Detection) -> str:
+    text = f"{d.label} {d.confidence:.2f}"
+    if d.classification is not None:
+        text += f" | {d.classification.label} {d.classification.confidence:.2f}"
+    return text
+
+
+def label_places(
+    size: tuple[int, int], dets: Sequence[Detection], font_scale: float, thick: int
+) -> list[tuple[Rect, int]]:
+    """Each detection's label rectangle and text baseline offset, at the first free place by its
+    box (above, inside the top, below): labels drawn just above each box covered one another's text
+    on a crowd. With no free place nearby a label still goes by its box (hidden helps no one)."""
+    w, h = size
+    taken: list[Rect] = []
+    out = []
+    for d in dets:
+        x1, y1, _x2, y2 = (int(round(v)) for v in d.box)
+        (tw, th), base = cv2.getTextSize(_text(d), cv2.FONT_HERSHEY_SIMPLEX, font_scale, thick)
+        lw, lh = tw + 4, th + base + 2
+        r = place(size, lw, lh, [(x1, y1 - lh), (x1, y1), (x1, y2)], taken)
+        if r is None:
+            x, y = max(0, min(x1, w - lw)), max(0, min(y1 - lh, h - lh))
+            r = (x, y, x + lw, y + lh)
+        taken.append(r)
+        out.append((r, base))
+    return out
+
+
 def draw_detections(image_bgr: npt.NDArray[np.uint8], dets: Sequence[Detection]) -> npt.NDArray[np.uint8]:
     out = image_bgr.copy()
     h, w = out.shape[:2]
     thick = max(1, round(min(h, w) / 300))
     font_scale = max(0.4, min(h, w) / 900)
-    for d in dets:
+    for d in dets:  # every box first, so no box line crosses a label
         x1, y1, x2, y2 = (int(round(v)) for v in d.box)
-        color = _color(d.class_id)
-        cv2.rectangle(out, (x1, y1), (x2, y2), color, thick, cv2.LINE_AA)
-        text = f"{d.label} {d.confidence:.2f}"
-        if d.classification is not None:
-            text += f" | {d.classification.label} {d.classification.confidence:.2f}"
-        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, thick)
-        ty = y1 - 4 if y1 - th - base - 4 >= 0 else min(h - 1, y2 + th + base + 4)
-        tx = max(0, min(x1, w - tw - 4))  # keep the label on the picture near the right edge
-        cv2.rectangle(out, (tx, ty - th - base), (tx + tw + 4, ty + 2), color, -1)
+        cv2.rectangle(out, (x1, y1), (x2, y2), _color(d.class_id), thick, cv2.LINE_AA)
+    for d, (r, base) in zip(dets, label_places((w, h), dets, font_scale, thick)):
+        cv2.rectangle(out, (r[0], r[1]), (r[2] - 1, r[3] - 1), _color(d.class_id), -1)
         cv2.putText(
             out,
-            text,
-            (tx + 2, ty - base // 2),
+            _text(d),
+            (r[0] + 2, r[3] - 2 - base),
             cv2.FONT_HERSHEY_SIMPLEX,
             font_scale,
             (0, 0, 0),
