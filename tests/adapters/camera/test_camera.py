@@ -31,7 +31,9 @@ def write_images(folder: Path, n: int, start: int = 0) -> None:
 def read_all(cam: Camera, limit: int = 1000) -> list[Frame]:
     out: list[Frame] = []
     while len(out) < limit:
-        f = cam.read(2.0)
+        f = cam.read(
+            10.0
+        )  # generous: 2 s timed out on a loaded CI machine (a finished camera returns at once)
         if f is None:
             assert cam.finished, f"read timed out while {cam.stats()}"
             break

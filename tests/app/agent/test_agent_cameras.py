@@ -106,8 +106,9 @@ def test_weights_share_the_detector_between_cameras_that_are_always_ready(
     )
     agent = Agent(config(world, tmp_path, extra), max_frames=120)
     # the loop must be the bottleneck for weights to matter (the test model infers in ~0.1 ms, less
-    # than a prefetch takes to read and letterbox the next frame): 10 ms per frame on the loop thread
-    agent.add_frame_observer(lambda *_: time.sleep(0.01))
+    # than a prefetch takes to read and letterbox the next frame): 30 ms per frame on the loop thread
+    # (10 ms was not enough on a loaded CI machine: a prefetch then lagged and the split skewed)
+    agent.add_frame_observer(lambda *_: time.sleep(0.03))
     assert run_agent(agent, 60) == 0
     heavy, light = (p.frames for p in agent.pipelines)
     assert heavy + light == 120
