@@ -857,6 +857,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # not camera_pipeline.py: every agent test reaches it, ~30 s a mutant on 2 cores (a partial run
     # of 414 of 624 mutants took 35 min; its survivors got the tests in test_camera_pipeline.py)
     "app-cameras": (["edge_agent/app/agent/scheduling.py"], ["tests/app/agent/test_scheduling.py"]),
+    # --- h-muta ---
+    # issue 36: modules without a score, each on its pure tests
+    "core-rollout": (
+        ["edge_agent/core/updates/rollout.py"],
+        ["tests/core/updates/test_rollout_rules.py", "tests/core/updates/test_rollout_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
