@@ -863,6 +863,14 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/updates/rollout.py"],
         ["tests/core/updates/test_rollout_rules.py", "tests/core/updates/test_rollout_bite.py"],
     ),
+    "core-health-history": (
+        ["edge_agent/core/messages/health_history.py"],
+        [
+            "tests/core/messages/test_health_history.py",
+            "tests/core/messages/test_fleet_metrics.py",
+            "tests/core/messages/test_health_history_bite.py",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
