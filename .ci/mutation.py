@@ -871,6 +871,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/messages/test_health_history_bite.py",
         ],
     ),
+    "core-fleet-metrics": (
+        ["edge_agent/core/messages/fleet_metrics.py"],
+        ["tests/core/messages/test_fleet_metrics.py", "tests/core/messages/test_fleet_metrics_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
