@@ -875,6 +875,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/messages/fleet_metrics.py"],
         ["tests/core/messages/test_fleet_metrics.py", "tests/core/messages/test_fleet_metrics_bite.py"],
     ),
+    "core-count-keys": (
+        ["edge_agent/core/objects/count_keys.py"],
+        ["tests/core/objects/test_count_keys.py", "tests/core/objects/test_count_keys_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
