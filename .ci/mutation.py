@@ -875,6 +875,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/messages/fleet_metrics.py"],
         ["tests/core/messages/test_fleet_metrics.py", "tests/core/messages/test_fleet_metrics_bite.py"],
     ),
+    "core-retention": (
+        ["edge_agent/core/messages/retention.py"],
+        ["tests/core/messages/test_retention_spans.py"],
+    ),
     "core-count-keys": (
         ["edge_agent/core/objects/count_keys.py"],
         ["tests/core/objects/test_count_keys.py", "tests/core/objects/test_count_keys_bite.py"],
