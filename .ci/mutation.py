@@ -883,6 +883,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/objects/count_keys.py"],
         ["tests/core/objects/test_count_keys.py", "tests/core/objects/test_count_keys_bite.py"],
     ),
+    "core-web": (["edge_agent/core/config/web.py"], ["tests/core/config/test_web_config.py"]),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
