@@ -883,6 +883,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/objects/count_keys.py"],
         ["tests/core/objects/test_count_keys.py", "tests/core/objects/test_count_keys_bite.py"],
     ),
+    "core-sensor-models": (
+        ["edge_agent/core/config/sensor_models.py"],
+        ["tests/core/config/test_sensor_models_config.py"],
+    ),
     "core-web": (["edge_agent/core/config/web.py"], ["tests/core/config/test_web_config.py"]),
 }
 
