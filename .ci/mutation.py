@@ -883,6 +883,19 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/objects/count_keys.py"],
         ["tests/core/objects/test_count_keys.py", "tests/core/objects/test_count_keys_bite.py"],
     ),
+    "core-agent-metrics": (
+        ["edge_agent/core/messages/agent_metrics.py"],
+        ["tests/core/messages/test_agent_metrics.py", "tests/core/messages/test_agent_metrics_bite.py"],
+    ),
+    # the receiver on files in tmp_path, no broker
+    "core-cancel": (
+        ["edge_agent/core/updates/cancel.py"],
+        [
+            "tests/adapters/updates/test_receiver_cancel.py",
+            "tests/core/updates/test_binding_bite.py",
+            "tests/core/updates/test_cancel_rules.py",
+        ],
+    ),
     "core-sensor-models": (
         ["edge_agent/core/config/sensor_models.py"],
         ["tests/core/config/test_sensor_models_config.py"],
