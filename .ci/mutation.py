@@ -887,6 +887,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/messages/agent_metrics.py"],
         ["tests/core/messages/test_agent_metrics.py", "tests/core/messages/test_agent_metrics_bite.py"],
     ),
+    "core-camera-messages": (
+        ["edge_agent/core/messages/cameras.py"],
+        ["tests/core/messages/test_camera_topics.py", "tests/core/messages/test_camera_rows_bite.py"],
+    ),
     # the receiver on files in tmp_path, no broker
     "core-cancel": (
         ["edge_agent/core/updates/cancel.py"],
