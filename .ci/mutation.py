@@ -857,6 +857,60 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # not camera_pipeline.py: every agent test reaches it, ~30 s a mutant on 2 cores (a partial run
     # of 414 of 624 mutants took 35 min; its survivors got the tests in test_camera_pipeline.py)
     "app-cameras": (["edge_agent/app/agent/scheduling.py"], ["tests/app/agent/test_scheduling.py"]),
+    # --- h-muta ---
+    # issue 36: modules without a score, each on its pure tests
+    "core-rollout": (
+        ["edge_agent/core/updates/rollout.py"],
+        ["tests/core/updates/test_rollout_rules.py", "tests/core/updates/test_rollout_bite.py"],
+    ),
+    "core-health-history": (
+        ["edge_agent/core/messages/health_history.py"],
+        [
+            "tests/core/messages/test_health_history.py",
+            "tests/core/messages/test_fleet_metrics.py",
+            "tests/core/messages/test_health_history_bite.py",
+        ],
+    ),
+    "core-fleet-metrics": (
+        ["edge_agent/core/messages/fleet_metrics.py"],
+        ["tests/core/messages/test_fleet_metrics.py", "tests/core/messages/test_fleet_metrics_bite.py"],
+    ),
+    "core-retention": (
+        ["edge_agent/core/messages/retention.py"],
+        ["tests/core/messages/test_retention_spans.py"],
+    ),
+    "core-count-keys": (
+        ["edge_agent/core/objects/count_keys.py"],
+        ["tests/core/objects/test_count_keys.py", "tests/core/objects/test_count_keys_bite.py"],
+    ),
+    "core-agent-metrics": (
+        ["edge_agent/core/messages/agent_metrics.py"],
+        ["tests/core/messages/test_agent_metrics.py", "tests/core/messages/test_agent_metrics_bite.py"],
+    ),
+    "core-camera-messages": (
+        ["edge_agent/core/messages/cameras.py"],
+        ["tests/core/messages/test_camera_topics.py", "tests/core/messages/test_camera_rows_bite.py"],
+    ),
+    # the receiver on files in tmp_path, no broker
+    "core-cancel": (
+        ["edge_agent/core/updates/cancel.py"],
+        [
+            "tests/adapters/updates/test_receiver_cancel.py",
+            "tests/core/updates/test_binding_bite.py",
+            "tests/core/updates/test_cancel_rules.py",
+        ],
+    ),
+    # the validators of plan.py, sensor_models.py and web.py call plain functions (plan_problem,
+    # table_problem, bind_problem, token_problem): mutmut 3 does not mutate decorated methods
+    "core-plan": (
+        ["edge_agent/core/updates/plan.py"],
+        ["tests/core/updates/test_package_rules.py", "tests/core/updates/test_plan_bite.py"],
+    ),
+    "core-sensor-models": (
+        ["edge_agent/core/config/sensor_models.py"],
+        ["tests/core/config/test_sensor_models_config.py"],
+    ),
+    "core-web": (["edge_agent/core/config/web.py"], ["tests/core/config/test_web_config.py"]),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

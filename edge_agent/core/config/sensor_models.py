@@ -131,10 +131,16 @@ class SensorModelConfig(Section):
 
     @model_validator(mode="after")
     def _seconds_need_a_rate(self) -> SensorModelConfig:
-        if (self.window_s is not None or self.hop_s is not None) and not self.rate_hz:  # 0 or unset
-            raise ValueError(
-                f"sensor_models {self.name!r}: window_s/hop_s need rate_hz (readings per second)"
-            )
-        if len(set(self.fields)) != len(self.fields):
-            raise ValueError(f"sensor_models {self.name!r}: fields {self.fields} name a key twice")
+        problem = table_problem(self)  # a plain function: mutmut 3 does not mutate decorated methods
+        if problem is not None:
+            raise ValueError(problem)
         return self
+
+
+def table_problem(m: SensorModelConfig) -> Optional[str]:
+    """The first rule a ``[[sensor_models]]`` table breaks beyond its keys' own, or None."""
+    if (m.window_s is not None or m.hop_s is not None) and not m.rate_hz:  # 0 or unset
+        return f"sensor_models {m.name!r}: window_s/hop_s need rate_hz (readings per second)"
+    if len(set(m.fields)) != len(m.fields):
+        return f"sensor_models {m.name!r}: fields {m.fields} name a key twice"
+    return None

@@ -10,7 +10,7 @@ so the hashes never have to cover the manifest that lists them.
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -32,14 +32,9 @@ class TransferPlan(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> TransferPlan:
-        if len(self.chunks) != -(-self.size // self.chunk_size):
-            raise ValueError(
-                f"{len(self.chunks)} chunk hashes for {self.size} bytes in chunks of {self.chunk_size}: "
-                f"expected {-(-self.size // self.chunk_size)}"
-            )
-        bad = next((h for h in self.chunks if len(h) != 64 or h.strip("0123456789abcdef")), None)
-        if bad is not None:
-            raise ValueError(f"chunk hash {bad[:70]!r}: expected 64 lowercase hex digits")
+        problem = plan_problem(self.size, self.chunk_size, self.chunks)  # plain: mutmut 3 mutates it
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @property
@@ -49,6 +44,19 @@ class TransferPlan(BaseModel):
     def chunk_len(self, idx: int) -> int:
         """The exact length chunk ``idx`` must have (every chunk is full but the last)."""
         return self.chunk_size if idx < self.count - 1 else self.size - self.chunk_size * (self.count - 1)
+
+
+def plan_problem(size: int, chunk_size: int, chunks: Sequence[str]) -> Optional[str]:
+    """Why ``chunks`` is not the hash list of ``size`` bytes in chunks of ``chunk_size``, or None."""
+    if len(chunks) != -(-size // chunk_size):
+        return (
+            f"{len(chunks)} chunk hashes for {size} bytes in chunks of {chunk_size}: "
+            f"expected {-(-size // chunk_size)}"
+        )
+    bad = next((h for h in chunks if len(h) != 64 or h.strip("0123456789abcdef")), None)
+    if bad is not None:
+        return f"chunk hash {bad[:70]!r}: expected 64 lowercase hex digits"
+    return None
 
 
 def plan_chunk_size(approx_size: int, wanted: int = DEFAULT_CHUNK) -> int:

@@ -60,3 +60,10 @@ def test_classes() -> None:
         "objects",
         "counts",
     ]
+
+
+def test_rows_outside_every_island_make_one_span_per_run_of_seqs() -> None:
+    # a database older than the islands: consecutive seqs are one span (the expired table stays
+    # small), a missing seq ends it (the gap stays one); the times are not the seqs
+    rows = [("d", 1, s, 5000.0 - s) for s in (3, 4, 5, 9, 10)]
+    assert spans(rows, {}) == [Span("d", 1, 3, 5, 3, 4997.0), Span("d", 1, 9, 10, 2, 4991.0)]
