@@ -211,9 +211,9 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/core/broker/identity.py", "edge_agent/core/broker/files.py"],
         ["tests/core/broker/test_broker_text.py", "tests/core/broker/test_broker_exact.py"],
     ),
-    # not core/updates/plan.py: its checks are a pydantic model_validator, which mutmut's
-    # trampolines unhook (test_package_rules.py's clean run fails in the mutants tree: "DID NOT
-    # RAISE"); its rules are pinned by tests/core/updates/test_package_rules.py in the suite
+    # core/updates/plan.py has its own area (core-plan, h-muta block): its runs failed with "DID NOT
+    # RAISE" because test_package_rules.py popped a key from its shared parametrize dict, and mutmut
+    # runs pytest twice in one process; the test now pops from a copy
     "core-binding": (
         ["edge_agent/core/updates/binding.py"],
         [
