@@ -59,6 +59,7 @@ def update(
     records: Sequence[Record],
     islands: Optional[Dict[Tuple[str, int], List[Range]]] = None,
     commit: bool = False,
+    tails: Optional[Dict[str, Confirms]] = None,
 ) -> Dict[str, bytes]:
     """Inside the round's transaction: add the round's seqs to ``confirmed``; per device, the
     confirmation to publish after the commit (this round's islands + the newest boots' highest).
@@ -67,7 +68,8 @@ def update(
 
     SQLite: four passes of queries; PostgreSQL: the writes and the read-back in one pipeline, with
     ``commit`` the round's COMMIT too (a round of 200 devices made some 1,100 queries one round
-    trip at a time, 75 % of the store)."""
+    trip at a time, 75 % of the store). ``tails``: filled with PostgreSQL's read-back per device
+    (adapters.collector.known keeps it for the next round)."""
     seqs: Dict[str, Dict[int, List[int]]] = {}
     for r in records:
         seqs.setdefault(r.device, {}).setdefault(r.boot, []).append(r.seq)
@@ -97,6 +99,8 @@ def update(
                 db.conn.execute("COMMIT")
         for d, b, lo, hi in cur.fetchall():
             stored[d].setdefault(int(b), []).append((int(lo), int(hi)))
+        if tails is not None:
+            tails.update(stored)
         return {d: encode(bound(stored[d], keep[d])) for d in devices}
     db.many("DELETE FROM confirmed WHERE device = ? AND boot = ? AND lo = ?", deletes, fetch=False)
     db.many("INSERT INTO confirmed (device, boot, lo, hi) VALUES (?, ?, ?, ?)", inserts, fetch=False)
