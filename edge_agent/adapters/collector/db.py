@@ -252,7 +252,8 @@ class CollectorDb:
             tails: dict[str, Confirms] = {}
             if held:  # PostgreSQL: the COMMIT in the pipeline of the watermark's writes
                 isl = None if reads is None else reads.islands
-                confirms = confirmed.update(self, held, isl, reads is not None, tails=tails)
+                cached = None if reads is None else reads.tails
+                confirms = confirmed.update(self, held, isl, reads is not None, tails=tails, cached=cached)
             if reads is None or not held:
                 self.conn.execute("COMMIT")
         except BaseException:

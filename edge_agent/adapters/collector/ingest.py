@@ -23,6 +23,7 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple, cast
 
+from edge_agent.core.messages.confirm import Confirms
 from edge_agent.core.messages.fleet import Record
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class Reads(NamedTuple):
     islands: Dict[Tuple[str, int], List[Tuple[int, int]]]  # confirmed islands around the round's seqs
     tops: Dict[str, Optional[int]]  # MAX(seq) in messages per device of the round's records
     versions: Dict[str, int]  # devices.writes after the round's upsert (adapters.collector.known)
+    tails: Dict[str, Confirms]  # the newest islands of the devices known proved (not read)
 
 
 def _cols(rows: Sequence[Tuple[object, ...]]) -> List[List[object]]:
@@ -127,7 +129,7 @@ def reads_pg(
         conn.execute("BEGIN")
         upserted = seen(db, devices, received) if devices else None
         sent = _send(db, [k for k in keys if k[0] not in guess], [s for s in spans if s[0] not in guess])
-    out = Reads({}, {}, {}, {}, {})
+    out = Reads({}, {}, {}, {}, {}, {})
     rep: Dict[str, Optional[int]] = {}
     for d, v, r in upserted.fetchall() if upserted is not None else ():
         out.versions[d] = int(v)
@@ -142,7 +144,7 @@ def reads_pg(
         known.hits += len(guess) - len(missed)
         known.misses += len(seqs) - len(guess) + len(missed)
         for d in guess.keys() - missed:
-            top = known.entries[d].top
+            top, out.tails[d] = known.entries[d].top, known.entries[d].tail
             out.tops[d] = top
             marks = [v for v in (top, rep[d]) if v is not None]
             if marks:

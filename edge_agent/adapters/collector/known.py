@@ -51,6 +51,23 @@ def around(tail: Confirms, boot: int, lo: int, hi: int) -> Optional[List[Range]]
     return [(a, b) for a, b in have if b >= lo and a <= hi]
 
 
+def after(tail: Confirms, changes: Mapping[int, Tuple[List[Range], List[Range]]]) -> Optional[Confirms]:
+    """What the read-back (confirmed.NEWEST_PG) returns once ``changes`` are written: per boot the
+    stored islands they replace and the merged ones written instead (none: nothing changed),
+    applied to the ``tail`` read before; None when that needs an island below a full boot's tail
+    (merging left it fewer than MAX_RANGES). The round's boots all passed :func:`around`."""
+    out = dict(tail)
+    for b, (old, merged) in changes.items():
+        if not merged:
+            continue
+        have = out.get(b, [])
+        now = sorted([i for i in have if i not in old] + merged)
+        if len(have) >= MAX_RANGES and len(now) < MAX_RANGES:
+            return None
+        out[b] = now[-MAX_RANGES:]
+    return {b: out[b] for b in sorted(out, reverse=True)[:MAX_BOOTS]}
+
+
 class Known:
     """Per device, an :class:`Entry`; ``hits`` / ``misses`` count devices (tests, bench)."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import time
 from collections.abc import Iterator
 
@@ -16,7 +17,7 @@ from support.collector import NOW, Postgres, rec
 
 from edge_agent.adapters.collector import partitions, purge
 from edge_agent.adapters.collector.db import CollectorDb
-from edge_agent.adapters.collector.known import around
+from edge_agent.adapters.collector.known import after, around
 from edge_agent.adapters.collector.trust import Limits
 from edge_agent.core.messages.confirm import MAX_BOOTS, MAX_RANGES, decode
 from edge_agent.core.messages.fleet import Record, parse
@@ -136,3 +137,64 @@ def test_around_answers_only_for_what_the_tail_holds_whole() -> None:
     assert around(boots, 2 + MAX_BOOTS, 5, 7) == []  # newer: it has no island
     assert around({2: [(1, 5)]}, 1, 5, 7) == []  # a tail of few boots holds them all
     assert around(boots, 3, 5, 7) == [(1, 5)] and around(boots, 3, 7, 9) == []
+
+
+def newest(db: CollectorDb, dev: str) -> dict[int, list[tuple[int, int]]]:
+    """What confirmed.NEWEST_PG reads: the newest MAX_BOOTS boots' highest MAX_RANGES islands."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    boots = db._x(
+        "SELECT DISTINCT boot FROM confirmed WHERE device = ? ORDER BY boot DESC LIMIT ?", (dev, MAX_BOOTS)
+    ).fetchall()
+    for (b,) in boots:
+        rows = db._x(
+            "SELECT lo, hi FROM confirmed WHERE device = ? AND boot = ? ORDER BY lo DESC LIMIT ?",
+            (dev, b, MAX_RANGES),
+        ).fetchall()
+        out[int(b)] = sorted((int(lo), int(hi)) for lo, hi in rows)
+    return out
+
+
+def test_the_islands_a_round_works_out_are_the_ones_the_database_holds(
+    two: tuple[CollectorDb, CollectorDb],
+) -> None:
+    """Rounds of seqs above each device's highest (known answers them), with gaps (more than
+    MAX_RANGES islands: a boot's tail full), new boots (more than MAX_BOOTS) and, now and then,
+    a seq filling a gap (read): after each round the islands the cache holds are those the
+    database returns, and the confirmation sent holds every island of the round."""
+    a, _ = two
+    rnd = random.Random(5)
+    top = {"d1": 0, "d2": 0}
+    boot = {"d1": 1, "d2": 1}
+    for n in range(60):
+        batch: list[Record] = []
+        boot["d1"] += n % 5 == 4  # d1: a new boot every 5 rounds; d2: one boot, many gaps
+        for dev in top:
+            for _ in range(rnd.randrange(1, 6)):
+                top[dev] += rnd.choice((1, 1, 2, 3) if dev == "d1" else (1, 2, 3))
+                batch += rec(dev, top[dev], boot=boot[dev])
+            if rnd.random() < 0.15:
+                batch += rec(dev, rnd.randrange(1, top[dev] + 1), boot=boot[dev])
+        a.store(batch, NOW)
+        for dev in top:
+            assert a.known.entries[dev].tail == newest(a, dev)
+            sent = decode(a.confirms[dev])
+            for r in batch:
+                if r.device == dev:
+                    assert any(lo <= r.seq <= hi for lo, hi in sent[r.boot]), r
+    assert a.known.hits > 60 and len(newest(a, "d2")[1]) == MAX_RANGES and len(newest(a, "d1")) == MAX_BOOTS
+
+
+def test_after_needs_a_read_only_when_a_full_boot_lost_islands() -> None:
+    full = [(s, s) for s in range(10, 10 + 2 * MAX_RANGES, 2)]
+    top = full[-1][0]
+    grown = after({1: full}, {1: ([full[-1]], [(top, top + 1)])})  # the top island grows: as many
+    assert grown == {1: [*full[:-1], (top, top + 1)]}
+    joined = [(full[-2][0], top)]  # two islands become one: the one below the tail is unknown
+    assert after({1: full}, {1: (full[-2:], joined)}) is None
+    assert after({1: full[:3]}, {1: (full[1:3], [(12, 14)])}) == {1: [(10, 10), (12, 14)]}
+    many = after({1: full}, {1: ([], [(top + 2, top + 2)])})  # one more: the lowest falls off
+    assert many == {1: [*full[1:], (top + 2, top + 2)]}
+    boots = {b: [(1, 5)] for b in range(1, 1 + MAX_BOOTS)}
+    assert after(boots, {1: ([], [])}) == boots  # nothing written
+    newer = after(boots, {9: ([], [(1, 1)])})
+    assert newer is not None and sorted(newer) == list(range(2, 2 + MAX_BOOTS))
