@@ -6,7 +6,7 @@ Proof of that: ``devices.writes`` (migration 0008). Every round of every collect
 in the last-seen upsert that takes the device's row lock, and returns it; the purge and a
 partition drop add 1 too, under the same lock in the same device order (:func:`bump`); a retired
 device's row is deleted and a new row starts at a new epoch (``nextval * 2^32``: 2^32 rounds per
-epoch before two could meet). So a returned version equal to this collector's last one + 1 means
+epoch before two could meet). So a returned count equal to this collector's last one + 1 means
 the row lock went from its last commit straight to this round: the cached seq and islands are
 what the database holds. Anything else (another collector of the group, a purge, a retire, an
 older collector's staging path) is a miss: the device is read as before. Entries are written only
@@ -15,7 +15,8 @@ after a COMMIT returned, and all dropped when a round fails (its outcome is then
 The cache is used only where it answers exactly what the reads would: every key of the round
 above the cached highest seq (one at or below it may be a stored duplicate: read), and every
 (device, boot) span inside the cached islands' range (the newest MAX_BOOTS boots' highest
-MAX_RANGES islands, read back by the round's own watermark pipeline: confirmed.NEWEST_PG).
+MAX_RANGES islands: read back under the round's locks, confirmed.NEWEST_PG, or worked out from
+what the round wrote, :func:`after`).
 """
 
 from __future__ import annotations
