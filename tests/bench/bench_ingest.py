@@ -19,12 +19,14 @@ each, three ways, interleaved, ``--reps`` times (medians quoted):
   session into the database (its rate from the first to the last commit, ``received``).
 
 Prints results/s and the ratios store/bare and end-to-end/bare, and paho's share of the end-to-end
-time (receive-only time / end-to-end time).
+time (receive-only time / end-to-end time). The heap made before the timed runs is frozen
+(``gc.freeze``), as ``edge-agent collect`` freezes its own once started.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import statistics
@@ -282,6 +284,7 @@ def one(dialect: str, a: argparse.Namespace, items: list[tuple[str, bytes]]) -> 
             bare = bare_pg if dialect == "postgresql" else bare_sqlite
             rates: dict[str, list[float]] = {"bare": [], "store": []}
             digests: set[str] = set()  # bare and store leave the same rows (receive time aside)
+            gc.freeze()  # as edge-agent collect does once started (app/collector/loop.py): both ways
             for _ in range(a.reps):
                 rates["bare"].append(timed(db, bare, batches, digests))
                 rates["store"].append(timed(db, store, batches, digests))

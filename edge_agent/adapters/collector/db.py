@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 from edge_agent.adapters.collector import confirmed, history, ingest, trust
+from edge_agent.adapters.collector.known import Known
 from edge_agent.adapters.collector.migrations import DbError as DbError
 from edge_agent.adapters.collector.migrations import migrations as migrations
 from edge_agent.adapters.collector.migrations import statements
 from edge_agent.adapters.collector.statuses import device_rows, upsert_status
 from edge_agent.adapters.collector.trust import Limits
+from edge_agent.core.messages.confirm import Confirms
 from edge_agent.core.messages.fleet import LOSS_COUNTERS, DeviceStatus, Event, Record
 
 BUSY_TIMEOUT_MS = 60_000
@@ -60,6 +62,7 @@ class CollectorDb:
         self.last_conflicts: dict[str, int] = {}  # of the last store(): new conflicts per device
         # device -> its confirmation (core.messages.confirm) of the last committed store()
         self.confirms: dict[str, bytes] = {}
+        self.known = Known()  # PostgreSQL: what its last rounds left per device
         if url.startswith("sqlite:"):
             self.dialect = "sqlite"
             path = _sqlite_path(url)
@@ -217,7 +220,7 @@ class CollectorDb:
             if self.dialect == "sqlite":
                 self._begin()
             else:
-                reads = ingest.reads_pg(self, records, devices, received)
+                reads = ingest.reads_pg(self, records, devices, received, None if staged else self.known)
             split = trust.sort_records(self, records, reported, self.limits, reads)
             inserted = self._insert_records(split.new, received, staged) if split.new else 0
             if reads is None:  # SQLite (one writer, no lock order): after the reads, which refresh
@@ -246,15 +249,19 @@ class CollectorDb:
             # Confirmed: what the database holds now (new, identical redeliveries, kept conflicts);
             # never a record it refused or a conflict over the bound
             held = [*split.new, *split.same, *held_conflicts]
+            tails: dict[str, Confirms] = {}
             if held:  # PostgreSQL: the COMMIT in the pipeline of the watermark's writes
-                confirms = confirmed.update(
-                    self, held, None if reads is None else reads.islands, reads is not None
-                )
+                isl = None if reads is None else reads.islands
+                cached = None if reads is None else reads.tails
+                confirms = confirmed.update(self, held, isl, reads is not None, tails=tails, cached=cached)
             if reads is None or not held:
                 self.conn.execute("COMMIT")
         except BaseException:
+            self.known.forget()
             self._rollback()
             raise
+        if reads is not None and not staged:  # staged: a writer without the locks is about
+            self.known.keep(reads.versions, reads.tops, split.new, tails)
         # a record that lost the insert race to another collector counts as a duplicate
         self.last_duplicates = split.duplicates + repeats + len(split.new) - inserted
         self.last_conflicts = conflicts
@@ -339,15 +346,10 @@ class CollectorDb:
         if devices:
             ingest.seen(self, devices, received)
 
-    def _seen_sql(self) -> str:
-        if self.dialect == "sqlite":
-            return (
-                "INSERT INTO devices (device, last_seen) VALUES (?, ?) ON CONFLICT (device) DO UPDATE "
-                "SET last_seen = max(COALESCE(devices.last_seen, 0), excluded.last_seen)"
-            )
+    def _seen_sql(self) -> str:  # SQLite's (PostgreSQL's is one set-based upsert: ingest.seen)
         return (
-            "INSERT INTO devices (device, last_seen) VALUES (%s, to_timestamp(%s)) ON CONFLICT (device) "
-            "DO UPDATE SET last_seen = GREATEST(devices.last_seen, excluded.last_seen)"
+            "INSERT INTO devices (device, last_seen) VALUES (?, ?) ON CONFLICT (device) DO UPDATE "
+            "SET last_seen = max(COALESCE(devices.last_seen, 0), excluded.last_seen)"
         )
 
     # ---- reads (fleet views, metrics, tests) ----------------------------------------------

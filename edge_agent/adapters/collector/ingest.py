@@ -21,12 +21,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, cast
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple, cast
 
+from edge_agent.core.messages.confirm import Confirms
 from edge_agent.core.messages.fleet import Record
 
 if TYPE_CHECKING:
+    from psycopg import Cursor
+    from psycopg.rows import TupleRow
+
     from edge_agent.adapters.collector.db import CollectorDb
+    from edge_agent.adapters.collector.known import Known
+
+    Sent = Optional[Tuple[Cursor[TupleRow], Cursor[TupleRow]]]
 
 Key = Tuple[str, int, int]
 COLS = "device, boot, seq, kind, msg_id, time, received, body, camera"
@@ -64,40 +71,85 @@ class Reads(NamedTuple):
     stored: Dict[Key, Tuple[Any, Any]]  # (msg_id, body) of the round's keys already in messages
     highest: Dict[str, int]  # the highest seq stored or reported per device of the round's records
     islands: Dict[Tuple[str, int], List[Tuple[int, int]]]  # confirmed islands around the round's seqs
+    tops: Dict[str, Optional[int]]  # MAX(seq) in messages per device of the round's records
+    versions: Dict[str, int]  # devices.writes after the round's upsert (adapters.collector.known)
+    tails: Dict[str, Confirms]  # the newest islands of the devices known proved (not read)
 
 
 def _cols(rows: Sequence[Tuple[object, ...]]) -> List[List[object]]:
     return [list(c) for c in zip(*rows)]
 
 
-def reads_pg(db: CollectorDb, records: Sequence[Record], devices: Sequence[str], received: float) -> Reads:
+def _send(db: CollectorDb, keys: Sequence[Key], spans: Sequence[Tuple[str, int, int, int]]) -> Sent:
+    """The reads of ``keys`` (inside a pipeline): their cursors, fetched by :func:`_fetch`."""
+    if not keys:
+        return None
+    params = [sorted({d for d, _, _ in keys}), *_cols(keys)]
+    return db.conn.execute(KNOWN, params, prepare=False), db.conn.execute(
+        ISLANDS, _cols(spans), prepare=False
+    )
+
+
+def _fetch(sent: Sent, out: Reads) -> None:
+    if sent is None:
+        return
+    for d, b, s, reported, m, body in sent[0].fetchall():
+        if b is not None:
+            out.stored[(d, int(b), int(s))] = (m, body)
+            continue
+        out.tops[d] = None if s is None else int(s)
+        marks = [int(v) for v in (s, reported) if v is not None]
+        if marks:
+            out.highest[d] = max(marks)
+    for d, b, lo, hi in sent[1].fetchall():
+        out.islands.setdefault((d, int(b)), []).append((int(lo), int(hi)))
+
+
+def reads_pg(
+    db: CollectorDb,
+    records: Sequence[Record],
+    devices: Sequence[str],
+    received: float,
+    known: Optional[Known],
+) -> Reads:
     """BEGIN, the last-seen upsert of ``devices`` (sorted: every round's locks in one order) and the
-    round's reads, in one pipeline."""
+    round's reads, in one pipeline; a device ``known`` answers for is not read, unless the upsert's
+    version disproves it (then read in a second pipeline, still under the locks)."""
     keys = sorted({(r.device, r.boot, r.seq) for r in records})
     span: Dict[Tuple[str, int], Tuple[int, int]] = {}
+    seqs: Dict[str, List[int]] = {}
     for d, b, s in keys:
         lo, hi = span.get((d, b), (s, s))
         span[(d, b)] = (min(lo, s), max(hi, s))
+        seqs.setdefault(d, []).append(s)
+    spans = [(d, b, lo - 1, hi + 1) for (d, b), (lo, hi) in sorted(span.items())]
+    guess = known.plan(seqs, spans) if known is not None else {}
     conn = db.conn
     with conn.pipeline():
         conn.execute("BEGIN")
-        if devices:
-            seen(db, devices, received)
-        params = [sorted({r.device for r in records}), *_cols(keys)]
-        known = conn.execute(KNOWN, params, prepare=False) if keys else None
-        spans = [(d, b, lo - 1, hi + 1) for (d, b), (lo, hi) in sorted(span.items())]
-        isl = conn.execute(ISLANDS, _cols(spans), prepare=False) if spans else None
-    out = Reads({}, {}, {})
-    if known is not None and isl is not None:
-        for d, b, s, reported, m, body in known.fetchall():
-            if b is not None:
-                out.stored[(d, int(b), int(s))] = (m, body)
-                continue
-            marks = [int(v) for v in (s, reported) if v is not None]
+        upserted = seen(db, devices, received) if devices else None
+        sent = _send(db, [k for k in keys if k[0] not in guess], [s for s in spans if s[0] not in guess])
+    out = Reads({}, {}, {}, {}, {}, {})
+    rep: Dict[str, Optional[int]] = {}
+    for d, v, r in upserted.fetchall() if upserted is not None else ():
+        out.versions[d] = int(v)
+        rep[d] = None if r is None else int(r)
+    missed = {d for d in guess if known is None or not known.proven(d, out.versions[d])}
+    if missed:
+        with conn.pipeline():
+            again = _send(db, [k for k in keys if k[0] in missed], [s for s in spans if s[0] in missed])
+        _fetch(again, out)
+    _fetch(sent, out)
+    if known is not None:
+        known.hits += len(guess) - len(missed)
+        known.misses += len(seqs) - len(guess) + len(missed)
+        for d in guess.keys() - missed:
+            top, out.tails[d] = known.entries[d].top, known.entries[d].tail
+            out.tops[d] = top
+            marks = [v for v in (top, rep[d]) if v is not None]
             if marks:
                 out.highest[d] = max(marks)
-        for d, b, lo, hi in isl.fetchall():
-            out.islands.setdefault((d, int(b)), []).append((int(lo), int(hi)))
+            out.islands.update((k, v) for k, v in guess[d].items() if v)
     return out
 
 
@@ -162,15 +214,17 @@ def insert_staged(db: CollectorDb, records: Sequence[Record], received: float) -
         return int(cur.rowcount)
 
 
-def seen(db: CollectorDb, devices: Sequence[str], received: float) -> None:
+def seen(db: CollectorDb, devices: Sequence[str], received: float) -> Optional[Cursor[TupleRow]]:
     """``devices.last_seen = received`` (never backwards) for ``devices`` (sorted), in one statement
-    on PostgreSQL (one per device made 200 round trips a round)."""
+    on PostgreSQL (one per device made 200 round trips a round), there adding 1 to each one's writes:
+    its cursor of (device, writes, reported_seq)."""
     if db.dialect == "sqlite":
         db.conn.executemany(db._seen_sql(), [(d, received) for d in devices])
-        return
-    db.conn.execute(
+        return None
+    return db.conn.execute(  # type: ignore[no-any-return]
         "INSERT INTO devices (device, last_seen) SELECT d, to_timestamp(%s) FROM unnest(%b::text[]) "
-        "AS u(d) ORDER BY d ON CONFLICT (device) "
-        "DO UPDATE SET last_seen = GREATEST(devices.last_seen, excluded.last_seen)",
+        "AS u(d) ORDER BY d ON CONFLICT (device) DO UPDATE SET last_seen = "
+        "GREATEST(devices.last_seen, excluded.last_seen), writes = devices.writes + 1 "
+        "RETURNING device, writes, reported_seq",
         [received, list(devices)],
     )

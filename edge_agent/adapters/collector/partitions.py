@@ -137,7 +137,7 @@ def span_rows(db: CollectorDb, table: str) -> List[Span]:
 def drop_before(db: CollectorDb, before: float) -> Tuple[int, Dict[str, int]]:
     """Drop the day partitions wholly older than ``before``, oldest first, each in its own
     transaction with its spans recorded; ``(partitions, rows by class)`` dropped."""
-    from edge_agent.adapters.collector import purge
+    from edge_agent.adapters.collector import known, purge
 
     dropped = 0
     rows: Dict[str, int] = {}
@@ -163,6 +163,7 @@ def drop_before(db: CollectorDb, before: float) -> Tuple[int, Dict[str, int]]:
                 ).fetchall()
                 islands.setdefault((s.device, s.boot), []).extend((int(a), int(z)) for a, z in got)
             purge.record(db, found, islands)
+            known.bump(db, [s.device for s in found])
             db._x("SET LOCAL lock_timeout = '2s'")
             db._x(f"DROP TABLE {p.name}")
             db.conn.execute("COMMIT")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
 
+from edge_agent.adapters.collector import known
 from edge_agent.core.messages.retention import CLASSES, NAMED, Island, Span, merge, spans
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ def purge_batch(db: CollectorDb, cls: str, before: float, batch: int) -> int:
         if rows:
             islands = _islands(db, rows)
             record(db, spans(rows, islands), islands)
+            known.bump(db, [d for d, _, _, _ in rows])  # last: the device locks held the shortest
         db.conn.execute("COMMIT")
     except BaseException:
         db._rollback()

@@ -14,6 +14,7 @@ and crash-looped the collector at every restart (the broker redelivered it each 
 
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import ssl
@@ -109,6 +110,10 @@ class Collector:
             raise DbError(f"{self.db.dialect}: cannot apply the collector schema: {exc}") from None
         log.info("collector: database %s at schema version %d", self.db.dialect, version)
         self.admission.known.update(self.db.device_ids())
+        # everything made so far (modules, drivers) lives as long as the process: out of the
+        # collector's reach, a full collection no longer walks it (4x less GC time in a round of
+        # 500 results: 0.1 of 1.7 s of a 10,000-result store; tests/bench/bench_ingest.py)
+        gc.freeze()
         self.sub.start()
         last = time.monotonic()
         try:

@@ -160,8 +160,11 @@ def _finite(text: str) -> float:
 
 
 # one decoder for every body (its hooks raise, they note nothing): json.loads with hooks made a
-# decoder and its scanner per call, 40 % of decoding a 0.6 KiB result
+# decoder and its scanner per call, 40 % of decoding a 0.6 KiB result. _FAST keeps the C float parser
+# where no number can overflow (no 3-digit exponent, < 210 digits: < 1e308): half the decode time
 _FINITE = json.JSONDecoder(parse_constant=_finite, parse_float=_finite)
+_FAST = json.JSONDecoder(parse_constant=_finite)
+_EXP, _RUN = re.compile(r"[eE][+-]?[0-9]{3}"), re.compile(r"[0-9]{210}")
 
 
 def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
@@ -178,7 +181,8 @@ def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
     as_sent: Optional[str] = text
     try:
         try:
-            body = _FINITE.decode(text)
+            slow = _EXP.search(text) or (sum(map(text.count, "0123456789")) >= 210 and _RUN.search(text))
+            body = (_FINITE if slow else _FAST).decode(text)
         except _NotFinite:
             body, as_sent = json.loads(text), None
     except (ValueError, RecursionError) as exc:

@@ -46,7 +46,12 @@ def test_a_rolled_back_round_confirms_nothing(url: str, monkeypatch: pytest.Monk
         real = confirmed.update
 
         def update_then_fail(
-            d: CollectorDb, records: object, islands: object = None, commit: bool = False
+            d: CollectorDb,
+            records: object,
+            islands: object = None,
+            commit: bool = False,
+            tails: object = None,
+            cached: object = None,
         ) -> object:
             real(d, records, islands)  # type: ignore[arg-type] # never its COMMIT
             raise db.errors()[0]("the commit fails after the islands were written")

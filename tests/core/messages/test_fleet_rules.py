@@ -104,6 +104,22 @@ def test_a_body_is_stored_as_sent_when_it_parses_and_re_dumped_only_when_it_must
     assert "not JSON" in refused(TOPIC, b'{"seq": 7, "boot": 2, "x": "\xff"}')
 
 
+def test_only_a_body_whose_numbers_all_read_as_finite_floats_is_stored_as_sent() -> None:
+    """The C float parser takes a body where no number can overflow (no 3-digit exponent, under
+    210 digits); any other body goes through the checking decoder. Each case sits at a border."""
+
+    def body(x: str, pad: int = 0) -> bytes:
+        return ('{"seq": 7, "boot": 2, "pad": [' + ", ".join(["12345"] * pad) + '], "x": ' + x + "}").encode()
+
+    for x in ("1" + "0" * 309 + ".5", "9" * 210 + "e99", "1e309", "1E+400", "-1e0400", "0.5e999"):
+        assert "not storable JSON" in refused(TOPIC, body(x)), x[-12:]
+        assert "not storable JSON" in refused(TOPIC, body(x, pad=50)), x[-12:]  # 250 digits: runs read
+    for x in ("1" + "0" * 300, "9" * 209 + "e99", "1e99", "1e-999", "1.5E+30"):
+        for pad in (0, 50):
+            sent = body(x, pad)
+            assert parse("edge", TOPIC, sent, NOW).records[0].body == sent.decode(), x[-12:]
+
+
 def test_seq_and_boot_are_taken_at_their_bounds_and_refused_past_them() -> None:
     assert (one(result(seq=1, boot=0)).seq, one(result(seq=1, boot=0)).boot) == (1, 0)
     r = one(result(seq=MAX_SEQ, boot=MAX_BOOT))
