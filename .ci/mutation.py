@@ -707,6 +707,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/workbench/test_infer_inproc.py",
             "tests/app/workbench/test_infer_bite.py",
             "tests/app/workbench/test_infer_options.py",  # issue 36: the options reach the models
+            "tests/app/workbench/test_infer_help.py",  # the usage's value names, the stated defaults
             # `register`'s help: every option has one, a default it states is the code's
             "tests/app/cli/test_cli_help.py",
             "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
