@@ -703,7 +703,16 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "app-infer": (
         ["edge_agent/app/workbench/infer_cmd.py"],
-        ["tests/app/workbench/test_infer_inproc.py", "tests/app/workbench/test_infer_bite.py"],
+        [
+            "tests/app/workbench/test_infer_inproc.py",
+            "tests/app/workbench/test_infer_bite.py",
+            "tests/app/workbench/test_infer_options.py",  # issue 36: the options reach the models
+            "tests/app/workbench/test_infer_help.py",  # the usage's value names, the stated defaults
+            # `register`'s help: every option has one, a default it states is the code's
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
     ),
     # issue 36: the fleet views in process (main([...]) with capsys), on SQLite and a real PostgreSQL
     "fleet-cmd": (
@@ -911,6 +920,48 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["tests/core/config/test_sensor_models_config.py"],
     ),
     "core-web": (["edge_agent/core/config/web.py"], ["tests/core/config/test_web_config.py"]),
+    # --- h-mutc ---
+    # issue 36: the host files (fsync'd writes, the systemd notify socket, the status file), pure
+    # tests on tmp_path and a real unix datagram socket; not tests/test_durable_writes.py: its scan of
+    # the sources for stray .replace calls fails on mutmut's copy (the trampolines), so no stats run
+    "host-files": (
+        [
+            "edge_agent/adapters/host/durable.py",
+            "edge_agent/adapters/host/sdnotify.py",
+            "edge_agent/adapters/host/statusfile.py",
+        ],
+        [
+            "tests/adapters/host/test_durable.py",
+            "tests/adapters/host/test_sdnotify.py",
+            "tests/adapters/host/test_statusfile.py",
+        ],
+    ),
+    # issue 36: the outbox's count tallies and the old count checkpoint, on real SQLite files
+    "outbox-counts": (
+        ["edge_agent/adapters/outbox/count_store.py", "edge_agent/adapters/outbox/tallies.py"],
+        [
+            "tests/adapters/outbox/test_count_store.py",
+            "tests/adapters/outbox/test_outbox_tallies.py",
+            "tests/core/objects/test_count_keys.py",
+        ],
+    ),
+    # issue 36: the outbox's flusher thread, apart: its mutants wait on a real thread (a run of it
+    # with outbox-counts decided 37 mutants in 5 min); test_flusher_rules.py drives it
+    # directly on a QueueState
+    "outbox-flusher": (
+        ["edge_agent/adapters/outbox/flusher.py"],
+        ["tests/adapters/outbox/test_flusher_rules.py", "tests/adapters/outbox/test_flusher.py"],
+    ),
+    # issue 36: the receiver's ring of received frames and its cancel commitments
+    "updates-ring": (
+        ["edge_agent/adapters/updates/frame_ring.py", "edge_agent/adapters/updates/cancels.py"],
+        [
+            "tests/adapters/updates/test_frame_ring.py",
+            "tests/adapters/updates/test_cancels.py",
+            "tests/adapters/updates/test_receiver_cancel.py",
+            "tests/app/updates/test_cancel_restart.py",  # the marks read at a restart (3.5 s)
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

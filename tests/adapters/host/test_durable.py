@@ -121,3 +121,20 @@ def test_fsync_dir_syncs_that_directory(tmp_path: Path, monkeypatch: pytest.Monk
     )
     durable.fsync_dir(tmp_path)
     assert synced == [str(tmp_path)]
+
+
+def test_move_durable_to_another_filesystem_copies_with_the_mode(tmp_path: Path, umask: None) -> None:
+    # an [model_update] inbox on another filesystem than the package: no rename, a durable copy
+    other = Path("/dev/shm")
+    if not other.is_dir() or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs /dev/shm on another filesystem than tmp_path")
+    src = other / f"edge-agent-test-{os.getpid()}.pkg"
+    src.write_bytes(b"pkg" * 1000)
+    try:
+        durable.move_durable(src, tmp_path / "a.pkg", 0o600)
+        assert (tmp_path / "a.pkg").read_bytes() == b"pkg" * 1000
+        assert stat.S_IMODE((tmp_path / "a.pkg").stat().st_mode) == 0o600
+        assert os.listdir(tmp_path) == ["a.pkg"]  # no temp file left
+        assert src.exists()  # left for its owner to delete
+    finally:
+        src.unlink(missing_ok=True)

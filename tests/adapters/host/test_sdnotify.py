@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -76,6 +77,7 @@ def test_watchdog_interval_is_half_of_watchdog_usec() -> None:
     assert sdnotify.watchdog_interval_s({"WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "1"}) is None
     assert sdnotify.watchdog_interval_s({}) is None
     assert sdnotify.watchdog_interval_s({"WATCHDOG_USEC": "0"}) is None
+    assert sdnotify.watchdog_interval_s({"WATCHDOG_USEC": "1"}) == 0.0000005  # 1 us is a watchdog
     assert sdnotify.watchdog_interval_s({"WATCHDOG_USEC": "soon"}) is None
 
 
@@ -100,3 +102,22 @@ def test_a_notify_socket_nobody_reads_fails_the_send_in_bounded_time(tmp_path: P
         assert took < sdnotify.SEND_TIMEOUT_S * 3, took
     finally:
         srv.close()
+
+
+def test_a_failing_socket_is_a_warning_once_then_debug_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a watchdog ping every few seconds to a gone socket must not flood the journal
+    monkeypatch.setattr(sdnotify, "_failures", {})
+    gone = str(tmp_path / "gone.sock")
+    name = f"edge-agent-test-{uuid.uuid4().hex}"
+    with caplog.at_level(logging.DEBUG, logger="edge_agent.adapters.host.sdnotify"):
+        for env in ({"NOTIFY_SOCKET": gone},) * 3 + ({"NOTIFY_SOCKET": "@" + name},):
+            assert sdnotify.watchdog(env) is False
+    levels = [r.levelname for r in caplog.records]
+    assert levels == ["WARNING", "DEBUG", "DEBUG", "WARNING"]
+    assert caplog.records[0].getMessage() == (
+        f"sd_notify to {gone!r} failed: [Errno 2] No such file or directory"
+    )
+    # an abstract name is shown as systemd writes it, with its '@'
+    assert caplog.records[3].getMessage().startswith(f"sd_notify to '@{name}' failed: [Errno 111]")

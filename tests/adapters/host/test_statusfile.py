@@ -108,3 +108,50 @@ def test_the_status_file_is_0640_whatever_the_umask(tmp_path: Path, umask: int) 
     assert oct(path.stat().st_mode & 0o777) == oct(0o640)
     snap = read_status(path, now=6.0)
     assert snap is not None and snap.data["fps"] == 2.0
+
+
+def test_the_folder_is_made_however_deep_and_a_ts_of_its_own_is_kept(tmp_path: Path) -> None:
+    # the systemd RuntimeDirectory may be gone after a reboot: /run/edge-agent/<name>/status.json
+    path = tmp_path / "run" / "edge-agent" / "status.json"
+    write_status(path, {"fps": 2.0, "ts": 900.0}, now=1000.0)  # the snapshot's own time wins
+    snap = read_status(path, now=1000.0)
+    assert snap is not None and snap.written_at == 900.0 and snap.age_s == 100.0
+
+
+def test_values_json_cannot_carry_are_written_as_text(tmp_path: Path) -> None:
+    # a Path or a datetime in the snapshot must not crash the loop that writes it every few seconds
+    path = tmp_path / "status.json"
+    write_status(path, {"model": Path("/opt/m.onnx")}, now=1.0)
+    snap = read_status(path, now=1.0)
+    assert snap is not None and snap.data["model"] == "/opt/m.onnx"
+
+
+def test_the_temp_file_sits_beside_the_status_file_whatever_tmpdir_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # $TMPDIR on another filesystem (/dev/shm here, tmpfs): a temp file there cannot be renamed
+    # over the status file (EXDEV), and the status would never be written
+    other = Path("/dev/shm")
+    if not other.is_dir() or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs /dev/shm on another filesystem than tmp_path")
+    monkeypatch.setattr("tempfile.tempdir", str(other))
+    before = set(os.listdir(other))
+    write_status(tmp_path / "status.json", {"fps": 3.0}, now=1.0)
+    snap = read_status(tmp_path / "status.json", now=1.0)
+    assert snap is not None and snap.data["fps"] == 3.0
+    assert set(os.listdir(other)) == before
+
+
+def test_a_status_path_that_cannot_be_read_is_one_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "status.json").mkdir()
+    with pytest.raises(EdgeAgentError) as ei:
+        read_status(tmp_path / "status.json")
+    assert str(ei.value).startswith(f"{tmp_path / 'status.json'}: cannot read status file: [Errno 21]")
+
+
+def test_the_same_snapshot_is_the_same_file_whatever_its_key_order(tmp_path: Path) -> None:
+    # a monitoring script may compare the file with its last copy (cmp, a hash) to see a change
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_status(a, {"fps": 1.0, "camera": {"state": "up", "id": "c1"}}, now=1.0)
+    write_status(b, {"camera": {"id": "c1", "state": "up"}, "fps": 1.0}, now=1.0)
+    assert a.read_bytes() == b.read_bytes()

@@ -44,3 +44,22 @@ def test_a_missing_checkpoint_is_none_and_a_broken_one_names_the_file(tmp_path: 
     bad.write_bytes(b"\xff\xfe")
     with pytest.raises(QueueError, match=r"bad.json: count checkpoint is not JSON"):
         count_store.load(bad)
+
+
+def test_an_imported_checkpoint_is_set_aside_and_never_read_again(tmp_path: Path) -> None:
+    p = tmp_path / "counts.json"
+    p.write_bytes(b'{"lines": {}}')
+    done = count_store.set_aside(p)
+    assert done == tmp_path / "counts.json.imported" and done.read_bytes() == b'{"lines": {}}'
+    assert count_store.load(p) is None
+    with pytest.raises(QueueError) as ei:
+        count_store.set_aside(p)  # gone in the meantime
+    assert str(ei.value) == f"{p}: cannot rename the imported count checkpoint: No such file or directory"
+
+
+def test_an_unreadable_checkpoint_says_why(tmp_path: Path) -> None:
+    d = tmp_path / "dir.json"
+    d.mkdir()
+    with pytest.raises(QueueError) as ei:
+        count_store.load(d)
+    assert str(ei.value) == f"{d}: cannot read the count checkpoint: Is a directory"

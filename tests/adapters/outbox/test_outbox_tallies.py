@@ -140,3 +140,29 @@ def test_folding_rows_equals_applying_them_one_by_one(rows: list[list[tallies.Op
     con.execute("INSERT INTO meta VALUES ('tally:a', 3)")
     tallies.write(con, tallies.fold(rows))
     assert tallies.from_meta(dict(con.execute("SELECT key, value FROM meta").fetchall())) == one_by_one
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    ops = [("add", "x" * 400, 0), ("set", "y", tallies.MAX_VALUE)] + [("add", B, 1)] * 998
+    assert tallies.checked(ops) == tuple(ops)
+    with pytest.raises(ValueError, match=r"tally '\[.*value 4611686018427387905; expected an integer"):
+        tallies.checked([("set", A, tallies.MAX_VALUE + 1)])
+
+
+def test_a_counter_saturates_at_the_bound_in_memory_and_in_the_file() -> None:
+    # SQLite's INTEGER is 64-bit: a sum past 2**63 would be an overflow error inside the commit
+    rows = [[("add", A, tallies.MAX_VALUE)], [("add", A, tallies.MAX_VALUE), ("add", B, 2)]]
+    folded = tallies.fold(rows)
+    assert folded == {A: (False, tallies.MAX_VALUE), B: (False, 2)}
+    values = {A: 5}
+    tallies.apply(values, folded)
+    assert values == {A: tallies.MAX_VALUE, B: 2}
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    con.execute("INSERT INTO meta VALUES ('tally:' || ?, ?)", (A, tallies.MAX_VALUE))
+    con.execute("INSERT INTO meta VALUES ('schema', 7)")  # a meta row that is no tally
+    tallies.write(con, folded)
+    assert tallies.from_meta(dict(con.execute("SELECT key, value FROM meta").fetchall())) == {
+        A: tallies.MAX_VALUE,
+        B: 2,
+    }
