@@ -857,6 +857,33 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # not camera_pipeline.py: every agent test reaches it, ~30 s a mutant on 2 cores (a partial run
     # of 414 of 624 mutants took 35 min; its survivors got the tests in test_camera_pipeline.py)
     "app-cameras": (["edge_agent/app/agent/scheduling.py"], ["tests/app/agent/test_scheduling.py"]),
+    # --- h-mutb ---
+    # issue 36, 2026-12-03: modules without a score. The format base and RT-DETR on their pure tests
+    # (not test_formats.py's real-yolov8n comparison: 18 s a run, the same decode paths)
+    "core-format-parts": (
+        ["edge_agent/core/vision/format_base.py", "edge_agent/core/vision/format_detr.py"],
+        [
+            "tests/core/vision/test_format_detr.py",
+            "tests/core/vision/test_format_detr_rules.py",  # made for this area's survivors
+            "tests/core/vision/test_format_rules.py",
+            "tests/core/vision/test_format_registry.py",
+            "tests/inference/test_formats.py::test_each_format_finds_the_square_at_its_true_place",
+            "tests/inference/test_formats.py::test_formats_agree_on_a_busy_scene",
+            "tests/inference/test_formats.py::test_a_score_must_exceed_the_threshold",
+            "tests/inference/test_formats.py::test_format_table_from_shape_and_metadata",
+            "tests/inference/test_formats.py::test_anything_else_is_one_line_naming_the_shape_and_the_understood_ones",
+        ],
+    ),
+    "core-sensor-window": (["edge_agent/core/sensor/window.py"], ["tests/core/sensor/test_window.py"]),
+    "core-web-request": (
+        ["edge_agent/core/web/request_limits.py"],
+        ["tests/core/web/test_request_limits.py"],
+    ),
+    "core-scene-edit": (["edge_agent/core/web/scene_edit.py"], ["tests/core/web/test_scene_edit.py"]),
+    "core-label-layout": (
+        ["edge_agent/core/vision/label_layout.py"],
+        ["tests/app/workbench/test_annotate_layout.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
