@@ -882,7 +882,20 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "core-scene-edit": (["edge_agent/core/web/scene_edit.py"], ["tests/core/web/test_scene_edit.py"]),
     "core-label-layout": (
         ["edge_agent/core/vision/label_layout.py"],
-        ["tests/app/workbench/test_annotate_layout.py"],
+        ["tests/app/workbench/test_annotate_layout.py", "tests/core/vision/test_label_layout.py"],
+    ),
+    "tools-progress": (["edge_agent/tools/progress.py"], ["tests/tools/test_progress_and_deps.py"]),
+    # in process on tiny models (test_validate_any.py's CLI subprocesses are "no tests" to mutmut)
+    "tools-validate": (["edge_agent/tools/validate.py"], ["tests/tools/test_validate_models.py"]),
+    "tools-quantize-dynamic": (
+        ["edge_agent/tools/quantize_dynamic.py"],
+        ["tests/tools/test_quantize_dynamic_inproc.py"],
+    ),
+    # no function bodies: mutmut 3 mutates inside functions and methods only, so these give no
+    # mutants (exception classes; a dataclass of default limits): the area records that
+    "core-plain-data": (
+        ["edge_agent/errors.py", "edge_agent/core/vision/thresholds.py"],
+        ["tests/core/vision/test_metrics_rules.py"],
     ),
 }
 
