@@ -73,3 +73,37 @@ def test_a_lost_track_is_re_found_by_a_low_score_detection() -> None:
     assert ids == [[1], [1], [1], []]
     assert [(t.track_id, t.det_index, t.lost) for t in back] == [(1, 0, False)]
     assert tr.next_id == 2  # no new id handed out
+
+
+def _lost_then_copied(frames: int) -> tuple[list[int], list[int]]:
+    """Track 1 seen on ``frames`` frames at x 0, then lost; track 2 walks onto it over 11 frames
+    (followed over 10). Returns the ids removed and the ids out on the next frame at x 0."""
+    tr = Tracker()
+    for _ in range(frames):
+        tr.update([box(0)], [0.9])
+    removed: list[int] = []
+    for x in range(200, -1, -20):
+        tr.update([box(x)], [0.9])
+        removed += [t.track_id for t in tr.removed]
+    return removed, [t.track_id for t in tr.update([box(0)], [0.9])]
+
+
+def test_of_a_lost_track_and_its_copy_the_one_followed_longer_stays() -> None:
+    """Followed over 8 frames, the lost one goes (the copy has 10); over 29, the copy goes and
+    the lost one takes the object back; on a tie (10 and 10) the live copy goes."""
+    assert _lost_then_copied(9) == ([1], [2])
+    assert _lost_then_copied(30) == ([2], [1])
+    assert _lost_then_copied(11) == ([2], [1])
+
+
+def test_a_pair_once_seen_together_does_not_hide_another_objects_copy() -> None:
+    """Tracks 1-3 on frames 1-3; 1 and 3 are then lost. A walker reaches x 0, where 1 waits (both
+    once seen together: not copies), and a new track 4 walks onto 3: 3 is a copy's original."""
+    tr = Tracker()
+    for _ in range(3):
+        tr.update([box(0), box(200), box(1000)], [0.9] * 3)
+    removed: list[int] = []
+    for k in range(11):
+        tr.update([box(max(180 - 20 * k, 0)), box(1200 - 20 * k)], [0.9, 0.9])
+        removed += [t.track_id for t in tr.removed]
+    assert removed == [3] and 4 in [t.track_id for t in tr.tracks if not t.lost]

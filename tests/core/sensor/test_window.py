@@ -121,3 +121,80 @@ def test_filled_values_stay_between_their_neighbours(col: list[Optional[float]],
     assert [v for v, c in zip(out, col) if c is not None] == known
     lo, hi = min(known), max(known)
     assert all(lo - 1e-9 <= v <= hi + 1e-9 for v in out if v is not None)
+
+
+# ---- issue 36: what mutation testing (core-sensor-window) found loose ------------------------------
+def test_a_non_finite_value_is_a_hole_held_from_the_last_good_one() -> None:
+    w = Windower(["a"], window=3, hop=3, max_missing=2)
+    out: list[Window] = []
+    for i, v in enumerate([1.0, float("nan"), float("inf")]):
+        out += w.push({"a": v}, i / 10)
+    assert [r[0] for r in out[0].rows] == [1.0, 1.0, 1.0] and out[0].filled == 2
+
+
+def test_bad_settings_name_what_is_expected() -> None:
+    with pytest.raises(ValueError, match="expected one of hold, interpolate, drop"):
+        Windower(["a"], window=4, hop=2, missing="zero")
+    with pytest.raises(ValueError, match="at least one channel"):
+        Windower([], window=4, hop=1)
+
+
+def test_every_other_sensors_line_is_counted_and_stats_say_it_all() -> None:
+    w = Windower(["a"], window=2, hop=1, rate_hz=10.0)
+    w.push({"pir": 1}, 0.0)
+    w.push({"pir": 0}, 0.05)
+    for t, v in [(0.0, 1.0), (0.1, 2.0), (0.3, 4.0)]:  # 0.2 lost
+        w.push({"a": v}, t)
+    assert w.stats() == {
+        "readings": 3,
+        "ignored": 2,
+        "late": 1,
+        "windows_due": 3,
+        "windows": 1,
+        "dropped": {"gap": 2},  # [2, hole] and [hole, 4]: 1 > max_missing 0 (a quarter of 2) holes
+    }
+
+
+def test_one_lost_reading_is_late_and_exactly_one_and_a_half_periods_is_not() -> None:
+    w = Windower(["a"], window=3, hop=1, missing="interpolate", rate_hz=10.0, max_missing=1)
+    out: list[Window] = []
+    for t, v in [(100.0, 0.0), (100.1, 1.0), (100.3, 3.0)]:  # 100.2 lost
+        out += w.push({"a": v}, t)
+    assert w.late == 1 and [r[0] for r in out[-1].rows] == [1.0, 2.0, 3.0]
+    w = Windower(["a"], window=2, hop=1, rate_hz=2.0)  # any origin: 1000 s, then 0.75 s later
+    w.push({"a": 1.0}, 1000.0)
+    assert w.push({"a": 2.0}, 1000.75)[0].rows == ((1.0,), (2.0,)) and w.late == 0
+
+
+def test_the_first_gap_of_a_long_disconnect_is_counted_once() -> None:
+    """Due at rows 4, 14, 24...: 12 lost after row 4 are rows 5-16, of which only 14 is due."""
+    w = Windower(["a"], window=4, hop=10, rate_hz=10.0)
+    for i in range(4):
+        w.push({"a": float(i)}, i / 10)
+    w.push({"a": 9.0}, 0.3 + 1.3)  # 12 lost
+    assert w.late == 12 and w.due == 2 and w.emitted == 1 and w.dropped == {"gap": 1}
+
+
+def test_a_hole_in_the_second_channel_is_filled_when_the_first_has_none() -> None:
+    w = Windower(["a", "b"], window=2, hop=2, max_missing=1)
+    w.push({"a": 1.0, "b": 5.0}, 0.0)
+    out = w.push({"a": 2.0, "b": None}, 0.1)
+    assert out[0].rows == ((1.0, 5.0), (2.0, 5.0)) and out[0].filled == 1
+
+
+def test_a_channel_is_held_across_windows_and_one_never_seen_drops_the_window() -> None:
+    w = Windower(["a", "b"], window=2, hop=2, max_missing=2)
+    w.push({"a": 1.0, "b": 7.0}, 0.0)
+    w.push({"a": 2.0, "b": 8.0}, 0.1)
+    w.push({"a": None, "b": None, "c": 0}, 0.2)  # a leading hole: held from the last window
+    out = w.push({"a": 4.0}, 0.3)  # b missing for the whole window: held too
+    assert out[0].rows == ((2.0, 8.0), (4.0, 8.0)) and out[0].filled == 3
+    never = Windower(["a", "b"], window=2, hop=2, max_missing=2)
+    never.push({"a": 1.0}, 0.0)
+    assert never.push({"a": 2.0}, 0.1) == [] and never.dropped == {"missing": 1}
+
+
+def test_leading_holes_take_the_value_before_the_window() -> None:
+    col: list[Optional[float]] = [None, None, 3.0]
+    fill_column(col, 1.0, interpolate=True)
+    assert col == [1.0, 1.0, 3.0]

@@ -100,3 +100,56 @@ def test_the_drop_in_reads_back_what_was_written(name: str, points: list[Any], s
     zone = {"name": name, "polygon": [[0.0, 0.0], [1.0, 0.0], [0.5, 1.0]], "min_dwell_s": 1.5}
     back = toml_data(scene_toml(([zone], [line]), "a header\nof two lines"))
     assert back == {"zones": [zone], "lines": [line]}
+
+
+# ---- issue 36: what mutation testing (core-scene-edit) found loose --------------------------------
+ONE = '[camera]\nsource = "/tmp/a"\n[[lines]]\nname = "door"\npoints = [[0.5, 0.0], [0.5, 1.0]]\n'
+
+
+def test_an_edit_of_the_one_camera_may_say_camera_null_and_writes_no_camera() -> None:
+    cfg = parse_config(ONE)
+    edit = {"camera": None, "lines": [{"camera": None, "name": "gate", "points": [[0.1, 0.0], [0.1, 1.0]]}]}
+    zones, lines = edited_scene(cfg, edit)
+    assert lines == [{"name": "gate", "points": [[0.1, 0.0], [0.1, 1.0]]}]
+    assert "camera" not in scene_toml((zones, lines))
+
+
+def test_the_edit_takes_its_camera_and_the_kept_items_only_their_own_keys() -> None:
+    cfg = parse_config(TWO)
+    zone = {"name": "q", "polygon": [[0.1, 0.1], [0.5, 0.1], [0.3, 0.5]]}
+    zones, lines = edited_scene(cfg, {"camera": "gate", "zones": [zone], "lines": []})
+    assert zones == [{**zone, "camera": "gate"}]
+    # the yard's line as it was written: no defaults (in_side, classes) spelled out in the drop-in
+    assert lines == [{"name": "fence", "points": [(0.1, 0.1), (0.9, 0.1)], "camera": "yard"}]
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        ([1], "got list"),
+        ({"camera": 5}, r"camera = 5: expected a \[\[cameras\]\] id or null"),
+    ],
+)
+def test_a_wrong_edit_names_what_it_got(edit: Any, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        edited_scene(parse_config(TWO), edit)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (float("nan"), "nan is not a finite number"),
+        ("a\ud800", "not valid Unicode text"),
+        ({"x": 1}, "not a value a zone or line has"),
+    ],
+)
+def test_a_value_the_drop_in_cannot_hold_is_one_line(value: object, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        scene_toml(([{"name": "z", "extra": value}], []))
+
+
+def test_booleans_and_a_delete_character_read_back_and_no_header_is_no_comment() -> None:
+    zone = {"name": "a\x7fb", "on": True, "off": False, "polygon": [[0.0, 0.0], [1.0, 0.0], [0.5, 1.0]]}
+    text = scene_toml(([zone], []))
+    assert text.startswith("[[zones]]\n") and "on = true\noff = false\n" in text
+    assert toml_data(text) == {"zones": [zone]}
