@@ -1003,6 +1003,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/errors.py", "edge_agent/core/vision/thresholds.py"],
         ["tests/core/vision/test_metrics_rules.py"],
     ),
+    # --- lead ---
+    # issue 36: the annotated frames' drawing (infer --save, --track --save, the page's live view)
+    "app-annotate": (
+        ["edge_agent/app/workbench/annotate.py", "edge_agent/app/workbench/annotate_tracks.py"],
+        ["tests/app/workbench/test_annotate_detections.py", "tests/app/workbench/test_annotate_layout.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
