@@ -918,6 +918,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/cli/argtypes.py"],
         ["tests/app/cli/test_argtypes.py", "tests/app/cli/test_thread_bound.py"],
     ),
+    "cli-state-check": (
+        ["edge_agent/app/cli/state_check.py"],
+        ["tests/app/cli/test_state_check.py", "tests/app/cli/test_state_check_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
