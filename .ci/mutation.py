@@ -922,6 +922,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/cli/state_check.py"],
         ["tests/app/cli/test_state_check.py", "tests/app/cli/test_state_check_bite.py"],
     ),
+    # test_logsetup.py's journald runs are subprocesses (no credit): the bite file calls it in process
+    "cli-logsetup": (
+        ["edge_agent/app/cli/logsetup.py"],
+        ["tests/app/cli/test_logsetup.py", "tests/app/cli/test_logsetup_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
