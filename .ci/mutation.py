@@ -927,6 +927,16 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/cli/logsetup.py"],
         ["tests/app/cli/test_logsetup.py", "tests/app/cli/test_logsetup_bite.py"],
     ),
+    "cli-status": (
+        ["edge_agent/app/cli/status_cmd.py"],
+        [
+            "tests/app/cli/test_status_view.py",
+            "tests/app/cli/test_status_cmd_bite.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

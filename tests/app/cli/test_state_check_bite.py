@@ -1,27 +1,21 @@
 """The state-folder check as the service user meets it (issue 36, the survivors of cli-state-check):
 every folder is checked even after one not made yet, the health file's folder is named by its key,
 a folder the service user cannot write is refused naming that user, and a call without ``euid``
-judges the process's own user. As root, the service user is played by setting the real uid (what
-``os.access`` checks) and put back after."""
+judges the process's own user. As root, the service user is played by support.users.as_user."""
 
 from __future__ import annotations
 
 import os
 import pwd
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from support.users import OTHER_USERS, ROOT, as_user, open_dir
 
 from edge_agent.app.cli.state_check import _user_name, check_state_folders
 from edge_agent.core.config.schema import Config
 from edge_agent.errors import ConfigError
-
-ROOT = os.geteuid() == 0
-# daemon and nobody as root; the user running the tests otherwise
-USERS = [1, 65534] if ROOT else [os.getuid()]
 
 
 def _cfg(state: Path, queue: Path, health: Path) -> Config:
@@ -34,25 +28,10 @@ def _cfg(state: Path, queue: Path, health: Path) -> Config:
     )
 
 
-@contextmanager
-def as_user(uid: int) -> Iterator[None]:
-    """Run the block with ``uid`` as the real uid (a no-op unless root: then it is ours already)."""
-    if not ROOT:
-        yield
-        return
-    os.setreuid(uid, 0)
-    try:
-        yield
-    finally:
-        os.setreuid(0, 0)
-
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A folder every user may reach (pytest's tmp_path is 0700 to root: no other user gets in)."""
-    with tempfile.TemporaryDirectory() as name:
-        os.chmod(name, 0o755)
-        yield Path(name)
+@pytest.fixture(name="open_dir")
+def _open_dir() -> Iterator[Path]:
+    with open_dir() as d:
+        yield d
 
 
 def test_the_health_files_folder_that_is_a_file_is_refused_naming_its_key(tmp_path: Path) -> None:
@@ -91,7 +70,7 @@ def test_root_on_its_own_folders_is_told_nothing(tmp_path: Path) -> None:
     check_state_folders(_cfg(tmp_path, tmp_path, tmp_path), euid=0)
 
 
-@pytest.mark.parametrize("uid", USERS)
+@pytest.mark.parametrize("uid", OTHER_USERS)
 def test_the_service_user_on_a_folder_it_cannot_write_is_refused_naming_it(open_dir: Path, uid: int) -> None:
     state = open_dir / "state"
     state.mkdir(mode=0o500)
@@ -105,7 +84,7 @@ def test_the_service_user_on_a_folder_it_cannot_write_is_refused_naming_it(open_
     )
 
 
-@pytest.mark.parametrize("uid", USERS)
+@pytest.mark.parametrize("uid", OTHER_USERS)
 def test_the_service_user_on_its_own_folders_passes(open_dir: Path, uid: int) -> None:
     for name in ("state", "q", "h"):
         (open_dir / name).mkdir()
