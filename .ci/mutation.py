@@ -937,6 +937,16 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
         ],
     ),
+    # not test_queue_cli.py (subprocesses, no credit) nor its drain tests (a broker per mutant)
+    "cli-queue": (
+        ["edge_agent/app/cli/queue_cmd.py"],
+        [
+            "tests/app/cli/test_queue_cmd_inproc.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
