@@ -1009,6 +1009,42 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/workbench/annotate.py", "edge_agent/app/workbench/annotate_tracks.py"],
         ["tests/app/workbench/test_annotate_detections.py", "tests/app/workbench/test_annotate_layout.py"],
     ),
+    # --- h-mutd ---
+    # issue 36: the CLI's small modules, the web access rules, the collector's round figures, the
+    # MQTT confirms and session, the scene save: none had a score; each on its pure, fast tests
+    "cli-argtypes": (
+        ["edge_agent/app/cli/argtypes.py"],
+        ["tests/app/cli/test_argtypes.py", "tests/app/cli/test_thread_bound.py"],
+    ),
+    "cli-state-check": (
+        ["edge_agent/app/cli/state_check.py"],
+        ["tests/app/cli/test_state_check.py", "tests/app/cli/test_state_check_bite.py"],
+    ),
+    # test_logsetup.py's journald runs are subprocesses (no credit): the bite file calls it in process
+    "cli-logsetup": (
+        ["edge_agent/app/cli/logsetup.py"],
+        ["tests/app/cli/test_logsetup.py", "tests/app/cli/test_logsetup_bite.py"],
+    ),
+    "cli-status": (
+        ["edge_agent/app/cli/status_cmd.py"],
+        [
+            "tests/app/cli/test_status_view.py",
+            "tests/app/cli/test_status_cmd_bite.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
+    # not test_queue_cli.py (subprocesses, no credit) nor its drain tests (a broker per mutant)
+    "cli-queue": (
+        ["edge_agent/app/cli/queue_cmd.py"],
+        [
+            "tests/app/cli/test_queue_cmd_inproc.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

@@ -15,15 +15,22 @@ from edge_agent.core.runtime.providers import MAX_THREADS
 Number = Union[int, float]
 
 
+def parse_ranged(text: str, kind: Callable[[str], Number], lo: Number, hi: Number, what: str) -> Number:
+    """``kind(text)`` if it lies in [lo, hi] and is no NaN, else the one argparse error naming the range."""
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not (lo <= value <= hi) or (isinstance(value, float) and math.isnan(value)):
+        raise argparse.ArgumentTypeError(f"{text} is out of range: expected {what}")
+    return value
+
+
 def _ranged(kind: Callable[[str], Number], lo: Number, hi: Number, what: str) -> Callable[[str], Number]:
+    # the check is a top-level function, not in the closure: the closures are built at import, so
+    # mutmut 3 (which swaps top-level functions at call time) never reached a mutant inside them
     def parse(text: str) -> Number:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not (lo <= value <= hi) or (isinstance(value, float) and math.isnan(value)):
-            raise argparse.ArgumentTypeError(f"{text} is out of range: expected {what}")
-        return value
+        return parse_ranged(text, kind, lo, hi, what)
 
     parse.__name__ = what  # argparse names the type in some messages
     return parse

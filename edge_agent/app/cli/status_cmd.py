@@ -172,6 +172,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _yes_no(value: object, no: str = "no") -> str:
+def _yes_no(value: object, no: str) -> str:
     """A boolean of the snapshot as a person reads it: yes / ``no`` / - (not reported)."""
     return "yes" if value is True else no if value is False else "-"
