@@ -962,6 +962,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/updates/test_cancel_restart.py",  # the marks read at a restart (3.5 s)
         ],
     ),
+    # --- h-mute ---
+    # issue 36: a sensor model's spec (metadata + [[sensor_models]]) and one window through it
+    "inference-sensor": (
+        ["edge_agent/inference/sensor_model.py"],
+        ["tests/inference/test_sensor_model.py", "tests/inference/test_sensor_model_rules.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
