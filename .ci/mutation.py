@@ -968,6 +968,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/inference/sensor_model.py"],
         ["tests/inference/test_sensor_model.py", "tests/inference/test_sensor_model_rules.py"],
     ),
+    # issue 36: the agent's sensor loop (windows in, results out), on its pure test
+    "agent-sensor": (
+        ["edge_agent/app/agent/sensor_inference.py"],
+        ["tests/app/agent/test_sensor_inference.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
