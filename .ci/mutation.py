@@ -971,7 +971,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # issue 36: the agent's sensor loop (windows in, results out), on its pure test
     "agent-sensor": (
         ["edge_agent/app/agent/sensor_inference.py"],
-        ["tests/app/agent/test_sensor_inference.py"],
+        ["tests/app/agent/test_sensor_inference.py", "tests/app/agent/test_sensor_inference_bite.py"],
     ),
 }
 
