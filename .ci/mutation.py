@@ -1045,6 +1045,17 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
         ],
     ),
+    # --- h-mute ---
+    # issue 36: a sensor model's spec (metadata + [[sensor_models]]) and one window through it
+    "inference-sensor": (
+        ["edge_agent/inference/sensor_model.py"],
+        ["tests/inference/test_sensor_model.py", "tests/inference/test_sensor_model_rules.py"],
+    ),
+    # issue 36: the agent's sensor loop (windows in, results out), on its pure test
+    "agent-sensor": (
+        ["edge_agent/app/agent/sensor_inference.py"],
+        ["tests/app/agent/test_sensor_inference.py", "tests/app/agent/test_sensor_inference_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
