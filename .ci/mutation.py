@@ -1007,7 +1007,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # issue 36: the annotated frames' drawing (infer --save, --track --save, the page's live view)
     "app-annotate": (
         ["edge_agent/app/workbench/annotate.py", "edge_agent/app/workbench/annotate_tracks.py"],
-        ["tests/app/workbench/test_annotate_detections.py", "tests/app/workbench/test_annotate_layout.py"],
+        [
+            "tests/app/workbench/test_annotate_detections.py",
+            "tests/app/workbench/test_annotate_layout.py",
+            "tests/app/workbench/test_annotate_tracks_pixels.py",
+        ],
     ),
     # --- h-mutd ---
     # issue 36: the CLI's small modules, the web access rules, the collector's round figures, the

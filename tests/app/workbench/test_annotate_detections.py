@@ -69,3 +69,47 @@ def test_labels_are_on_the_frame_and_apart_when_room_allows(boxes: list[tuple[in
     assert all(_on(r, W, H) for r in rects)
     if len(dets) <= 3:  # a 640x480 frame always has room for three labels near their boxes
         assert not any(overlap(a, b) for a, b in itertools.combinations(rects, 2))
+
+
+def _near(px: np.ndarray, color: tuple[int, int, int]) -> bool:
+    return bool(np.abs(px.astype(int) - np.array(color)).max() <= 12)
+
+
+def test_a_box_is_outlined_in_its_class_colour_and_its_label_fills_exactly_its_rectangle() -> None:
+    d = _det(2, (100.0, 150.0, 300.0, 400.0))
+    img = draw_detections(np.zeros((H, W, 3), np.uint8), [d])
+    color = _color(2)
+    assert _near(img[300, 100], color) and _near(img[300, 300], color)  # left and right edges
+    assert not img[300, 200].any()  # the inside is left as it was
+    ((r, _),) = label_places((W, H), [d], max(0.4, min(H, W) / 900), max(1, round(min(H, W) / 300)))
+    assert r[3] <= 150  # above the box
+    assert _near(img[r[1], r[0]], color) and _near(img[r[3] - 1, r[2] - 1], color)
+    assert not img[r[1] + 1, r[2]].any() and not img[r[1] + 1, r[2] + 1].any()  # nothing right of it
+    assert (img[r[1] : r[3], r[0] : r[2]] == 0).all(axis=2).any()  # the text, in black, inside
+
+
+def test_a_label_is_wider_than_its_text() -> None:
+    import cv2
+
+    d = _det(0, (100.0, 150.0, 300.0, 400.0))
+    ((r, base),) = label_places((W, H), [d], 0.53, 2)
+    (tw, th), b = cv2.getTextSize("person 0.50", cv2.FONT_HERSHEY_SIMPLEX, 0.53, 2)
+    assert r[2] - r[0] > tw and r[3] - r[1] > th + b and base == b
+
+
+def test_twelve_classes_get_twelve_colours() -> None:
+    assert len({_color(c) for c in range(12)}) == 12
+    assert _color(3) == _color(3 + 180)  # the hue wheel turns: a class keeps its colour
+
+
+def test_with_no_free_place_a_label_sits_just_above_its_box() -> None:
+    dets = [_det(i, (20.0, 40.0, 60.0, 59.0)) for i in range(60)]
+    rects = [r for r, _ in label_places((80, 60), dets, 0.4, 1)]
+    last = rects[-1]
+    lw, lh = last[2] - last[0], last[3] - last[1]
+    assert last == (
+        min(20, 80 - lw),
+        max(0, min(40 - lh, 60 - lh)),
+        min(20, 80 - lw) + lw,
+        max(0, min(40 - lh, 60 - lh)) + lh,
+    )
