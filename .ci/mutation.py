@@ -1056,6 +1056,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/agent/sensor_inference.py"],
         ["tests/app/agent/test_sensor_inference.py", "tests/app/agent/test_sensor_inference_bite.py"],
     ),
+    # --- h-muth ---
+    # issue 36: confirm = "collector" on the device (subscribe, apply, the silence warning), on its
+    # pure test (a real outbox, a moved clock; test_sync_confirm.py's broker runs add no kills)
+    "mqtt-confirms": (
+        ["edge_agent/adapters/mqtt/confirms.py"],
+        ["tests/adapters/mqtt/test_confirms_rules.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
