@@ -1063,6 +1063,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/mqtt/confirms.py"],
         ["tests/adapters/mqtt/test_confirms_rules.py"],
     ),
+    # issue 36: the page editor's save (check, drop-in, live apply), on a built agent that is not
+    # running (its call_in_loop run inline): no web server, no loop thread
+    "web-scene-save": (
+        ["edge_agent/app/web/scene_save.py"],
+        ["tests/app/web/test_scene_save_rules.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
