@@ -1069,6 +1069,16 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/web/scene_save.py"],
         ["tests/app/web/test_scene_save_rules.py"],
     ),
+    # issue 36: one sync connection's bookkeeping and paho callbacks, on the pure tests (the
+    # broker tests of test_sync_session.py run it on paho's thread and add minutes)
+    "mqtt-session": (
+        ["edge_agent/adapters/mqtt/session.py"],
+        [
+            "tests/adapters/mqtt/test_session_rules.py",
+            "tests/adapters/mqtt/test_sync_session.py::test_a_puback_handled_before_publish_returned_is_matched_when_the_mid_is_known",
+            "tests/adapters/mqtt/test_sync_session.py::test_a_batch_mid_carries_all_its_rows_and_counts_as_one_batch_in_flight",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
