@@ -1060,6 +1060,29 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/agent/sensor_inference.py"],
         ["tests/app/agent/test_sensor_inference.py", "tests/app/agent/test_sensor_inference_bite.py"],
     ),
+    # --- h-muth ---
+    # issue 36: confirm = "collector" on the device (subscribe, apply, the silence warning), on its
+    # pure test (a real outbox, a moved clock; test_sync_confirm.py's broker runs add no kills)
+    "mqtt-confirms": (
+        ["edge_agent/adapters/mqtt/confirms.py"],
+        ["tests/adapters/mqtt/test_confirms_rules.py"],
+    ),
+    # issue 36: the page editor's save (check, drop-in, live apply), on a built agent that is not
+    # running (its call_in_loop run inline): no web server, no loop thread
+    "web-scene-save": (
+        ["edge_agent/app/web/scene_save.py"],
+        ["tests/app/web/test_scene_save_rules.py"],
+    ),
+    # issue 36: one sync connection's bookkeeping and paho callbacks, on the pure tests (the
+    # broker tests of test_sync_session.py run it on paho's thread and add minutes)
+    "mqtt-session": (
+        ["edge_agent/adapters/mqtt/session.py"],
+        [
+            "tests/adapters/mqtt/test_session_rules.py",
+            "tests/adapters/mqtt/test_sync_session.py::test_a_puback_handled_before_publish_returned_is_matched_when_the_mid_is_known",
+            "tests/adapters/mqtt/test_sync_session.py::test_a_batch_mid_carries_all_its_rows_and_counts_as_one_batch_in_flight",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
