@@ -1011,6 +1011,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/workbench/test_annotate_detections.py",
             "tests/app/workbench/test_annotate_layout.py",
             "tests/app/workbench/test_annotate_tracks_pixels.py",
+            "tests/app/workbench/test_annotate_files.py",
         ],
     ),
     # --- h-mutd ---
