@@ -1056,6 +1056,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/agent/sensor_inference.py"],
         ["tests/app/agent/test_sensor_inference.py", "tests/app/agent/test_sensor_inference_bite.py"],
     ),
+    # --- h-mutg ---
+    # issue 36: a round's Outcome sums and the collector's /metrics counters, on pure tests
+    "collector-round-stats": (
+        ["edge_agent/app/collector/round_stats.py"],
+        ["tests/app/collector/test_round_stats.py", "tests/core/messages/test_fleet_metrics.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
