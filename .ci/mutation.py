@@ -1062,6 +1062,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/collector/round_stats.py"],
         ["tests/app/collector/test_round_stats.py", "tests/core/messages/test_fleet_metrics.py"],
     ),
+    # issue 36: the device page's token file, Host check and CSRF-safe writes, on pure tests
+    "web-access": (
+        ["edge_agent/adapters/web/access.py"],
+        ["tests/adapters/web/test_access.py", "tests/adapters/web/test_access_rules.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
