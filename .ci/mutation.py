@@ -1084,6 +1084,22 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/mqtt/test_sync_session.py::test_a_batch_mid_carries_all_its_rows_and_counts_as_one_batch_in_flight",
         ],
     ),
+    # --- h-mutg ---
+    # issue 36: a round's Outcome sums and the collector's /metrics counters, on pure tests
+    "collector-round-stats": (
+        ["edge_agent/app/collector/round_stats.py"],
+        ["tests/app/collector/test_round_stats.py", "tests/core/messages/test_fleet_metrics.py"],
+    ),
+    # issue 36: the device page's token file, Host check and CSRF-safe writes, on pure tests
+    "web-access": (
+        ["edge_agent/adapters/web/access.py"],
+        ["tests/adapters/web/test_access.py", "tests/adapters/web/test_access_rules.py"],
+    ),
+    # issue 36: `config example|check`, in process (the subprocess tests of test_commands.py earn nothing)
+    "cli-config": (
+        ["edge_agent/app/cli/config_cmd.py"],
+        ["tests/app/cli/test_config_check.py", "tests/app/cli/test_config_cmd_inproc.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
