@@ -1056,6 +1056,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/agent/sensor_inference.py"],
         ["tests/app/agent/test_sensor_inference.py", "tests/app/agent/test_sensor_inference_bite.py"],
     ),
+    # --- h-mutf ---
+    # issue 36: the broker's enrollment directory (modes, kept passwords, refused files)
+    "broker-dir": (
+        ["edge_agent/adapters/broker/broker_dir.py"],
+        ["tests/adapters/broker/test_broker_dir.py", "tests/adapters/broker/test_broker_dir_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
