@@ -1057,6 +1057,16 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["tests/app/agent/test_sensor_inference.py", "tests/app/agent/test_sensor_inference_bite.py"],
     ),
     # --- h-mutf ---
+    # issue 36: the serial reader thread (pty and loop:// ports, lines, garbage, reconnects)
+    "sensor-serial": (
+        ["edge_agent/adapters/sensor/serial_reader.py"],
+        # not tests/adapters/camera/test_bounded_input.py: its serial test streams 8 MB of noise (17 s
+        # per mutant); test_sensor_serial.py covers the 4 KiB bound with a stand-in port
+        [
+            "tests/adapters/sensor/test_sensor_serial.py",
+            "tests/adapters/sensor/test_sensor_serial_bite.py",  # issue 36: stats, backoff, line bound
+        ],
+    ),
     # issue 36: the broker's enrollment directory (modes, kept passwords, refused files)
     "broker-dir": (
         ["edge_agent/adapters/broker/broker_dir.py"],
