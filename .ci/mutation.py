@@ -1100,6 +1100,22 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/cli/config_cmd.py"],
         ["tests/app/cli/test_config_check.py", "tests/app/cli/test_config_cmd_inproc.py"],
     ),
+    # --- h-mutf ---
+    # issue 36: the serial reader thread (pty and loop:// ports, lines, garbage, reconnects)
+    "sensor-serial": (
+        ["edge_agent/adapters/sensor/serial_reader.py"],
+        # not tests/adapters/camera/test_bounded_input.py: its serial test streams 8 MB of noise (17 s
+        # per mutant); test_sensor_serial.py covers the 4 KiB bound with a stand-in port
+        [
+            "tests/adapters/sensor/test_sensor_serial.py",
+            "tests/adapters/sensor/test_sensor_serial_bite.py",  # issue 36: stats, backoff, line bound
+        ],
+    ),
+    # issue 36: the broker's enrollment directory (modes, kept passwords, refused files)
+    "broker-dir": (
+        ["edge_agent/adapters/broker/broker_dir.py"],
+        ["tests/adapters/broker/test_broker_dir.py", "tests/adapters/broker/test_broker_dir_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
