@@ -68,7 +68,10 @@ class CollectorDb:
             path = _sqlite_path(url)
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-                self.conn: Any = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+                # opened here, then used by the collector's writer thread only (app.collector.overlap)
+                self.conn: Any = sqlite3.connect(
+                    path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+                )
                 self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 self.conn.execute("PRAGMA journal_mode = WAL")
                 self.conn.execute("PRAGMA synchronous = FULL")
