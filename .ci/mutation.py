@@ -1116,6 +1116,22 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/broker/broker_dir.py"],
         ["tests/adapters/broker/test_broker_dir.py", "tests/adapters/broker/test_broker_dir_bite.py"],
     ),
+    # --- lead (stop 44) ---
+    # issue 33: the collector's two threads (parse round n+1 while round n is stored) and its loop
+    "collector-overlap": (
+        ["edge_agent/app/collector/overlap.py"],
+        ["tests/app/collector/test_overlap.py", "tests/app/collector/test_collector_run.py"],
+    ),
+    "collector-loop": (
+        ["edge_agent/app/collector/loop.py"],
+        [
+            "tests/app/collector/test_collector_run.py",
+            "tests/app/collector/test_collector_round.py",
+            "tests/app/collector/test_collector_guard.py",
+            "tests/app/collector/test_no_ack_on_failed_commit.py",
+            "tests/app/collector/test_poison_message.py",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

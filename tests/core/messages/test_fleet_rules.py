@@ -120,6 +120,21 @@ def test_only_a_body_whose_numbers_all_read_as_finite_floats_is_stored_as_sent()
             assert parse("edge", TOPIC, sent, NOW).records[0].body == sent.decode(), x[-12:]
 
 
+_NUMBER = st.from_regex(r"\A-?(0|[1-9][0-9]{0,3})(\.[0-9]{1,3})?([eE][+-]?[0-9]{1,4})?\Z")
+
+
+@given(st.lists(st.one_of(_NUMBER, st.text("e0123456789:,[ .E+-x", max_size=12).map(json.dumps)), max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_as_sent_exactly_when_every_number_is_a_finite_float(tokens: list[str]) -> None:
+    text = '{"seq": 7, "boot": 2, "v": [' + ", ".join(tokens) + "]}"
+    overflow = any(float(t) in (float("inf"), float("-inf")) for t in tokens if not t.startswith('"'))
+    if overflow:
+        assert "not storable JSON" in refused(TOPIC, text.encode())
+    else:
+        r = parse("edge", TOPIC, text.encode(), NOW).records[0]
+        assert r.body == text and json.loads(r.body) == json.loads(text)
+
+
 def test_seq_and_boot_are_taken_at_their_bounds_and_refused_past_them() -> None:
     assert (one(result(seq=1, boot=0)).seq, one(result(seq=1, boot=0)).boot) == (1, 0)
     r = one(result(seq=MAX_SEQ, boot=MAX_BOOT))
