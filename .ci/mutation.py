@@ -1116,6 +1116,33 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/broker/broker_dir.py"],
         ["tests/adapters/broker/test_broker_dir.py", "tests/adapters/broker/test_broker_dir_bite.py"],
     ),
+    # --- h-mutk ---
+    # issue 36: the collector's trust rules one module at a time, each on its own database tests
+    # (SQLite + PostgreSQL); run them under .ci/with_pg.py (one server for the run, not a cluster per
+    # test module and mutant: 4-7 s each) with --jobs 1 (every test empties that server's schema)
+    "collector-trust-rules": (
+        ["edge_agent/adapters/collector/trust.py"],
+        [
+            "tests/adapters/collector/test_collector_trust.py",
+            "tests/adapters/collector/test_trust_bite.py",
+            "tests/adapters/collector/test_trust_rules.py",  # dead letters, > CHUNK devices
+        ],
+    ),
+    "collector-statuses": (
+        ["edge_agent/adapters/collector/statuses.py"],
+        [
+            "tests/adapters/collector/test_statuses_bite.py",
+            "tests/adapters/collector/test_collector_trust.py",
+        ],
+    ),
+    "collector-confirmed": (
+        ["edge_agent/adapters/collector/confirmed.py"],
+        [
+            "tests/adapters/collector/test_confirmed.py",
+            "tests/adapters/collector/test_confirmed_model.py",  # every round against a model
+            "tests/adapters/collector/test_collector_trust.py",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
