@@ -94,3 +94,17 @@ def test_more_devices_than_a_chunk_each_keep_only_their_own_bound_of_conflicts(u
         assert {d["device"]: d["conflicts"] for d in db.devices()} == {d: 2 for d in devs}
     finally:
         db.close()
+
+
+def test_a_device_that_reported_seq_0_and_stored_nothing_is_bounded_from_0(url: str) -> None:
+    db = CollectorDb(url, limits=Limits(seq_jump_max=10))
+    try:
+        db.migrate()
+        db.store([], NOW, statuses=[reported("new", 0)])  # an empty queue: nothing sent yet
+        assert db.store(rec("new", 11), NOW) == 0 and db.last_conflicts == {"new": 1}
+        assert db.store(rec("new", 10), NOW) == 1 and db.last_conflicts == {}
+        # the same in one round: its status and its first results together
+        assert db.store(rec("two", 11), NOW, statuses=[reported("two", 0)]) == 0
+        assert db.last_conflicts == {"two": 1}
+    finally:
+        db.close()
