@@ -1132,6 +1132,71 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/collector/test_poison_message.py",
         ],
     ),
+    # --- h-mutk ---
+    # issue 36: the collector's trust rules one module at a time, each on its own database tests
+    # (SQLite + PostgreSQL); run them under .ci/with_pg.py (one server for the run, not a cluster per
+    # test module and mutant: 4-7 s each) with --jobs 1 (every test empties that server's schema)
+    "collector-trust-rules": (
+        ["edge_agent/adapters/collector/trust.py"],
+        [
+            "tests/adapters/collector/test_collector_trust.py",
+            "tests/adapters/collector/test_trust_bite.py",
+            "tests/adapters/collector/test_trust_rules.py",  # dead letters, > CHUNK devices
+        ],
+    ),
+    "collector-statuses": (
+        ["edge_agent/adapters/collector/statuses.py"],
+        [
+            "tests/adapters/collector/test_statuses_bite.py",
+            "tests/adapters/collector/test_collector_trust.py",
+        ],
+    ),
+    "collector-confirmed": (
+        ["edge_agent/adapters/collector/confirmed.py"],
+        [
+            "tests/adapters/collector/test_confirmed.py",
+            "tests/adapters/collector/test_confirmed_model.py",  # every round against a model
+            "tests/adapters/collector/test_collector_trust.py",
+        ],
+    ),
+    # CollectorDb itself (the class around the modules above); not test_collector_db.py's two
+    # `fleet` tests (subprocesses: 18-20 s each, no credit) nor test_db_urls.py's three that start
+    # their own cluster (the `postgres` fixture)
+    "collector-db": (
+        ["edge_agent/adapters/collector/db.py"],
+        [
+            *(
+                f"tests/adapters/collector/test_collector_db.py::{t}"
+                for t in (
+                    "test_migrations_are_applied_once_and_a_newer_schema_is_refused",
+                    "test_redeliveries_are_counted_not_stored_and_gaps_are_seen",
+                    "test_the_newest_status_wins_and_a_last_will_counts_at_its_arrival",
+                    "test_a_schema_one_version_ahead_is_refused",
+                    "test_last_seen_never_goes_back",
+                    "test_a_retired_device_is_still_known_by_its_kept_results",
+                    "test_a_gap_in_the_migration_numbers_is_an_error",
+                    "test_a_draining_device_is_online_and_its_newer_status_replaces_every_figure",
+                    "test_counters_of_a_device_are_its_last_status_figures",
+                    "test_a_sqlite_commit_is_durable_before_the_ack",
+                )
+            ),
+            *(
+                f"tests/adapters/collector/test_db_urls.py::{t}"
+                for t in (
+                    "test_three_slashes_is_a_path_relative_to_the_working_directory",
+                    "test_four_slashes_is_an_absolute_path",
+                    "test_a_bad_form_is_one_line_from_the_adapter",
+                    "test_a_bad_form_is_one_line_from_the_config_file",
+                    "test_each_good_form_is_taken_by_the_config_file_as_written",
+                )
+            ),
+            "tests/adapters/collector/test_collector_camera_db.py",
+            "tests/adapters/collector/test_collector_trust.py",
+            "tests/adapters/collector/test_trust_rules.py",
+            "tests/adapters/collector/test_confirmed.py",
+            "tests/adapters/collector/test_db_rules.py",  # errors, dead letters, retire, the reads
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
