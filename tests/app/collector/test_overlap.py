@@ -3,11 +3,23 @@ waiting, a writer's error raised in the caller, a waiting job dropped (never hal
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 from edge_agent.app.collector.overlap import Overlap
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _env() -> dict[str, str]:
+    """The child imports this tree's edge_agent (and a mutant's, under the mutation tool)."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONPATH=path)
 
 
 def test_jobs_are_done_in_order_on_another_thread_and_idle_runs_after_each() -> None:
@@ -132,3 +144,90 @@ def test_an_error_in_the_periodic_work_is_raised_too() -> None:
             threading.Event().wait(0.01)
     with pytest.raises(OSError, match="maintenance failed"):
         ov.close()
+
+
+def _blocked(ov_work: list[int]) -> tuple[Overlap[int], threading.Event, threading.Event]:
+    """An Overlap whose writer holds job 1 until the returned gate is set."""
+    gate, started = threading.Event(), threading.Event()
+
+    def work(j: int) -> None:
+        started.set()
+        gate.wait(10)
+        ov_work.append(j)
+
+    ov: Overlap[int] = Overlap(work)
+    ov.start()
+    return ov, gate, started
+
+
+def test_busy_while_the_one_job_is_in_hand_and_wait_idle_times_out_meanwhile() -> None:
+    done: list[int] = []
+    ov, gate, started = _blocked(done)
+    ov.put(1)
+    assert started.wait(5)
+    assert ov.busy()  # one job in hand, none waiting: still busy (leaving must wait for it)
+    assert ov.wait_idle(timeout=0.1) is False  # the timeout is kept, not waited out for ever
+    gate.set()
+    assert ov.wait_idle(timeout=5) is True and done == [1]
+    assert not ov.busy()
+    ov.close()
+
+
+def test_a_stopped_put_leaves_the_count_of_jobs_as_it_was() -> None:
+    done: list[int] = []
+    ov, gate, started = _blocked(done)
+    stop = threading.Event()
+    ov.put(1, stop)
+    assert started.wait(5)
+    ov.put(2, stop)  # waits in the slot: the next put would block
+    stop.set()
+    assert ov.put(3, stop) is False
+    gate.set()
+    assert ov.wait_idle(timeout=5) is True  # 2 jobs counted, 2 done: idle again
+    assert not ov.busy() and done == [1, 2]
+    ov.close()
+
+
+def test_close_counts_a_dropped_job_as_done_once() -> None:
+    """A job waiting while the writer is in its periodic work is dropped: nothing is busy after."""
+    in_idle, release = threading.Event(), threading.Event()
+    done: list[int] = []
+
+    def idle() -> None:
+        in_idle.set()
+        release.wait(10)
+
+    ov: Overlap[int] = Overlap(done.append, idle, 0.01)
+    ov.start()
+    assert in_idle.wait(5)
+    ov.put(1)  # the writer is in idle(): the job waits in the slot
+    closer = threading.Thread(target=ov.close)
+    closer.start()
+    threading.Timer(0.3, release.set).start()
+    closer.join(10)
+    assert not closer.is_alive() and done == []
+    assert not ov.busy()
+    assert ov.wait_idle(timeout=1) is True  # the count is 0, not below it
+
+
+def test_a_writer_stuck_in_its_work_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    """The writer is a daemon thread: a collector whose database hangs still exits when its main
+    thread ends (the broker redelivers the round it held)."""
+    ov: Overlap[int] = Overlap(lambda j: None)
+    ov.start()
+    writers = [t for t in threading.enumerate() if t.name == "collector-writer"]
+    assert writers and all(t.daemon for t in writers)
+    ov.close()
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        "import threading\n"
+        "from edge_agent.app.collector.overlap import Overlap\n"
+        "ov = Overlap(lambda j: threading.Event().wait())\n"
+        "ov.start()\n"
+        "ov.put(1)\n"
+        "print('main done', flush=True)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, env=_env()
+    )
+    assert out.returncode == 0 and "main done" in out.stdout
