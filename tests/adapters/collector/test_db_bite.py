@@ -213,16 +213,21 @@ def test_postgresql_without_psycopg_is_one_line_naming_the_extra(monkeypatch: py
 
 def test_a_postgresql_password_from_a_file_is_used_and_rounds_commit(url: str) -> None:
     """``password_file``'s password goes to libpq as a keyword (the test server trusts loopback, so
-    any password is taken): the connection works and commits each round as without one."""
+    any password is taken): the connection works and commits each round as without one, and a
+    read leaves no transaction open (an idle-in-transaction session holds back VACUUM)."""
     if url.startswith("sqlite:"):
         pytest.skip("a password is PostgreSQL's")
     db = CollectorDb(url, password="from-a-file")
     try:
         db.migrate()
         db.store(rec("d1", 1), NOW)
+        pid = db._x("SELECT pg_backend_pid()").fetchone()[0]
+        assert [d["device"] for d in db.devices()] == ["d1"]
         other = CollectorDb(url)
         try:
             assert other.message_stats() == (1, 1)
+            state = other._x("SELECT state FROM pg_stat_activity WHERE pid = ?", (pid,)).fetchone()[0]
+            assert state == "idle"
         finally:
             other.close()
     finally:
