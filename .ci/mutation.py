@@ -1122,6 +1122,16 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/collector/migrations.py"],
         ["tests/adapters/collector/test_migrations_rules.py"],
     ),
+    # issue 36: the message retention's batches and spans, on SQLite and a PostgreSQL cluster of the
+    # test process (its ~7 s start is paid only by mutants the SQLite cases do not kill first: -x)
+    "collector-purge": (
+        ["edge_agent/adapters/collector/purge.py"],
+        [
+            "tests/adapters/collector/test_purge_bite.py",
+            "tests/adapters/collector/test_retention.py",
+            "tests/adapters/collector/test_known.py::test_the_purge_makes_the_next_round_read",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
