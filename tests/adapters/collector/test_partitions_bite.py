@@ -4,7 +4,10 @@ bounds are its UTC day (also in a zone east of UTC), the conversion makes one pa
 from the oldest row of the last year to the newest (or a week ahead), a clock at 1970 lands in
 the default partition, the partitions ahead are made as days pass and take the rows of their day
 out of the default one, a partition is dropped only once its whole day is past the cut-off (its
-spans recorded, the device's cache invalidated), never while another collector purges, and the
+spans recorded, the device's cache invalidated; several days of one turn counted together), never
+while another collector purges, the days made a year and a day each way at most, the views made
+again in any order (or the conversion refused in one line, nothing changed, when the new key breaks
+one), a hypertable keyed by time with day chunks (a stand-in for TimescaleDB: not in CI), and the
 refusals are one line each."""
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import time
 from collections.abc import Iterator
 
@@ -181,3 +185,112 @@ def test_without_timescaledb_the_hypertable_is_one_line(pg: CollectorDb) -> None
     assert str(err.value) == (
         "the timescaledb extension is not installed in this database (CREATE EXTENSION timescaledb)"
     )
+
+
+KEY = "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'messages'::regclass AND contype = 'p'"
+
+
+@pytest.fixture()
+def timescale(pg: CollectorDb, monkeypatch: pytest.MonkeyPatch) -> CollectorDb:
+    """No TimescaleDB in CI: the extension counts as installed and a ``create_hypertable`` of the
+    test's own (in the public schema, named arguments as TimescaleDB's) records how it was called."""
+    monkeypatch.setattr(partitions, "has_timescaledb", lambda db: True)
+    pg._x("CREATE TABLE hyper_calls (rel TEXT, col TEXT, chunk INTERVAL, migrate BOOLEAN)")
+    pg._x(
+        "CREATE FUNCTION create_hypertable(relation REGCLASS, time_column_name NAME, "
+        "chunk_time_interval INTERVAL DEFAULT NULL, migrate_data BOOLEAN DEFAULT false) RETURNS void "
+        "LANGUAGE sql AS $$ INSERT INTO hyper_calls VALUES "
+        "(relation::text, time_column_name::text, chunk_time_interval, migrate_data) $$"
+    )
+    return pg
+
+
+def test_a_hypertable_is_keyed_by_time_and_asks_for_day_chunks_with_the_rows(timescale: CollectorDb) -> None:
+    db, now = timescale, time.time()
+    db.store(msg(1, now - DAY) + msg(2, now) + msg(1, now, dev="d2"), now)
+    assert db._x(KEY).fetchall() == [("messages_pkey", "PRIMARY KEY (device, boot, seq)")]
+    assert partitions.hypertable(db) == 3
+    other = CollectorDb(db.url)  # committed: another connection sees the new key and the call
+    try:
+        assert other._x(KEY).fetchall() == [("messages_pkey", 'PRIMARY KEY (device, boot, seq, "time")')]
+        calls = other._x("SELECT rel, col, chunk, migrate FROM hyper_calls").fetchall()
+        assert calls == [("messages", "time", dt.timedelta(days=1), True)]
+    finally:
+        other.close()
+
+
+def test_a_failed_hypertable_leaves_the_table_as_it_was(timescale: CollectorDb) -> None:
+    db = timescale
+    db._x(
+        "CREATE OR REPLACE FUNCTION create_hypertable(relation REGCLASS, time_column_name NAME, "
+        "chunk_time_interval INTERVAL DEFAULT NULL, migrate_data BOOLEAN DEFAULT false) RETURNS void "
+        "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'table is not empty'; END $$"
+    )
+    with pytest.raises(db.errors(), match="table is not empty"):
+        partitions.hypertable(db)
+    # rolled back: the old key, and the connection takes the next statement
+    assert db._x(KEY).fetchall() == [("messages_pkey", "PRIMARY KEY (device, boot, seq)")]
+
+
+def test_days_dropped_in_one_turn_are_counted_together(pg: CollectorDb) -> None:
+    now = time.time()
+    start = (math.floor(now / DAY) - 3) * DAY
+    pg.store(msg(1, start + 60) + msg(2, start + DAY + 60) + msg(3, start + DAY + 120, "counts"), now)
+    partitions.convert(pg, now)
+    assert partitions.drop_before(pg, start + 2 * DAY) == (2, {"results": 2, "counts": 1})
+    assert [int(s) for (s,) in pg._x("SELECT seq FROM messages").fetchall()] == []
+
+
+VIEW = "SELECT viewname FROM pg_views WHERE schemaname = current_schema() AND left(viewname, 5) = 'mine_' ORDER BY 1"
+
+
+def test_views_on_views_are_made_again_whatever_order_they_come_in(pg: CollectorDb) -> None:
+    pg._begin()
+    # the view on the view first: it fails until its base is there, then is made on the next pass
+    partitions._recreate(
+        pg,
+        [
+            ("mine_top", "SELECT device FROM mine_base WHERE seq > 1"),
+            ("mine_base", "SELECT device, seq FROM messages"),
+        ],
+    )
+    pg.conn.execute("COMMIT")
+    assert [str(v) for (v,) in pg._x(VIEW).fetchall()] == ["mine_base", "mine_top"]
+    pg.store(msg(1, time.time()) + msg(2, time.time()), time.time())
+    assert pg._x("SELECT device FROM mine_top").fetchall() == [("d1",)]
+
+
+def test_views_the_new_key_breaks_stop_the_conversion_in_one_line(pg: CollectorDb) -> None:
+    # a kind that depends on the old key (device, boot, seq) alone: not on the new one, which holds time
+    for name in ("mine_a", "mine_b"):
+        pg._x(
+            f"CREATE VIEW {name} AS SELECT device, boot, seq, kind FROM messages GROUP BY device, boot, seq"
+        )
+    pg.store(msg(1, time.time()), time.time())
+    with pytest.raises(DbError) as err:
+        partitions.convert(pg, time.time())
+    assert re.fullmatch(
+        r"cannot recreate the views (mine_a, mine_b|mine_b, mine_a) on the partitioned table", str(err.value)
+    )
+    assert not partitions.is_partitioned(pg)  # rolled back: the table, its rows and the views as they were
+    assert [str(v) for (v,) in pg._x(VIEW).fetchall()] == ["mine_a", "mine_b"]
+    assert int(pg._x("SELECT COUNT(*) FROM mine_a").fetchone()[0]) == 1
+
+
+def test_days_are_made_for_a_year_and_a_day_each_way_at_most(pg: CollectorDb) -> None:
+    now = time.time()
+    # half a day past the year and a day back, and 400 days ahead: both land in the default
+    pg.store(msg(1, now - 366.5 * DAY) + msg(2, now + 400 * DAY), now)
+    assert partitions.convert(pg, now) == (2, 366 + 1 + 1)  # today .. a year and a day ahead
+    parts = partitions.leaves(pg) or []
+    assert parts[0].name == partitions.name_of(partitions._day(now))
+    assert parts[-2].name == partitions.name_of(partitions._day(now) + dt.timedelta(days=366))
+    assert where(pg, 1) == where(pg, 2) == "messages_default"
+
+
+def test_only_rows_older_than_a_year_give_today_and_the_days_ahead(pg: CollectorDb) -> None:
+    now = time.time()
+    pg.store(msg(1, 1000.0), now)  # a clock at 1970, nothing newer
+    assert partitions.convert(pg, now, ahead_days=1) == (1, 2 + 1)
+    assert [p.name for p in partitions.leaves(pg) or []][:1] == [partitions.name_of(partitions._day(now))]
+    assert where(pg, 1) == "messages_default"
