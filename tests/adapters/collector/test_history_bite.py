@@ -2,8 +2,10 @@
 and the metrics read it, on SQLite and a real PostgreSQL, beyond test_history.py: a full disk and
 an unknown one read back as such, ``--since`` takes a row at that very time, statuses of one time
 come back in the order stored, the body as an object, a device known by its messages or its
-history only, expiry and thinning take the oldest rows and whole batches of more than 500, and the
-fleet-wide reads (gaps in order, counters of a device without a status, metric figures)."""
+history only, expiry and thinning take the oldest rows and whole batches of more than 500, each
+device keeps its own newest row of a bucket, a full batch leaves its newest bucket for the next
+one, and the fleet-wide reads (gaps in order, counters of a device without a status, metric
+figures)."""
 
 from __future__ import annotations
 
@@ -153,5 +155,30 @@ def test_the_fleet_wide_reads(url: str) -> None:
         assert {r["device"]: r["conflicts"] for r in history.metric_rows(db, 10)[0]} == {"a": 0, "b": 1}
         rows, total = history.metric_rows(db, 1)
         assert total == 2 and [r["device"] for r in rows] == ["a"]
+    finally:
+        db.close()
+
+
+def test_thinning_keeps_each_devices_newest_of_a_bucket(url: str) -> None:
+    db = opened(url)
+    try:
+        db.store([], NOW, statuses=[st("cam-1", NOW + 1), st("cam-2", NOW + 2), st("cam-1", NOW + 3)])
+        assert history.thin_batch(db, NOW + 100, 60, 10) == (1, 3)
+        assert [r["time"] for r in history.rows(db, "cam-1", None, 10)] == [NOW + 3]
+        assert [r["time"] for r in history.rows(db, "cam-2", None, 10)] == [NOW + 2]
+    finally:
+        db.close()
+
+
+def test_a_full_batch_leaves_its_newest_bucket_for_the_next_one(url: str) -> None:
+    """A batch of exactly ``batch`` rows may not hold the whole of its newest bucket: that bucket
+    waits for the next batch, which also sees the status that came after."""
+    db = opened(url)
+    try:
+        db.store([], NOW, statuses=[st("cam-1", NOW + t) for t in (1, 6, 11, 16)])
+        assert history.thin_batch(db, NOW + 100, 10, 4) == (1, 4)  # bucket [0, 10) only
+        db.store([], NOW, statuses=[st("cam-1", NOW + 18)])
+        assert history.thin_batch(db, NOW + 100, 10, 4) == (2, 3)  # fewer than 4: all of it
+        assert [r["time"] for r in history.rows(db, "cam-1", None, 10)] == [NOW + 6, NOW + 18]
     finally:
         db.close()
