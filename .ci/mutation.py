@@ -1210,6 +1210,37 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/collector/test_ingest_paths.py::test_a_key_another_writer_took_meanwhile_makes_the_round_redo_staged",
         ],
     ),
+    # --- h-muti ---
+    # issue 36: the collector's schema files (numbering, which files count, statements), no database
+    "collector-migrations": (
+        ["edge_agent/adapters/collector/migrations.py"],
+        ["tests/adapters/collector/test_migrations_rules.py"],
+    ),
+    # issue 36: the message retention's batches and spans, on SQLite and a PostgreSQL cluster of the
+    # test process (its ~7 s start is paid only by mutants the SQLite cases do not kill first: -x)
+    "collector-purge": (
+        ["edge_agent/adapters/collector/purge.py"],
+        [
+            "tests/adapters/collector/test_purge_bite.py",
+            "tests/adapters/collector/test_retention.py",
+            "tests/adapters/collector/test_known.py::test_the_purge_makes_the_next_round_read",
+        ],
+    ),
+    # issue 36: PostgreSQL's day partitions (names, bounds, conversion, days ahead, whole-day drops);
+    # the pure name/bound tests first, so their mutants die before the cluster starts
+    "collector-partitions": (
+        ["edge_agent/adapters/collector/partitions.py"],
+        [
+            "tests/adapters/collector/test_partitions_bite.py",
+            "tests/adapters/collector/test_retention.py::test_postgresql_partitioned_by_day_drops_old_partitions",
+            "tests/adapters/collector/test_known.py::test_a_partition_drop_makes_the_next_round_read",
+        ],
+    ),
+    # issue 36: the health history table and the fleet-wide reads, on SQLite and PostgreSQL
+    "collector-history": (
+        ["edge_agent/adapters/collector/history.py"],
+        ["tests/adapters/collector/test_history.py", "tests/adapters/collector/test_history_bite.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

@@ -64,6 +64,13 @@ def find_pg_bin() -> Optional[Path]:
     return None
 
 
+class Running:
+    """A PostgreSQL server another process started and removes (.ci/with_pg.py), by its URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
 class Postgres:
     """One PostgreSQL cluster of a test's own. As root, the server runs as ``nobody`` (PostgreSQL
     refuses to run as root); the data dir lives in a fresh /tmp directory owned by that user."""

@@ -5,22 +5,29 @@ once on a fresh SQLite file and once on an emptied PostgreSQL database.
 ``EDGE_AGENT_TEST_PG_URL`` (set by .ci/with_pg.py): ``url``'s PostgreSQL is that running server
 instead of a cluster of the test module's own. A mutation run starts pytest once per mutant, and
 each started a cluster per test module: 4-7 s of ``initdb`` + ``pg_ctl start`` each at load 0.3.
-One test at a time only (``--jobs 1``): every test empties the server's public schema."""
+The ``postgres`` fixture then gives that server too (a ``Running``: its ``url`` alone), so the tests
+that take it directly start no cluster either. One test at a time only (``--jobs 1``): every test
+empties the server's public schema."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Union
 
 import pytest
 
 from edge_agent.adapters.collector.db import CollectorDb
-from support.collector import Postgres, find_pg_bin, sqlite_url
+from support.collector import Postgres, Running, find_pg_bin, sqlite_url
 
 
 @pytest.fixture(scope="module")
-def postgres() -> Iterator[Postgres]:
+def postgres() -> Iterator[Union[Postgres, Running]]:
+    shared = os.environ.get("EDGE_AGENT_TEST_PG_URL")
+    if shared:  # .ci/with_pg.py's server, started and removed by it
+        yield Running(shared)
+        return
     if find_pg_bin() is None:
         pytest.skip("PostgreSQL not installed (initdb/pg_ctl: Debian package 'postgresql'); CI installs it")
     pytest.importorskip("psycopg", reason="psycopg 3 absent: pip install 'onnx-edge-agent[collector]'")
