@@ -12,6 +12,7 @@ one set-based statement per pass for every device of a round; each test checks t
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +45,7 @@ def db(
 ) -> Iterator[CollectorDb]:
     url = sqlite_url(tmp_path / "fleet.db")
     if request.param != "sqlite":
-        url = fresh(request.getfixturevalue("postgres"))
+        url = fresh(request.getfixturevalue("pg_url"))
     if request.param == "postgresql-staged":
         from psycopg.errors import UniqueViolation
 
@@ -60,11 +61,21 @@ def db(
         d.close()
 
 
-def fresh(pg: Postgres) -> str:
-    d = CollectorDb(pg.url)
+@pytest.fixture
+def pg_url(request: pytest.FixtureRequest) -> str:
+    """The server of .ci/with_pg.py when a mutation run set one, else this module's cluster."""
+    shared = os.environ.get("EDGE_AGENT_TEST_PG_URL")
+    if shared:
+        return shared
+    pg: Postgres = request.getfixturevalue("postgres")
+    return pg.url
+
+
+def fresh(url: str) -> str:
+    d = CollectorDb(url)
     d.conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
     d.close()
-    return pg.url
+    return url
 
 
 def stored(db: CollectorDb) -> dict[tuple[str, int], set[int]]:
@@ -158,12 +169,12 @@ def test_random_rounds_keep_the_watermark_equal_to_what_is_stored(db: CollectorD
 
 
 def test_a_key_another_writer_took_meanwhile_makes_the_round_redo_staged(
-    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An older collector does not take the device locks first: it can store a key between this
     round's reads and its COPY. The COPY then fails on the unique key and the round is redone on
     the staging path, which sees the key: a duplicate (same body) or a conflict (another body)."""
-    url = fresh(postgres)  # SQLite has one writer at a time (BEGIN IMMEDIATE): no such race
+    url = fresh(pg_url)  # SQLite has one writer at a time (BEGIN IMMEDIATE): no such race
     db = CollectorDb(url)
     other = CollectorDb(url)
     try:
@@ -203,10 +214,10 @@ def test_a_key_another_writer_took_meanwhile_makes_the_round_redo_staged(
         db.close()
 
 
-def test_the_staging_insert_skips_the_keys_already_there_and_repeated(postgres: Postgres) -> None:
+def test_the_staging_insert_skips_the_keys_already_there_and_repeated(pg_url: str) -> None:
     """The fallback's own guarantee (a key taken even between its reads and its INSERT): a key
     already stored, or twice in the batch, goes in once and is not counted as inserted."""
-    db = CollectorDb(fresh(postgres))
+    db = CollectorDb(fresh(pg_url))
     try:
         db.migrate()
         assert db.store(rec("d1", 1), NOW) == 1
