@@ -326,3 +326,28 @@ def test_a_stored_body_is_a_json_object_sql_can_query(db: CollectorDb) -> None:
     kind = "json_type(body)" if db.dialect == "sqlite" else "jsonb_typeof(body)"
     rows = db._x(f"SELECT seq, {field}, {kind} FROM messages ORDER BY seq").fetchall()
     assert [(int(s), x, k) for s, x, k in rows] == [(1, "first", "object"), (2, "second", "object")]
+
+
+def test_a_seq_jump_is_refused_after_a_round_of_only_redeliveries(db: CollectorDb) -> None:
+    """A round that stored nothing new (a redelivery read back) leaves the device's highest seq
+    known: a record more than seq_jump_max above it is still a conflict, never stored."""
+    db.limits = Limits(seq_jump_max=5)
+    assert db.store([*rec("d1", 1), *rec("d1", 2), *rec("d1", 3)], NOW) == 3
+    assert db.store(rec("d1", 2), NOW) == 0 and db.last_duplicates == 1
+    assert db.store(rec("d1", 20), NOW) == 0
+    assert db.last_conflicts == {"d1": 1} and stored(db) == {("d1", 1): {1, 2, 3}}
+    assert db.store(rec("d1", 8), NOW) == 1  # within the bound of 3: stored
+    assert stored(db) == {("d1", 1): {1, 2, 3, 8}}
+
+
+def test_a_seq_jump_is_refused_after_a_round_that_only_jumped(db: CollectorDb) -> None:
+    """Rounds answered by the cache (seqs above the highest): one whose only record jumped
+    (refused) leaves the highest where it was, so the next jump is refused too."""
+    db.limits = Limits(seq_jump_max=5)
+    assert db.store([*rec("d1", 1), *rec("d1", 2)], NOW) == 2
+    assert db.store(rec("d1", 4), NOW) == 1
+    assert db.store(rec("d1", 30), NOW) == 0 and db.last_conflicts == {"d1": 1}
+    assert db.store(rec("d1", 40), NOW) == 0 and db.last_conflicts == {"d1": 1}
+    assert stored(db) == {("d1", 1): {1, 2, 4}}
+    assert db.store(rec("d1", 9), NOW) == 1
+    assert stored(db) == {("d1", 1): {1, 2, 4, 9}}
