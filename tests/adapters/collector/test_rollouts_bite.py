@@ -1,11 +1,14 @@
 """The rollout tables' edges (adapters/collector/rollouts.py) that test_rollouts_db.py leaves
 open: the listing's default bound, a PostgreSQL database without the tables named without the
-credentials of its URL, and which stage a device is in."""
+credentials of its URL, a driver error without a message, and which stage a device is in."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
-from support.collector import Postgres
+from support.collector import Postgres, sqlite_url
 
 from edge_agent.adapters.collector import rollouts
 from edge_agent.adapters.collector.db import CollectorDb, DbError
@@ -69,3 +72,24 @@ def test_a_device_is_in_the_stage_that_lists_it() -> None:
     assert [r.stage_of(d) for d in ("cam-1", "cam-2", "cam-4", "cam-5")] == [0, 1, 1, 2]
     assert r.stage_of("cam-9") is None and r.stage_of("cam") is None
     assert r.transfer_id(2) == "r0123456789-s2"
+
+
+@pytest.mark.parametrize("message", ["", "  \n "])
+def test_a_driver_error_without_a_message_is_named_by_its_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, message: str
+) -> None:
+    """Some driver errors carry no text (a dropped connection can): the line then names the
+    error's class, never an IndexError from the empty text."""
+    db = CollectorDb(sqlite_url(tmp_path / "fleet.db"))
+    db.migrate()
+
+    def fails(*_: object) -> object:
+        raise sqlite3.OperationalError(message)
+
+    monkeypatch.setattr(db, "_x", fails)
+    try:
+        with pytest.raises(DbError) as err:
+            rollouts.get(db, "r0123456789")
+        assert str(err.value) == "rollout tables: OperationalError"
+    finally:
+        db.close()
