@@ -1241,6 +1241,34 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/collector/history.py"],
         ["tests/adapters/collector/test_history.py", "tests/adapters/collector/test_history_bite.py"],
     ),
+    # --- h-mutj ---
+    # issue 36: the rollout tables (SQLite and a real PostgreSQL per test module)
+    "collector-rollouts": (
+        ["edge_agent/adapters/collector/rollouts.py"],
+        [
+            "tests/adapters/collector/test_rollouts_db.py",
+            "tests/adapters/collector/test_rollouts_bite.py",  # issue 36: the listing's bound, the PG line
+        ],
+    ),
+    # issue 36: the cache of a device's highest seq and islands (pure rules + a real PostgreSQL)
+    "collector-known": (
+        ["edge_agent/adapters/collector/known.py"],
+        # test_known.py's other tests store 60 PostgreSQL rounds and more per mutant of plan() /
+        # around() (every round calls them) for nothing the pure tests and these two miss
+        [
+            "tests/adapters/collector/test_known_bite.py",  # issue 36: plan, proven, keep, forget
+            "tests/adapters/collector/test_known.py::test_around_answers_only_for_what_the_tail_holds_whole",
+            "tests/adapters/collector/test_known.py::test_after_needs_a_read_only_when_a_full_boot_lost_islands",
+            "tests/adapters/collector/test_known.py::test_a_device_only_this_collector_writes_is_not_read_again",
+            "tests/adapters/collector/test_known.py::test_the_purge_makes_the_next_round_read",
+        ],
+    ),
+    # issue 36: the PostgreSQL round's reads, COPY and staging path (a real PostgreSQL); not
+    # test_known.py: a second cluster per mutant (10-15 s on the loaded machine) for the same paths
+    "collector-ingest": (
+        ["edge_agent/adapters/collector/ingest.py"],
+        ["tests/adapters/collector/test_ingest_paths.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
