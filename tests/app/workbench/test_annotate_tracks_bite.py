@@ -5,9 +5,12 @@ readable floor, and each label's text inside its black box. What a user sees on 
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import cv2
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from edge_agent.app.workbench.annotate_tracks import FONT, _track_color, draw_tracks, layout
 from edge_agent.core.config.schema import LineConfig, ZoneConfig
@@ -104,3 +107,134 @@ def test_each_labels_text_sits_inside_its_box_with_a_margin() -> None:
         # the text fills its box but for the 2 px margins (and the baseline's space below)
         assert lit_cols.min() <= 3 and lit_cols.max() >= patch.shape[1] - 4, lb.text
         assert lit_rows.min() <= 4 and lit_rows.max() >= patch.shape[0] // 2, lb.text
+        # at this size the glyphs start right at the 2 px margin _size reserves on the left
+        assert lit_cols.min() == 2 and patch.shape[1] - 1 - lit_cols.max() in (2, 3), lb.text
+
+
+def test_a_line_or_zone_the_counts_do_not_know_yet_reads_zero() -> None:
+    """A line or zone drawn before its counters exist (or with some missing) shows 0, not a crash."""
+    zone = ZoneConfig(name="pen", polygon=[(0.5, 0.5), (0.9, 0.5), (0.9, 0.9)])
+    unknown: list[dict[str, Any]] = [
+        {"lines": {}, "zones": {}},
+        {"lines": {"door": {}}, "zones": {"pen": {}}},
+    ]
+    for tot in unknown:
+        labels = layout((W, H), 0.4, [], [zone], [DOWN], tot, {})
+        assert [lb.text for lb in labels if lb.kind == "counts"] == [
+            "door: in 0 out 0",
+            "pen: 0 now, 0 entered",
+        ]
+    tot = {"lines": {"door": {"out": 4}}, "zones": {"pen": {"entered": 2}}}
+    labels = layout((W, H), 0.4, [], [zone], [DOWN], tot, {"pen": 1})
+    assert [lb.text for lb in labels if lb.kind == "counts"] == ["door: in 0 out 4", "pen: 1 now, 2 entered"]
+
+
+def _rect(x: int, y: int, text: str) -> tuple[int, int, int, int]:
+    tw, th = _text_box(text, 0.4)
+    return x, y, x + tw, y + th
+
+
+def test_a_name_sits_by_its_first_point_in_the_first_free_of_four_places() -> None:
+    """Above right of the point, else below right, above left, below left: four lines (then four
+    zones) starting at one point take the four places in turn, 4 px beside and 2 px off it."""
+    p = (0.5, 0.75)  # (320, 269) on 640 x 360: x = round(0.5 * 639), y = round(0.75 * 359)
+    x, y = 320, 269
+    names = ["door", "gate", "exit", "ramp"]
+
+    def places() -> list[tuple[int, int, int, int]]:
+        th = _text_box("door", 0.4)[1]
+        return [
+            _rect(x + 4, y - th - 2, names[0]),
+            _rect(x + 4, y + 2, names[1]),
+            _rect(x - _text_box(names[2], 0.4)[0] - 4, y - th - 2, names[2]),
+            _rect(x - _text_box(names[3], 0.4)[0] - 4, y + 2, names[3]),
+        ]
+
+    lines = [LineConfig(name=n, points=[p, (0.1 + 0.2 * i, 0.1)]) for i, n in enumerate(names)]
+    labels = layout((W, H), 0.4, [], [], lines, {"lines": {}, "zones": {}}, {})
+    assert [lb.rect for lb in labels if lb.kind == "line"] == places()
+    zones = [ZoneConfig(name=n, polygon=[p, (0.9, 0.1 + 0.2 * i), (0.95, 0.9)]) for i, n in enumerate(names)]
+    labels = layout((W, H), 0.4, [], zones, [], {"lines": {}, "zones": {}}, {})
+    assert [lb.rect for lb in labels if lb.kind == "zone"] == places()
+
+
+def test_a_tracks_label_goes_above_its_box_else_inside_below_or_at_the_right() -> None:
+    """Five tracks on one box (a crowd): above the top left corner, inside it, below the bottom
+    left, then above and below the right end; the first alone takes the first place."""
+    box = (150.0, 120.0, 500.0, 250.0)
+    tracks = [(tid, "person", box, 0.5) for tid in range(1, 6)]
+    tot: dict[str, Any] = {"lines": {}, "zones": {}}
+    text = "#1 person 0.50"
+    tw, th = _text_box(text, 0.4)
+    assert [lb.rect for lb in layout((W, H), 0.4, tracks[:1], [], [], tot, {})] == [
+        _rect(150, 120 - th, text)
+    ]
+    got = [lb.rect for lb in layout((W, H), 0.4, tracks, [], [], tot, {})]
+    assert got == [
+        _rect(150, 120 - th, text),
+        _rect(150, 120, text),
+        _rect(150, 250, text),
+        _rect(500 - tw, 120 - th, text),
+        _rect(500 - tw, 250, text),
+    ]
+
+
+def test_outside_its_zones_the_frame_is_unchanged_and_a_zone_blends_a_quarter() -> None:
+    zone = ZoneConfig(name="pen", polygon=[(0.5, 0.5), (0.9, 0.5), (0.9, 0.9), (0.5, 0.9)])
+    grey = np.full((H, W, 3), 100, np.uint8)
+    img = draw_tracks(grey, [], [zone], [], TOTALS, {"pen": 0})
+    assert (img[200:320, 20:300] == 100).all()  # left of the zone, below the legend
+    inside = img[round(0.7 * (H - 1)), round(0.7 * (W - 1))].astype(int)
+    assert np.abs(inside - [round(0.25 * c + 0.75 * 100) for c in (0, 200, 255)]).max() <= 1
+
+
+def test_a_zones_outline_is_closed_and_anti_aliased() -> None:
+    """The side from the last point back to the first is drawn too; slanted sides are smooth."""
+    zone = ZoneConfig(name="pen", polygon=[(0.5, 0.5), (0.9, 0.5), (0.9, 0.9), (0.5, 0.9)])
+    img = draw_tracks(black(), [], [zone], [], TOTALS, {"pen": 0})
+    left = img[round(0.6 * (H - 1)) : round(0.8 * (H - 1)), round(0.5 * (W - 1)), 2]
+    assert (left == 255).all()  # the closing side at full red
+    tri = ZoneConfig(name="pen", polygon=[(0.3, 0.4), (0.9, 0.5), (0.6, 0.95)])
+    img = draw_tracks(black(), [], [tri], [], TOTALS, {"pen": 0})
+    assert len(np.unique(img[200:330, 200:600, 2])) > 8
+
+
+@pytest.mark.parametrize(("side", "sign"), [("right", 1), ("left", -1)])
+def test_a_level_lines_arrow_is_25_px_straight_down_or_up(side: Literal["left", "right"], sign: int) -> None:
+    """a -> b left to right: its right is down the image. Drawn from the middle, 25 px (and 1 px
+    of smoothing) at right angles to the line, on the in side only, anti-aliased."""
+    ln = LineConfig(name="door", points=[(0.2, 0.5), (0.8, 0.5)], in_side=side)
+    img = draw_tracks(black(), [], [], [ln], TOTALS, {})
+    mx, my = 319, 180  # between (128, 180) and (511, 180)
+    column = img[:, mx - 15 : mx + 16, 0]
+    lit = np.nonzero(column.max(axis=1) > 128)[0]
+    reach = int(lit.max()) - my if sign > 0 else my - int(lit.min())
+    assert 25 <= reach <= 26
+    other = column[my - 30 : my - 2] if sign > 0 else column[my + 3 : my + 31]
+    assert not other.any()  # nothing on the out side
+    shaft = img[my + sign * 10, mx - 30 : mx + 31, 0]
+    assert set(np.nonzero(shaft > 128)[0]) <= {29, 30, 31}  # straight (at mx), not slanted
+    head = img[my + sign * 16 : my + sign * 26 : sign, mx - 12 : mx + 13, 0]
+    assert len(np.unique(head)) > 8  # the head's slanted arms are smooth
+
+
+def test_a_tracks_box_and_a_labels_text_are_anti_aliased() -> None:
+    tracks = [(3, "person", (100.0, 80.0, 300.0, 330.0), 0.9)]
+    color = _track_color(3)
+    ch = int(np.argmax(color))
+    img = draw_tracks(black(), tracks, [], [], TOTALS, {})
+    edge = img[200, 90:110, ch]
+    assert ((edge > 0) & (edge < color[ch] - 20)).any()  # part-covered pixels beside the stroke
+    (lb,) = [lb for lb in layout((W, H), 0.4, tracks, [], [], TOTALS, {}) if lb.kind == "track"]
+    x1, y1, x2, y2 = lb.rect
+    assert len(np.unique(img[y1:y2, x1:x2, ch])) > 8  # glyph edges in many shades
+
+
+def test_a_line_one_pixel_long_on_a_thumbnail_still_gets_its_whole_arrow() -> None:
+    """(0.5, 0.5) -> (0.5, 0.51) on 160 x 90 is (80, 44) -> (80, 45): one pixel, and its in side
+    still shown by the full 25 px arrow, to the left (the right of a -> b going down)."""
+    ln = LineConfig(name="door", points=[(0.5, 0.5), (0.5, 0.51)], in_side="right")
+    img = draw_tracks(np.zeros((90, 160, 3), np.uint8), [], [], [ln], TOTALS, {})
+    band = img[43:47, 40:80, 0]
+    left = 40 + int(np.nonzero(band.max(axis=0) > 128)[0].min())
+    assert 80 - 27 <= left <= 80 - 24  # 25 px and the stroke's smoothed end (a 12 px arrow: ~65)
