@@ -42,7 +42,9 @@ def serve(token: Optional[str], bind: str = "127.0.0.1") -> PageServer:
     return s
 
 
-@pytest.fixture(scope="module")  # one server for the file: each stop waits out a 0.5 s poll
+# a server per test: mutmut credits a test with the code it saw run, and a module-scoped server is
+# built in the first test only (its handler is PageServer.__init__'s: nothing else would count)
+@pytest.fixture
 def server() -> Iterator[PageServer]:
     s = serve(None)
     yield s
@@ -259,3 +261,9 @@ def test_stop_does_not_wait_for_a_browser_holding_its_connection_open() -> None:
     c.close()
     stopping.join()
     assert not hung
+
+
+def test_the_server_runs_on_a_daemon_thread_named_for_thread_dumps(server: PageServer) -> None:
+    """Named "web" in py-spy / faulthandler dumps; a daemon, so a page left open never keeps the
+    process alive after the agent's own threads end."""
+    assert server.thread.name == "web" and server.thread.daemon and server.thread.is_alive()
