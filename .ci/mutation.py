@@ -1012,6 +1012,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/workbench/test_annotate_layout.py",
             "tests/app/workbench/test_annotate_tracks_pixels.py",
             "tests/app/workbench/test_annotate_files.py",
+            "tests/app/workbench/test_annotate_tracks_bite.py",  # issue 36: the tracks' survivors
         ],
     ),
     # --- h-mutd ---
