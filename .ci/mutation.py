@@ -1012,6 +1012,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/workbench/test_annotate_layout.py",
             "tests/app/workbench/test_annotate_tracks_pixels.py",
             "tests/app/workbench/test_annotate_files.py",
+            "tests/app/workbench/test_annotate_tracks_bite.py",  # issue 36: the tracks' survivors
         ],
     ),
     # --- h-mutd ---
@@ -1268,6 +1269,43 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "collector-ingest": (
         ["edge_agent/adapters/collector/ingest.py"],
         ["tests/adapters/collector/test_ingest_paths.py"],
+    ),
+    # --- h-mutm ---
+    # issue 36: the device page's HTTP server (routes, refusals, the body bound, HEAD, headers) on
+    # a real loopback socket in process (its handler runs on the server's thread: mutmut reaches it)
+    "web-page-server": (
+        ["edge_agent/adapters/web/page_server.py"],
+        ["tests/adapters/web/test_page_server.py", "tests/adapters/web/test_page_server_bite.py"],
+    ),
+    # issue 36: the page's routes on a built agent that is not running (no server, no loop thread)
+    "web-routes": (
+        ["edge_agent/app/web/web_routes.py"],
+        ["tests/app/web/test_event_log.py", "tests/app/web/test_web_routes_rules.py"],
+    ),
+    # issue 36: the live view's observer, cache and drawing, frames handed in by the test
+    "web-live-view": (
+        ["edge_agent/app/web/live_view.py"],
+        ["tests/app/web/test_live_view_rules.py"],
+    ),
+    # issue 36: POST /api/v1/infer's gate and answer on the demo detector, in process
+    "web-infer-api": (
+        ["edge_agent/app/web/infer_api.py"],
+        ["tests/app/web/test_infer_api_rules.py"],
+    ),
+    # issue 36: [web] started on a built agent (token, bind, port taken, the result chain)
+    "web-app": (
+        ["edge_agent/app/web/web_app.py"],
+        ["tests/app/web/test_web_app_rules.py"],
+    ),
+    # issue 36: the tracks' drawing alone (app-annotate has it beside annotate.py: 80.2 %), on the
+    # pixel and layout tests and the drawing's measured strokes
+    "app-annotate-tracks": (
+        ["edge_agent/app/workbench/annotate_tracks.py"],
+        [
+            "tests/app/workbench/test_annotate_tracks_pixels.py",
+            "tests/app/workbench/test_annotate_layout.py",
+            "tests/app/workbench/test_annotate_tracks_bite.py",
+        ],
     ),
 }
 
