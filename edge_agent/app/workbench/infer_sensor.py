@@ -74,12 +74,19 @@ def run_sensor(args: argparse.Namespace) -> int:
         if time_field is None and i == 0:
             time_field = "t" if "t" in reading else ""
         t = reading.get(time_field) if time_field else None
+        counted = windower.readings  # without a time: at the model's rate, over the readings it takes
         when = (
-            float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else i / (spec.rate_hz or 1.0)
+            float(t)
+            if isinstance(t, (int, float)) and not isinstance(t, bool)
+            else counted / (spec.rate_hz or 1.0)
         )
         truths.append(str(reading[TRUTH]) if TRUTH in reading else None)
         series.append(reading.get(SERIES))
-        for win in windower.push(reading, when):
+        wins = windower.push(reading, when)
+        if windower.readings == counted:  # no channel of the model (another sensor's line): not in a window
+            truths.pop()
+            series.pop()
+        for win in wins:
             outcome = model.infer(win)
             published += 1
             end = windower.readings + windower.late
