@@ -313,3 +313,59 @@ def test_lines_of_another_sensor_do_not_shift_the_truths(
     rows = rows_of(out)
     assert [r.get("truth") for r in rows] == ["Standing", None, "Running"]
     assert summary_of(err)["readings"] == 100 and summary_of(err)["labelled_windows"] == 2
+
+
+def test_the_first_reading_counts_in_the_first_windows_truth(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    header, data = recording(100)
+    data = [row[:] for row in data]
+    data[0][header.index("label")] = "Running"  # window 0 holds readings 0..49: two labels
+    rec = write_csv(tmp_path / "rec.csv", header, data)
+    rc, out, _ = run(capsys, "--sensor", str(rec), "-m", str(MODEL), "--json")
+    assert rc == 0
+    assert [r.get("truth") for r in rows_of(out)] == [None, "Standing", "Standing"]
+
+
+def test_json_lines_are_compact_with_the_time_in_microseconds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    header, data = recording(100)
+    rec = write_csv(tmp_path / "rec.csv", header, data)
+    rc, out, _ = run(capsys, "--sensor", str(rec), "-m", str(MODEL), "--json")
+    assert rc == 0 and ", " not in out and '": ' not in out  # one compact object per line
+    for r in rows_of(out):
+        ms = float(str(r["infer_ms"]))
+        assert ms == round(ms, 3)
+
+
+def test_one_reading_is_a_recording_without_windows(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    header, data = recording(1)
+    rec = write_csv(tmp_path / "rec.csv", header, data)
+    rc, out, err = run(capsys, "--sensor", str(rec), "-m", str(MODEL), "--json")
+    assert rc == 0 and out == ""
+    assert summary_of(err) == {"readings": 1, "windows_due": 0, "windows": 0, "dropped": {}}
+
+
+def test_a_recording_is_read_as_utf8_whatever_the_locale(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import locale
+
+    header, data = recording(50)
+    data = [row[:] for row in data]
+    for row in data:
+        row[header.index("label")] = "Läuft"
+    rec = tmp_path / "rec.csv"
+    with rec.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([header, *data])
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # a service without LANG: Python's default encoding is ASCII
+    try:
+        rc, out, err = run(capsys, "--sensor", str(rec), "-m", str(MODEL), "--json")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, old)
+    assert rc == 0, err
+    assert [r["truth"] for r in rows_of(out)] == ["Läuft"]
