@@ -1144,12 +1144,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/tools/test_model_convert.py::test_cli_writes_the_converted_model_through_the_durable_helper",
             "tests/app/workbench/test_model_cmd_flags.py",
             "tests/app/workbench/test_convert_inproc.py",
+            "tests/app/workbench/test_convert_bite.py",
         ],
     ),
     # issue 36: `infer --sensor` (truths, accuracy, the time column, score/regress rows), in process
     "app-infer-sensor": (
         ["edge_agent/app/workbench/infer_sensor.py"],
-        ["tests/app/workbench/test_infer_sensor_inproc.py"],
+        ["tests/app/workbench/test_infer_sensor_inproc.py", "tests/app/workbench/test_infer_sensor_bite.py"],
     ),
     # issue 36: `export-check`'s command line, without torch (the dev venv has none): the export
     # itself is tools/export_check.py's (tests/tools/test_export_check.py, where torch is installed)

@@ -208,6 +208,8 @@ def test_a_score_model_gives_its_score_and_anomaly(
         ["window", "task", "filled", "score", "anomaly", "truth", "infer_ms"]
     ] * 3
     assert all(r["task"] == "score" and r["anomaly"] is True and r["truth"] == "Standing" for r in rows)
+    # the model's first output as the score, an anomaly at or above the threshold (0 without a config)
+    assert all(isinstance(r["score"], float) and r["score"] >= 0.0 for r in rows)
     assert "labelled_windows" not in summary_of(err)  # a truth is no accuracy for a score
     rc, text, _ = run(capsys, "--sensor", str(rec), "-m", str(model))
     for line, r in zip(text.splitlines(), rows):
@@ -335,8 +337,8 @@ def test_json_lines_are_compact_with_the_time_in_microseconds(
     rc, out, _ = run(capsys, "--sensor", str(rec), "-m", str(MODEL), "--json")
     assert rc == 0 and ", " not in out and '": ' not in out  # one compact object per line
     for r in rows_of(out):
-        ms = float(str(r["infer_ms"]))
-        assert ms == round(ms, 3)
+        ms = r["infer_ms"]
+        assert isinstance(ms, float) and ms > 0 and ms == round(ms, 3)  # a time, to the microsecond
 
 
 def test_one_reading_is_a_recording_without_windows(
