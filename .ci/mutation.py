@@ -1134,6 +1134,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/runtime/test_model_info.py",
             "tests/tools/test_model_convert.py::test_inspect_names_ir_opset_and_the_oldest_runtime",
             "tests/app/workbench/test_inspect_inproc.py",
+            "tests/app/workbench/test_inspect_bite.py",
         ],
     ),
     # issue 36: `model convert` (lowered, validated, written only when it passes), in process
