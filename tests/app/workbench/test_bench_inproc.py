@@ -207,3 +207,36 @@ def test_the_sensor_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     )
     assert m, lines[2]
     assert float(m.group(1)) <= float(m.group(2))
+
+
+def test_the_json_report_is_indented_one_key_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = bench(capsys, str(SENSOR), "--runs", "1", "--warmup", "0", "--no-memory", "--json")
+    assert rc == 0 and out == json.dumps(json.loads(out), indent=2) + "\n" and '\n  "models": [' in out
+
+
+def test_the_cpu_time_per_window_is_the_timed_runs_own(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Process time over the timed runs only: one onnxruntime thread cannot spend more CPU time
+    than the wall time those runs took (not the process's CPU time since it started)."""
+    rec = write_recording(tmp_path / "rec.csv", 100)
+    (row,) = sensor_rows(capsys, str(rec), str(SENSOR), "--runs", "20", "--warmup", "0")
+    cpu, wall = float(str(row["cpu_ms_per_window"])), float(str(row["wall_ms_per_window"]))
+    assert 0 < cpu <= 4 * wall + 0.01, row
+
+
+# the help page's options as an operator reads them (whitespace folded)
+HELP = (
+    "--runs RUNS timed runs per model (default 50) --warmup WARMUP untimed runs first (default 5) "
+    "--seq-len SEQ_LEN length of dynamic axes for models without an image input (token ids, sensor "
+    "windows; default 128) --no-memory skip the per-model RSS subprocess probe "
+)
+
+
+def test_the_help_page_says_each_default(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "2000")
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    assert HELP in " ".join(capsys.readouterr().out.split())
