@@ -1307,6 +1307,49 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/workbench/test_annotate_tracks_bite.py",
         ],
     ),
+    # --- h-mutn ---
+    # issue 36: `bench` (images, tensors, --sensor) and its noisy-row note, in process
+    "app-bench": (
+        ["edge_agent/app/workbench/bench_cmd.py", "edge_agent/app/workbench/bench_sensor.py"],
+        [
+            "tests/tools/test_bench.py",
+            "tests/app/workbench/test_bench_note.py",
+            "tests/tools/test_tensor_models.py::test_bench_times_a_token_model_and_a_sensor_model",
+            "tests/app/workbench/test_bench_inproc.py",
+        ],
+    ),
+    # issue 36: `inspect` (detector, classifier, tensor and sensor models), in process
+    "app-inspect": (
+        ["edge_agent/app/workbench/inspect_cmd.py"],
+        [
+            "tests/adapters/runtime/test_model_info.py",
+            "tests/tools/test_model_convert.py::test_inspect_names_ir_opset_and_the_oldest_runtime",
+            "tests/app/workbench/test_inspect_inproc.py",
+            "tests/app/workbench/test_inspect_bite.py",
+        ],
+    ),
+    # issue 36: `model convert` (lowered, validated, written only when it passes), in process
+    "app-convert": (
+        ["edge_agent/app/workbench/convert_cmd.py"],
+        [
+            "tests/tools/test_model_convert.py::test_cli_converts_validates_and_refuses",
+            "tests/tools/test_model_convert.py::test_cli_writes_the_converted_model_through_the_durable_helper",
+            "tests/app/workbench/test_model_cmd_flags.py",
+            "tests/app/workbench/test_convert_inproc.py",
+            "tests/app/workbench/test_convert_bite.py",
+        ],
+    ),
+    # issue 36: `infer --sensor` (truths, accuracy, the time column, score/regress rows), in process
+    "app-infer-sensor": (
+        ["edge_agent/app/workbench/infer_sensor.py"],
+        ["tests/app/workbench/test_infer_sensor_inproc.py", "tests/app/workbench/test_infer_sensor_bite.py"],
+    ),
+    # issue 36: `export-check`'s command line, without torch (the dev venv has none): the export
+    # itself is tools/export_check.py's (tests/tools/test_export_check.py, where torch is installed)
+    "app-export-check": (
+        ["edge_agent/app/workbench/export_check_cmd.py"],
+        ["tests/app/workbench/test_export_check_cmd.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

@@ -11,6 +11,7 @@ windows whose readings all carry one label (and one series).
 from __future__ import annotations
 
 import argparse
+import bisect
 import csv
 import json
 import sys
@@ -68,28 +69,38 @@ def run_sensor(args: argparse.Namespace) -> int:
     sys.stderr.write(f"{model_path}: {spec.describe()}\n")
     truths: List[Optional[str]] = []  # per reading, for the labelled windows
     series: List[object] = []
+    stream_rows: List[int] = []  # per reading: its row in the windower's stream (lost readings are rows too)
     time_field = args.time_field
     correct = labelled = published = 0
     for i, reading in enumerate(read_recording(path)):
         if time_field is None and i == 0:
             time_field = "t" if "t" in reading else ""
         t = reading.get(time_field) if time_field else None
+        counted = windower.readings  # without a time: at the model's rate, over the readings it takes
         when = (
-            float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else i / (spec.rate_hz or 1.0)
+            float(t)
+            if isinstance(t, (int, float)) and not isinstance(t, bool)
+            else counted / (spec.rate_hz or 1.0)
         )
         truths.append(str(reading[TRUTH]) if TRUTH in reading else None)
         series.append(reading.get(SERIES))
-        for win in windower.push(reading, when):
+        wins = windower.push(reading, when)
+        if windower.readings == counted:  # no channel of the model (another sensor's line): not in a window
+            truths.pop()
+            series.pop()
+        else:  # after the rows of the readings it says were lost before it
+            stream_rows.append(windower.readings + windower.late - 1)
+        for win in wins:
             outcome = model.infer(win)
             published += 1
-            end = windower.readings + windower.late
-            span = range(max(0, end - spec.window), end)
-            labels = {truths[k] for k in span if k < len(truths)}
-            one = (
-                len(labels) == 1
-                and None not in labels
-                and len({series[k] for k in span if k < len(series)}) == 1
+            # the readings among the window's rows: window k ends at row window + k * hop, whether
+            # lost readings came before it (and how long ago) or a later reading's holes complete it
+            end = windower.window + win.index * windower.hop
+            taken = slice(
+                bisect.bisect_left(stream_rows, end - windower.window), bisect.bisect_left(stream_rows, end)
             )
+            labels = set(truths[taken])
+            one = len(labels) == 1 and None not in labels and len(set(series[taken])) == 1
             truth = labels.pop() if one else None
             if truth is not None and outcome.task == "classify":
                 labelled += 1

@@ -19,3 +19,13 @@ def test_only_the_rows_whose_e2e_is_below_their_run_are_named() -> None:
     assert note.startswith("\nnote: e2e p50 < run p50 for b.onnx: ") and "a.onnx" not in note
     assert "c.onnx" not in note and "noisy" in note
     assert noisy_note({"models": [_row("a.onnx", 2.0, 2.5)]}) == ""
+
+
+def test_every_noisy_row_is_named_in_the_whole_note() -> None:
+    note = noisy_note(
+        {"models": [_row("a.onnx", 2.0, 1.5), _row("b.onnx", 2.0, 2.5), _row("c.onnx", 3.0, 2.0)]}
+    )
+    assert note == (
+        "\nnote: e2e p50 < run p50 for a.onnx, c.onnx: the medians come from different runs and the "
+        "machine was noisy (e2e includes the run); rerun with more --runs on a quieter machine"
+    )
