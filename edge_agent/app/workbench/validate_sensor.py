@@ -41,8 +41,8 @@ def sensor_report(reference: str, candidate: str, recording: str, args: argparse
     a, b = ref.spec, cand.spec
     if (a.channels, a.window, a.layout, a.task) != (b.channels, b.window, b.layout, b.task):
         raise EdgeAgentError(
-            f"validate --sensor: {candidate} reads {b.task} {b.window}x{b.channels} ({b.layout}), "
-            f"the reference {a.task} {a.window}x{a.channels} ({a.layout}): not the same windows"
+            f"validate --sensor: {candidate} reads {b.task} {b.window}x{len(b.channels)} ({b.layout}), "
+            f"the reference {a.task} {a.window}x{len(a.channels)} ({a.layout}): not the same windows"
         )
     windower = ref.windower()
     truths: List[Optional[str]] = []
