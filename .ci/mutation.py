@@ -1116,6 +1116,23 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/broker/broker_dir.py"],
         ["tests/adapters/broker/test_broker_dir.py", "tests/adapters/broker/test_broker_dir_bite.py"],
     ),
+    # --- h-muto ---
+    # issue 36: `quantize` and `validate` on images, in process through main(argv) on the toy detector
+    # (test_shared_yolov8n.py's shared models add minutes per mutant; the CLI subprocesses earn nothing)
+    "app-quantize-validate": (
+        ["edge_agent/app/workbench/quantize_cmd.py", "edge_agent/app/workbench/validate_cmd.py"],
+        [
+            "tests/app/workbench/test_model_cmd_flags.py",
+            "tests/tools/test_quantize.py",
+            "tests/app/workbench/test_quantize_validate_bite.py",
+        ],
+    ),
+    # issue 36: `quantize` and `validate` of sensor models (--calib / --sensor RECORDING), in process
+    # (test_infer_sensor.py runs them as subprocesses: no credit)
+    "app-sensor-quantize-validate": (
+        ["edge_agent/app/workbench/quantize_sensor.py", "edge_agent/app/workbench/validate_sensor.py"],
+        ["tests/app/workbench/test_sensor_validate_inproc.py"],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
