@@ -318,3 +318,71 @@ def test_a_model_that_fails_validation_is_kept_under_the_failed_name(
     assert err.endswith(
         f"edge-agent quantize: error: the INT8 model fails validation; kept as {bad} - do not ship it\n"
     )
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The real models the commands open, in order (a subclass that only records them)."""
+    from edge_agent.adapters.runtime import onnx_model
+
+    seen: list[Any] = []
+
+    class Recorded(onnx_model.OnnxModel):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            seen.append(self)
+
+    monkeypatch.setattr(onnx_model, "OnnxModel", Recorded)
+    return seen
+
+
+def test_provider_and_threads_reach_every_sensor_model_opened(
+    tmp_path: Path, opened: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--provider / --threads: the model calibrated and both models of the validation, in both commands."""
+    flags = ["--provider", "cpu", "--threads", "1"]
+    rec = recording(tmp_path / "rec.csv", rows=1000)
+    assert validate(capsys, MODEL, MODEL, rec, *flags)[0] == 0
+    out = tmp_path / "q.onnx"
+    assert quantize(capsys, out, DATA / "train.csv", *flags)[0] == 0
+    assert [m.path for m in opened] == [MODEL, MODEL, MODEL, MODEL, out]
+    for m in opened:
+        assert m.info.provider_reason == "override: cpu"
+        assert m.session.get_session_options().intra_op_num_threads == 1
+
+
+def weights(path: Path) -> dict[str, np.ndarray]:
+    return {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
+
+
+def test_samples_spreads_over_the_windows_it_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--samples 2 of 3 windows calibrates on windows 0 and 1: the model a recording of only
+    those two windows gives (calibration is deterministic)."""
+    out2, out_all = tmp_path / "two.onnx", tmp_path / "all.onnx"
+    three = recording(tmp_path / "three.csv", rows=100, src=DATA / "train.csv")  # windows end at 50, 75, 100
+    first_two = recording(tmp_path / "first-two.csv", rows=75, src=DATA / "train.csv")
+    assert quantize(capsys, out2, three, "--samples", "2", "--no-validate")[0] == 0
+    assert quantize(capsys, out_all, first_two, "--samples", "0", "--no-validate")[0] == 0
+    a, b = weights(out2), weights(out_all)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_quantize_windows_a_recording_with_a_gap_as_validate_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The calibration windows are the agent's: readings 100 s apart are a gap, no window spans it."""
+    src = recording(tmp_path / "src.csv", rows=1000, src=DATA / "train.csv")
+    rows = list(csv.DictReader(src.open(newline="")))
+    for r in rows[500:]:
+        r["t"] = str(float(r["t"]) + 100.0)
+    gap = tmp_path / "gap.csv"
+    with gap.open("w", newline="") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    _, rep = validate(capsys, MODEL, MODEL, gap)
+    assert rep["windows"] < 39  # fewer than without the gap
+    rc, _, err = quantize(capsys, tmp_path / "q.onnx", gap, "--samples", "0", "--no-validate")
+    assert rc == 0 and f"(QDQ, {rep['windows']} recorded windows, minmax)" in err
