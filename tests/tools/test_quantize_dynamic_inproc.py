@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -159,3 +160,45 @@ def test_the_figures_are_those_of_both_models_on_the_generated_inputs(text: Path
         agree += int(np.array_equal(a.argmax(1), b.argmax(1)))
     assert r.max_rel_diff == pytest.approx(max(rels), rel=1e-9)
     assert r.top1_agreement == pytest.approx(agree / 3)
+
+
+def test_both_models_are_compared_on_the_cpu_and_nothing_is_left_in_the_working_folder(
+    text: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The figures are the CPU's whatever the board (dynamic INT8 is a CPU format: a GPU provider
+    would measure another kernel); the float copy it quantizes from lives in a temp folder."""
+    from edge_agent.adapters.runtime import onnx_model
+
+    opened: list[Any] = []
+
+    class Recorded(onnx_model.OnnxModel):  # the real model, recorded
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            opened.append(self)
+
+    monkeypatch.setattr(onnx_model, "OnnxModel", Recorded)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    out = tmp_path / "q.onnx"
+    quantize_dynamic_model(text, out, seq_len=8, checks=1)
+    assert len(opened) == 2 and opened[0].path == text
+    assert [m.info.provider_reason for m in opened] == ["override: cpu", "override: cpu"]
+    assert list(cwd.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "q.onnx"]
+
+
+def test_the_inputs_are_128_tokens_long_by_default(text: Path, tmp_path: Path) -> None:
+    """What `edge-agent quantize` compares on: 128 tokens, a BERT-sized sequence (shorter inputs
+    hide the attention's error growth)."""
+    from edge_agent.tools.bench import synthetic_feeds
+
+    out = tmp_path / "q.onnx"
+    r = quantize_dynamic_model(text, out, checks=2)
+    ref = OnnxModel(text, provider="cpu", warmup=False)
+    cand = OnnxModel(out, provider="cpu", warmup=False)
+    rels = []
+    for seed in range(2):
+        feeds = synthetic_feeds(ref, 128, seed=seed)
+        a, b = (np.asarray(m.run(feeds)[0], np.float64) for m in (ref, cand))
+        rels.append(float(np.max(np.abs(a - b)) / np.max(np.abs(a))))
+    assert r.max_rel_diff == pytest.approx(max(rels), rel=1e-9)
