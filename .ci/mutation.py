@@ -1144,7 +1144,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # (test_infer_sensor.py runs them as subprocesses: no credit)
     "app-sensor-quantize-validate": (
         ["edge_agent/app/workbench/quantize_sensor.py", "edge_agent/app/workbench/validate_sensor.py"],
-        ["tests/app/workbench/test_sensor_validate_inproc.py"],
+        [
+            "tests/app/workbench/test_sensor_validate_inproc.py",
+            "tests/app/workbench/test_sensor_quantize_validate_bite.py",
+        ],
     ),
 }
 
