@@ -337,3 +337,46 @@ def test_provider_and_threads_reach_both_models_of_validate_and_of_quantize_s_ch
     for m in [*opened[:2], *opened[-2:]]:
         assert m.info.provider_reason == "override: cpu"
         assert m.session.get_session_options().intra_op_num_threads == 1
+
+
+def test_on_a_cpu_that_saturates_int8_both_commands_warn_under_their_own_name(
+    toy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host check itself is tested with the board probe; here it says yes (an x86-64 without
+    VNNI) and the warning names the command that measured the INT8 model, once."""
+    from edge_agent.adapters.runtime import board
+
+    monkeypatch.setattr(board, "int8_saturates", lambda: True)
+    ref = str(toy_dir / "toy-fp32.onnx")
+    out = tmp_path / "q.onnx"
+    argv = ["quantize", ref, "--calib", str(toy_dir / "calib"), "-o", str(out), "--val", str(toy_dir / "val")]
+    assert main(argv) in (0, 1)
+    tail = "this CPU (x86-64 without VNNI) adds INT8 products in saturating 16-bit pairs"
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if tail in line] == [
+        f"edge-agent quantize: warning: {tail}, so the INT8 accuracy measured here can be lower than on an ARM "
+        "board or a VNNI CPU; if only this host fails, try `quantize --reduce-range` or validate on the board"
+    ]
+    assert main(["validate", ref, ref, "--images", str(toy_dir / "val")]) == 0  # a float candidate
+    assert tail not in capsys.readouterr().err
+
+
+def test_a_failed_validation_names_each_failed_check_and_logs_the_whole_report_at_debug(
+    toy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "q.onnx"
+    argv = ["quantize", str(toy_dir / "toy-fp32.onnx"), "--calib", str(toy_dir / "calib"), "-o", str(out)]
+    with caplog.at_level("DEBUG", logger="edge_agent.app.workbench.quantize_cmd"):
+        assert (
+            main([*argv, "--val", str(toy_dir / "val"), "--min-mean-iou", "1", "--max-conf-delta", "0"]) == 1
+        )
+    bad = tmp_path / "q.FAILED-VALIDATION.onnx"
+    assert (
+        "edge-agent quantize: error: the INT8 model fails validation (mean_iou, mean_abs_conf_delta); kept as "
+        f"{bad} for inspection - do not ship it"
+    ) in capsys.readouterr().err.splitlines()
+    logged = [r.getMessage() for r in caplog.records if r.name == "edge_agent.app.workbench.quantize_cmd"]
+    assert len(logged) == 1 and logged[0].startswith("validation report: {")
+    report = json.loads(logged[0].removeprefix("validation report: "))
+    passed = {c["name"]: c["passed"] for c in report["checks"]}
+    assert (passed["mean_iou"], passed["mean_abs_conf_delta"]) == (False, False)
