@@ -1,17 +1,21 @@
 """`validate --sensor` and `quantize SENSOR_MODEL --calib` in process, the promises the first
-mutation run of app-sensor-quantize-validate found untested (issue 36): the labelled windows of a
-recording with lost readings, the operators quantized, the calibration methods, the output folder
-and the JSON report's layout."""
+mutation run of app-sensor-quantize-validate (2026-12-04) found untested (issue 36): which readings
+a window's labels come from (lost readings, another sensor's lines, the first reading), the
+operators quantized and the calibration method, --threads on every model, the quantizer's error in
+one line, --target-ort's line, a new output folder, the JSON layout, the verdict by name and the
+figures' places."""
 
 from __future__ import annotations
 
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from edge_agent.app.cli.main import main
+from edge_agent.inference.sensor_model import SensorModel, SensorOutcome
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "models" / "data" / "basicmotions"
@@ -261,3 +265,91 @@ def test_a_reading_of_another_sensor_is_no_row_of_the_windows(
     rep = report(capsys, mixed)
     assert (rep["windows"], rep["labelled_windows"]) == (7, 6)
     assert rep == report(capsys, write(tmp_path / "one.csv", rows))
+
+
+def variant(path: Path, src: Path = MODEL, **meta: str) -> Path:
+    """A sensor model with some of its metadata replaced or added."""
+    import onnx
+
+    m = onnx.load(str(src))
+    for p in m.metadata_props:
+        if p.key in meta:
+            p.value = meta.pop(p.key)
+    for k, v in meta.items():
+        m.metadata_props.add(key=k, value=v)
+    onnx.save(m, str(path))
+    return path
+
+
+def minus_half(path: Path) -> Path:
+    """The demo model as a score model whose output is its probabilities less 0.5."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    m = onnx.load(str(variant(path, task="score")))
+    out = m.graph.output[0].name
+    for node in m.graph.node:
+        node.output[:] = [out + "_inner" if o == out else o for o in node.output]
+    m.graph.initializer.append(numpy_helper.from_array(np.array(0.5, np.float32), "half"))
+    m.graph.node.append(helper.make_node("Sub", [out + "_inner", "half"], [out]))
+    onnx.save(m, str(path))
+    return path
+
+
+def outcomes(ref: Path, cand: Path, rec: Path) -> list[tuple[SensorOutcome, SensorOutcome]]:
+    """Both models on the reference's windows of ``rec``, computed here from the models."""
+    from edge_agent.app.workbench.infer_sensor import read_recording
+
+    a, b = SensorModel.load(str(ref)), SensorModel.load(str(cand))
+    win = a.windower()
+    return [(a.infer(w), b.infer(w)) for r in read_recording(rec) for w in win.push(r, float(r["t"]))]
+
+
+def validate(
+    capsys: pytest.CaptureFixture[str], ref: Path, cand: Path, rec: Path, *flags: str
+) -> tuple[int, Any]:
+    rc = main(["validate", str(ref), str(cand), "--sensor", str(rec), "--json", *flags])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_a_classifier_that_disagrees_fails_on_the_agreement_alone_with_it_to_4_places(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = DATA / "test.csv"
+    swapped = variant(
+        tmp_path / "swapped.onnx", labels=json.dumps(["Running", "Standing", "Walking", "Badminton"])
+    )
+    pairs = outcomes(MODEL, swapped, rec)
+    agree = sum(a.label == b.label for a, b in pairs) / len(pairs)
+    assert round(agree, 4) != round(agree, 5)
+    rc, rep = validate(capsys, MODEL, swapped, rec, "--max-top1-drop", "1")
+    assert (rc, rep["top1_agreement"], rep["verdict"]) == (1, round(agree, 4), "FAIL")
+
+
+def test_score_models_fail_by_name_and_the_mean_difference_has_6_places(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = write(tmp_path / "rec.csv", rows_of(DATA / "test.csv", range(1000)))
+    ref = variant(tmp_path / "ref.onnx", task="score")
+    shifted = variant(tmp_path / "shifted.onnx", src=ref, mean=json.dumps([2.5, -1.3, -1.0, 0.0, 0.0, -0.1]))
+    pairs = outcomes(ref, shifted, rec)
+    diff = sum(abs(float(a.score or 0) - float(b.score or 0)) for a, b in pairs) / len(pairs)
+    assert all(a.score is not None and b.score is not None for a, b in pairs)
+    assert round(diff, 6) != round(diff, 7)
+    rc, rep = validate(capsys, ref, shifted, rec)
+    assert (rc, rep["mean_abs_score_diff"], rep["verdict"]) == (0, round(diff, 6), "PASS")
+    rc, rep = validate(capsys, ref, minus_half(tmp_path / "cand.onnx"), rec, "--min-top1-agreement", "1")
+    assert (rc, rep["verdict"]) == (1, "FAIL") and rep["anomaly_agreement"] < 1
+
+
+def test_a_regress_candidate_without_the_reference_s_outputs_differs_by_nan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The value of an output the candidate does not name is unknown: the largest difference is
+    NaN (reported, never a traceback)."""
+    rec = write(tmp_path / "rec.csv", rows_of(DATA / "test.csv", range(1000)))
+    ref = variant(tmp_path / "ref.onnx", task="regress")
+    other = variant(tmp_path / "other.onnx", task="regress", outputs=json.dumps(["a", "b", "c", "d"]))
+    rc, rep = validate(capsys, ref, other, rec)
+    assert rc == 0 and rep["windows"] == 39 and rep["max_abs_value_diff"] != rep["max_abs_value_diff"]
