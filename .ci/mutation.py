@@ -1129,6 +1129,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
             "tests/app/workbench/test_quantize_validate_bite.py",
+            "tests/app/workbench/test_quantize_cmd_bite.py",
             "tests/app/workbench/test_model_cmd_flags.py::test_quantize_flags_reach_the_model",
             "tests/app/workbench/test_model_cmd_flags.py::test_quantize_validates_on_val_max_images_of_val",
             "tests/app/workbench/test_model_cmd_flags.py::test_quantize_defaults_take_every_calibration_image_up_to_128_and_the_full_range",
