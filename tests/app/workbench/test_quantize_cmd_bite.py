@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import onnx
 import pytest
 
 from edge_agent.app.cli.main import main
@@ -33,6 +34,12 @@ def test_on_a_cpu_that_saturates_int8_both_commands_warn_under_their_own_name(
         "board or a VNNI CPU; if only this host fails, try `quantize --reduce-range` or validate on the board"
     ]
     assert main(["validate", ref, ref, "--images", str(toy_dir / "val")]) == 0  # a float candidate
+    assert tail not in capsys.readouterr().err
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    fp16 = tmp_path / "fp16.onnx"  # a float16 candidate runs as float too
+    onnx.save(convert_float_to_float16(onnx.load(ref), keep_io_types=False), str(fp16))
+    assert main(["validate", ref, str(fp16), "--images", str(toy_dir / "val")]) == 0
     assert tail not in capsys.readouterr().err
     q = out if out.exists() else failed_name(out)
     assert main(["validate", ref, str(q), "--images", str(toy_dir / "val")]) in (0, 1)
@@ -88,3 +95,26 @@ def test_val_labels_add_the_map_checks_to_quantize_s_validation(
     assert main([*argv, "--val-labels", str(labels)]) == 0
     table = capsys.readouterr().out
     assert "map50_drop" in table and "map50_95_drop" in table
+    assert table.endswith("\n") and table.splitlines()[-1].strip() == "PASS"  # the table, then the verdict
+
+
+def test_a_naive_model_that_fails_says_naive_quantizes_the_tail(
+    toy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "q.onnx"
+    argv = ["quantize", str(toy_dir / "toy-fp32.onnx"), "--calib", str(toy_dir / "calib"), "-o", str(out)]
+    assert main([*argv, "--val", str(toy_dir / "val"), "--naive"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("edge-agent quantize: error: the INT8 model fails validation (")
+    assert err[-1].endswith(
+        f"kept as {failed_name(out)} for inspection - do not ship it (--naive quantizes the post-processing too)"
+    )
+
+
+def test_a_token_model_s_last_line_is_its_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from support.layouts import make_text_classifier
+
+    src = make_text_classifier(tmp_path / "text.onnx", hidden=8, layers=1)
+    assert main(["quantize", str(src), "-o", str(tmp_path / "text.int8.onnx")]) == 0
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and err.splitlines()[-1].startswith("text.onnx: inputs input_ids tensor(int64)")
