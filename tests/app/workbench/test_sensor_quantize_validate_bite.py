@@ -353,3 +353,25 @@ def test_a_regress_candidate_without_the_reference_s_outputs_differs_by_nan(
     other = variant(tmp_path / "other.onnx", task="regress", outputs=json.dumps(["a", "b", "c", "d"]))
     rc, rep = validate(capsys, ref, other, rec)
     assert rc == 0 and rep["windows"] == 39 and rep["max_abs_value_diff"] != rep["max_abs_value_diff"]
+
+
+@pytest.mark.parametrize(
+    ("kept", "lost", "labelled"),
+    [
+        # windows of readings 51+s .. 100+s: s = 0 ends on reading 100 (series 1), s = 25, 100, 125
+        # cross a series too; s = 50, 75, 150 do not
+        (range(51, 251), range(0), 3),
+        # readings 95-99 lost: the window [50, 100) ends on its last hole, in the push of reading
+        # 100 (series 1), which is no reading of it; [75, 125) alone crosses the series
+        (range(200), range(95, 100), 6),
+        # readings 30-34 lost, the windows hold readings 20+s .. 69+s: s = 75 holds 95-99 of series 0
+        # and 100-144 of series 1; s = 50 and 150 cross too
+        (range(20, 220), range(30, 35), 4),
+    ],
+)
+def test_a_window_s_labels_are_its_own_readings_at_each_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kept: range, lost: range, labelled: int
+) -> None:
+    rows = [r for i, r in zip(kept, rows_of(DATA / "test.csv", kept)) if i not in lost]
+    rep = report(capsys, write(tmp_path / "rec.csv", rows))
+    assert (rep["windows"], rep["labelled_windows"]) == (7, labelled)
