@@ -40,6 +40,10 @@ def test_a_token_model_gets_an_int8_copy_compared_with_fp32(text: Path, tmp_path
     assert OnnxModel(out, provider="cpu", warmup=False).info.quant_kind != "fp32"
     line = r.line()
     assert f"-> {out}: {r.quantized_ops} integer ops" in line and "on 3 generated inputs" in line
+    assert line.startswith(
+        "dynamic INT8 (weights int8, activations quantized per run; convolutions left float)"
+    )
+    assert line.endswith(" (check it on real data before shipping)")  # generated inputs are no data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text-int8.onnx"]  # no partial file left
 
 
@@ -87,6 +91,20 @@ def test_an_old_opset_is_refused_in_one_line_and_opset_11_is_taken(tmp_path: Pat
     assert list(out.iterdir()) == []
     r = quantize_dynamic_model(_tiny(tmp_path / "new.onnx", 11, matmul=True), out / "q.onnx")
     assert r.quantized_ops == 1 and (out / "q.onnx").is_file() and r.checks == 8  # the default
+
+
+def test_the_opset_is_the_default_domain_s_by_either_name_and_none_is_opset_0(tmp_path: Path) -> None:
+    """The default domain is "" or "ai.onnx" in a model's opset imports; a model importing only
+    another domain has no default opset at all: refused as opset 0, in one line."""
+    for name, domain in (("named", "ai.onnx"), ("none", "com.example")):
+        m = onnx.load(str(_tiny(tmp_path / f"{name}.onnx", 13, matmul=True)))
+        del m.opset_import[:]
+        m.opset_import.append(helper.make_opsetid(domain, 13 if domain == "ai.onnx" else 1))
+        onnx.save(m, str(tmp_path / f"{name}.onnx"))
+    assert quantize_dynamic_model(tmp_path / "named.onnx", tmp_path / "q.onnx", checks=1).quantized_ops == 1
+    with pytest.raises(QuantizeError, match=r"none\.onnx: opset 0; dynamic quantization needs opset >= 11$"):
+        quantize_dynamic_model(tmp_path / "none.onnx", tmp_path / "q2.onnx")
+    assert not (tmp_path / "q2.onnx").exists()
 
 
 def test_an_output_folder_that_does_not_exist_is_refused_first(text: Path, tmp_path: Path) -> None:
