@@ -1350,6 +1350,40 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/workbench/export_check_cmd.py"],
         ["tests/app/workbench/test_export_check_cmd.py"],
     ),
+    # --- h-muto ---
+    # issue 36: `quantize` and `validate` on images, in process through main(argv) on the toy detector
+    # (test_shared_yolov8n.py's shared models add minutes per mutant; the CLI subprocesses earn nothing)
+    "app-quantize-validate": (
+        ["edge_agent/app/workbench/quantize_cmd.py", "edge_agent/app/workbench/validate_cmd.py"],
+        # every test here builds the whole parser, so each of register's ~290 mutants runs them all:
+        # the help and bite files first, and of the older files only the quantize / validate tests
+        [
+            "tests/app/workbench/test_quantize_validate_help.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+            "tests/app/workbench/test_quantize_validate_bite.py",
+            "tests/app/workbench/test_quantize_cmd_bite.py",
+            "tests/app/workbench/test_model_cmd_flags.py::test_quantize_flags_reach_the_model",
+            "tests/app/workbench/test_model_cmd_flags.py::test_quantize_validates_on_val_max_images_of_val",
+            "tests/app/workbench/test_model_cmd_flags.py::test_quantize_defaults_take_every_calibration_image_up_to_128_and_the_full_range",
+            "tests/app/workbench/test_model_cmd_flags.py::test_an_output_that_is_the_input_is_refused_and_the_input_kept",
+            "tests/tools/test_quantize.py::test_quantize_command_validates_and_passes",
+            "tests/tools/test_quantize.py::test_naive_quantization_is_refused_and_renamed",
+            "tests/tools/test_quantize.py::test_validate_command_exit_codes_and_json",
+            "tests/tools/test_quantize.py::test_helpers_for_paths_and_samples",
+            "tests/tools/test_quantize.py::test_a_failed_run_leaves_no_file_under_the_output_name",
+        ],
+    ),
+    # issue 36: `quantize` and `validate` of sensor models (--calib / --sensor RECORDING), in process
+    # (test_infer_sensor.py runs them as subprocesses: no credit)
+    "app-sensor-quantize-validate": (
+        ["edge_agent/app/workbench/quantize_sensor.py", "edge_agent/app/workbench/validate_sensor.py"],
+        [
+            "tests/app/workbench/test_sensor_validate_inproc.py",
+            "tests/app/workbench/test_sensor_quantize_validate_bite.py",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -39,6 +40,10 @@ def test_a_token_model_gets_an_int8_copy_compared_with_fp32(text: Path, tmp_path
     assert OnnxModel(out, provider="cpu", warmup=False).info.quant_kind != "fp32"
     line = r.line()
     assert f"-> {out}: {r.quantized_ops} integer ops" in line and "on 3 generated inputs" in line
+    assert line.startswith(
+        "dynamic INT8 (weights int8, activations quantized per run; convolutions left float)"
+    )
+    assert line.endswith(" (check it on real data before shipping)")  # generated inputs are no data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text-int8.onnx"]  # no partial file left
 
 
@@ -86,6 +91,20 @@ def test_an_old_opset_is_refused_in_one_line_and_opset_11_is_taken(tmp_path: Pat
     assert list(out.iterdir()) == []
     r = quantize_dynamic_model(_tiny(tmp_path / "new.onnx", 11, matmul=True), out / "q.onnx")
     assert r.quantized_ops == 1 and (out / "q.onnx").is_file() and r.checks == 8  # the default
+
+
+def test_the_opset_is_the_default_domain_s_by_either_name_and_none_is_opset_0(tmp_path: Path) -> None:
+    """The default domain is "" or "ai.onnx" in a model's opset imports; a model importing only
+    another domain has no default opset at all: refused as opset 0, in one line."""
+    for name, domain in (("named", "ai.onnx"), ("none", "com.example")):
+        m = onnx.load(str(_tiny(tmp_path / f"{name}.onnx", 13, matmul=True)))
+        del m.opset_import[:]
+        m.opset_import.append(helper.make_opsetid(domain, 13 if domain == "ai.onnx" else 1))
+        onnx.save(m, str(tmp_path / f"{name}.onnx"))
+    assert quantize_dynamic_model(tmp_path / "named.onnx", tmp_path / "q.onnx", checks=1).quantized_ops == 1
+    with pytest.raises(QuantizeError, match=r"none\.onnx: opset 0; dynamic quantization needs opset >= 11$"):
+        quantize_dynamic_model(tmp_path / "none.onnx", tmp_path / "q2.onnx")
+    assert not (tmp_path / "q2.onnx").exists()
 
 
 def test_an_output_folder_that_does_not_exist_is_refused_first(text: Path, tmp_path: Path) -> None:
@@ -159,3 +178,45 @@ def test_the_figures_are_those_of_both_models_on_the_generated_inputs(text: Path
         agree += int(np.array_equal(a.argmax(1), b.argmax(1)))
     assert r.max_rel_diff == pytest.approx(max(rels), rel=1e-9)
     assert r.top1_agreement == pytest.approx(agree / 3)
+
+
+def test_both_models_are_compared_on_the_cpu_and_nothing_is_left_in_the_working_folder(
+    text: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The figures are the CPU's whatever the board (dynamic INT8 is a CPU format: a GPU provider
+    would measure another kernel); the float copy it quantizes from lives in a temp folder."""
+    from edge_agent.adapters.runtime import onnx_model
+
+    opened: list[Any] = []
+
+    class Recorded(onnx_model.OnnxModel):  # the real model, recorded
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            opened.append(self)
+
+    monkeypatch.setattr(onnx_model, "OnnxModel", Recorded)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    out = tmp_path / "q.onnx"
+    quantize_dynamic_model(text, out, seq_len=8, checks=1)
+    assert len(opened) == 2 and opened[0].path == text
+    assert [m.info.provider_reason for m in opened] == ["override: cpu", "override: cpu"]
+    assert list(cwd.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "q.onnx"]
+
+
+def test_the_inputs_are_128_tokens_long_by_default(text: Path, tmp_path: Path) -> None:
+    """What `edge-agent quantize` compares on: 128 tokens, a BERT-sized sequence (shorter inputs
+    hide the attention's error growth)."""
+    from edge_agent.tools.bench import synthetic_feeds
+
+    out = tmp_path / "q.onnx"
+    r = quantize_dynamic_model(text, out, checks=2)
+    ref = OnnxModel(text, provider="cpu", warmup=False)
+    cand = OnnxModel(out, provider="cpu", warmup=False)
+    rels = []
+    for seed in range(2):
+        feeds = synthetic_feeds(ref, 128, seed=seed)
+        a, b = (np.asarray(m.run(feeds)[0], np.float64) for m in (ref, cand))
+        rels.append(float(np.max(np.abs(a - b)) / np.max(np.abs(a))))
+    assert r.max_rel_diff == pytest.approx(max(rels), rel=1e-9)

@@ -37,10 +37,13 @@ def quantize_sensor(args: argparse.Namespace, src: Path, out: Path) -> int:
 
     model = SensorModel.load(str(src), threads=args.threads, provider=args.provider)
     windower = model.windower()
+    rate = model.spec.rate_hz
     tensors: List[np.ndarray] = []
     for i, r in enumerate(read_recording(Path(args.calib))):
         t = r.get("t")
-        when = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else float(i)
+        # no time column: readings at the model's rate, as infer/validate --sensor read them (one a
+        # second made every reading of a 10 Hz model follow a gap of 9: no complete window)
+        when = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else i / (rate or 1.0)
         tensors += [model.tensor(w.rows) for w in windower.push(r, when)]
     if args.samples and len(tensors) > args.samples:  # spread evenly over the recording
         tensors = [tensors[int(k * len(tensors) / args.samples)] for k in range(args.samples)]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import deque
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from edge_agent.errors import EdgeAgentError
 
@@ -41,23 +42,27 @@ def sensor_report(reference: str, candidate: str, recording: str, args: argparse
     a, b = ref.spec, cand.spec
     if (a.channels, a.window, a.layout, a.task) != (b.channels, b.window, b.layout, b.task):
         raise EdgeAgentError(
-            f"validate --sensor: {candidate} reads {b.task} {b.window}x{b.channels} ({b.layout}), "
-            f"the reference {a.task} {a.window}x{a.channels} ({a.layout}): not the same windows"
+            f"validate --sensor: {candidate} reads {b.task} {b.window}x{len(b.channels)} ({b.layout}), "
+            f"the reference {a.task} {a.window}x{len(a.channels)} ({a.layout}): not the same windows"
         )
     windower = ref.windower()
-    truths: List[Optional[str]] = []
-    series: List[object] = []
+    # the last readings counted, as (row, label, series): rows count the holes of lost readings
+    # too, and a window is the `window` rows before row window + index * hop
+    recent: Deque[Tuple[int, Optional[str], object]] = deque(maxlen=windower.window)
     pairs: List[Dict[str, Any]] = []
     for i, r in enumerate(read_recording(Path(recording))):
-        truths.append(str(r[TRUTH]) if TRUTH in r else None)
-        series.append(r.get(SERIES))
         t = r.get("t")
         when = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else i / (a.rate_hz or 1.0)
-        for w in windower.push(r, when):
-            end = windower.readings + windower.late
-            span = range(max(0, end - a.window), end)
-            labels = {truths[k] for k in span if k < len(truths)}
-            one = len(labels) == 1 and None not in labels and len({series[k] for k in span}) == 1
+        counted = windower.readings
+        windows = windower.push(r, when)
+        if windower.readings > counted:  # not a reading of another sensor
+            row = windower.readings + windower.late - 1
+            recent.append((row, str(r[TRUTH]) if TRUTH in r else None, r.get(SERIES)))
+        for w in windows:
+            end = windower.window + w.index * windower.hop
+            inside = [(label, s) for row, label, s in recent if end - windower.window <= row < end]
+            labels = {label for label, _ in inside}
+            one = len(labels) == 1 and None not in labels and len({s for _, s in inside}) == 1
             pairs.append({"ref": ref.infer(w), "cand": cand.infer(w), "truth": labels.pop() if one else None})
     if not pairs:
         raise EdgeAgentError(f"--sensor {recording}: no complete window of {a.window} readings")
