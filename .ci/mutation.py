@@ -1121,7 +1121,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # the package fixtures run `python -m edge_agent model pack`: no credit)
     "model-pack-cmd": (
         ["edge_agent/app/updates/pack_cmd.py"],
-        ["tests/app/updates/test_model_pack_cmd.py"],
+        [
+            "tests/app/updates/test_model_pack_cmd.py",
+            "tests/app/updates/test_model_pack_cmd_bite.py",  # issue 36: the first run's survivors
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
     ),
     # issue 36: the receiver's message handling (begin, chunks, the floor, assembly), on its
     # in-process tests; not test_receiver.py's hypothesis test (29 s, reaches every mutant of handle)
@@ -1156,7 +1162,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "model-rollout-cmd": (
         ["edge_agent/app/updates/rollout_cmd.py"],
-        ["tests/app/updates/test_model_rollout_inproc.py"],
+        [
+            "tests/app/updates/test_model_rollout_inproc.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
     ),
 }
 

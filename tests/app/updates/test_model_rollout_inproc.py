@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.rollout_sim import SimDevice, new_db, start_sims
+from support import wait_until
+from support.enrolled import enrolled_broker
+from support.rollout_sim import SimDevice, new_db, start_sims, with_login
 from support.updates import INT8, write_config
 
 from edge_agent.adapters.collector import rollouts
@@ -216,10 +218,11 @@ def test_the_package_to_resume_with_must_be_the_recorded_one(
     ro = rollout_run.start(d, copy, "fleet-a", MEMBERS, CanarySpec(1, False), 1, 0)
     assert rollout_run.package_for(ro, None) == copy.resolve()
     assert rollout_run.package_for(ro, signed["pkg"]) == signed["pkg"]  # the same bytes elsewhere
-    with pytest.raises(
-        ModelError, match=f"not the package of rollout {ro.id} \\(sha256 {ro.package_sha256[:16]}"
-    ):
+    with pytest.raises(ModelError) as exc:
         rollout_run.package_for(ro, signed["solo"])
+    assert str(exc.value) == (
+        f"{signed['solo']}: not the package of rollout {ro.id} (sha256 {ro.package_sha256[:16]}... expected)"
+    )
     copy.unlink()
     with pytest.raises(ModelError, match=f"no such package file \\(rollout {ro.id} was started with"):
         rollout_run.package_for(ro, None)
@@ -497,3 +500,105 @@ def test_one_pass_without_wait_pushes_the_canary_and_says_what_it_waits_for(
         == f"rollout {rid}: stage 0 waiting for cam-1 (no answer); go on with `model rollout --resume {rid} --wait`\n"
     )
     assert sims[1].received == []
+
+
+def test_a_halt_names_what_each_refused_or_rolled_back_device_said(
+    db: tuple[str, CollectorDb], signed: dict[str, Any]
+) -> None:
+    """The operator reads why in the HALTED line: every failed device's own words, cut at 300
+    characters, sorted by device; a device that passed is not named."""
+    _, d = db
+    ro = rollout_run.start(d, signed["pkg"], "fleet-a", MEMBERS, CanarySpec(1, False), 2, 0)
+    for dev, verdict, detail in (
+        ("cam-3", "rolled_back", "detection rate collapsed " + "x" * 400),
+        ("cam-1", "passed", "fine"),
+        ("cam-2", "refused", "gate: recall 0.0"),
+    ):
+        rollouts.add_verdict(d, VerdictRow(ro.id, dev, 0, f"{ro.id}-s0", verdict, detail, 1.7e9))
+    why = rollout_run._why(d, ro, "2 failed (--halt-after 2): cam-2 refused, cam-3 rolled_back")
+    assert why == (
+        "2 failed (--halt-after 2): cam-2 refused, cam-3 rolled_back; cam-2: gate: recall 0.0; "
+        f"cam-3: {('detection rate collapsed ' + 'x' * 400)[:300]}"
+    )
+
+
+def test_on_an_enrolled_broker_the_watcher_logs_in_as_its_own_user(
+    tmp_path: Path, sims: list[SimDevice], signed: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fleet enroll`'s broker makes the user name the client id: the statuses are read as
+    `<operator>-watch` beside the pushes as `<operator>`, or each login would close the other."""
+    b = enrolled_broker(tmp_path, "cam-1", "cam-2", "--group", "fleet-a", "--operator", "ops")
+    b.start()
+    try:
+        secrets = tmp_path / "enroll" / "secrets"
+        for dev in ("cam-1", "cam-2"):
+            start_sims(
+                tmp_path,
+                b.port,
+                signed["pub"],
+                {dev: "pass"},
+                sims,
+                trial_s=0.2,
+                password_file=secrets / f"{dev}.password",
+            )
+        url = new_db(tmp_path)
+        op = with_login(
+            write_config(tmp_path, port=b.port, device="operator"), "ops", secrets / "ops.password"
+        )
+        rc = ro_main(
+            url,
+            str(signed["pkg"]),
+            "-c",
+            str(op),
+            "--group",
+            "fleet-a",
+            "--broker-dir",
+            str(tmp_path / "enroll"),
+            "--wait",
+            "--timeout",
+            "60",
+        )
+        out = capsys.readouterr().out
+        assert rc == 0, out
+        assert out.splitlines()[-1].endswith(f"every device of group fleet-a runs {sims[0].current['id']}")
+        assert [len(s.received) for s in sims] == [1, 1]
+    finally:
+        b.stop()
+
+
+def test_the_watch_keeps_only_members_on_their_own_topic_and_drains_in_order(
+    tmp_path: Path, broker: Any
+) -> None:
+    """A device cannot answer for another (a body claiming cam-1 on cam-2's topic is dropped), a
+    non-member, a body that is no JSON object or no UTF-8 is ignored; drain gives every new body
+    in arrival order, then the newest of each device, and nothing new the second time."""
+    import paho.mqtt.client as mqtt
+
+    from edge_agent.app.cli.configfile import load_config
+
+    cfg = load_config(write_config(tmp_path, port=broker.port, device="operator"))
+    watch = rollout_run.StatusWatch(cfg, {"cam-1", "cam-2"})
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="sender")
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    try:
+        watch.settle()
+        for topic, payload in (
+            ("edge/cam-2/status", json.dumps({"device_id": "cam-1", "n": 0})),  # cam-2 speaking for cam-1
+            ("edge/cam-9/status", json.dumps({"device_id": "cam-9", "n": 0})),  # no member
+            ("edge/cam-1/status", b"\xff\xfe"),
+            ("edge/cam-1/status", b"{not json"),
+            ("edge/cam-1/status", json.dumps(["device_id", "cam-1"])),
+            ("edge/cam-1/status", json.dumps({"device_id": "cam-1", "n": 1})),
+            ("edge/cam-2/status", json.dumps({"device_id": "cam-2", "n": 2})),
+            ("edge/cam-1/status", json.dumps({"device_id": "cam-1", "n": 3})),
+        ):
+            pub.publish(topic, payload, qos=1).wait_for_publish(10)
+        wait_until(lambda: watch.bodies.get("cam-1", {}).get("n") == 3, what="cam-1's last status")
+        got = [(d, b["n"]) for d, b in watch.drain()]
+        assert got == [("cam-1", 1), ("cam-2", 2), ("cam-1", 3), ("cam-1", 3), ("cam-2", 2)]
+        assert [(d, b["n"]) for d, b in watch.drain()] == [("cam-1", 3), ("cam-2", 2)]
+    finally:
+        pub.disconnect()
+        pub.loop_stop()
+        watch.close()
