@@ -5,13 +5,14 @@ onnxruntime, a target list the manifest refuses, and keygen."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from support.updates import INT8
+from support.updates import INT8, SAMPLES
 
 from edge_agent.adapters.updates import signing
 from edge_agent.adapters.updates.package_file import PackageReader
@@ -141,3 +142,30 @@ def test_keygen_never_overwrites_a_key(tmp_path: Path, capsys: pytest.CaptureFix
     assert captured.out == ""
     assert f"{key}: exists; refusing to overwrite a signing key" in captured.err
     assert key.read_bytes() == before
+
+
+@pytest.mark.parametrize("bad", ["IMG 0001.jpg", "café.jpg", "a+b.png"])
+def test_a_probe_image_whose_name_the_package_refuses_is_one_line_and_no_package(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    """A phone's "IMG 0001.jpg" in the probe folder: the manifest's file-name rule refuses it, so
+    pack says which file and what to do, in one line, before writing anything (it was pydantic's
+    traceback); a name of the allowed characters beside it is packed."""
+    src = sorted(p for p in SAMPLES.iterdir() if p.suffix.lower() == ".jpg")[0]
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    shutil.copy(src, probe / "good_1.jpg")
+    shutil.copy(src, probe / bad)
+    rc, out = pack(tmp_path, "--probe", str(probe))
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err == (
+        f"edge-agent model: error: --probe {probe}: {bad!r}: a probe image's name may hold only "
+        "A-Z a-z 0-9 _ . - (the package's file-name rule); rename it\n"
+    )
+    assert not out.exists()
+    (probe / bad).rename(probe / "good-2.JPG")
+    rc, out = pack(tmp_path, "--probe", str(probe))
+    assert rc == 0
+    with PackageReader(out) as r:
+        assert [f.path for f in r.manifest.probe] == ["probe/good-2.JPG", "probe/good_1.jpg"]
