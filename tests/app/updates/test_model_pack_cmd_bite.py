@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from support.updates import INT8, SAMPLES
+from support.updates import INT8, SAMPLES, make_zero_score
 
 from edge_agent.adapters.updates import signing
 from edge_agent.adapters.updates.package_file import PackageReader
@@ -169,3 +169,137 @@ def test_a_probe_image_whose_name_the_package_refuses_is_one_line_and_no_package
     assert rc == 0
     with PackageReader(out) as r:
         assert [f.path for f in r.manifest.probe] == ["probe/good-2.JPG", "probe/good_1.jpg"]
+
+
+@pytest.mark.parametrize("kb", [1, 16384])
+def test_the_chunk_size_bounds_are_accepted_and_signed_into_the_plan(tmp_path: Path, kb: int) -> None:
+    """1 KiB and 16 MiB are the plan's own bounds (core.updates.plan): both pack, and the plan
+    devices get says that chunk size."""
+    rc, out = pack(tmp_path, "--chunk-kb", str(kb))
+    assert rc == 0
+    with PackageReader(out) as r:
+        plan = r.manifest.transfer
+    assert plan is not None and plan.chunk_size == kb * 1024
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--chunk-kb", "0"], "--chunk-kb 0: expected 1..16384"),
+        (["--chunk-kb", "16385"], "--chunk-kb 16385: expected 1..16384"),
+        (
+            ["--board", "b" * 50],
+            f"--board {'b' * 40!r}: expected one of rpi4, rpi5, rpi, jetson, generic-arm, generic-x86, generic",
+        ),
+    ],
+)
+def test_a_bad_chunk_size_or_board_is_exactly_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], line: str
+) -> None:
+    """The whole line: the bounds as whole KiB, a long board kind cut at 40 characters."""
+    rc, out = pack(tmp_path, *flags)
+    assert (rc, capsys.readouterr().err) == (1, f"edge-agent model: error: {line}\n")
+    assert not out.exists()
+
+
+def test_an_output_folder_that_does_not_exist_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "no-such" / "p.pkg"
+    rc = main(["model", "pack", str(INT8), "-o", str(out), "--version", "1"])
+    assert (rc, capsys.readouterr().err) == (
+        1,
+        f"edge-agent model: error: -o {out}: the folder {out.parent} does not exist\n",
+    )
+
+
+def test_the_guard_refuses_a_zero_score_detector_unless_skip_guard_then_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every device would refuse a detector whose scores round to 0: pack says so in one line and
+    writes nothing; --skip-guard packs it (to test a fleet's gate) with one warning line."""
+    zero = make_zero_score(INT8, tmp_path / "zero.onnx")
+    out = tmp_path / "z.pkg"
+    assert main(["model", "pack", str(zero), "-o", str(out), "--version", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"edge-agent model: error: {zero}: ") and err.count("\n") == 1
+    assert "cannot produce detection scores" in err
+    assert err.endswith(" (not packed; --skip-guard packs it anyway)\n")
+    assert not out.exists()
+    assert main(["model", "pack", str(zero), "-o", str(out), "--version", "1", "--skip-guard"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    warning = [ln for ln in lines if ln.startswith("warning: ")]
+    assert len(warning) == 1 and warning[0].startswith(f"warning: {zero}: ")
+    assert warning[0].endswith(" (packed: --skip-guard)") and "cannot produce detection scores" in warning[0]
+    assert out.is_file()
+
+
+def test_the_package_holds_the_detector_as_detector_onnx_with_its_labels(tmp_path: Path) -> None:
+    """What a device unpacks: the detector's bytes under detector.onnx (the file the manifest
+    lists, hash checked) and its class names under labels["detector"], in class order."""
+    rc, out = pack(tmp_path)
+    assert rc == 0
+    dest = tmp_path / "x"
+    dest.mkdir()
+    with PackageReader(out) as r:
+        r.extract_to(dest)
+        m = r.manifest
+    assert (dest / "detector.onnx").read_bytes() == INT8.read_bytes()
+    assert m.files["detector"].path == "detector.onnx"
+    assert m.labels == {"detector": ["circle", "square", "triangle"]}  # the demo detector's classes 0, 1, 2
+
+
+def test_every_model_file_is_stored_under_its_role_and_the_classifier_keeps_its_labels(
+    tmp_path: Path,
+) -> None:
+    """--classifier and --float-source: each file's bytes under classifier.onnx / float_source.onnx
+    (what a device installs), the classifier's class names under labels["classifier"]."""
+    classifier = INT8.parent / "demo-classifier.onnx"
+    float_source = INT8.parent / "demo-detector.onnx"
+    rc, out = pack(tmp_path, "--classifier", str(classifier), "--float-source", str(float_source))
+    assert rc == 0
+    dest = tmp_path / "x"
+    dest.mkdir()
+    with PackageReader(out) as r:
+        r.extract_to(dest)
+        m = r.manifest
+    assert (dest / "classifier.onnx").read_bytes() == classifier.read_bytes()
+    assert (dest / "float_source.onnx").read_bytes() == float_source.read_bytes()
+    assert {role: f.path for role, f in m.files.items()} == {
+        "detector": "detector.onnx",
+        "classifier": "classifier.onnx",
+        "float_source": "float_source.onnx",
+    }
+    assert m.labels["classifier"] == ["solid", "striped", "dotted", "outlined"]
+    assert m.task == "detect+classify"
+
+
+def test_probe_images_of_every_image_suffix_in_any_case_are_packed(tmp_path: Path) -> None:
+    import cv2
+    import numpy as np
+
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    img = np.full((8, 8, 3), 90, np.uint8)
+    for name in ("a.jpeg", "b.JPEG", "c.png", "d.PNG", "e.jpg"):
+        assert cv2.imwrite(str(probe / name.lower()), img)
+        (probe / name.lower()).rename(probe / name)
+    (probe / "f.gif").write_bytes(b"GIF89a")
+    rc, out = pack(tmp_path, "--probe", str(probe))
+    assert rc == 0
+    with PackageReader(out) as r:
+        assert [f.path for f in r.manifest.probe] == [
+            f"probe/{n}" for n in ("a.jpeg", "b.JPEG", "c.png", "d.PNG", "e.jpg")
+        ]
+
+
+@pytest.mark.parametrize(("file", "name"), [("yard-cam.onnx", "yard-cam"), ("my yard.onnx", "my_yard")])
+def test_the_default_package_name_is_the_detector_file_stem_with_spaces_as_underscores(
+    tmp_path: Path, file: str, name: str
+) -> None:
+    det = tmp_path / file
+    det.write_bytes(INT8.read_bytes())
+    out = tmp_path / "p.pkg"
+    assert main(["model", "pack", str(det), "-o", str(out), "--version", "1"]) == 0
+    with PackageReader(out) as r:
+        assert r.manifest.name == name
