@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import onnx
@@ -293,7 +295,10 @@ def test_probe_images_of_every_image_suffix_in_any_case_are_packed(tmp_path: Pat
         ]
 
 
-@pytest.mark.parametrize(("file", "name"), [("yard-cam.onnx", "yard-cam"), ("my yard.onnx", "my_yard")])
+@pytest.mark.parametrize(
+    ("file", "name"),
+    [("yard-cam.onnx", "yard-cam"), ("my yard.onnx", "my_yard"), ("yard_model", "yard_model")],
+)
 def test_the_default_package_name_is_the_detector_file_stem_with_spaces_as_underscores(
     tmp_path: Path, file: str, name: str
 ) -> None:
@@ -303,3 +308,25 @@ def test_the_default_package_name_is_the_detector_file_stem_with_spaces_as_under
     assert main(["model", "pack", str(det), "-o", str(out), "--version", "1"]) == 0
     with PackageReader(out) as r:
         assert r.manifest.name == name
+
+
+def test_the_default_version_and_the_creation_time_are_utc_whatever_the_local_zone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A packer's machine five hours west of UTC still stamps UTC ("...Z"): the version defaults to
+    the UTC time of packing (docs/model-updates.md)."""
+    monkeypatch.setenv("TZ", "EST+5")
+    time.tzset()
+    try:
+        before = datetime.now(timezone.utc).replace(microsecond=0)
+        out = tmp_path / "p.pkg"
+        assert main(["model", "pack", str(INT8), "-o", str(out)]) == 0
+        after = datetime.now(timezone.utc)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    with PackageReader(out) as r:
+        m = r.manifest
+    created = datetime.strptime(m.created_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert before <= created <= after
+    assert m.version == created.strftime("%Y%m%d.%H%M%S")
