@@ -330,3 +330,56 @@ def test_the_default_version_and_the_creation_time_are_utc_whatever_the_local_zo
     created = datetime.strptime(m.created_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     assert before <= created <= after
     assert m.version == created.strftime("%Y%m%d.%H%M%S")
+
+
+NOTE = (
+    "note: no --for-device / --for-group: devices install it locally only (`model install`), "
+    "never over MQTT\n"
+)
+UNSIGNED_FORCE = "warning: --force without --sign: devices ignore force in an unsigned manifest\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "err"),
+    [
+        ([], NOTE),
+        (["--for-device", "cam-1"], ""),
+        (["--for-group", "north"], ""),
+        (["--force", "--for-group", "north"], UNSIGNED_FORCE),
+        (["--force"], UNSIGNED_FORCE + NOTE),
+    ],
+)
+def test_pack_warns_of_an_unsigned_force_and_notes_a_package_for_no_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], err: str
+) -> None:
+    """stderr is exactly these lines: the unsigned --force warning, the local-only note when no
+    target is named; nothing for a package with a target and no --force."""
+    rc, out = pack(tmp_path, *flags)
+    assert (rc, capsys.readouterr().err) == (0, err)
+    with PackageReader(out) as r:
+        assert r.manifest.force is ("--force" in flags)
+
+
+def test_a_signed_force_reaches_the_manifest_without_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = tmp_path / "k"
+    signing.generate_key(key)
+    rc, out = pack(tmp_path, "--force", "--sign", str(key), "--for-device", "cam-1")
+    assert (rc, capsys.readouterr().err) == (0, "")
+    with PackageReader(out) as r:
+        assert r.manifest.force is True and r.signature is not None
+
+
+def test_a_package_that_cannot_be_written_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o names an existing folder: the write fails and pack says so in one line (exit 1)."""
+    out = tmp_path / "p.pkg"
+    out.mkdir()
+    rc, _ = pack(tmp_path, "--for-device", "cam-1")
+    assert (rc, capsys.readouterr().err) == (
+        1,
+        f"edge-agent model: error: -o {out}: cannot write the package: Is a directory\n",
+    )
+    assert out.is_dir() and list(out.iterdir()) == []
