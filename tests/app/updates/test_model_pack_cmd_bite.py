@@ -4,6 +4,7 @@ onnxruntime, a target list the manifest refuses, and keygen."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
@@ -366,7 +367,13 @@ def test_a_signed_force_reaches_the_manifest_without_a_warning(
     key = tmp_path / "k"
     signing.generate_key(key)
     rc, out = pack(tmp_path, "--force", "--sign", str(key), "--for-device", "cam-1")
-    assert (rc, capsys.readouterr().err) == (0, "")
+    got = capsys.readouterr()
+    assert (rc, got.err) == (0, "")
+    sha = hashlib.sha256(INT8.read_bytes()).hexdigest()
+    assert got.out == (
+        f"{out}: demo 1 (detect), {out.stat().st_size} bytes, signed, for device cam-1, "
+        f"detector sha256 {sha[:16]}...\n"
+    )
     with PackageReader(out) as r:
         assert r.manifest.force is True and r.signature is not None
 
