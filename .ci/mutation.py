@@ -1158,12 +1158,13 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # survivors run them all; rollout_run's mutants only meet the tests that reach them
     "model-rollout-run": (
         ["edge_agent/app/updates/rollout_run.py"],
-        ["tests/app/updates/test_model_rollout_inproc.py"],
+        ["tests/app/updates/test_model_rollout_inproc.py", "tests/app/updates/test_model_rollout_done_bite.py"],
     ),
     "model-rollout-cmd": (
         ["edge_agent/app/updates/rollout_cmd.py"],
         [
             "tests/app/updates/test_model_rollout_inproc.py",
+            "tests/app/updates/test_model_rollout_done_bite.py",
             "tests/app/cli/test_cli_help.py",
             "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
