@@ -1158,7 +1158,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # survivors run them all; rollout_run's mutants only meet the tests that reach them
     "model-rollout-run": (
         ["edge_agent/app/updates/rollout_run.py"],
-        ["tests/app/updates/test_model_rollout_inproc.py", "tests/app/updates/test_model_rollout_done_bite.py"],
+        [
+            "tests/app/updates/test_model_rollout_inproc.py",
+            "tests/app/updates/test_model_rollout_done_bite.py",
+        ],
     ),
     "model-rollout-cmd": (
         ["edge_agent/app/updates/rollout_cmd.py"],
