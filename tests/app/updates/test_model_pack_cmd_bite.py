@@ -147,7 +147,7 @@ def test_keygen_never_overwrites_a_key(tmp_path: Path, capsys: pytest.CaptureFix
     assert key.read_bytes() == before
 
 
-@pytest.mark.parametrize("bad", ["IMG 0001.jpg", "café.jpg", "a+b.png"])
+@pytest.mark.parametrize("bad", ["IMG 0001.jpg", "café.jpg", "a+b.png", f"long {'q' * 70}.jpg"])
 def test_a_probe_image_whose_name_the_package_refuses_is_one_line_and_no_package(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
 ) -> None:
@@ -163,7 +163,7 @@ def test_a_probe_image_whose_name_the_package_refuses_is_one_line_and_no_package
     err = capsys.readouterr().err
     assert rc == 1
     assert err == (
-        f"edge-agent model: error: --probe {probe}: {bad!r}: a probe image's name may hold only "
+        f"edge-agent model: error: --probe {probe}: {bad[:60]!r}: a probe image's name may hold only "
         "A-Z a-z 0-9 _ . - (the package's file-name rule); rename it\n"
     )
     assert not out.exists()
