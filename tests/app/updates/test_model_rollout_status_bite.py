@@ -100,3 +100,34 @@ def test_status_of_a_one_wave_rollout_shows_wave_all_its_stages_and_local_times(
         "  stage 1, not sent: cam-2, cam-3",
     ]
     assert lines[5].startswith("2023-11-14 22:14:21  cam-1  ")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["PKG", "--status"], "model rollout --status: takes no package and no --resume"),
+        ([], "model rollout: give a PACKAGE (a new rollout), --resume ID or --status [ID]"),
+        (["PKG"], "model rollout PACKAGE: --group G is required (the group to roll out to)"),
+        (["PKG", "--group", "g/" * 40], f"--group {'g/' * 35!r}: expected 1 to 64 of [A-Za-z0-9_.-]"),
+    ],
+)
+def test_a_mode_or_group_mistake_is_exactly_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], line: str
+) -> None:
+    assert ro_main(new_db(tmp_path), *args) == 1
+    assert capsys.readouterr().err == f"edge-agent model: error: {line}\n"
+
+
+def test_a_broken_enrolled_json_is_the_parsers_reason_after_the_path(
+    tmp_path: Path, pkg: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "broker"
+    bad.mkdir()
+    (bad / "enrolled.json").write_text("{not json")
+    cfg = write_config(tmp_path)
+    args = [str(pkg), "-c", str(cfg), "--group", "fleet-a", "--broker-dir", str(bad)]
+    assert ro_main(new_db(tmp_path), *args) == 1
+    assert capsys.readouterr().err == (
+        f"edge-agent model: error: {bad / 'enrolled.json'}: not JSON (Expecting property name enclosed "
+        "in double quotes: line 1 column 2 (char 1))\n"
+    )
