@@ -131,3 +131,29 @@ def test_a_broken_enrolled_json_is_the_parsers_reason_after_the_path(
         f"edge-agent model: error: {bad / 'enrolled.json'}: not JSON (Expecting property name enclosed "
         "in double quotes: line 1 column 2 (char 1))\n"
     )
+
+
+@pytest.mark.parametrize("waited", [False, True])
+def test_a_running_rollouts_last_line_names_what_each_device_of_its_stage_waits_for(
+    tmp_path: Path, pkg: Path, capsys: pytest.CaptureFixture[str], waited: bool
+) -> None:
+    """Stage 1 sent, cam-2 on trial and cam-3 silent: both named, in order, with the command to go
+    on (exit 3 after --wait ran out, else 0); a stage with nothing left to wait for says "-"."""
+    from edge_agent.app.updates.rollout_cmd import EXIT_WAITING, _verdict_line
+
+    d = CollectorDb(new_db(tmp_path))
+    try:
+        ro = rollout_run.start(d, pkg, "fleet-a", ["cam-1", "cam-2", "cam-3"], CanarySpec(1, False), 1, 0)
+        rollouts.add_verdict(d, VerdictRow(ro.id, "cam-1", 0, f"{ro.id}-s0", "passed", "ok", 1.7e9))
+        rc = EXIT_WAITING if waited else 0
+        assert _verdict_line(d, ro, waited) == rc  # stage 0: its canary passed, nothing to wait for
+        ro.stage = ro.pushed = 1
+        rollouts.add_verdict(d, VerdictRow(ro.id, "cam-2", 1, f"{ro.id}-s1", "switched", "trial", 1.7e9 + 1))
+        assert _verdict_line(d, ro, waited) == rc
+    finally:
+        d.close()
+    go_on = f"; go on with `model rollout --resume {ro.id} --wait`"
+    assert capsys.readouterr().out.splitlines() == [
+        f"rollout {ro.id}: stage 0 waiting for -{go_on}",
+        f"rollout {ro.id}: stage 1 waiting for cam-2 (on trial), cam-3 (no answer){go_on}",
+    ]
