@@ -1384,6 +1384,64 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/workbench/test_sensor_quantize_validate_bite.py",
         ],
     ),
+    # --- h-mutp ---
+    # issue 36: `model pack|keygen`, in process through main(argv) (test_model_cli_manners.py and
+    # the package fixtures run `python -m edge_agent model pack`: no credit)
+    "model-pack-cmd": (
+        ["edge_agent/app/updates/pack_cmd.py"],
+        [
+            "tests/app/updates/test_model_pack_cmd.py",
+            "tests/app/updates/test_model_pack_cmd_bite.py",  # issue 36: the first run's survivors
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
+    # issue 36: the receiver's message handling (begin, chunks, the floor, assembly), on its
+    # in-process tests; not test_receiver.py's hypothesis test (29 s, reaches every mutant of handle)
+    "model-intake": (
+        ["edge_agent/adapters/updates/intake.py"],
+        [
+            "tests/adapters/updates/test_receiver_rules.py",
+            "tests/adapters/updates/test_receiver_cancel.py",
+            "tests/adapters/updates/test_receiver.py::test_an_unsigned_or_badly_signed_begin_writes_nothing",
+            "tests/adapters/updates/test_receiver.py::test_chunks_without_a_begin_and_empty_or_wrong_sized_chunks_are_never_stored",
+            "tests/adapters/updates/test_receiver.py::test_storage_is_capped_in_count_and_bytes",
+            "tests/adapters/updates/test_receiver.py::test_a_transfer_silent_for_a_day_expires",
+            "tests/adapters/updates/test_receiver.py::test_bad_state_on_disk_is_discarded_at_start_with_one_line",
+            "tests/adapters/updates/test_receiver.py::test_a_reused_transfer_id_with_other_content_starts_over",
+            "tests/adapters/updates/test_receiver.py::test_resume_after_restart_counts_the_chunks_on_disk",
+            "tests/adapters/updates/test_receiver.py::test_force_from_the_sender_never_reaches_the_inbox",
+            "tests/adapters/updates/test_receiver.py::test_an_unexpected_error_is_counted_and_does_not_escape",
+            "tests/adapters/updates/test_receiver.py::test_chunks_are_written_with_fsync_then_rename",
+            "tests/adapters/updates/test_receiver.py::test_the_receiver_thread_is_supervised",
+            "tests/adapters/updates/test_receiver.py::test_the_floor_is_the_larger_of_its_two_keys_plus_the_queue_reserve_on_the_same_disk",
+            "tests/adapters/updates/test_receiver.py::test_a_chunk_is_stored_only_while_the_floor_stays_free",
+            "tests/adapters/updates/test_receiver.py::test_a_transfer_stops_at_the_floor_on_a_real_small_disk",
+        ],
+    ),
+    # issue 36: `model rollout` and its steps, in process (test_model_rollout*.py run it as a child:
+    # no credit): arguments, --status / --resume on SQLite, whole rollouts to simulated devices.
+    # Two areas: every test passes through rollout_cmd's register_under (help texts), so its
+    # survivors run them all; rollout_run's mutants only meet the tests that reach them
+    "model-rollout-run": (
+        ["edge_agent/app/updates/rollout_run.py"],
+        [
+            "tests/app/updates/test_model_rollout_inproc.py",
+            "tests/app/updates/test_model_rollout_done_bite.py",
+        ],
+    ),
+    "model-rollout-cmd": (
+        ["edge_agent/app/updates/rollout_cmd.py"],
+        [
+            "tests/app/updates/test_model_rollout_inproc.py",
+            "tests/app/updates/test_model_rollout_done_bite.py",
+            "tests/app/updates/test_model_rollout_status_bite.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it

@@ -8,6 +8,7 @@ side (install, status, rollback, push) is app.model_cmd; docs/model-updates.md d
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -127,6 +128,11 @@ def pack(args: argparse.Namespace) -> int:
         if not imgs:
             raise ModelError(f"{args.probe}: no .jpg/.png probe images")
         for p in imgs[:32]:
+            if not PROBE_NAME.fullmatch(p.name):  # the manifest's file-name rule: one line, not pydantic's
+                raise ModelError(
+                    f"--probe {args.probe}: {p.name[:60]!r}: a probe image's name may hold only "
+                    "A-Z a-z 0-9 _ . - (the package's file-name rule); rename it"
+                )
             sources[f"probe/{p.name}"] = p
             probe.append(describe_file(p, f"probe/{p.name}"))
     stem = det_path.name[: -len(".onnx")] if det_path.name.endswith(".onnx") else det_path.name
@@ -177,6 +183,7 @@ def pack(args: argparse.Namespace) -> int:
 
 
 M = TypeVar("M", bound="BaseModel")
+PROBE_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # core.updates.package's _SAFE_NAME for one path part
 FLAG_OF = {
     "name": "--name",
     "version": "--version",

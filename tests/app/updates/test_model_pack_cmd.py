@@ -220,3 +220,11 @@ def test_the_target_flags_reach_the_signed_manifest_with_a_plan_of_the_body(
     assert main(["model", "pack", str(INT8), "-o", str(unnamed), "--version", "3"]) == 0
     assert "no --for-device / --for-group: devices install it locally only" in capsys.readouterr().err
     assert manifest(unnamed).for_devices == [] and manifest(unnamed).transfer is not None
+
+
+def test_pack_without_an_output_file_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """-o is required: argparse's usage error (exit 2) naming it, never a package written somewhere."""
+    with pytest.raises(SystemExit) as exc:
+        main(["model", "pack", str(INT8), "--version", "1"])
+    assert exc.value.code == 2
+    assert "error: the following arguments are required: -o/--output" in capsys.readouterr().err
