@@ -22,6 +22,20 @@ def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=path)
 
 
+def _blocked(ov_work: list[int]) -> tuple[Overlap[int], threading.Event, threading.Event]:
+    """An Overlap whose writer holds job 1 until the returned gate is set."""
+    gate, started = threading.Event(), threading.Event()
+
+    def work(j: int) -> None:
+        started.set()
+        gate.wait(10)
+        ov_work.append(j)
+
+    ov: Overlap[int] = Overlap(work)
+    ov.start()
+    return ov, gate, started
+
+
 def test_jobs_are_done_in_order_on_another_thread_and_idle_runs_after_each() -> None:
     done: list[tuple[int, str]] = []
     idles: list[int] = []
@@ -48,17 +62,8 @@ def test_idle_runs_every_idle_s_without_a_job() -> None:
 
 
 def test_at_most_one_job_waits_while_the_writer_works() -> None:
-    gate = threading.Event()
-    started = threading.Event()
     done: list[int] = []
-
-    def work(j: int) -> None:
-        started.set()
-        gate.wait(10)
-        done.append(j)
-
-    ov: Overlap[int] = Overlap(work)
-    ov.start()
+    ov, gate, started = _blocked(done)
     ov.put(1)
     assert started.wait(5)
     ov.put(2)  # waits in the slot
@@ -93,17 +98,8 @@ def test_a_put_blocked_when_stop_is_set_hands_nothing_over() -> None:
 
 
 def test_close_drops_the_waiting_job_and_lets_the_one_in_hand_finish() -> None:
-    gate = threading.Event()
-    started = threading.Event()
     done: list[int] = []
-
-    def work(j: int) -> None:
-        started.set()
-        gate.wait(10)
-        done.append(j)
-
-    ov: Overlap[int] = Overlap(work)
-    ov.start()
+    ov, gate, started = _blocked(done)
     ov.put(1)
     assert started.wait(5)
     ov.put(2)
@@ -144,20 +140,6 @@ def test_an_error_in_the_periodic_work_is_raised_too() -> None:
             threading.Event().wait(0.01)
     with pytest.raises(OSError, match="maintenance failed"):
         ov.close()
-
-
-def _blocked(ov_work: list[int]) -> tuple[Overlap[int], threading.Event, threading.Event]:
-    """An Overlap whose writer holds job 1 until the returned gate is set."""
-    gate, started = threading.Event(), threading.Event()
-
-    def work(j: int) -> None:
-        started.set()
-        gate.wait(10)
-        ov_work.append(j)
-
-    ov: Overlap[int] = Overlap(work)
-    ov.start()
-    return ov, gate, started
 
 
 def test_busy_while_the_one_job_is_in_hand_and_wait_idle_times_out_meanwhile() -> None:
