@@ -12,6 +12,7 @@ import platform
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import onnxruntime as ort
 import pytest
 from support.mqtt import Broker, require_mosquitto
@@ -21,6 +22,7 @@ from edge_agent import __version__
 from edge_agent.adapters.host import probes
 from edge_agent.app.cli import doctor_cmd
 from edge_agent.app.cli.main import main
+from edge_agent.core.camera.source_spec import Frame
 from edge_agent.core.config.schema import Config, parse_config
 
 REPO = Path(__file__).resolve().parents[3]
@@ -335,6 +337,7 @@ def test_a_broker_that_refuses_fails_and_a_relative_password_file_is_read_beside
         monkeypatch.chdir(elsewhere)  # the password is found next to the config, not in the cwd
         rc, c = doctor(capsys, cfg, tmp_path)
         assert rc == 1 and c["broker"]["status"] == "FAIL", c["broker"]
+        assert "refused the connection as 'cam'" in c["broker"]["detail"]
         assert c["broker"]["fix"].startswith(
             "fix [mqtt] username / the password in /etc/edge-agent/mqtt-password"
         )
@@ -342,8 +345,33 @@ def test_a_broker_that_refuses_fails_and_a_relative_password_file_is_read_beside
         rc, c = doctor(capsys, cfg, tmp_path)
         assert c["broker"]["status"] == "ok" and "connected as cam" in c["broker"]["detail"], c["broker"]
         assert c["broker"]["fix"] == ""
+        # under the unit, a relative password_file is the credential systemd hands over, not the
+        # file beside the config
+        creds = tmp_path / "creds"
+        creds.mkdir()
+        (creds / "pw").write_text("wrong\n")
+        monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+        rc, c = doctor(capsys, cfg, tmp_path)
+        assert c["broker"]["status"] == "FAIL", c["broker"]
+        monkeypatch.delenv("CREDENTIALS_DIRECTORY")
     finally:
         b.stop()
     rc, c = doctor(capsys, cfg, tmp_path)  # gone: a warning, results queue locally
     assert rc == 0 and c["broker"]["status"] == "warn", c["broker"]
+    assert f"127.0.0.1:{b.port}" in c["broker"]["detail"]
     assert c["broker"]["fix"] == "results queue locally until the broker answers; check [mqtt] host/port"
+
+
+def _frame(full: Optional[tuple[int, int]]) -> Frame:
+    return Frame(np.zeros((360, 640, 3), np.uint8), 0.0, 0.0, 1, "0", full_size=full)
+
+
+def test_a_usb_camera_by_index_gets_the_capture_size_hint_unless_a_size_is_set() -> None:
+    hint = "; [camera] width = 640, height = 360 would let the driver capture smaller"
+    bare = parse_config("[camera]\nsource = 0\n")
+    assert hint in doctor_cmd._frame_line(bare, "device_index", _frame((1920, 1080)))
+    for size in ("width = 1920", "height = 1080"):  # one of the two set is the operator's choice
+        asked = parse_config(f"[camera]\nsource = 0\n{size}\n")
+        line = doctor_cmd._frame_line(asked, "device_index", _frame((1920, 1080)))
+        assert line == "got a 1920x1080 frame, decoded to 640x360 for the model's input"
+    assert hint not in doctor_cmd._frame_line(bare, "network", _frame((1920, 1080)))
