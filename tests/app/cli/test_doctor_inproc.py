@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 from pathlib import Path
 from typing import Optional
 
@@ -375,3 +376,25 @@ def test_a_usb_camera_by_index_gets_the_capture_size_hint_unless_a_size_is_set()
         line = doctor_cmd._frame_line(asked, "device_index", _frame((1920, 1080)))
         assert line == "got a 1920x1080 frame, decoded to 640x360 for the model's input"
     assert hint not in doctor_cmd._frame_line(bare, "network", _frame((1920, 1080)))
+
+
+def test_a_camera_that_cannot_be_opened_fails_with_its_error_and_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (junk := tmp_path / "junk.mp4").write_bytes(b"not a video" * 10)  # there, but no video in it
+    rc, c = doctor(capsys, toml(tmp_path, camera=junk), tmp_path)
+    cam = c["camera"]
+    assert rc == 1 and cam["status"] == "FAIL", cam
+    assert (
+        cam["detail"].startswith(f"camera {str(junk)!r}: ")
+        and cam["fix"] == "fix [camera] source or plug the camera in"
+    )
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    url = f"http://127.0.0.1:{port}/stream"
+    rc, c = doctor(capsys, toml(tmp_path, camera=url), tmp_path)  # type: ignore[arg-type]
+    cam = c["camera"]
+    assert rc == 1 and cam["status"] == "FAIL" and cam["detail"].startswith(f"{url}: "), cam
+    assert "cannot connect" in cam["detail"]
+    assert cam["fix"] == "check [camera] source (URL, user, path), the network and that the camera is on"
