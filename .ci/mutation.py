@@ -1138,6 +1138,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/cli/doctor_cmd.py"],
         [
             "tests/app/cli/test_doctor_inproc.py",
+            "tests/app/cli/test_doctor_bite.py",  # from the first run's survivors: help, no --root, one open
             "tests/app/cli/test_doctor.py::test_a_v4l2_camera_far_above_the_model_gets_a_capture_size_hint_not_a_change",
         ],
     ),
