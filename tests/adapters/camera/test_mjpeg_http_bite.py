@@ -5,7 +5,10 @@ refusal's one line, and where a stream stopped (between parts, mid-part, stalled
 from __future__ import annotations
 
 import base64
+import locale
 import socket
+import struct
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +17,17 @@ from typing import Optional
 import cv2
 import numpy as np
 import pytest
+from support import wait_until
 from support.mjpeg import jpeg_number, numbered_jpeg
 
+from edge_agent.adapters.camera.capture import Camera
 from edge_agent.adapters.camera.mjpeg_http import (
     MjpegHttpSource,
     NotMultipart,
     decode_jpeg,
     read_credentials,
 )
+from edge_agent.core.config.schema import CameraConfig
 from edge_agent.errors import CameraError, ImageError
 
 OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: multipart/x-mixed-replace;boundary=b0\r\n\r\n"
@@ -295,3 +301,91 @@ def test_a_part_that_is_no_jpeg_or_too_large_is_one_line_and_not_decoded() -> No
     broken = data[: sof + 20] + b"\x00" * 40  # a frame header, then no image
     with pytest.raises(ImageError, match=rf"^undecodable JPEG \({len(broken)} bytes\)"):
         decode_jpeg(broken, None)
+
+
+def test_a_user_is_up_to_the_first_colon_and_is_never_empty(tmp_path: Path) -> None:
+    f = tmp_path / "c"
+    f.write_text("admin:s3:cr:et\n")  # RFC 7617: a user-id holds no colon, a password may
+    assert read_credentials(str(f)) == ("admin", "s3:cr:et")
+    f.write_text(":pw:more\n")
+    with pytest.raises(CameraError, match="expected one line 'user:password'"):
+        read_credentials(str(f))
+
+
+@pytest.mark.skipif(sys.flags.utf8_mode == 1, reason="Python's UTF-8 mode: every locale reads UTF-8")
+def test_a_credentials_file_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    f = tmp_path / "c"
+    f.write_bytes("kamera:pässwörd\n".encode())  # what systemd's LoadCredential= hands over, as written
+    saved = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # the service's environment without a UTF-8 locale: ASCII
+    try:
+        assert read_credentials(str(f)) == ("kamera", "pässwörd")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, saved)
+
+
+def test_a_connection_reset_mid_stream_is_a_broken_stream() -> None:
+    sock = socket.create_server(("127.0.0.1", 0))
+    opened = threading.Event()
+
+    def serve() -> None:
+        conn, _ = sock.accept()
+        conn.recv(4096)
+        conn.sendall(OK_HEAD)
+        opened.wait(10)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+        conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    src = MjpegHttpSource(f"http://127.0.0.1:{sock.getsockname()[1]}/", 5.0)
+    try:
+        opened.set()
+        t.join(10)
+        with pytest.raises(CameraError) as ei:
+            src.read()
+        assert str(ei.value).startswith("stream broken: ") and "reset" in str(ei.value), str(ei.value)
+    finally:
+        src.close()
+        sock.close()
+
+
+def test_a_jpeg_above_opencvs_own_cap_is_one_line_with_opencvs_reason() -> None:
+    data = bytearray(_jpeg(48, 64))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = struct.pack(">HH", 40000, 40000)  # 1.6 G pixels: above CV_IO_MAX_IMAGE_PIXELS
+    with pytest.raises(ImageError) as ei:
+        decode_jpeg(bytes(data), None, max_pixels=2 * 10**9)  # our cap raised above OpenCV's
+    line = str(ei.value)
+    assert line.startswith(f"undecodable JPEG ({len(data)} bytes): OpenCV(") and "\n" not in line, line
+    assert line.endswith("in function 'validateInputImageSize', skipped"), line
+
+
+def test_an_http_camera_is_live_so_a_frozen_stream_is_reconnected() -> None:
+    sock = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:  # the same picture over and over, one part at a time: a hung camera's buffer
+        conn, _ = sock.accept()
+        with conn:
+            conn.recv(4096)
+            try:
+                conn.sendall(OK_HEAD)
+                while not done.wait(0.02):
+                    conn.sendall(part(numbered_jpeg(4)))
+            except OSError:
+                pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    cam = Camera(CameraConfig(source=url), repeat_limit=3, max_reconnects=0)
+    cam.start()
+    try:
+        wait_until(lambda: cam.last_error, 20.0, "a reason the stream was dropped")
+        assert cam.last_error == "stream frozen: the same frame 4 times"
+    finally:
+        cam.stop()
+        done.set()
+        t.join(5)
+        sock.close()
