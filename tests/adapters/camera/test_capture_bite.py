@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Optional, Union
 
@@ -130,10 +131,15 @@ def test_a_replay_hands_out_every_frame_with_the_sources_fields_then_ends(
         1.5,
         "/data/imgs/",
     )
+    last = frames[-1]
+    assert last is not None
+    since = time.monotonic() - last.ts_mono
     st = cam.stats()
+    until = time.monotonic() - last.ts_mono
     assert st["state"] == "ended" and st["frames"] == 3 and st["dropped"] == 0 and st["errors"] == 0
     assert st["granted"] == {"width": 8} and isinstance(st["last_frame_age_s"], float)
-    assert st["last_frame_age_s"] >= 0 and st["last_error"] is None
+    # the age of the newest frame as of the call (3 decimals), not a clock's reading
+    assert round(since, 3) <= st["last_frame_age_s"] <= round(until, 3) and st["last_error"] is None
     assert "camera /data/imgs/: end of stream after 3 frames" in caplog.messages
     assert cam.read(0.01) is None and cam.finished
 
@@ -343,3 +349,28 @@ def test_a_blocking_put_waits_for_the_reader_and_gives_up_on_close() -> None:
     slot.close()
     t.join(5)
     assert done == [True, False] and slot.get(0) is frames[2]
+
+
+def test_new_frames_never_freeze_and_a_frozen_count_is_the_identical_frames_read(cams: list[Camera]) -> None:
+    moving = Script([], finite=False, endless=True)  # a new picture at every read
+    cam = Camera(
+        cfg(stall_timeout_s=60.0), source_factory=factory_of(moving), repeat_limit=3, max_reconnects=0
+    )
+    cams.append(cam)
+    cam.start()
+    wait_until(lambda: cam.frames >= 30, what="thirty new frames")
+    assert cam.reconnects == 0 and cam.last_error is None and cam.state == "streaming", cam.stats()
+    same = Script([image(1)] * 6, finite=False)
+    cam = Camera(cfg(stall_timeout_s=60.0), source_factory=factory_of(same), repeat_limit=3, max_reconnects=0)
+    cams.append(cam)
+    cam.start()
+    wait_until(lambda: cam.state == "failed", what="a frozen stream given up (no reconnects allowed)")
+    assert cam.last_error == "stream frozen: the same frame 4 times"
+    assert (same.reads, cam.frames) == (4, 3)  # the 4th read was the same: not handed out
+
+
+def test_a_read_on_a_live_camera_without_frames_waits_its_timeout_then_gives_none(cams: list[Camera]) -> None:
+    cam = Camera(cfg(stall_timeout_s=60.0), source_factory=factory_of(Script([], finite=False)))
+    cams.append(cam)
+    cam.start()
+    assert cam.read(0.05) is None and not cam.finished and cam.state != "failed"
