@@ -358,13 +358,13 @@ def test_new_frames_never_freeze_and_a_frozen_count_is_the_identical_frames_read
     )
     cams.append(cam)
     cam.start()
-    wait_until(lambda: cam.frames >= 30, what="thirty new frames")
+    wait_until(lambda: cam.frames >= 30, 10.0, "thirty new frames")
     assert cam.reconnects == 0 and cam.last_error is None and cam.state == "streaming", cam.stats()
     same = Script([image(1)] * 6, finite=False)
     cam = Camera(cfg(stall_timeout_s=60.0), source_factory=factory_of(same), repeat_limit=3, max_reconnects=0)
     cams.append(cam)
     cam.start()
-    wait_until(lambda: cam.state == "failed", what="a frozen stream given up (no reconnects allowed)")
+    wait_until(lambda: cam.state == "failed", 10.0, "a frozen stream given up (no reconnects allowed)")
     assert cam.last_error == "stream frozen: the same frame 4 times"
     assert (same.reads, cam.frames) == (4, 3)  # the 4th read was the same: not handed out
 
@@ -374,3 +374,24 @@ def test_a_read_on_a_live_camera_without_frames_waits_its_timeout_then_gives_non
     cams.append(cam)
     cam.start()
     assert cam.read(0.05) is None and not cam.finished and cam.state != "failed"
+
+
+def test_a_read_stuck_in_a_driver_is_abandoned_at_stop_and_said(caplog: pytest.LogCaptureFixture) -> None:
+    reading, release = threading.Event(), threading.Event()
+
+    class Stuck(Script):
+        def read(self) -> Optional[np.ndarray]:
+            reading.set()
+            release.wait(10)  # a V4L2 read that never returns
+            return None
+
+    cam = Camera(cfg(), source_factory=factory_of(Stuck([], finite=False)))
+    caplog.set_level(logging.WARNING, "edge_agent.adapters.camera.capture")
+    cam.start()
+    try:
+        assert reading.wait(10)
+        cam.stop(0.1)
+        assert f"camera {LIVE}: capture thread did not stop within 0.1s" in caplog.messages
+    finally:
+        release.set()
+        cam.stop()
