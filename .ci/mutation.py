@@ -1165,6 +1165,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/adapters/camera/capture.py"],
         [
             "tests/adapters/camera/test_capture_bite.py",
+            "tests/adapters/camera/test_capture_defaults_bite.py",  # from the first run's survivors
             "tests/adapters/camera/test_camera_restart.py",
             "tests/adapters/camera/test_camera.py::test_latest_frame_slot",
             "tests/adapters/camera/test_camera.py::test_live_source_keeps_only_the_newest_frame",
