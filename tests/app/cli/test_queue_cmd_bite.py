@@ -116,3 +116,42 @@ def test_peek_takes_a_whole_count_of_at_least_one(tmp_path: Path, capsys: pytest
         assert f"argument -n: {says}" in capsys.readouterr().err
     assert main(["queue", "peek", "--config", str(cfg), "-n", "2"]) == 0
     assert [json.loads(ln)["payload"]["n"] for ln in capsys.readouterr().out.splitlines()] == [0, 1]
+
+
+def _page(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as ei:
+        main(["queue", *argv, "--help"])
+    assert ei.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # as read, whatever the terminal's width
+
+
+ACTIONS = {
+    "stats": ("pending/bytes/oldest/dropped and other counters", "--json one JSON object"),
+    "drain": (
+        "publish everything pending to the configured broker, then exit",
+        "--timeout S give up after S seconds (default 60)",
+    ),
+    "peek": ("show the oldest messages as JSON lines", "-n N how many (default 10)"),
+    "export": (
+        "write every queued message as JSON lines",
+        "-o FILE, --output FILE file to write (default: stdout)",
+    ),
+    "purge": ("delete every queued message", "--yes, -y do not ask"),
+}
+
+
+def test_the_help_pages_say_what_each_action_and_option_does(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "queue inspect, drain, export or purge the durable outbox" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    top = _page(capsys)
+    assert top.startswith(
+        "usage: edge-agent queue [-h] [-v] [-q] ACTION ... 'edge-agent queue': look into, drain,"
+    )
+    assert "ACTION " + " ".join(f"{a} {says}" for a, (says, _) in ACTIONS.items()) + " options:" in top
+    for action, (says, option) in ACTIONS.items():
+        page = _page(capsys, action)
+        assert f"usage: edge-agent queue {action} " in page and f"] {says} options:" in page, page
+        assert f" {option} " in page, page
