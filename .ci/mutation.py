@@ -1046,6 +1046,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/cli/queue_cmd.py"],
         [
             "tests/app/cli/test_queue_cmd_inproc.py",
+            "tests/app/cli/test_queue_cmd_bite.py",  # issue 36 (h-mutl): the drain's status, the export's failures
             "tests/app/cli/test_cli_help.py",
             "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
@@ -1440,6 +1441,67 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/cli/test_cli_help.py",
             "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
+    # --- h-mutl ---
+    # issue 36: the dispatcher (flags, help formatting, exit statuses, Ctrl-C) and the demo assets'
+    # lookup, in process (test_cli_manners.py's and test_ctrl_c.py's subprocesses earn nothing)
+    "cli-main": (
+        ["edge_agent/app/cli/main.py", "edge_agent/app/cli/assets.py"],
+        [
+            "tests/app/cli/test_cli_main_bite.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+            "tests/app/cli/test_cli_manners.py::test_an_os_error_no_command_named_is_still_one_line_and_exit_1",
+            "tests/app/cli/test_ctrl_c.py::test_an_interrupt_while_the_commands_import_is_caught_by_main",
+            "tests/app/cli/test_ctrl_c.py::test_an_interrupt_inside_a_compiled_modules_init_is_an_interrupt_too",
+        ],
+    ),
+    # issue 36: `doctor` in process on fake /proc and /dev trees, the demo model, the sample folder and
+    # a real mosquitto (test_doctor.py runs it as a subprocess: "no tests" for every function)
+    "cli-doctor": (
+        ["edge_agent/app/cli/doctor_cmd.py"],
+        [
+            "tests/app/cli/test_doctor_inproc.py",
+            "tests/app/cli/test_doctor_bite.py",  # from the first run's survivors: help, no --root, one open
+            "tests/app/cli/test_doctor.py::test_a_v4l2_camera_far_above_the_model_gets_a_capture_size_hint_not_a_change",
+        ],
+    ),
+    # issue 36: the HTTP MJPEG source against local servers (a scripted one for each refusal and each
+    # way a stream ends); not the Camera tests of test_mjpeg.py (reconnect waits, capture.py's area)
+    "camera-mjpeg-http": (
+        ["edge_agent/adapters/camera/mjpeg_http.py"],
+        [
+            "tests/adapters/camera/test_mjpeg_http_bite.py",
+            "tests/adapters/camera/test_mjpeg.py::test_decode_jpeg_at_half_scale_reports_the_full_size",
+            "tests/adapters/camera/test_mjpeg.py::test_frames_arrive_in_order",
+            "tests/adapters/camera/test_mjpeg.py::test_basic_auth_from_a_credential_file",
+            "tests/adapters/camera/test_mjpeg.py::test_a_truncated_jpeg_is_skipped_and_the_stream_goes_on",
+            "tests/adapters/camera/test_mjpeg.py::test_a_read_hands_out_the_newest_part_not_a_stale_one",
+            "tests/adapters/camera/test_mjpeg.py::test_the_configured_pixel_cap_is_the_one_applied",
+            "tests/adapters/camera/test_mjpeg.py::test_the_query_string_reaches_the_server",
+            "tests/adapters/camera/test_decode_bounds.py::test_decode_refuses_a_jpeg_without_a_frame_header",
+        ],
+    ),
+    # issue 36: the capture thread on scripted sources (every counter, state, last_error and log line)
+    # and FakeDevice (camera-capture above runs all of test_camera.py: too long a run); not its file/folder/video tests (real decodes, seconds each) nor
+    # test_capture_rate.py (4 s; the rate's arithmetic is pinned on given timestamps instead)
+    "camera-capture-scripted": (
+        ["edge_agent/adapters/camera/capture.py"],
+        [
+            "tests/adapters/camera/test_capture_bite.py",
+            "tests/adapters/camera/test_capture_defaults_bite.py",  # from the first run's survivors
+            "tests/adapters/camera/test_camera_restart.py",
+            "tests/adapters/camera/test_camera.py::test_latest_frame_slot",
+            "tests/adapters/camera/test_camera.py::test_live_source_keeps_only_the_newest_frame",
+            "tests/adapters/camera/test_camera.py::test_stall_is_detected_and_recovered",
+            "tests/adapters/camera/test_camera.py::test_frozen_stream_and_failed_reads_trigger_reconnect",
+            "tests/adapters/camera/test_camera.py::test_unplugged_device_backs_off_then_recovers",
+            "tests/adapters/camera/test_camera.py::test_live_source_absent_at_start_is_retried_then_gives_up_when_capped",
+            "tests/adapters/camera/test_camera.py::test_an_unexpected_error_in_a_live_source_reconnects_instead_of_ending_the_thread",
+            "tests/adapters/camera/test_camera.py::test_a_frozen_stream_is_the_repeat_limit_or_the_stall_timeout_whichever_comes_first",
+            "tests/adapters/camera/test_camera.py::test_a_finished_folder_still_hands_out_its_last_frame",
         ],
     ),
 }
