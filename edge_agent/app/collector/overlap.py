@@ -3,9 +3,10 @@ thread stores and acknowledges round n.
 
 A round's store waits for the database (PostgreSQL executing the COPY, the commit's WAL flush,
 SQLite's fsync) with the GIL free, and the parse of the next round (JSON decoding, the topic and body
-checks) can run meanwhile. Measured (docs/performance.md, 2026-12-04, quiet): PostgreSQL 0.46x ->
-0.50x of a bare COPY, SQLite unchanged: both stages are mostly Python, so they take turns on the GIL
-and only the server's share overlaps. One round at most waits for the writer, so
+checks) can run meanwhile. Measured on loopback (docs/performance.md, 2026-12-04): no gain beyond
+the runs' spread (PostgreSQL 0.48-0.50x of a bare COPY against 0.46-0.48x serial): both stages are
+mostly Python, so they take turns on the GIL and only the server's short share overlaps; the case
+for it is a database across a network, not measured here. One round at most waits for the writer, so
 rounds are stored and acknowledged in the order they were taken, and at most two rounds are
 unacknowledged at once (the broker redelivers both if the collector stops or dies).
 
