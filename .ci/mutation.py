@@ -1124,6 +1124,11 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/collector/overlap.py"],
         ["tests/app/collector/test_overlap.py", "tests/app/collector/test_collector_run.py"],
     ),
+    # issue 36: the collector's housekeeping (history expiry/thinning, retention, per-device metrics)
+    "collector-maintenance": (
+        ["edge_agent/app/collector/maintenance.py"],
+        ["tests/app/collector/test_maintenance.py", "tests/app/collector/test_maintenance_bite.py"],
+    ),
     "collector-loop": (
         ["edge_agent/app/collector/loop.py"],
         [
