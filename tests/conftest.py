@@ -22,6 +22,7 @@ pytest_plugins = [
     "support.fixtures_collector",
     "support.fixtures_inference",
     "support.fixtures_outbox",
+    "support.fixtures_runtime",
     "support.fixtures_tools",
     "support.fixtures_updates",
 ]

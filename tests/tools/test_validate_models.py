@@ -138,36 +138,20 @@ def test_a_token_model_is_refused_naming_each_input_its_type_and_shape(
     )
 
 
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The real models ``validate_models`` opens, in order (a subclass that only records them)."""
-    from edge_agent.adapters.runtime import onnx_model
-
-    seen: list[Any] = []
-
-    class Recorded(onnx_model.OnnxModel):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            seen.append(self)
-
-    monkeypatch.setattr(onnx_model, "OnnxModel", Recorded)
-    return seen
-
-
 def test_provider_and_threads_open_both_models(
-    models: dict[str, Path], images: list[Path], opened: list[Any]
+    models: dict[str, Path], images: list[Path], opened_models: list[Any]
 ) -> None:
     """`validate --provider cpu --threads 1`: INT8 results differ per provider, and --threads bounds
     the CPU taken beside a running agent; both models get both, not only the reference."""
     validate_models(
         models["v8"], models["v8t"], images, images[0].parent, provider="cpu", threads=1, show_progress=False
     )
-    assert [m.path for m in opened] == [models["v8"], models["v8t"]]
-    for m in opened:
+    assert [m.path for m in opened_models] == [models["v8"], models["v8t"]]
+    for m in opened_models:
         assert m.info.provider_reason == "override: cpu"
         assert m.session.get_session_options().intra_op_num_threads == 1
-    opened.clear()
+    opened_models.clear()
     validate_models(models["v8"], models["v8t"], images, images[0].parent, show_progress=False)
-    for m in opened:  # the host's own plan without them
+    for m in opened_models:  # the host's own plan without them
         assert m.info.provider_reason != "override: cpu"
         assert m.session.get_session_options().intra_op_num_threads == 0

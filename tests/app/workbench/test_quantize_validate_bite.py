@@ -306,24 +306,8 @@ def test_the_map_drop_flag_sets_both_map_checks(
     assert (got["map50_drop"], got["map50_95_drop"]) == (0.34, 0.34)
 
 
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The real models the command opens, in order (a subclass that only records them)."""
-    from edge_agent.adapters.runtime import onnx_model
-
-    seen: list[Any] = []
-
-    class Recorded(onnx_model.OnnxModel):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            seen.append(self)
-
-    monkeypatch.setattr(onnx_model, "OnnxModel", Recorded)
-    return seen
-
-
 def test_provider_and_threads_reach_both_models_of_validate_and_of_quantize_s_check(
-    toy_dir: Path, tmp_path: Path, opened: list[Any], capsys: pytest.CaptureFixture[str]
+    toy_dir: Path, tmp_path: Path, opened_models: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ref = str(toy_dir / "toy-fp32.onnx")
     flags = ["--provider", "cpu", "--threads", "1"]
@@ -333,7 +317,7 @@ def test_provider_and_threads_reach_both_models_of_validate_and_of_quantize_s_ch
     assert main([*argv, *flags]) == 0
     capsys.readouterr()
     # validate's two, then quantize's validation: the last two it opens (FP32 and its INT8 result)
-    assert opened[-1].path == out and len(opened) > 4
-    for m in [*opened[:2], *opened[-2:]]:
+    assert opened_models[-1].path == out and len(opened_models) > 4
+    for m in [*opened_models[:2], *opened_models[-2:]]:
         assert m.info.provider_reason == "override: cpu"
         assert m.session.get_session_options().intra_op_num_threads == 1

@@ -320,24 +320,8 @@ def test_a_model_that_fails_validation_is_kept_under_the_failed_name(
     )
 
 
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The real models the commands open, in order (a subclass that only records them)."""
-    from edge_agent.adapters.runtime import onnx_model
-
-    seen: list[Any] = []
-
-    class Recorded(onnx_model.OnnxModel):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            seen.append(self)
-
-    monkeypatch.setattr(onnx_model, "OnnxModel", Recorded)
-    return seen
-
-
 def test_provider_and_threads_reach_every_sensor_model_opened(
-    tmp_path: Path, opened: list[Any], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, opened_models: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--provider / --threads: the model calibrated and both models of the validation, in both commands."""
     flags = ["--provider", "cpu", "--threads", "1"]
@@ -345,8 +329,8 @@ def test_provider_and_threads_reach_every_sensor_model_opened(
     assert validate(capsys, MODEL, MODEL, rec, *flags)[0] == 0
     out = tmp_path / "q.onnx"
     assert quantize(capsys, out, DATA / "train.csv", *flags)[0] == 0
-    assert [m.path for m in opened] == [MODEL, MODEL, MODEL, MODEL, out]
-    for m in opened:
+    assert [m.path for m in opened_models] == [MODEL, MODEL, MODEL, MODEL, out]
+    for m in opened_models:
         assert m.info.provider_reason == "override: cpu"
         assert m.session.get_session_options().intra_op_num_threads == 1
 
