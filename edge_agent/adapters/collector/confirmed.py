@@ -65,14 +65,15 @@ def update(
 ) -> Dict[str, bytes]:
     """Inside the round's transaction: add the round's seqs to ``confirmed``; per device, the
     confirmation to publish after the commit (this round's islands + the newest boots' highest).
-    ``islands``: PostgreSQL's stored islands around every seq of the round, read under the
-    device locks in the round's first pipeline (adapters.collector.ingest); SQLite reads them here.
+    ``islands``: the stored islands around every seq of the round, read under the device locks
+    in the round's first pipeline (adapters.collector.ingest) or after SQLite's BEGIN IMMEDIATE
+    (trust.reads_sqlite); None: read here, one query per (device, boot).
 
     SQLite: four passes of queries; PostgreSQL: the writes and the read-back in one pipeline, with
     ``commit`` the round's COMMIT too (a round of 200 devices made some 1,100 queries one round
-    trip at a time, 75 % of the store). ``tails``: filled with PostgreSQL's newest islands per
-    device (adapters.collector.known keeps them for the next round); ``cached``: those the round
-    knew already, updated here instead of read back where that is exact (known.after)."""
+    trip at a time, 75 % of the store). ``tails``: filled with the newest islands per device
+    (adapters.collector.known keeps them for the next round); ``cached``: those the round knew
+    already, updated here instead of read back where that is exact (known.after)."""
     seqs: Dict[str, Dict[int, List[int]]] = {}
     for r in records:
         seqs.setdefault(r.device, {}).setdefault(r.boot, []).append(r.seq)
@@ -97,14 +98,14 @@ def update(
         inserts += [(device, boot, a, b) for a, b in merged]
     devices = sorted(seqs)
     stored: Dict[str, Confirms] = {d: {} for d in devices}
+    computed: Dict[str, Confirms] = {}  # the read-back of 200 devices cost 15 % of a store
+    for d, tail in (cached or {}).items():
+        after = known.after(tail, changes.get(d, {})) if d in stored else None
+        if after is not None:
+            computed[d] = after
+    stored.update(computed)
+    read = [d for d in devices if d not in computed]
     if db.dialect == "postgresql":
-        computed: Dict[str, Confirms] = {}  # the read-back of 200 devices cost 15 % of a store
-        for d, tail in (cached or {}).items():
-            after = known.after(tail, changes.get(d, {})) if d in stored else None
-            if after is not None:
-                computed[d] = after
-        stored.update(computed)
-        read = [d for d in devices if d not in computed]
         with db.conn.pipeline():
             _write_pg(db, deletes, inserts)
             cur = db.conn.execute(NEWEST_PG, [read, MAX_BOOTS, MAX_RANGES], prepare=False) if read else None
@@ -117,11 +118,13 @@ def update(
         return {d: encode(bound(stored[d], keep[d])) for d in devices}
     db.many("DELETE FROM confirmed WHERE device = ? AND boot = ? AND lo = ?", deletes, fetch=False)
     db.many("INSERT INTO confirmed (device, boot, lo, hi) VALUES (?, ?, ?, ?)", inserts, fetch=False)
-    boots = db.many(BOOTS, [(d, MAX_BOOTS) for d in devices])
-    wanted = [(d, int(b)) for d, rows in zip(devices, boots) for (b,) in rows]
+    boots = db.many(BOOTS, [(d, MAX_BOOTS) for d in read])
+    wanted = [(d, int(b)) for d, rows in zip(read, boots) for (b,) in rows]
     newest = db.many(NEWEST, [(d, b, MAX_RANGES) for d, b in wanted])
     for (device, boot), rows in zip(wanted, newest):
         stored[device][boot] = [(int(a), int(b)) for a, b in rows]
+    if tails is not None:
+        tails.update(stored)
     return {d: encode(bound(stored[d], keep[d])) for d in devices}
 
 

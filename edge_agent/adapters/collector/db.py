@@ -62,7 +62,7 @@ class CollectorDb:
         self.last_conflicts: dict[str, int] = {}  # of the last store(): new conflicts per device
         # device -> its confirmation (core.messages.confirm) of the last committed store()
         self.confirms: dict[str, bytes] = {}
-        self.known = Known()  # PostgreSQL: what its last rounds left per device
+        self.known = Known()  # what its last rounds left per device (adapters.collector.known)
         if url.startswith("sqlite:"):
             self.dialect = "sqlite"
             path = _sqlite_path(url)
@@ -217,16 +217,17 @@ class CollectorDb:
             by_device.setdefault(st.device, []).append(st)
         # last_seen is when anything was last heard, even a status that loses to a newer one
         devices = sorted(seen | set(by_device))
-        reads = None
+        pg = self.dialect == "postgresql"
         confirms: dict[str, bytes] = {}
         try:
-            if self.dialect == "sqlite":
-                self._begin()
-            else:
+            if pg:
                 reads = ingest.reads_pg(self, records, devices, received, None if staged else self.known)
+            else:
+                self._begin()
+                reads = trust.reads_sqlite(self, records, devices, self.known)
             split = trust.sort_records(self, records, reported, self.limits, reads)
             inserted = self._insert_records(split.new, received, staged) if split.new else 0
-            if reads is None:  # SQLite (one writer, no lock order): after the reads, which refresh
+            if not pg:  # SQLite (one writer, no lock order): after the reads, which refresh
                 # the connection's schema; as the first statement, an upsert failing to prepare
                 # (a broken trigger, dropped since) failed every retry (test_no_ack_on_failed_commit)
                 self._seen(devices, received)
@@ -254,16 +255,14 @@ class CollectorDb:
             held = [*split.new, *split.same, *held_conflicts]
             tails: dict[str, Confirms] = {}
             if held:  # PostgreSQL: the COMMIT in the pipeline of the watermark's writes
-                isl = None if reads is None else reads.islands
-                cached = None if reads is None else reads.tails
-                confirms = confirmed.update(self, held, isl, reads is not None, tails=tails, cached=cached)
-            if reads is None or not held:
+                confirms = confirmed.update(self, held, reads.islands, pg, tails=tails, cached=reads.tails)
+            if not pg or not held:
                 self.conn.execute("COMMIT")
         except BaseException:
             self.known.forget()
             self._rollback()
             raise
-        if reads is not None and not staged:  # staged: a writer without the locks is about
+        if not staged:  # staged: a writer without the locks is about
             self.known.keep(reads.versions, reads.tops, split.new, tails)
         # a record that lost the insert race to another collector counts as a duplicate
         self.last_duplicates = split.duplicates + repeats + len(split.new) - inserted
@@ -306,6 +305,7 @@ class CollectorDb:
         (messages, events) it has: deleted with ``purge``, kept without. A device that publishes
         again comes back (its next message or status makes a new row)."""
         self._begin()
+        self.known.forget([device])  # SQLite: this connection's own write (PostgreSQL: a new epoch)
         try:
             known = self._x("DELETE FROM devices WHERE device = ?", (device,)).rowcount > 0
             counts = []

@@ -105,6 +105,21 @@ def _fetch(sent: Sent, out: Reads) -> None:
         out.islands.setdefault((d, int(b)), []).append((int(lo), int(hi)))
 
 
+def round_keys(
+    records: Sequence[Record],
+) -> Tuple[List[Key], Dict[str, List[int]], List[Tuple[str, int, int, int]]]:
+    """A round's keys (sorted, once each), its seqs per device, and per (device, boot) the span
+    ``(device, boot, lo - 1, hi + 1)`` whose stored islands its confirmation merges with."""
+    keys = sorted({(r.device, r.boot, r.seq) for r in records})
+    span: Dict[Tuple[str, int], Tuple[int, int]] = {}
+    seqs: Dict[str, List[int]] = {}
+    for d, b, s in keys:
+        lo, hi = span.get((d, b), (s, s))
+        span[(d, b)] = (min(lo, s), max(hi, s))
+        seqs.setdefault(d, []).append(s)
+    return keys, seqs, [(d, b, lo - 1, hi + 1) for (d, b), (lo, hi) in sorted(span.items())]
+
+
 def reads_pg(
     db: CollectorDb,
     records: Sequence[Record],
@@ -115,14 +130,7 @@ def reads_pg(
     """BEGIN, the last-seen upsert of ``devices`` (sorted: every round's locks in one order) and the
     round's reads, in one pipeline; a device ``known`` answers for is not read, unless the upsert's
     version disproves it (then read in a second pipeline, still under the locks)."""
-    keys = sorted({(r.device, r.boot, r.seq) for r in records})
-    span: Dict[Tuple[str, int], Tuple[int, int]] = {}
-    seqs: Dict[str, List[int]] = {}
-    for d, b, s in keys:
-        lo, hi = span.get((d, b), (s, s))
-        span[(d, b)] = (min(lo, s), max(hi, s))
-        seqs.setdefault(d, []).append(s)
-    spans = [(d, b, lo - 1, hi + 1) for (d, b), (lo, hi) in sorted(span.items())]
+    keys, seqs, spans = round_keys(records)
     guess = known.plan(seqs, spans) if known is not None else {}
     conn = db.conn
     with conn.pipeline():

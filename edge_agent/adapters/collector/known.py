@@ -1,6 +1,7 @@
-"""What a PostgreSQL collector knows of a device from its own last committed round, so its next
-round can skip the reads of that device (adapters.collector.ingest): the device's highest stored
-seq and its newest ``confirmed`` islands, trusted only while nobody else wrote the device since.
+"""What a collector knows of a device from its own last committed round, so its next round can
+skip the reads of that device (adapters.collector.ingest on PostgreSQL, trust.reads_sqlite on
+SQLite, where ``PRAGMA data_version`` is the proof): the device's highest stored seq and its newest
+``confirmed`` islands, trusted only while nobody else wrote the device since.
 
 Proof of that: ``devices.writes`` (migration 0008). Every round of every collector adds 1 to it
 in the last-seen upsert that takes the device's row lock, and returns it; the purge and a
@@ -70,12 +71,15 @@ def after(tail: Confirms, changes: Mapping[int, Tuple[List[Range], List[Range]]]
 
 
 class Known:
-    """Per device, an :class:`Entry`; ``hits`` / ``misses`` count devices (tests, bench)."""
+    """Per device, an :class:`Entry`; ``hits`` / ``misses`` count devices (tests, bench);
+    ``data_version``: SQLite's ``PRAGMA data_version`` when the entries were last proven
+    (trust.reads_sqlite)."""
 
     def __init__(self) -> None:
         self.entries: Dict[str, Entry] = {}
         self.hits = 0
         self.misses = 0
+        self.data_version: Optional[int] = None
 
     def plan(
         self, seqs: Mapping[str, Sequence[int]], spans: Sequence[Span]
@@ -134,7 +138,10 @@ def bump(db: CollectorDb, devices: Iterable[str]) -> None:
     (a purge deleted some of their messages), locking the rows in device order as every round
     does (a writer locking them in another order could deadlock with a round)."""
     names = sorted(set(devices))
-    if db.dialect != "postgresql" or not names:
+    if db.dialect != "postgresql":  # SQLite: another connection's write changes data_version
+        db.known.forget(names)  # (trust.reads_sqlite); this one's own is forgotten here
+        return
+    if not names:
         return
     db.conn.execute("SELECT 1 FROM devices WHERE device = ANY(%s) ORDER BY device FOR UPDATE", [names])
     db.conn.execute("UPDATE devices SET writes = writes + 1 WHERE device = ANY(%s)", [names])

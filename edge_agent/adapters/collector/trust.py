@@ -16,13 +16,17 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from edge_agent.adapters.collector.ingest import Key, Reads
+from edge_agent.adapters.collector.ingest import Key, Reads, round_keys
 from edge_agent.core.messages.fleet import Record
 
 if TYPE_CHECKING:
     from edge_agent.adapters.collector.db import CollectorDb
+    from edge_agent.adapters.collector.known import Known
 
 CHUNK = 300  # keys per SQLite query (3 variables each; SQLite allows 32766)
+ISLANDS_SQLITE = (
+    "SELECT lo, hi FROM confirmed WHERE device = ? AND boot = ? AND hi >= ? AND lo <= ? ORDER BY lo"
+)
 
 
 class Limits(NamedTuple):
@@ -74,24 +78,63 @@ def _existing(db: CollectorDb, keys: Sequence[Key]) -> dict[Key, tuple[Any, Any]
     return out
 
 
-def _highest(db: CollectorDb, devices: Sequence[str]) -> dict[str, int]:
-    """SQLite: the highest seq each device is known to have reached: stored, or reported in its
-    status. One MAX per device (a backward step on the (device, seq) index); a GROUP BY over the
-    devices read every row of them on PostgreSQL (it halved the store's rate)."""
-    out: dict[str, int] = {}
-    if not devices:
-        return out
+def _tops(db: CollectorDb, devices: Sequence[str]) -> dict[str, Optional[int]]:
+    """SQLite: MAX(seq) per device in ``messages`` (None: no row). One MAX per device (a backward
+    step on the (device, seq) index); a GROUP BY over the devices read every row of them on
+    PostgreSQL (it halved the store's rate)."""
+    out: dict[str, Optional[int]] = {}
     for d in devices:
         (top,) = db.conn.execute("SELECT MAX(seq) FROM messages WHERE device = ?", (d,)).fetchone()
-        if top is not None:
-            out[d] = int(top)
+        out[d] = None if top is None else int(top)
+    return out
+
+
+def _reported(db: CollectorDb, devices: Sequence[str]) -> dict[str, int]:
+    """SQLite: the seq each device's stored status reports (devices.reported_seq), where it has one."""
+    out: dict[str, int] = {}
     for part in _chunks(devices):
         marks = ", ".join("?" for _ in part)
         sql = (
             f"SELECT device, reported_seq FROM devices WHERE device IN ({marks}) AND reported_seq IS NOT NULL"
         )
-        for d, s in db._x(sql, list(part)).fetchall():
-            out[d] = max(out.get(d, 0), int(s))
+        out.update((d, int(s)) for d, s in db._x(sql, list(part)).fetchall())
+    return out
+
+
+def reads_sqlite(db: CollectorDb, records: Sequence[Record], devices: Sequence[str], cache: Known) -> Reads:
+    """SQLite's reads of a round, after its BEGIN IMMEDIATE, in the shape PostgreSQL's pipeline
+    gives them (adapters.collector.ingest): the stored keys, highest seqs and ``confirmed`` islands
+    of the round's devices, one query per device each (some 1,000 a round of 200 devices, a
+    quarter of the store), skipped for the devices ``cache`` answers for (adapters.collector.known).
+
+    The cache's proof here is ``PRAGMA data_version``: unchanged since this connection's last round,
+    no other connection committed anything (SQLite's writers take turns on one lock); this
+    connection's own other writers of ``messages`` drop what they touch (known.bump, retire).
+    ``versions``: each device's cached version + 1 (0 for one not cached), so :meth:`Known.proven`
+    and :meth:`Known.keep` work as on PostgreSQL."""
+    (version,) = db.conn.execute("PRAGMA data_version").fetchone()
+    if version != cache.data_version:
+        cache.forget()
+        cache.data_version = int(version)
+    keys, seqs, spans = round_keys(records)
+    guess = cache.plan(seqs, spans)
+    versions = {d: cache.entries[d].version + 1 if d in cache.entries else 0 for d in devices}
+    out = Reads(_existing(db, [k for k in keys if k[0] not in guess]), {}, {}, {}, versions, {})
+    out.tops.update(_tops(db, [d for d in seqs if d not in guess]))
+    for d, b, lo, hi in spans:
+        if d not in guess:
+            rows = db.conn.execute(ISLANDS_SQLITE, (d, b, lo, hi)).fetchall()
+            out.islands[(d, b)] = [(int(a), int(z)) for a, z in rows]
+    for d, isl in guess.items():
+        out.tops[d], out.tails[d] = cache.entries[d].top, cache.entries[d].tail
+        out.islands.update((k, v) for k, v in isl.items() if v)
+    reported = _reported(db, list(seqs))
+    for d in seqs:
+        marks = [v for v in (out.tops[d], reported.get(d)) if v is not None]
+        if marks:
+            out.highest[d] = max(marks)
+    cache.hits += len(guess)
+    cache.misses += len(seqs) - len(guess)
     return out
 
 
@@ -112,17 +155,12 @@ def sort_records(
     records: Sequence[Record],
     reported: dict[str, int],
     limits: Limits,
-    reads: Optional[Reads] = None,
+    reads: Reads,
 ) -> Sorted:
     """Split a round's records into new ones, identical redeliveries and conflicts. ``reported``:
-    the seq each device's statuses of this round report (queue.seq); ``reads``: PostgreSQL's stored
-    keys and highest seqs, read in the round's pipeline (SQLite: read here)."""
-    if reads is None:
-        keys = list(dict.fromkeys((r.device, r.boot, r.seq) for r in records))
-        stored = _existing(db, keys)
-        highest = _highest(db, sorted({r.device for r in records}))
-    else:
-        stored, highest = reads.stored, dict(reads.highest)
+    the seq each device's statuses of this round report (queue.seq); ``reads``: the stored keys
+    and highest seqs (ingest.reads_pg, :func:`reads_sqlite`)."""
+    stored, highest = reads.stored, dict(reads.highest)
     for dev, s in reported.items():
         highest[dev] = max(highest.get(dev, 0), s)
     chosen: dict[Key, Record] = {}

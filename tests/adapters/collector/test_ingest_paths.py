@@ -288,15 +288,15 @@ def test_a_seq_jump_counts_from_the_seq_a_device_reported(db: CollectorDb) -> No
 def test_rounds_above_a_devices_highest_are_answered_by_the_cache_until_another_writer(
     db: CollectorDb, request: pytest.FixtureRequest
 ) -> None:
-    """PostgreSQL: the collector knows the device from its own rounds (hits), a round of another
-    collector in between makes the next one read it (a miss); the islands stay those of the
-    stored seqs either way. SQLite never caches; the staging path (every COPY refused here) drops
-    what it knew each round: a miss per round."""
+    """The collector knows the device from its own rounds (hits), a round of another collector
+    in between makes the next one read it (a miss: PostgreSQL's devices.writes, SQLite's
+    data_version); the islands stay those of the stored seqs either way. The staging path (every
+    COPY refused here) drops what it knew each round: a miss per round."""
     param = request.node.callspec.params["db"]
     other = CollectorDb(db.url)
 
     def counts(hits: int, misses: int, rounds: int) -> tuple[int, int]:
-        return {"postgresql": (hits, misses), "sqlite": (0, 0)}.get(param, (0, rounds))
+        return (hits, misses) if param in ("postgresql", "sqlite") else (0, rounds)
 
     try:
         for n, (seqs, hits) in enumerate((([1, 2], 0), ([3], 1), ([5], 2), ([6, 7], 3)), 1):
