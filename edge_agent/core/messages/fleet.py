@@ -165,6 +165,7 @@ def _finite(text: str) -> float:
 _FINITE = json.JSONDecoder(parse_constant=_finite, parse_float=_finite)
 _FAST = json.JSONDecoder(parse_constant=_finite)
 _EXP, _RUN = re.compile(r"[eE][+-]?[0-9]{3}"), re.compile(r"[0-9]{210}")
+_DIGITS = b"0123456789"  # deleted by bytes.translate to count them: one C pass (ten str.count: 4 us)
 
 
 def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
@@ -181,7 +182,8 @@ def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
     as_sent: Optional[str] = text
     try:
         try:
-            slow = _EXP.search(text) or (sum(map(text.count, "0123456789")) >= 210 and _RUN.search(text))
+            digits = len(payload) - len(payload.translate(None, _DIGITS))
+            slow = _EXP.search(text) or (digits >= 210 and _RUN.search(text))
             body = (_FINITE if slow else _FAST).decode(text)
         except _NotFinite:
             body, as_sent = json.loads(text), None
