@@ -72,8 +72,10 @@ def run_sensor(args: argparse.Namespace) -> int:
     stream_rows: List[int] = []  # per reading: its row in the windower's stream (lost readings are rows too)
     time_field = args.time_field
     correct = labelled = published = 0
-    for i, reading in enumerate(read_recording(path)):
-        if time_field is None and i == 0:
+    for reading in read_recording(path):
+        # the default on the first reading the model takes: another sensor's line (a JSONL log
+        # of several) without a "t" made every reading timed by its count, lost ones unseen
+        if time_field is None and any(c in reading for c in spec.channels):
             time_field = "t" if "t" in reading else ""
         t = reading.get(time_field) if time_field else None
         counted = windower.readings  # without a time: at the model's rate, over the readings it takes

@@ -182,6 +182,24 @@ def test_the_time_column_shows_lost_readings(
         assert summary["windows_due"] == 3 and all(r["filled"] == 0 for r in windows)
 
 
+def test_the_default_time_column_is_taken_from_the_first_reading_the_model_reads(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A JSONL log that starts with another sensor's line (no "t", none of the model's channels):
+    the model's readings still have their times, and the 2 s lost after reading 59 are seen."""
+    header, data = recording(120)
+    lines = [json.dumps({"humidity": 41})]
+    for row in _with_gap(header, data, "t"):
+        lines.append(
+            json.dumps({k: float(v) if k not in ("label", "series") else v for k, v in zip(header, row)})
+        )
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("\n".join(lines) + "\n")
+    rc, out, err = run(capsys, "--sensor", str(rec), "-m", str(MODEL), "--json")
+    assert rc == 0
+    assert summary_of(err)["windows_due"] == 4 and any(int(str(r["filled"])) > 0 for r in rows_of(out))
+
+
 def _retasked(tmp_path: Path, **meta: str) -> Path:
     onnx = pytest.importorskip("onnx")
     model = onnx.load(str(MODEL))
