@@ -1,7 +1,7 @@
 """The collector's ingest against its own database's speed, never run by pytest:
 
     PYTHONPATH=$PWD python tests/bench/bench_ingest.py [--devices 200] [--per-device 100]
-        [--round 500] [--reps 3] [--db sqlite|postgresql|both] [--no-mqtt]
+        [--round 2000] [--reps 3] [--db sqlite|postgresql|both] [--no-mqtt]
 
 The same rows (``--devices`` x ``--per-device`` result messages of ~0.5 KiB, devices interleaved as
 a fleet's backlog reaches the broker) are stored, in rounds of ``--round`` messages with a commit
@@ -197,15 +197,16 @@ def queue_for(broker: Broker, sessions: list[Callable[[], None]], items: list[tu
     pub.loop_stop()
 
 
-def receive_only(port: int, n: int) -> float:
-    """Drain the queued session with the collector's Subscriber, acking each message at once."""
+def receive_only(port: int, n: int, size: int) -> float:
+    """Drain the queued session with the collector's Subscriber, acking what arrived in rounds of
+    at most ``size`` at once (the collector's receive_maximum, two rounds)."""
     sub = Subscriber(
         "127.0.0.1",
         port,
         "bench-recv",
         subscriptions("edge", None),
         session_expiry_s=3600,
-        receive_maximum=1000,
+        receive_maximum=min(65535, 2 * size),
     )
     got = 0
     first = 0.0
@@ -217,7 +218,7 @@ def receive_only(port: int, n: int) -> float:
                 first = time.perf_counter()
             got += 1
             batch = [m]
-            while len(batch) < 500:
+            while len(batch) < size:
                 try:
                     batch.append(sub.inbox.get_nowait())
                 except Exception:  # noqa: BLE001 -- queue.Empty
@@ -245,13 +246,16 @@ def recv_session(port: int) -> None:
     sub.stop()
 
 
-def e2e(tmp: Path, url: str, items: list[tuple[str, bytes]], dialect: str) -> tuple[float, float]:
-    """(receive-only rate, collector's end-to-end rate), both draining the same queued messages."""
+def e2e(tmp: Path, url: str, items: list[tuple[str, bytes]], dialect: str, size: int) -> tuple[float, float]:
+    """(receive-only rate, collector's end-to-end rate), both draining the same queued messages;
+    the collector's rounds of ``size`` (batch_max, two of them in flight: receive_maximum)."""
     broker = Broker(tmp / "broker")
     broker.start()
     log = tmp / "collector.log"
     conf = tmp / "collector.toml"  # a fleet of new device ids: all admitted
-    conf.write_text("[collector]\nnew_devices_max = 1000000\n")
+    conf.write_text(
+        f"[collector]\nnew_devices_max = 1000000\nbatch_max = {size}\nreceive_maximum = {min(65535, 2 * size)}\n"
+    )
     col = CollectorProc(broker.port, url, log, "bench-col", extra=("--config", str(conf)))
     try:
 
@@ -263,7 +267,7 @@ def e2e(tmp: Path, url: str, items: list[tuple[str, bytes]], dialect: str) -> tu
             col.stop()
 
         queue_for(broker, [col_session, lambda: recv_session(broker.port)], items)
-        recv = receive_only(broker.port, len(items))
+        recv = receive_only(broker.port, len(items), size)
         db = CollectorDb(url)
         wipe(db)
         db.close()
@@ -318,7 +322,7 @@ def one(dialect: str, a: argparse.Namespace, items: list[tuple[str, bytes]]) -> 
                 flush=True,
             )
             if not a.no_mqtt:
-                recv, full = e2e(tmp, url, items, dialect)
+                recv, full = e2e(tmp, url, items, dialect, a.round)
                 print(
                     f"{dialect:<10} through mosquitto: receive-only (paho, acks) {recv:,.0f}/s | "
                     f"collector end to end {full:,.0f}/s = {full / med['bare']:.2f}x of bare | "
@@ -334,7 +338,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--devices", type=int, default=200)
     ap.add_argument("--per-device", type=int, default=100)
-    ap.add_argument("--round", type=int, default=500, help="messages per transaction ([collector] batch_max)")
+    ap.add_argument("--round", type=int, default=2000, help="messages per transaction ([collector] batch_max)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     ap.add_argument("--no-mqtt", action="store_true", help="skip the end-to-end run through mosquitto")

@@ -57,14 +57,18 @@ class CollectorConfig(BaseModel):
         le=2**32 - 1,
         description="how long the broker keeps the session, and queues for it, while this collector is away",
     )
+    # a backlog's rounds fill up to batch_max; its per-round cost (the devices upsert, watermarks,
+    # the commit) is spread over more rows: store / bare COPY 0.58x at 500, 0.69x at 2000, 0.72x at
+    # 5000 (SQLite 0.74x / 0.89x / 0.94x; tests/bench/bench_ingest.py, docs/performance.md); two
+    # rounds in flight (the writer's and the next) need receive_maximum >= 2 x batch_max
     receive_maximum: int = Field(
-        default=1000,
+        default=4000,
         ge=1,
         le=65535,
         description="un-acknowledged messages the broker may have in flight to us (MQTT 5 Receive Maximum)",
     )
     batch_max: int = Field(
-        default=500,
+        default=2000,
         ge=1,
         le=100_000,
         description="MQTT messages per database transaction (each acknowledged only after that commit)",

@@ -80,7 +80,7 @@ def test_an_empty_file_is_the_defaults_and_flags_go_on_top() -> None:
 def test_the_example_states_the_bounds_of_each_number() -> None:
     text = collector_example()
     assert "[>= 60, <= 4294967295]\nsession_expiry_s = 604_800\n" in text
-    assert "[>= 1, <= 65535]\nreceive_maximum = 1000\n" in text
+    assert "[>= 1, <= 65535]\nreceive_maximum = 4000\n" in text
     assert "[> 0, <= 65535]\nkeepalive_s = 30\n" in text
 
 
