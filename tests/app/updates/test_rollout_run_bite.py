@@ -1,0 +1,116 @@
+"""rollout_run's promises that the mutation runs of issue 36 found no test holding (in process, so
+mutmut credits them; the whole rollouts are in test_model_rollout_inproc.py): the refusal of a
+package naming too few of the members lists at most five of them, and a broker that never
+acknowledges the status subscription is one error line naming the wait."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.rollout_sim import new_db
+from support.updates import INT8, write_config
+
+from edge_agent.adapters.collector import rollouts
+from edge_agent.adapters.collector.db import CollectorDb
+from edge_agent.adapters.updates import signing
+from edge_agent.app.cli.main import main
+from edge_agent.app.updates import rollout_run
+from edge_agent.core.updates.rollout import CanarySpec
+from edge_agent.errors import ModelError, SyncError
+
+
+@pytest.fixture(scope="module")
+def solo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A package signed for the devices cam-1 and cam-9 only (no group), packed in process."""
+    d = tmp_path_factory.mktemp("rollout-bite-pkg")
+    key = d / "signing.key"
+    signing.generate_key(key)
+    pkg = d / "solo.pkg"
+    args = ["-q", "model", "pack", str(INT8), "--sign", str(key), "--version", "2.5", "--name", "demo"]
+    assert main([*args, "--for-device", "cam-1", "--for-device", "cam-9", "-o", str(pkg)]) == 0
+    return pkg
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[CollectorDb]:
+    d = CollectorDb(new_db(tmp_path))
+    yield d
+    d.close()
+
+
+def test_a_refusal_names_the_first_five_members_the_manifest_leaves_out(db: CollectorDb, solo: Path) -> None:
+    """Seven members outside the manifest's devices (cam-1 is in it): the line names the first
+    five of them, sorted, and no rollout is recorded."""
+    members = ["cam-1", *(f"cam-{i}" for i in (8, 2, 7, 3, 6, 4, 5))]
+    with pytest.raises(ModelError) as exc:
+        rollout_run.start(db, solo, "fleet-a", members, CanarySpec(1, False), 1, 0)
+    assert str(exc.value) == (
+        f"{solo}: its signed manifest names neither group 'fleet-a' nor devices "
+        "['cam-2', 'cam-3', 'cam-4', 'cam-5', 'cam-6']: "
+        "they would refuse it (repack with `model pack --for-group fleet-a`)"
+    )
+    assert rollouts.listing(db) == []
+    # every member named by the manifest: started, whatever the group
+    ro = rollout_run.start(db, solo, "fleet-a", ["cam-9", "cam-1"], CanarySpec(1, False), 1, 0)
+    assert ro.stages == [["cam-1"], ["cam-9"]] and rollouts.get(db, ro.id) == ro
+
+
+class SilentBroker:
+    """An MQTT server on loopback that accepts the connection (CONNACK) and then answers
+    nothing: the SUBACK never comes."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = int(self.sock.getsockname()[1])
+        self.conns: list[socket.socket] = []
+        self.got = bytearray()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        self.conns.append(conn)
+        acked = False
+        while True:
+            try:
+                data = conn.recv(4096)
+            except OSError:
+                return
+            if not data:
+                return
+            self.got += data
+            if not acked and self.got[:1] == b"\x10":  # CONNECT: accepted, session not present
+                conn.sendall(b"\x20\x02\x00\x00")
+                acked = True
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_a_broker_that_never_acknowledges_the_subscription_is_one_error_naming_the_wait(
+    tmp_path: Path,
+) -> None:
+    from edge_agent.app.cli.configfile import load_config
+
+    server = SilentBroker()
+    cfg = load_config(write_config(tmp_path, port=server.port, device="operator"))
+    watch = rollout_run.StatusWatch(cfg, {"cam-1"})
+    try:
+        with pytest.raises(SyncError) as exc:
+            watch.settle(timeout_s=0.25)
+        assert str(exc.value) == "the broker did not acknowledge the status subscription within 0.25 s"
+    finally:
+        watch.close()
+        server.close()
+    assert watch.bodies == {} and watch.drain() == []
