@@ -1,7 +1,8 @@
 """rollout_run's promises that the mutation runs of issue 36 found no test holding (in process, so
-mutmut credits them; the whole rollouts are in test_model_rollout_inproc.py): the refusal of a
-package naming too few of the members lists at most five of them, and a broker that never
-acknowledges the status subscription is one error line naming the wait."""
+mutmut credits them; the other whole rollouts are in test_model_rollout_inproc.py): the refusal of
+a package naming too few of the members lists at most five of them, a broker that never
+acknowledges the status subscription is one error line naming the wait, and a stage of several
+devices is pushed to all of them in one line."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support.rollout_sim import new_db
+from support.rollout_sim import SimDevice, new_db, start_sims
 from support.updates import INT8, write_config
 
 from edge_agent.adapters.collector import rollouts
@@ -24,15 +26,22 @@ from edge_agent.errors import ModelError, SyncError
 
 
 @pytest.fixture(scope="module")
-def solo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A package signed for the devices cam-1 and cam-9 only (no group), packed in process."""
+def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Packed in process, signed by a fresh key: a package for group fleet-a, and one for the
+    devices cam-1 and cam-9 only (no group)."""
     d = tmp_path_factory.mktemp("rollout-bite-pkg")
     key = d / "signing.key"
-    signing.generate_key(key)
-    pkg = d / "solo.pkg"
+    pub = signing.generate_key(key)
+    pkg, solo = d / "fleet-a.pkg", d / "solo.pkg"
     args = ["-q", "model", "pack", str(INT8), "--sign", str(key), "--version", "2.5", "--name", "demo"]
-    assert main([*args, "--for-device", "cam-1", "--for-device", "cam-9", "-o", str(pkg)]) == 0
-    return pkg
+    assert main([*args, "--for-group", "fleet-a", "-o", str(pkg)]) == 0
+    assert main([*args, "--for-device", "cam-1", "--for-device", "cam-9", "-o", str(solo)]) == 0
+    return {"pkg": pkg, "solo": solo, "pub": pub}
+
+
+@pytest.fixture
+def solo(signed: dict[str, Any]) -> Path:
+    return Path(signed["solo"])
 
 
 @pytest.fixture
@@ -114,3 +123,32 @@ def test_a_broker_that_never_acknowledges_the_subscription_is_one_error_naming_t
         watch.close()
         server.close()
     assert watch.bodies == {} and watch.drain() == []
+
+
+def test_a_stage_of_several_devices_is_pushed_to_all_of_them_in_one_line(
+    tmp_path: Path,
+    broker: Any,
+    sims: list[SimDevice],
+    signed: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One canary, then the rest in one wave: "stage 1: pushing to cam-2, cam-3", each of them
+    receives the stage's transfer, and the rollout ends done at stage 1 (exit 0)."""
+    members = ["cam-1", "cam-2", "cam-3"]
+    start_sims(tmp_path, broker.port, signed["pub"], dict.fromkeys(members, "pass"), sims, trial_s=0.2)
+    url = new_db(tmp_path)
+    op = write_config(tmp_path, port=broker.port, device="operator")
+    args = [str(signed["pkg"]), "-c", str(op), "--group", "fleet-a", "--wait", "--timeout", "120"]
+    rc = main(["-q", "model", "rollout", *args, *(a for m in members for a in ("--member", m)), "--db", url])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    rid = out.split()[1].rstrip(":")
+    pushes = [ln for ln in out.splitlines() if ": pushing to " in ln]
+    assert pushes == ["stage 0 (canaries): pushing to cam-1", "stage 1: pushing to cam-2, cam-3"], out
+    assert [s.received for s in sims] == [[f"{rid}-s0"], [f"{rid}-s1"], [f"{rid}-s1"]]
+    d = CollectorDb(url)
+    try:
+        ro = rollouts.get(d, rid)
+        assert ro is not None and (ro.state, ro.stage, ro.pushed, ro.reason) == ("done", 1, 1, None)
+    finally:
+        d.close()
