@@ -152,3 +152,50 @@ def test_a_stage_of_several_devices_is_pushed_to_all_of_them_in_one_line(
         assert ro is not None and (ro.state, ro.stage, ro.pushed, ro.reason) == ("done", 1, 1, None)
     finally:
         d.close()
+
+
+def status(dev: str, vid: str, trial: bool) -> dict[str, Any]:
+    return {
+        "device_id": dev,
+        "model_update": {"current": {"id": vid}, "trial": {"vid": vid} if trial else None, "last": {}},
+    }
+
+
+def test_record_goes_on_past_a_body_it_skips_to_the_verdicts_after_it(
+    db: CollectorDb, signed: dict[str, Any]
+) -> None:
+    """The statuses come in arrival order: a non-member's, one of a device not sent to yet, one
+    saying nothing of this transfer, before a pushed device's verdict, do not hide that verdict."""
+    ro = rollout_run.start(
+        db, signed["pkg"], "fleet-a", ["cam-1", "cam-2", "cam-3"], CanarySpec(1, False), 1, 0
+    )
+    assert ro.stages == [["cam-1"], ["cam-2", "cam-3"]]
+    said: list[str] = []
+    ro.pushed = 0
+    rollout_run.record(
+        db,
+        ro,
+        [
+            ("cam-9", status("cam-9", ro.vid, False)),  # no member
+            ("cam-2", status("cam-2", ro.vid, False)),  # stage 1: not sent to it yet
+            ("cam-1", status("cam-1", ro.vid, False)),
+        ],
+        said.append,
+    )
+    assert said == [f"cam-1: passed: {ro.vid} runs, its trial is over"]
+    ro.pushed = ro.stage = 1
+    rollout_run.record(
+        db,
+        ro,
+        [
+            ("cam-2", {"device_id": "cam-2", "model_update": {"current": {"id": "other"}}}),  # no word yet
+            ("cam-3", status("cam-3", ro.vid, True)),
+        ],
+        said.append,
+    )
+    assert said[1:] == [f"cam-3: switched: {ro.vid} on trial"]
+    got = rollouts.verdicts(db, ro.id)
+    assert [(v.device, v.stage, v.transfer_id, v.verdict) for v in got] == [
+        ("cam-1", 0, f"{ro.id}-s0", "passed"),
+        ("cam-3", 1, f"{ro.id}-s1", "switched"),
+    ]
