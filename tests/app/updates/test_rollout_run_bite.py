@@ -1,8 +1,9 @@
 """rollout_run's promises that the mutation runs of issue 36 found no test holding (in process, so
 mutmut credits them; the other whole rollouts are in test_model_rollout_inproc.py): the refusal of
 a package naming too few of the members lists at most five of them, a broker that never
-acknowledges the status subscription is one error line naming the wait, and a stage of several
-devices is pushed to all of them in one line."""
+acknowledges the status subscription in time is one error line naming the wait, the statuses are
+read under a topic prefix written with slashes, a stage of several devices is pushed to all of them
+in one line, and record goes on past the statuses it skips."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import wait_until
 from support.rollout_sim import SimDevice, new_db, start_sims
 from support.updates import INT8, write_config
 
@@ -68,51 +70,57 @@ def test_a_refusal_names_the_first_five_members_the_manifest_leaves_out(db: Coll
     assert ro.stages == [["cam-1"], ["cam-9"]] and rollouts.get(db, ro.id) == ro
 
 
-class SilentBroker:
-    """An MQTT server on loopback that accepts the connection (CONNACK) and then answers
-    nothing: the SUBACK never comes."""
+class LateBroker:
+    """An MQTT server on loopback that accepts the connection (CONNACK) and holds the SUBACK
+    back until ``release`` is set: a broker too slow to acknowledge the subscription."""
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(4)
         self.port = int(self.sock.getsockname()[1])
+        self.release = threading.Event()
         self.conns: list[socket.socket] = []
-        self.got = bytearray()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
         try:
             conn, _ = self.sock.accept()
+            self.conns.append(conn)
+            buf = b""
+            while True:
+                data = conn.recv(4096)
+                if not data:
+                    return
+                buf += data
+                while len(buf) >= 2 and len(buf) >= 2 + buf[1]:  # packets under 128 bytes here
+                    packet, buf = buf[: 2 + buf[1]], buf[2 + buf[1] :]
+                    if packet[0] == 0x10:  # CONNECT: accepted, no session
+                        conn.sendall(b"\x20\x02\x00\x00")
+                    elif packet[0] == 0x82:  # SUBSCRIBE: granted QoS 1, once released
+                        self.release.wait()
+                        conn.sendall(b"\x90\x03" + packet[2:4] + b"\x01")
         except OSError:
             return
-        self.conns.append(conn)
-        acked = False
-        while True:
-            try:
-                data = conn.recv(4096)
-            except OSError:
-                return
-            if not data:
-                return
-            self.got += data
-            if not acked and self.got[:1] == b"\x10":  # CONNECT: accepted, session not present
-                conn.sendall(b"\x20\x02\x00\x00")
-                acked = True
 
     def close(self) -> None:
+        self.release.set()
         for c in self.conns:
             c.close()
         self.sock.close()
 
 
-def test_a_broker_that_never_acknowledges_the_subscription_is_one_error_naming_the_wait(
+def test_a_broker_that_does_not_acknowledge_the_subscription_in_time_is_one_error_naming_the_wait(
     tmp_path: Path,
 ) -> None:
+    """settle() gives up when the SUBACK is not there within its timeout (here the broker sends it
+    only after settle() returned, or after 30 s if settle() waits on past its timeout)."""
     from edge_agent.app.cli.configfile import load_config
 
-    server = SilentBroker()
+    server = LateBroker()
+    late = threading.Timer(30.0, server.release.set)
+    late.start()
     cfg = load_config(write_config(tmp_path, port=server.port, device="operator"))
     watch = rollout_run.StatusWatch(cfg, {"cam-1"})
     try:
@@ -120,9 +128,45 @@ def test_a_broker_that_never_acknowledges_the_subscription_is_one_error_naming_t
             watch.settle(timeout_s=0.25)
         assert str(exc.value) == "the broker did not acknowledge the status subscription within 0.25 s"
     finally:
+        late.cancel()
         watch.close()
         server.close()
     assert watch.bodies == {} and watch.drain() == []
+
+
+def test_the_watch_reads_the_statuses_under_a_prefix_written_with_slashes(
+    tmp_path: Path, broker: Any
+) -> None:
+    """topic_prefix "/site/edge/": the agents publish on site/edge/<device>/status (the topics
+    of core/messages/builders.py), and that is where the watch reads them."""
+    import json
+
+    import paho.mqtt.client as mqtt
+
+    from edge_agent.app.cli.configfile import load_config
+    from edge_agent.core.messages.builders import topics
+
+    path = write_config(tmp_path, port=broker.port, device="operator")
+    text = path.read_text()
+    assert "[mqtt]\n" in text and "topic_prefix" not in text
+    path.write_text(text.replace("[mqtt]\n", '[mqtt]\ntopic_prefix = "/site/edge/"\n', 1))
+    cfg = load_config(path)
+    assert cfg.mqtt.topic_prefix == "/site/edge/"
+    watch = rollout_run.StatusWatch(cfg, {"cam-1"})
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="sender")
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    try:
+        watch.settle()
+        topic = topics(cfg.mqtt.topic_prefix, "cam-1").status
+        assert topic == "site/edge/cam-1/status"
+        pub.publish(topic, json.dumps({"device_id": "cam-1", "n": 1}), qos=1).wait_for_publish(10)
+        wait_until(lambda: "cam-1" in watch.bodies, what="cam-1's status under the prefix")
+        assert [(d, b["n"]) for d, b in watch.drain()] == [("cam-1", 1), ("cam-1", 1)]
+    finally:
+        pub.disconnect()
+        pub.loop_stop()
+        watch.close()
 
 
 def test_a_stage_of_several_devices_is_pushed_to_all_of_them_in_one_line(
