@@ -1435,6 +1435,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/app/updates/test_model_rollout_inproc.py",
             "tests/app/updates/test_model_rollout_done_bite.py",
+            "tests/app/updates/test_rollout_run_bite.py",
         ],
     ),
     "model-rollout-cmd": (
