@@ -1509,6 +1509,41 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/camera/test_camera.py::test_a_finished_folder_still_hands_out_its_last_frame",
         ],
     ),
+    # --- h-mutu ---
+    # issue 36: `fleet retention` / `fleet db partition` in process through main(argv) on SQLite and
+    # PostgreSQL (test_retention_cmd.py and test_retention_e2e.py run `edge-agent` as a child: no
+    # credit); run under .ci/with_pg.py (one cluster for the run)
+    "collector-retention-cmd": (
+        ["edge_agent/app/collector/retention_cmd.py"],
+        [
+            "tests/app/collector/test_retention_cmd_bite.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
+    # issue 36: `fleet enroll|revoke` in process (test_enroll_cmd.py runs them as a child: no credit)
+    "collector-enroll-cmd": (
+        ["edge_agent/app/collector/enroll_cmd.py"],
+        [
+            "tests/app/collector/test_enroll_cmd_bite.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
+    # issue 36: `collect`'s wiring around a stand-in Collector (signals, /metrics, the leave's
+    # report) and its settings (test_collect_cmd.py and test_collect_leave.py run it as a child)
+    "collector-collect-cmd": (
+        ["edge_agent/app/collector/collect_cmd.py"],
+        [
+            "tests/app/collector/test_collect_cmd_wiring.py",
+            "tests/app/collector/test_collect_cmd_bite.py",
+            "tests/app/cli/test_cli_help.py",
+            "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
+            "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
+        ],
+    ),
 }
 
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
