@@ -1410,6 +1410,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/adapters/updates/test_receiver_rules.py",
             "tests/adapters/updates/test_receiver_cancel.py",
+            "tests/adapters/updates/test_intake_bite.py",  # issue 36 (h-mutu): the first run's survivors
             "tests/adapters/updates/test_receiver.py::test_an_unsigned_or_badly_signed_begin_writes_nothing",
             "tests/adapters/updates/test_receiver.py::test_chunks_without_a_begin_and_empty_or_wrong_sized_chunks_are_never_stored",
             "tests/adapters/updates/test_receiver.py::test_storage_is_capped_in_count_and_bytes",
