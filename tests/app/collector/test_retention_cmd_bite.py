@@ -238,3 +238,52 @@ def test_partition_prints_its_rows_and_partitions(url: str, capsys: pytest.Captu
     )
     parts = int(out[len("messages: 28 rows, now ") :].split(" ", 1)[0])
     assert parts >= 5
+
+
+def test_the_hypertable_path_reports_its_rows_and_no_partitions(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No TimescaleDB here: its conversion stood in (28 rows), the command's own lines checked."""
+    if url.startswith("sqlite"):
+        pytest.skip("the hypertable path is PostgreSQL's (the SQLite refusal: the test above)")
+    from edge_agent.adapters.collector import partitions
+
+    seed(url, time.time())
+    monkeypatch.setattr(partitions, "hypertable", lambda db: 28)
+    rc, out, err = fleet(capsys, "db", "partition", "--db", url, "--timescaledb")
+    assert (rc, out, err) == (0, "messages: 28 rows, now a TimescaleDB hypertable\n", "")
+    rc, out, _ = fleet(capsys, "db", "partition", "--db", url, "--timescaledb", "--json")
+    assert rc == 0 and json.loads(out) == {"rows": 28, "partitions": 0, "timescaledb": True}
+
+
+def test_db_without_its_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["fleet", "db"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "edge-agent fleet db: error: the following arguments are required: COMMAND"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        (
+            ["retention"],
+            ["--config FILE, -c FILE", "--results-days D", "--objects-days D", "--counts-days D", "--db URL"],
+        ),
+        (["db", "partition"], ["--timescaledb", "--db URL", "--json"]),
+    ],
+)
+def test_help_shows_the_placeholders_and_what_the_commands_do(
+    capsys: pytest.CaptureFixture[str], argv: list[str], options: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["fleet", *argv, "-h"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    words = " ".join(text.split())
+    assert "'--dry-run': how many rows each would delete, nothing deleted." in words
+    assert "'db partition' (PostgreSQL): make 'messages' partitioned by day of the device time" in words
+    listed = [ln.strip().split("  ")[0] for ln in text.splitlines() if ln.startswith("  -")]
+    assert set(options) <= set(listed), listed
