@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from edge_agent.app.cli.main import main
 
@@ -226,3 +227,58 @@ def test_a_refused_revoke_is_its_whole_line(tmp_path: Path, capsys: pytest.Captu
     )
     rc, _, err = fleet(capsys, "revoke", "cam-2", "--broker-dir", str(d))
     assert (rc, err) == (1, f"edge-agent fleet: error: 'cam-2': not enrolled in {d} (nothing revoked)\n")
+
+
+def test_a_refused_device_or_group_name_is_named_by_its_role(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = str(tmp_path / "e")
+    rc, _, err = fleet(capsys, "enroll", "cam/1", "--broker-dir", d)
+    tail = ": must not contain '/' (one topic level, no wildcards)\n"
+    assert (rc, err) == (1, f"edge-agent fleet: error: device 'cam/1'{tail}")
+    rc, _, err = fleet(capsys, "enroll", "cam-1", "--group", "a/b", "--broker-dir", d)
+    assert (rc, err) == (1, f"edge-agent fleet: error: --group 'a/b'{tail}")
+
+
+def test_enrolling_the_same_identities_again_is_idempotent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = tmp_path / "e"
+    args = ["enroll", "cam-1", "--collector", "c1", "--operator", "o1", "--broker-dir", str(d)]
+    assert fleet(capsys, *args)[0] == 0
+    files = {n: (d / n).read_bytes() for n in ("passwd", "acl", "enrolled.json")}
+    rc, out, err = fleet(capsys, *args)
+    assert (rc, err) == (0, "") and "password (new)" not in out
+    assert {n: (d / n).read_bytes() for n in files} == files
+
+
+def test_a_non_ascii_prefix_is_written_raw_so_the_snippet_stays_toml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON's ASCII escapes of a character beyond the BMP are a surrogate pair, which TOML refuses."""
+    prefix = "edge-\U0001f600\u00e9"
+    rc, out, _ = fleet(
+        capsys, "enroll", "--operator", "o1", "--prefix", prefix, "--broker-dir", str(tmp_path / "e")
+    )
+    assert rc == 0
+    snippet = out.split("# operator o1: the config `edge-agent model push` reads\n")[1].split("\n\n")[0]
+    assert tomllib.loads(snippet)["mqtt"]["topic_prefix"] == prefix
+
+
+def test_broker_dir_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    for cmd in (["enroll", "cam-1"], ["revoke", "cam-1"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["fleet", *cmd])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.splitlines()[-1]
+        assert err == f"edge-agent fleet {cmd[0]}: error: the following arguments are required: --broker-dir"
+
+
+def test_help_shows_the_placeholders_and_what_enroll_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["fleet", "enroll", "-h"])
+    text = capsys.readouterr().out
+    listed = [ln.strip().split("  ")[0] for ln in text.splitlines() if ln.startswith("  -")]
+    want = ["--group G", "--collector NAME", "--operator NAME", "--deploy-dir PATH", "--broker-dir DIR"]
+    assert set(want) <= set(listed), listed
+    assert "Writes, into '--broker-dir', mosquitto's 'passwd' and 'acl'" in " ".join(text.split())
