@@ -48,6 +48,7 @@ class Stand:
         self, cfg: Any, password: Any, tls: Any, leave_quiet_s: Any = None, db_password: Any = None
     ) -> None:
         self.cfg, self.tls, self.quiet = cfg, tls, leave_quiet_s
+        self.password, self.db_password = password, db_password
         self.sub, self.db, self.metrics = Sub(), Db(), Metrics()
         self.left = False
         Stand.made.append(self)
@@ -231,3 +232,32 @@ def test_an_mqtts_broker_with_a_ca_file_trusts_that_ca_only(
     tls: Optional[ssl.SSLContext] = stand.made[0].tls
     assert tls is not None
     assert [c["subject"] for c in tls.get_ca_certs()] == [((("commonName", "edge-agent test ca"),),)]
+
+
+def test_the_broker_and_database_passwords_reach_the_collector_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stand: type[Stand]
+) -> None:
+    """Only the line end is cut from the database password: a trailing space or X is its own."""
+    (tmp_path / "mqtt-password").write_text("broker-pw\n")
+    (tmp_path / "db-password").write_text("pX \n")
+    conf = tmp_path / "c.toml"
+    conf.write_text(
+        f'[collector]\nusername = "c1"\npassword_file = "{tmp_path}/mqtt-password"\n'
+        f'db_password_file = "{tmp_path}/db-password"\n'
+    )
+    rc = main(["collect", "--config", str(conf), "--db", "postgresql://u@h/db"])
+    assert rc == 0, capsys.readouterr().err
+    assert (stand.made[0].password, stand.made[0].db_password) == ("broker-pw", "pX ")
+    (tmp_path / "db-password").write_text("pwX\r\n")
+    assert main(["collect", "--config", str(conf), "--db", "postgresql://u@h/db"]) == 0
+    assert stand.made[1].db_password == "pwX"
+
+
+def test_a_bad_config_file_is_named_in_its_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stand: type[Stand]
+) -> None:
+    conf = tmp_path / "c.toml"
+    conf.write_text("[collector]\nretention_counts_days = -3\n")
+    rc, out, err = collect(capsys, tmp_path, "--config", str(conf))
+    assert (rc, out, stand.made) == (1, "", [])
+    assert err.startswith(f"edge-agent collect: error: {conf}") and "retention_counts_days" in err
