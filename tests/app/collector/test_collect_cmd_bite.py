@@ -261,3 +261,34 @@ def test_a_bad_config_file_is_named_in_its_error(
     rc, out, err = collect(capsys, tmp_path, "--config", str(conf))
     assert (rc, out, stand.made) == (1, "", [])
     assert err.startswith(f"edge-agent collect: error: {conf}") and "retention_counts_days" in err
+
+
+def test_help_names_each_options_placeholder_and_what_it_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    """`collect -h` is where a user learns the URL forms and where the password goes: each option's
+    placeholder, its accepted forms, the advice against a password in --db, --quiet-s's default."""
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "-h"])
+    assert exc.value.code == 0
+    words = " ".join(capsys.readouterr().out.split())
+    for usage in (
+        "[--config FILE]",
+        "[--broker URL]",
+        "[--db URL]",
+        "[--db-password-file FILE]",
+        "[--quiet-s S]",
+    ):
+        assert usage in words, usage
+    for said in (
+        "'edge-agent collect': the far end.",
+        "collector TOML with a [collector] table",
+        "mqtt://HOST:PORT or mqtts://HOST:PORT",
+        "sqlite:///PATH (sqlite:////abs/path) or postgresql://...",
+        "never put it in --db, which every user sees in ps",
+        "fixed MQTT client id: the broker keeps its session while we are down",
+        "shared subscription group ($share/GROUP/...) to split the load",
+        "Prometheus text on 127.0.0.1:PORT/metrics",
+        "print a commented collector.toml with every key",
+        "retire this collector (its --client-id) from its --group",
+        "without a message (default 5)",
+    ):
+        assert said in words, said
