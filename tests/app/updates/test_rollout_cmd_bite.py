@@ -139,3 +139,21 @@ def test_a_new_rollout_with_the_defaults_then_resumed_with_the_package_given(
         assert ro is not None and (ro.state, ro.stage, ro.pushed) == ("running", 0, 0)
     finally:
         d.close()
+
+
+def test_the_help_states_the_documented_defaults(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/model-updates.md promises `--canary` 1, `--halt-after` 1 and `--wait` at most 3600 s
+    unless told; `model rollout --help` says so after each option, under the command's own
+    description."""
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option
+    with pytest.raises(SystemExit) as exc:
+        main(["model", "rollout", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "'edge-agent model rollout': a package to a group in stages, canaries first" in out
+    lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  --")}
+    assert lines["--canary"].endswith("(default: 1)")
+    assert lines["--halt-after"].endswith("(default: 1)")
+    assert lines["--timeout"].endswith("with --wait: at most S seconds (default: 3600.0)")
