@@ -1447,6 +1447,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/updates/test_model_rollout_inproc.py",
             "tests/app/updates/test_model_rollout_done_bite.py",
             "tests/app/updates/test_model_rollout_status_bite.py",
+            "tests/app/updates/test_rollout_cmd_bite.py",
             "tests/app/cli/test_cli_help.py",
             "tests/app/cli/test_cli_manners.py::test_every_option_of_every_command_has_help",
             "tests/app/cli/test_cli_manners.py::test_help_shows_defaults_and_no_markup",
