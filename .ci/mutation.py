@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import os
 import re
 import shlex
@@ -786,8 +787,9 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/tools/test_model_convert.py::test_quantize_for_a_nano_stamps_only_what_1_11_reads",
         ],
     ),
+    # tools/export_check.py has its own area (tools-export-check, h-mutv block): it needs torch
     "tools-graph": (
-        ["edge_agent/tools/graph.py", "edge_agent/tools/export_check.py"],
+        ["edge_agent/tools/graph.py"],
         [
             "tests/tools/test_graph.py",
             "tests/tools/test_graph_rules.py",
@@ -1358,6 +1360,17 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["edge_agent/app/workbench/export_check_cmd.py"],
         ["tests/app/workbench/test_export_check_cmd.py"],
     ),
+    # --- h-mutv ---
+    # issue 36: the PyTorch -> ONNX export check itself; its tests skip without torch, so the figure
+    # needs torch in the venv that runs this script (docs/testing.md: a venv of its own with torch)
+    "tools-export-check": (
+        ["edge_agent/tools/export_check.py"],
+        [
+            "tests/tools/test_export_check.py",
+            "tests/tools/test_export_check_parts.py",
+            "tests/tools/test_export_check_bite.py",  # from the first run's survivors
+        ],
+    ),
     # --- h-muto ---
     # issue 36: `quantize` and `validate` on images, in process through main(argv) on the toy detector
     # (test_shared_yolov8n.py's shared models add minutes per mutant; the CLI subprocesses earn nothing)
@@ -1551,6 +1564,9 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     ),
 }
 
+# areas whose tests skip without a package: a run without it would score the skips, so it refuses
+NEEDS: dict[str, str] = {"tools-export-check": "torch"}
+
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
 # over the mutated copy first and counts what it rejects as "caught by type check" (killed); this
 # interpreter's mypy, so a run works without the venv on PATH
@@ -1687,6 +1703,10 @@ def main() -> int:
     dst = REPO / "build" / "mutation" / args.area
     if args.report:
         return score(dst)
+    need = NEEDS.get(args.area)
+    if need and importlib.util.find_spec(need) is None:
+        print(f"{args.area} needs {need} in this interpreter's venv ({sys.executable}); see docs/testing.md")
+        return 2
     if args.fresh and dst.exists():
         shutil.rmtree(dst)
     dst.mkdir(parents=True, exist_ok=True)

@@ -175,3 +175,55 @@ def test_the_int8_kind_follows_the_input_and_static_is_refused_for_tokens() -> N
         ToolingDependencyError, match=r"input \[1, 128\] int64 is not an image.*--int8 dynamic"
     ):
         int8_kind((1, 128), "int64", "static")
+
+
+def test_the_report_lines_agree_with_the_verdict_at_the_limits() -> None:
+    # opset 13 and a difference of exactly the limit pass: each line says ok, as the verdict does
+    lines = _report(opset=13, max_rel_diff=MAX_REL_DIFF, batch2_rel_diff=MAX_REL_DIFF).format().splitlines()
+    assert lines[0].startswith("export-check net.onnx: opset 13 (ok), ")
+    assert lines[1].endswith("(batch 2: 0.0001; limit 0.0001) ok") and lines[-1] == "PASS"
+
+
+def test_a_file_factory_in_a_folder_with_a_colon_and_its_siblings_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the callable is after the last colon; the file's own folder wins over sys.path's first entry
+    folder, other = tmp_path / "run:2", tmp_path / "other"
+    folder.mkdir()
+    other.mkdir()
+    (folder / "bite_sibling.py").write_text("WIDTH = 7\n")
+    (other / "bite_sibling.py").write_text("WIDTH = 99\n")
+    f = folder / "bite_nets.py"
+    f.write_text("from bite_sibling import WIDTH\n\ndef make():\n    return WIDTH\n")
+    monkeypatch.setattr(sys, "path", [str(other), *sys.path])
+    monkeypatch.delitem(sys.modules, "bite_sibling", raising=False)
+    assert load_factory(f"{f}:make") == 7
+    assert sys.path[0] == str(folder)
+
+
+def test_without_torch_one_line_says_how_to_install_it_wherever_torch_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` then raises ImportError
+    with pytest.raises(ToolingDependencyError) as err:
+        require_torch()
+    assert str(err.value) == (
+        "export checks need PyTorch; install it with: pip install '.[torch]' in the edge-agent checkout "
+        "(once published on the package index: pip install 'onnx-edge-agent[torch]')"
+    )
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+def test_an_image_is_n_1_or_3_h_w_float_and_the_refusal_names_both_ways_out() -> None:
+    from edge_agent.tools.export_check import int8_kind
+
+    assert int8_kind((1, 1, 32, 32), "float32", None) == "static"  # grayscale
+    assert int8_kind((1, 3), "int64", None) == "dynamic"  # 3 token ids, not 3 channels
+    assert int8_kind((1, 1, 128), "float32", None) == "dynamic"  # one sensor channel
+    assert int8_kind((1, 2, 32, 32), "float32", None) == "dynamic"
+    with pytest.raises(ToolingDependencyError) as err:
+        int8_kind((1, 128), "int64", "static")
+    assert str(err.value) == (
+        "--int8 static calibrates on images, and input [1, 128] int64 is not an image [N, 3, H, W] "
+        "float32; use --int8 dynamic"
+    )
