@@ -1141,6 +1141,8 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             # the failing store's lines, backoff and dead letters, the guard's log keys
             "tests/app/collector/test_loop_bite.py",
             "tests/app/collector/test_loop_store_bite.py",
+            # a PostgreSQL cluster with a password (its own, ~2 s): the password, reconnections
+            "tests/app/collector/test_loop_reopen_bite.py",
         ],
     ),
     # --- h-mutk ---

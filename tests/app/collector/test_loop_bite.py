@@ -240,3 +240,34 @@ def test_a_failing_online_count_is_one_warning_and_the_loop_goes_on(
         "collector: counting online devices failed: database is locked"
     ]
     col.db.close()
+
+
+def test_leaving_is_done_once_nothing_came_for_exactly_leave_quiet_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    col = make(tmp_path, leave_quiet_s=60.0)
+    col.sub.unsubscribed.set()
+    col.sub.unsubscribed_at = 10.0
+    monkeypatch.setattr(time, "monotonic", lambda: 100.0)
+    assert col._done_leaving(40.0)  # quiet since 40: 60 s
+    assert not col._done_leaving(40.5)
+    col.sub.unsubscribed_at = 45.0  # the UNSUBSCRIBE confirmed later: quiet counts from there
+    assert not col._done_leaving(40.0)
+    col.db.close()
+
+
+def test_the_stores_limits_come_from_the_config(tmp_path: Path) -> None:
+    col = make(tmp_path, seq_jump_max=2_000_000, conflicts_max_per_device=3, rejected_max=10)
+    col.db.migrate()
+    col.sub.ack = lambda msgs: len(msgs)  # type: ignore[method-assign]
+    col._round([*(inbound(s) for s in range(1, 6)), inbound(1_500_005)], threading.Event())
+    assert col.metrics.records == 6 and col.metrics.conflicts == 0  # 1.5 M ahead: within 2 M
+    forged = []
+    for s in range(1, 6):
+        body = {"id": f"forged-{s}", "seq": s, "boot": 1, "device_id": "cam-1", "ts": 1.0}
+        forged.append(Inbound("edge/cam-1/detections", json.dumps(body).encode(), 100 + s, 1, 1))
+    col._round(forged, threading.Event())
+    assert col.db._x("SELECT COUNT(*) FROM conflicts").fetchone()[0] == 3  # the device's first 3
+    col._round([Inbound("edge/cam-1/detections", b"{no", i, 1, 1) for i in range(15)], threading.Event())
+    assert col.db._x("SELECT COUNT(*) FROM rejected").fetchone()[0] == 10  # the newest 10
+    col.db.close()
