@@ -70,12 +70,16 @@ def test_a_round_failing_for_its_data_is_one_line_then_stored_one_by_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     col, acked = make(tmp_path)
+    col._round([inbound(1)], threading.Event())
     caplog.set_level(logging.WARNING, "edge_agent.collector")
     col.db.store = Script(col, [ValueError("bad \ud800 row " + "x" * 400)])  # type: ignore[method-assign]
-    col._round([inbound(1), inbound(2)], threading.Event())
-    assert acked == [[1, 2]] and col.metrics.records == 2 and col.metrics.round_failures == 1
-    (line,) = messages(caplog)
-    assert line.startswith("collector: a round of 2 messages failed (ValueError: bad \\ud800 row xx")
+    bad = Inbound("edge/cam-1/detections", b"{no", 3, 1, 1)
+    col._round([inbound(1), inbound(2), bad], threading.Event())  # 1 again: a duplicate
+    assert acked == [[1], [1, 2, 3]] and col.metrics.round_failures == 1
+    m = col.metrics
+    assert (m.records, m.duplicates, m.rejected, m.messages) == (2, 1, 1, 4)  # one by one, summed
+    (line,) = [x for x in messages(caplog) if "a round of" in x]
+    assert line.startswith("collector: a round of 3 messages failed (ValueError: bad \\ud800 row xx")
     assert line.endswith("): storing them one by one") and len(line) < 400  # the error cut to 300
     col.db.close()
 
@@ -123,19 +127,27 @@ def test_a_message_stored_after_a_failure_starts_its_count_afresh(tmp_path: Path
     col.db.close()
 
 
+LONG = "edge/" + "d" * 300 + "/detections"  # refused by the parser: a rejection row to store
+
+
 def test_a_dead_letter_is_one_line_naming_the_topic_and_the_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     col, acked = make(tmp_path, deliveries_max=1)
     caplog.set_level(logging.ERROR, "edge_agent.collector")
-    col.db.store = Script(col, [ValueError("round"), ValueError("refused")])  # type: ignore[method-assign]
-    col._round([inbound(1)], threading.Event())
-    assert acked == [[1]] and col.metrics.dead_letters == 1
-    assert messages(caplog)[-1] == (
-        "collector: dead letter after 1 failed stores: edge/cam-1/detections (ValueError: refused)"
-    )
-    ((topic, reason),) = col.db._x("SELECT topic, reason FROM dead_letters").fetchall()
-    assert (topic, reason) == ("edge/cam-1/detections", "ValueError: refused")
+    long_error = ValueError("refused " + "y" * 400)
+    col.db.store = Script(col, [ValueError("round"), ValueError("refused"), long_error])  # type: ignore[method-assign]
+    col._round([inbound(1), Inbound(LONG, b"{}", 2, 1, 1)], threading.Event())
+    assert acked == [[1, 2]] and col.metrics.dead_letters == 2
+    assert [x for x in messages(caplog) if "dead letter after" in x] == [
+        "collector: dead letter after 1 failed stores: edge/cam-1/detections (ValueError: refused)",
+        f"collector: dead letter after 1 failed stores: {LONG[:200]} ({('ValueError: ' + str(long_error))[:300]})",
+    ]
+    rows = col.db._x("SELECT topic, reason FROM dead_letters ORDER BY length(topic)").fetchall()
+    assert [tuple(r) for r in rows] == [
+        ("edge/cam-1/detections", "ValueError: refused"),
+        (LONG, f"ValueError: {long_error}"[:300]),  # the reason cut to 300
+    ]
     col.db.close()
 
 
@@ -150,14 +162,17 @@ def test_a_dead_letter_the_database_refuses_too_is_logged_and_acked(
         raise ValueError("no room")
 
     col.db.dead_letter = refuse  # type: ignore[method-assign,assignment]
-    col._round([inbound(1)], threading.Event())
+    col._round([Inbound(LONG, b"{}", 1, 1, 1)], threading.Event())
     assert acked == [[1]] and col.metrics.dead_letters == 1  # never a crash loop
-    assert "collector: could not dead-letter edge/cam-1/detections: no room" in messages(caplog)
+    assert f"collector: could not dead-letter {LONG[:200]}: no room" in messages(caplog)
     col.db.close()
 
 
-def test_a_dead_letter_waits_out_a_database_error_or_a_stop(tmp_path: Path) -> None:
+def test_a_dead_letter_waits_out_a_database_error_or_a_stop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     col, acked = make(tmp_path, deliveries_max=1)
+    caplog.set_level(logging.ERROR, "edge_agent.collector")
     col.db.store = Script(col, [ValueError("round"), ValueError("refused")])  # type: ignore[method-assign]
     real = col.db.dead_letter
     fails = [sqlite3.OperationalError("database is locked")] * 2
@@ -171,6 +186,9 @@ def test_a_dead_letter_waits_out_a_database_error_or_a_stop(tmp_path: Path) -> N
     stop = Stop()
     col._round([inbound(1)], stop)
     assert stop.waits == [1.0, 2.0] and acked == [[1]] and col.metrics.dead_letters == 1
+    assert [x for x in messages(caplog) if "database error" in x] == [
+        "collector: database error (round of 1 messages not acknowledged): database is locked"
+    ] * 2
     assert col.db._x("SELECT COUNT(*) FROM dead_letters").fetchone()[0] == 1
     # stopped while the database is locked: neither counted nor acked (the broker sends it again)
     col.db.store = Script(col, [ValueError("round"), ValueError("refused")])  # type: ignore[method-assign]
