@@ -1141,6 +1141,12 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/app/collector/test_collector_guard.py",
             "tests/app/collector/test_no_ack_on_failed_commit.py",
             "tests/app/collector/test_poison_message.py",
+            # issue 36 (h-mutt): the subscriber's settings, run's start/stop, the round's figures,
+            # the failing store's lines, backoff and dead letters, the guard's log keys
+            "tests/app/collector/test_loop_bite.py",
+            "tests/app/collector/test_loop_store_bite.py",
+            # a PostgreSQL cluster with a password (its own, ~2 s): the password, reconnections
+            "tests/app/collector/test_loop_reopen_bite.py",
         ],
     ),
     # --- h-mutk ---

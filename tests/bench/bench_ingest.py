@@ -338,7 +338,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--devices", type=int, default=200)
     ap.add_argument("--per-device", type=int, default=100)
-    ap.add_argument("--round", type=int, default=2000, help="messages per transaction ([collector] batch_max)")
+    ap.add_argument(
+        "--round", type=int, default=2000, help="messages per transaction ([collector] batch_max)"
+    )
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     ap.add_argument("--no-mqtt", action="store_true", help="skip the end-to-end run through mosquitto")
