@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -287,3 +288,17 @@ class Publisher:
     def close(self) -> None:
         self.c.disconnect()
         self.c.loop_stop()
+
+
+class Stop(threading.Event):
+    """A collector's stop event whose waits return at once and are recorded (a round's backoff
+    runs without sleeping); the ``stop_after``-th wait reports a stop."""
+
+    def __init__(self, stop_after: int = 10**9) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.stop_after = stop_after
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        self.waits.append(float(timeout or 0))
+        return len(self.waits) >= self.stop_after

@@ -200,3 +200,20 @@ def inbox_body(pkg: Path, body: bytes) -> bool:
     """The assembled package holds ``body`` and then the tar members of the signed manifest."""
     data = pkg.read_bytes()
     return data[: len(body)] == body and b"manifest.json" in data[len(body) : len(body) + 512]
+
+
+def packed(d: Path, targets: dict[str, list[str]]) -> tuple[dict[str, Path], str]:
+    """The INT8 demo packed in process (version 2.5, name demo) once per entry of ``targets`` (its
+    --for-group / --for-device arguments), all signed by one fresh key made in ``d``: the packages
+    by name (``d/NAME.pkg``) and the public key."""
+    from edge_agent.adapters.updates import signing
+    from edge_agent.app.cli.main import main
+
+    key = d / "signing.key"
+    pub = signing.generate_key(key)
+    args = ["-q", "model", "pack", str(INT8), "--sign", str(key), "--version", "2.5", "--name", "demo"]
+    out: dict[str, Path] = {}
+    for name, target in targets.items():
+        out[name] = d / f"{name}.pkg"
+        assert main([*args, *target, "-o", str(out[name])]) == 0
+    return out, pub

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.collector import Stop
 
 from edge_agent.adapters.collector.subscriber import Inbound
 from edge_agent.app.collector import loop as collector_mod
@@ -195,19 +196,6 @@ class FlakyStore:
             self.left -= 1
             raise sqlite3.OperationalError("database is locked")
         return self.real(*a, **kw)  # type: ignore[arg-type]
-
-
-class Stop(threading.Event):
-    """A stop event whose waits return at once and are recorded; ``stop_after`` waits, it is set."""
-
-    def __init__(self, stop_after: int = 10**9) -> None:
-        super().__init__()
-        self.waits: list[float] = []
-        self.stop_after = stop_after
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits.append(float(timeout or 0))
-        return len(self.waits) >= self.stop_after
 
 
 def test_a_database_error_retries_with_backoff_and_acks_only_after_the_commit(

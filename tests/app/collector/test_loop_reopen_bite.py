@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from support.collector import Postgres, find_pg_bin
+from support.collector import Postgres, Stop, find_pg_bin
 
 from edge_agent.adapters.collector.db import CollectorDb, DbError
 from edge_agent.adapters.collector.subscriber import Inbound
@@ -51,19 +51,6 @@ def col(pg: Postgres) -> Iterator[tuple[Collector, list[list[int]]]]:
 def inbound(seq: int) -> Inbound:
     body = {"id": f"r{seq}", "seq": seq, "boot": 1, "device_id": "cam-1", "ts": 1796000000.0 + seq}
     return Inbound("edge/cam-1/detections", json.dumps(body).encode(), seq, 1, 1)
-
-
-class Stop(threading.Event):
-    """Waits return at once and are recorded; the ``stop_after``-th wait reports a stop."""
-
-    def __init__(self, stop_after: int = 10**9) -> None:
-        super().__init__()
-        self.waits: list[float] = []
-        self.stop_after = stop_after
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits.append(float(timeout or 0))
-        return len(self.waits) >= self.stop_after
 
 
 def drop_connection(pg: Postgres, c: Collector) -> None:

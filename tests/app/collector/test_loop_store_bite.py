@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.collector import Stop
 
 from edge_agent.adapters.collector.subscriber import Inbound
 from edge_agent.app.collector import loop as loop_mod
@@ -32,19 +33,6 @@ def make(tmp_path: Path, **cfg: Any) -> tuple[Collector, list[list[int]]]:
 def inbound(seq: int, device: str = "cam-1") -> Inbound:
     body = {"id": f"{device}-{seq}", "seq": seq, "boot": 1, "device_id": device, "ts": 1796000000.0 + seq}
     return Inbound(f"edge/{device}/detections", json.dumps(body).encode(), seq, 1, 1)
-
-
-class Stop(threading.Event):
-    """Waits return at once and are recorded; the ``stop_after``-th wait reports a stop."""
-
-    def __init__(self, stop_after: int = 10**9) -> None:
-        super().__init__()
-        self.waits: list[float] = []
-        self.stop_after = stop_after
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits.append(float(timeout or 0))
-        return len(self.waits) >= self.stop_after
 
 
 class Script:

@@ -16,12 +16,11 @@ import pytest
 from support import wait_until
 from support.enrolled import enrolled_broker
 from support.rollout_sim import SimDevice, new_db, start_sims, with_login
-from support.updates import INT8, write_config
+from support.updates import packed, write_config
 
 from edge_agent.adapters.collector import rollouts
 from edge_agent.adapters.collector.db import CollectorDb
 from edge_agent.adapters.collector.rollouts import VerdictRow
-from edge_agent.adapters.updates import signing
 from edge_agent.app.cli.main import main
 from edge_agent.app.updates import rollout_run
 from edge_agent.app.updates.rollout_cmd import _check, _members
@@ -34,14 +33,11 @@ MEMBERS = ["cam-1", "cam-2", "cam-3"]
 @pytest.fixture(scope="module")
 def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A package for group fleet-a signed by a fresh key, packed in process; and one for cam-9 only."""
-    d = tmp_path_factory.mktemp("rollout-pkg")
-    key = d / "signing.key"
-    pub = signing.generate_key(key)
-    pkg, solo = d / "fleet-a.pkg", d / "solo.pkg"
-    common = ["-q", "model", "pack", str(INT8), "--sign", str(key), "--version", "2.5", "--name", "demo"]
-    assert main([*common, "--for-group", "fleet-a", "-o", str(pkg)]) == 0
-    assert main([*common, "--for-device", "cam-9", "-o", str(solo)]) == 0
-    return {"pkg": pkg, "solo": solo, "pub": pub}
+    pkgs, pub = packed(
+        tmp_path_factory.mktemp("rollout-pkg"),
+        {"fleet-a": ["--for-group", "fleet-a"], "solo": ["--for-device", "cam-9"]},
+    )
+    return {"pkg": pkgs["fleet-a"], "solo": pkgs["solo"], "pub": pub}
 
 
 def ro_main(url: str, *args: str) -> int:

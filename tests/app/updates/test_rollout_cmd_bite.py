@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 from support.rollout_sim import new_db
-from support.updates import INT8, write_config
+from support.updates import packed, write_config
 
 from edge_agent.adapters.collector import rollouts
 from edge_agent.adapters.collector.db import CollectorDb
-from edge_agent.adapters.updates import signing
 from edge_agent.app.cli.main import main
 from edge_agent.app.updates import rollout_run
 from edge_agent.core.updates.rollout import CanarySpec
@@ -25,13 +24,9 @@ MEMBERS = ["cam-1", "cam-2", "cam-3", "cam-4"]
 
 @pytest.fixture(scope="module")
 def pkg(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("rollout-pkg")
-    key = d / "signing.key"
-    signing.generate_key(key)
-    out = d / "fleet-a.pkg"
-    args = ["-q", "model", "pack", str(INT8), "--sign", str(key), "--version", "2.5", "--name", "demo"]
-    assert main([*args, "--for-group", "fleet-a", "-o", str(out)]) == 0
-    return out
+    return packed(tmp_path_factory.mktemp("rollout-pkg"), {"fleet-a": ["--for-group", "fleet-a"]})[0][
+        "fleet-a"
+    ]
 
 
 def ro_main(url: str, *args: str) -> int:

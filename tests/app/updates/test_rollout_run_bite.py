@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 from support import wait_until
 from support.rollout_sim import SimDevice, new_db, start_sims
-from support.updates import INT8, write_config
+from support.updates import packed, write_config
 
 from edge_agent.adapters.collector import rollouts
 from edge_agent.adapters.collector.db import CollectorDb
-from edge_agent.adapters.updates import signing
 from edge_agent.app.cli.main import main
 from edge_agent.app.updates import rollout_run
 from edge_agent.core.updates.rollout import CanarySpec
@@ -31,14 +30,11 @@ from edge_agent.errors import ModelError, SyncError
 def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Packed in process, signed by a fresh key: a package for group fleet-a, and one for the
     devices cam-1 and cam-9 only (no group)."""
-    d = tmp_path_factory.mktemp("rollout-bite-pkg")
-    key = d / "signing.key"
-    pub = signing.generate_key(key)
-    pkg, solo = d / "fleet-a.pkg", d / "solo.pkg"
-    args = ["-q", "model", "pack", str(INT8), "--sign", str(key), "--version", "2.5", "--name", "demo"]
-    assert main([*args, "--for-group", "fleet-a", "-o", str(pkg)]) == 0
-    assert main([*args, "--for-device", "cam-1", "--for-device", "cam-9", "-o", str(solo)]) == 0
-    return {"pkg": pkg, "solo": solo, "pub": pub}
+    pkgs, pub = packed(
+        tmp_path_factory.mktemp("rollout-bite-pkg"),
+        {"fleet-a": ["--for-group", "fleet-a"], "solo": ["--for-device", "cam-1", "--for-device", "cam-9"]},
+    )
+    return {"pkg": pkgs["fleet-a"], "solo": pkgs["solo"], "pub": pub}
 
 
 @pytest.fixture
