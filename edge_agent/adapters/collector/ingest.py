@@ -72,7 +72,7 @@ class Reads(NamedTuple):
     highest: Dict[str, int]  # the highest seq stored or reported per device of the round's records
     islands: Dict[Tuple[str, int], List[Tuple[int, int]]]  # confirmed islands around the round's seqs
     tops: Dict[str, Optional[int]]  # MAX(seq) in messages per device of the round's records
-    versions: Dict[str, int]  # devices.writes after the round's upsert (adapters.collector.known)
+    versions: Dict[str, int]  # devices.writes after the upsert (SQLite: the cache's + 1; known.py)
     tails: Dict[str, Confirms]  # the newest islands of the devices known proved (not read)
 
 

@@ -104,8 +104,8 @@ def _reported(db: CollectorDb, devices: Sequence[str]) -> dict[str, int]:
 def reads_sqlite(db: CollectorDb, records: Sequence[Record], devices: Sequence[str], cache: Known) -> Reads:
     """SQLite's reads of a round, after its BEGIN IMMEDIATE, in the shape PostgreSQL's pipeline
     gives them (adapters.collector.ingest): the stored keys, highest seqs and ``confirmed`` islands
-    of the round's devices, one query per device each (some 1,000 a round of 200 devices, a
-    quarter of the store), skipped for the devices ``cache`` answers for (adapters.collector.known).
+    of the round's devices, one query per device each (some 1,000 in a round of 200 devices),
+    skipped for the devices ``cache`` answers for (adapters.collector.known).
 
     The cache's proof here is ``PRAGMA data_version``: unchanged since this connection's last round,
     no other connection committed anything (SQLite's writers take turns on one lock); this
