@@ -69,6 +69,10 @@ def test_a_round_failing_for_its_data_is_one_line_then_stored_one_by_one(
     (line,) = [x for x in messages(caplog) if "a round of" in x]
     assert line.startswith("collector: a round of 3 messages failed (ValueError: bad \\ud800 row xx")
     assert line.endswith("): storing them one by one") and len(line) < 400  # the error cut to 300
+    col.db.store.errors = [ValueError("again")]  # type: ignore[attr-defined]
+    col._round([inbound(4)], threading.Event())
+    assert col.metrics.round_failures == 2  # a counter (_total on /metrics): each failed round adds 1
+    assert acked[-1] == [4] and col.metrics.records == 3
     col.db.close()
 
 
