@@ -57,8 +57,13 @@ def test_batched_rows_become_sent_and_a_confirmation_deletes_them(tmp_path: Path
         sync.start()
         try:
             wait_connected(sync)
-            wait_until(lambda: ob.stats()["sent"] == 1200, 20, lambda: f"all SENT: {ob.stats()}")
-            assert ob.stats()["pending"] == 1200 and sync.acked == 1200  # acked by the broker, kept
+            # the rows are marked SENT (outbox.ack) just before the sync thread counts them: wait for both
+            wait_until(
+                lambda: ob.stats()["sent"] == 1200 and sync.acked == 1200,
+                20,
+                lambda: f"all SENT: {ob.stats()}, acked {sync.acked}",
+            )
+            assert ob.stats()["pending"] == 1200  # acked by the broker, kept
             publish(broker.port, encode({ob.boot: [(1, 700)]}))
             wait_until(lambda: ob.stats()["sent"] == 500, 10, lambda: f"700 confirmed: {ob.stats()}")
             publish(broker.port, b"not json")  # refused, counted; the sync goes on
