@@ -1573,6 +1573,16 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
 # areas whose tests skip without a package: a run without it would score the skips, so it refuses
 NEEDS: dict[str, str] = {"tools-export-check": "torch"}
 
+# environment of an area's mutmut run, read by libraries as they load (mutmut's parent and the
+# mutants it forks). tools-export-check: measured (h-mutw) that a child forked from a process whose
+# torch ran a 2-thread op hangs at 0 % CPU in its first multi-threaded op (libgomp's pool threads
+# are not copied by fork; the child waits on a futex for them). mutmut's parent runs every test
+# before it forks, and time_runtimes calls torch.set_num_threads(2 or 3) in parent and child, so
+# OMP_NUM_THREADS=1 and a fixture going back to 1 thread did not help; OMP_THREAD_LIMIT=1 caps every
+# OpenMP team (torch, MKL, oneDNN) at one thread, so no pool exists to lose; get_num_threads() still
+# reports what was set
+ENV: dict[str, dict[str, str]] = {"tools-export-check": {"OMP_THREAD_LIMIT": "1"}}
+
 # mypy strict is a gate of CI (.ci/run): a mutant it rejects can never land, so mutmut runs it
 # over the mutated copy first and counts what it rejects as "caught by type check" (killed); this
 # interpreter's mypy, so a run works without the venv on PATH
@@ -1732,7 +1742,7 @@ def main() -> int:
         *args.only,
     ]
     start = time.monotonic()
-    rc = subprocess.run(cmd, cwd=dst, check=False).returncode
+    rc = subprocess.run(cmd, cwd=dst, check=False, env={**os.environ, **ENV.get(args.area, {})}).returncode
     minutes = (time.monotonic() - start) / 60
     counts: dict[str, dict[str, int]] = {}
     score(dst, counts)
