@@ -227,7 +227,8 @@ def check_export(net: Module, example: Tensor, out: Path, opset: int = DEFAULT_O
     try:
         onnx.checker.check_model(model, full_check=True)
         checker_ok = True
-    except onnx.checker.ValidationError:
+    # the full check's strict shape inference raises InferenceError, not ValidationError
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
         checker_ok = False
     got_opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     dim0 = model.graph.input[0].type.tensor_type.shape.dim[0]
