@@ -242,10 +242,14 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "core-fleet": (
-        ["edge_agent/core/messages/fleet.py"],
+        ["edge_agent/core/messages/fleet.py", "edge_agent/core/messages/body.py"],
         # not tests/adapters/collector/test_fleet_retire.py: `fleet` subprocesses (no credit) and a
         # PostgreSQL per mutant of parse() (2.4 s each: 20 min a run for nothing the pure tests miss)
-        ["tests/core/messages/test_batch_and_parse.py", "tests/core/messages/test_fleet_rules.py"],
+        [
+            "tests/core/messages/test_batch_and_parse.py",
+            "tests/core/messages/test_fleet_rules.py",
+            "tests/core/messages/test_fleet_numbers.py",  # body.py's fast-decoder test, 2026-12-07
+        ],
     ),
     "core-camera": (
         ["edge_agent/core/camera/source_spec.py", "edge_agent/core/camera/rtsp_options.py"],

@@ -13,13 +13,18 @@ names it (the collector stores that line, acknowledges the message, and goes on)
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
 from edge_agent.core.messages.batch import BATCH_KIND, KIND_RE, BatchError, unpack
+from edge_agent.core.messages.body import MAX_DEPTH as MAX_DEPTH
+from edge_agent.core.messages.body import IngestError as IngestError
+from edge_agent.core.messages.body import depth as depth
+from edge_agent.core.messages.body import json_text, loads_as_sent
+from edge_agent.core.messages.body import safe_text as safe_text
 from edge_agent.core.messages.builders import CAMERA_KINDS, SENSOR_RESULTS
 from edge_agent.core.messages.cameras import CameraError, body_camera, camera_problem, topic_camera
 from edge_agent.core.messages.health_history import Health, health, model_of
@@ -29,14 +34,9 @@ MSG_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
 MAX_SEQ = 2**62
 MAX_BOOT = 2**31
 MAX_PAYLOAD = 16 * 1024 * 1024
-MAX_DEPTH = 64  # JSON nesting: our messages nest 4 deep; json.loads recurses (RecursionError)
 TS_MAX = 1e11  # year 5138: anything later is not a clock reading
 STATUS_KIND = "status"
 LOSS_COUNTERS = ("dropped", "expired", "rejected", "lost", "crashes", "seq_skipped", "salvaged")
-
-
-class IngestError(ValueError):
-    """A message the collector cannot store; the text names the topic and the reason."""
 
 
 class Record(NamedTuple):
@@ -87,6 +87,9 @@ def subscriptions(prefix: str, group: Optional[str]) -> list[str]:
     return [f"$share/{group}/{f}" for f in filters] if group else filters
 
 
+# a fleet's topics repeat: 2.5 of a result's 8.8 us of parse was this (a refusal is not kept, and
+# at most 4096 topics are: ids made up by a flood of valid topics only push out older ones)
+@functools.lru_cache(maxsize=4096)
 def split_topic(prefix: str, topic: str) -> tuple[str, str, Optional[str]]:
     """``(device, kind, camera)`` of ``<prefix>/<device>/<kind>`` (camera None) or of
     ``<prefix>/<device>/<camera>/<kind>`` (a camera kind only); IngestError otherwise."""
@@ -115,103 +118,6 @@ def split_topic(prefix: str, topic: str) -> tuple[str, str, Optional[str]]:
     except CameraError as exc:
         raise IngestError(f"topic {topic[:200]!r}: {exc}") from None
     return device, kind, parts[1]
-
-
-def _json_text(value: object, where: str) -> str:
-    """Compact JSON that every driver can store: a lone surrogate (``"\\ud800"`` passes json.loads)
-    made the driver's UTF-8 encode raise outside the per-message guard and crash-looped the
-    collector, so encodability is checked here, where a failure is a rejection."""
-    try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise IngestError(
-            f"{where}: holds a lone UTF-16 surrogate (\\ud800-\\udfff), not storable text"
-        ) from None
-    except (ValueError, RecursionError) as exc:
-        raise IngestError(f"{where}: not storable JSON ({str(exc)[:120]})") from None
-    if "\\u0000" in text:  # PostgreSQL's jsonb and text refuse NUL
-        raise IngestError(f"{where}: contains a NUL character")
-    return text
-
-
-def _loads(payload: bytes, where: str) -> object:
-    """json.loads, with the nesting bounded (the C decoder raises RecursionError past ~1000 levels;
-    a deep value that did decode would break the next recursive reader, so it is refused here)."""
-    try:
-        body = json.loads(payload)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise IngestError(f"{where}: not JSON ({str(exc)[:120]})") from None
-    if payload.count(b"[") + payload.count(b"{") > MAX_DEPTH and depth(body) > MAX_DEPTH:
-        raise IngestError(f"{where}: JSON nested deeper than {MAX_DEPTH}")
-    return body
-
-
-class _NotFinite(Exception):
-    """What the databases cannot take as sent: Infinity, NaN, a number that reads as an infinite
-    float (1e400). Such a body is decoded again and re-dumped, which refuses it with the usual line."""
-
-
-def _finite(text: str) -> float:
-    value = float(text)  # "Infinity", "-Infinity", "NaN" too (parse_constant)
-    if not math.isfinite(value):
-        raise _NotFinite(text)
-    return value
-
-
-# one decoder for every body (its hooks raise, they note nothing): json.loads with hooks made a
-# decoder and its scanner per call, 40 % of decoding a 0.6 KiB result. _FAST keeps the C float parser
-# where no number can overflow (no 3-digit exponent, < 210 digits: < 1e308): half the decode time
-_FINITE = json.JSONDecoder(parse_constant=_finite, parse_float=_finite)
-_FAST = json.JSONDecoder(parse_constant=_finite)
-_EXP, _RUN = re.compile(r"[eE][+-]?[0-9]{3}"), re.compile(r"[0-9]{210}")
-_DIGITS = b"0123456789"  # deleted by bytes.translate to count them: one C pass (ten str.count: 4 us)
-
-
-def _loads_as_sent(payload: bytes, where: str) -> tuple[object, Optional[str]]:
-    """``(body, text)``: the decoded body and, when it can be stored exactly as sent, the payload's
-    text (strict UTF-8, no BOM, no ``\\u`` escape -- a lone surrogate or NUL hides behind one --
-    no Infinity/NaN/overflowing number); else text None and the caller stores a re-dump (the
-    checks of :func:`_json_text`). Parsing and re-dumping each body cost 12 % of a store round."""
-    try:
-        text = payload.decode("utf-8")
-    except UnicodeDecodeError:
-        return _loads(payload, where), None
-    if text.startswith("\ufeff") or "\\u" in text:
-        return _loads(payload, where), None
-    as_sent: Optional[str] = text
-    try:
-        try:
-            digits = len(payload) - len(payload.translate(None, _DIGITS))
-            slow = _EXP.search(text) or (digits >= 210 and _RUN.search(text))
-            body = (_FINITE if slow else _FAST).decode(text)
-        except _NotFinite:
-            body, as_sent = json.loads(text), None
-    except (ValueError, RecursionError) as exc:
-        raise IngestError(f"{where}: not JSON ({str(exc)[:120]})") from None
-    if text.count("[") + text.count("{") > MAX_DEPTH and depth(body) > MAX_DEPTH:
-        raise IngestError(f"{where}: JSON nested deeper than {MAX_DEPTH}")
-    return body, as_sent
-
-
-def depth(value: object) -> int:
-    """Nesting depth of a decoded JSON value, without recursion."""
-    deepest, todo = 0, [(value, 1)]
-    while todo:
-        v, d = todo.pop()
-        if isinstance(v, dict):
-            v = list(v.values())
-        if isinstance(v, list):
-            deepest = max(deepest, d)
-            todo.extend((x, d + 1) for x in v if isinstance(x, (dict, list)))
-    return deepest
-
-
-def safe_text(text: str, limit: int = 1024) -> str:
-    """Text for the rejected table and the log: bounded, no NUL, always encodable."""
-    return (
-        text[:limit].replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("ascii", "replace")
-    )
 
 
 def _int(body: Mapping[str, Any], key: str, lo: int, hi: int, where: str) -> int:
@@ -248,7 +154,7 @@ def record(
 ) -> Record:
     """One sequenced message; its ``device_id`` (when present) must be the topic's device, its
     ``camera`` the topic's camera level (``camera``; None: the body's own, if a camera id).
-    ``as_sent``: the body's text as received, stored as is (:func:`_loads_as_sent` checked it)."""
+    ``as_sent``: the body's text as received, stored as is (:func:`~edge_agent.core.messages.body.loads_as_sent` checked it)."""
     if not isinstance(body, dict):
         raise IngestError(f"{where}: body is {type(body).__name__}, expected an object")
     claimed = body.get("device_id", device)
@@ -260,7 +166,7 @@ def record(
     msg_id = body.get("id")
     if msg_id is not None and not (isinstance(msg_id, str) and MSG_ID_RE.match(msg_id)):
         raise IngestError(f"{where}: id {str(msg_id)[:80]!r} is not 1-64 of A-Za-z0-9_.:-")
-    text = as_sent if as_sent is not None else _json_text(body, where)
+    text = as_sent if as_sent is not None else json_text(body, where)
     return Record(device, boot, seq, kind, msg_id, _ts(body, received), text, cam)
 
 
@@ -294,7 +200,7 @@ def device_status(device: str, body: object, received: float, where: str) -> Dev
         backlog=_count(queue, "pending"),
         counters={k: _count(queue, k) for k in LOSS_COUNTERS},
         disk_full=queue.get("disk_full") is True,
-        body=_json_text(body, where),
+        body=json_text(body, where),
         order=status_order(body, queue, state),
         seq=_count(queue, "seq"),
         health=health(body),
@@ -348,13 +254,13 @@ def parse(prefix: str, topic: str, payload: bytes, received: float) -> Parsed:
             None,
             None,
         )
-    body, as_sent = _loads_as_sent(payload, where)
+    body, as_sent = loads_as_sent(payload, where)
     if kind == STATUS_KIND:
         return Parsed([], device_status(device, body, received, where), None)
-    _camera_of(body, camera, where)  # a camera topic's event too names its camera
-    if isinstance(body, dict) and "seq" in body:
+    if isinstance(body, dict) and "seq" in body:  # record() checks the camera (once: 1.3 us a body)
         return Parsed([record(device, kind, body, received, where, camera, as_sent)], None, None)
-    return Parsed([], None, Event(device, kind, _json_text(body, where)))
+    _camera_of(body, camera, where)  # a camera topic's event too names its camera
+    return Parsed([], None, Event(device, kind, json_text(body, where)))
 
 
 # ---- gaps ---------------------------------------------------------------------------------------
