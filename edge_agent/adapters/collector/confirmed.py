@@ -11,7 +11,7 @@ a duplicate), so the islands never hold a seq that is not in ``messages``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import paho.mqtt.client as mqtt
 
@@ -55,25 +55,24 @@ def _changes(old: List[Range], new: List[Range]) -> Tuple[List[Range], List[int]
     return touched, [], []
 
 
-def update(
+class Plan(NamedTuple):
+    """What a round changes in ``confirmed`` and what it knows of each device's islands."""
+
+    devices: List[str]
+    keep: Dict[str, Confirms]  # per device, the islands holding this round's seqs
+    deletes: List[Tuple[str, int, int]]
+    inserts: List[Tuple[str, int, int, int]]
+    stored: Dict[str, Confirms]  # the islands after the round: known (computed) or to read back
+    read: List[str]  # the devices whose newest islands are read back
+
+
+def plan(
     db: CollectorDb,
     records: Sequence[Record],
     islands: Optional[Dict[Tuple[str, int], List[Range]]] = None,
-    commit: bool = False,
-    tails: Optional[Dict[str, Confirms]] = None,
     cached: Optional[Dict[str, Confirms]] = None,
-) -> Dict[str, bytes]:
-    """Inside the round's transaction: add the round's seqs to ``confirmed``; per device, the
-    confirmation to publish after the commit (this round's islands + the newest boots' highest).
-    ``islands``: the stored islands around every seq of the round, read under the device locks
-    in the round's first pipeline (adapters.collector.ingest) or after SQLite's BEGIN IMMEDIATE
-    (trust.reads_sqlite); None: read here, one query per (device, boot).
-
-    SQLite: four passes of queries; PostgreSQL: the writes and the read-back in one pipeline, with
-    ``commit`` the round's COMMIT too (a round of 200 devices made some 1,100 queries one round
-    trip at a time, 75 % of the store). ``tails``: filled with the newest islands per device
-    (adapters.collector.known keeps them for the next round); ``cached``: those the round knew
-    already, updated here instead of read back where that is exact (known.after)."""
+) -> Plan:
+    """The writes of :func:`update` (no query unless ``islands`` is None: then SQLite reads them)."""
     seqs: Dict[str, Dict[int, List[int]]] = {}
     for r in records:
         seqs.setdefault(r.device, {}).setdefault(r.boot, []).append(r.seq)
@@ -104,18 +103,46 @@ def update(
         if after is not None:
             computed[d] = after
     stored.update(computed)
-    read = [d for d in devices if d not in computed]
+    return Plan(devices, keep, deletes, inserts, stored, [d for d in devices if d not in computed])
+
+
+def update(
+    db: CollectorDb,
+    records: Sequence[Record],
+    islands: Optional[Dict[Tuple[str, int], List[Range]]] = None,
+    commit: bool = False,
+    tails: Optional[Dict[str, Confirms]] = None,
+    cached: Optional[Dict[str, Confirms]] = None,
+    planned: Optional[Plan] = None,
+) -> Dict[str, bytes]:
+    """Inside the round's transaction: add the round's seqs to ``confirmed``; per device, the
+    confirmation to publish after the commit (this round's islands + the newest boots' highest).
+    ``islands``: the stored islands around every seq of the round, read under the device locks
+    in the round's first pipeline (adapters.collector.ingest) or after SQLite's BEGIN IMMEDIATE
+    (trust.reads_sqlite); None: read here, one query per (device, boot).
+
+    SQLite: four passes of queries; PostgreSQL: the writes and the read-back in one pipeline, with
+    ``commit`` the round's COMMIT too (a round of 200 devices made some 1,100 queries one round
+    trip at a time, 75 % of the store). ``tails``: filled with the newest islands per device
+    (adapters.collector.known keeps them for the next round); ``cached``: those the round knew
+    already, updated here instead of read back where that is exact (known.after). ``planned``:
+    :func:`plan` of the same arguments, made while the server was busy (:class:`Early`)."""
+    devices, keep, deletes, inserts, stored, read = planned or plan(db, records, islands, cached)
     if db.dialect == "postgresql":
         with db.conn.pipeline():
             _write_pg(db, deletes, inserts)
             cur = db.conn.execute(NEWEST_PG, [read, MAX_BOOTS, MAX_RANGES], prepare=False) if read else None
             if commit:
                 db.conn.execute("COMMIT")
+            # while the server writes and commits: the confirmations that need no read-back
+            back = set(read)
+            done = {d: encode(bound(stored[d], keep[d])) for d in devices if d not in back}
         for d, b, lo, hi in cur.fetchall() if cur is not None else ():
             stored[d].setdefault(int(b), []).append((int(lo), int(hi)))
         if tails is not None:
             tails.update(stored)
-        return {d: encode(bound(stored[d], keep[d])) for d in devices}
+        done.update((d, encode(bound(stored[d], keep[d]))) for d in read)
+        return {d: done[d] for d in devices}
     db.many("DELETE FROM confirmed WHERE device = ? AND boot = ? AND lo = ?", deletes, fetch=False)
     db.many("INSERT INTO confirmed (device, boot, lo, hi) VALUES (?, ?, ?, ?)", inserts, fetch=False)
     boots = db.many(BOOTS, [(d, MAX_BOOTS) for d in read])
@@ -167,6 +194,30 @@ def _write_pg(
             _cols(new, 4),
             prepare=False,
         )
+
+
+class Early:
+    """The store's hook while its COPY is in flight (adapters.collector.ingest): the caller's
+    ``idle()`` first (the next round parsed), then this round's :func:`plan`, whose client work
+    otherwise waited for the COPY to end (a round of 2000 results, 200 devices: ~3 ms of ~45)."""
+
+    def __init__(
+        self,
+        db: CollectorDb,
+        records: Sequence[Record],
+        islands: Dict[Tuple[str, int], List[Range]],
+        cached: Dict[str, Confirms],
+        idle: Optional[Callable[[], None]],
+    ) -> None:
+        self._args = (db, records, islands, cached)
+        self._idle = idle
+        self.plan: Optional[Plan] = None
+
+    def __call__(self) -> None:
+        if self._idle is not None:
+            self._idle()
+        if self.plan is None:
+            self.plan = plan(*self._args)
 
 
 def publish(client: mqtt.Client, prefix: str, confirms: Dict[str, bytes]) -> int:

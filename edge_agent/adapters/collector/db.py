@@ -52,7 +52,7 @@ def _sqlite_path(url: str) -> str:
 
 
 class CollectorDb:
-    """One connection; not thread-safe (the collector has one writer thread)."""
+    """One connection; not thread-safe (the collector stores on one thread)."""
 
     def __init__(self, url: str, password: Optional[str] = None, limits: Optional[Limits] = None) -> None:
         """``password``: PostgreSQL's, read from a file (never on the URL: argv shows in ps)."""
@@ -68,7 +68,7 @@ class CollectorDb:
             path = _sqlite_path(url)
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-                # opened here, then used by the collector's writer thread only (app.collector.overlap)
+                # opened here, then used by the thread running the collector only (tests: not the main one)
                 self.conn: Any = sqlite3.connect(
                     path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
                 )
@@ -182,18 +182,19 @@ class CollectorDb:
         statuses: Sequence[DeviceStatus] = (),
         events: Sequence[Event] = (),
         rejected: Sequence[Rejected] = (),
+        idle: ingest.Idle = None,
     ) -> int:
-        """Everything of one ingest round in ONE transaction; returns the records inserted
-        (the rest were already there: duplicates). Durable when this returns; :attr:`confirms`
-        then holds each device's commit watermark to publish (adapters.collector.confirmed)."""
+        """Everything of one ingest round in ONE transaction; returns the records inserted (the
+        rest were there: duplicates). Durable when this returns; :attr:`confirms` then holds each
+        device's commit watermark to publish; ``idle()`` runs while PostgreSQL inserts the rows."""
         if self.dialect == "sqlite":
-            return self._store(records, received, statuses, events, rejected, staged=False)
+            return self._store(records, received, statuses, events, rejected, False, None)
         from psycopg.errors import UniqueViolation
 
         try:
-            return self._store(records, received, statuses, events, rejected, staged=False)
+            return self._store(records, received, statuses, events, rejected, False, idle)
         except UniqueViolation:  # a writer without the device locks took a key first: redo, staged
-            return self._store(records, received, statuses, events, rejected, staged=True)
+            return self._store(records, received, statuses, events, rejected, True, None)
 
     def _store(
         self,
@@ -203,6 +204,7 @@ class CollectorDb:
         events: Sequence[Event],
         rejected: Sequence[Rejected],
         staged: bool,
+        idle: ingest.Idle,
     ) -> int:
         # every row in one fixed order (the devices first, then the messages, keys sorted): two
         # PostgreSQL writers then never wait on each other in a cycle (they deadlocked in the
@@ -226,7 +228,8 @@ class CollectorDb:
                 self._begin()
                 reads = trust.reads_sqlite(self, records, devices, self.known)
             split = trust.sort_records(self, records, reported, self.limits, reads)
-            inserted = self._insert_records(split.new, received, staged) if split.new else 0
+            early = confirmed.Early(self, [*split.new, *split.same], reads.islands, reads.tails, idle)
+            inserted = self._insert_records(split.new, received, staged, early) if split.new else 0
             if not pg:  # SQLite (one writer, no lock order): after the reads, which refresh
                 # the connection's schema; as the first statement, an upsert failing to prepare
                 # (a broken trigger, dropped since) failed every retry (test_no_ack_on_failed_commit)
@@ -255,7 +258,8 @@ class CollectorDb:
             held = [*split.new, *split.same, *held_conflicts]
             tails: dict[str, Confirms] = {}
             if held:  # PostgreSQL: the COMMIT in the pipeline of the watermark's writes
-                confirms = confirmed.update(self, held, reads.islands, pg, tails=tails, cached=reads.tails)
+                planned = None if held_conflicts else early.plan  # made during the COPY, if one ran
+                confirms = confirmed.update(self, held, reads.islands, pg, tails, reads.tails, planned)
             if not pg or not held:
                 self.conn.execute("COMMIT")
         except BaseException:
@@ -330,7 +334,9 @@ class CollectorDb:
             return sql.format(t="?", j="?")
         return sql.format(t="to_timestamp(?)", j="?::jsonb")
 
-    def _insert_records(self, records: Sequence[Record], received: float, staged: bool = False) -> int:
+    def _insert_records(
+        self, records: Sequence[Record], received: float, staged: bool, idle: ingest.Idle
+    ) -> int:
         if self.dialect == "sqlite":
             cur = self.conn.executemany(
                 "INSERT INTO messages (device, boot, seq, kind, msg_id, time, received, body, camera) "
@@ -343,17 +349,11 @@ class CollectorDb:
             return int(cur.rowcount)
         if staged:
             return ingest.insert_staged(self, records, received)
-        return ingest.copy_pg(self, records, received)
+        return ingest.copy_pg(self, records, received, idle)
 
     def _seen(self, devices: Sequence[str], received: float) -> None:
         if devices:
             ingest.seen(self, devices, received)
-
-    def _seen_sql(self) -> str:  # SQLite's (PostgreSQL's is one set-based upsert: ingest.seen)
-        return (
-            "INSERT INTO devices (device, last_seen) VALUES (?, ?) ON CONFLICT (device) DO UPDATE "
-            "SET last_seen = max(COALESCE(devices.last_seen, 0), excluded.last_seen)"
-        )
 
     # ---- reads (fleet views, metrics, tests) ----------------------------------------------
     def devices(self) -> list[dict[str, Any]]:

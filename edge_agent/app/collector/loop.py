@@ -1,8 +1,8 @@
 """The collector's loop: take what the subscriber received, store it in one transaction, commit,
 and only then acknowledge it to the broker.
 
-Two threads (app.collector.overlap): this one takes and parses round n+1 while the writer stores
-and acks round n, in order. A round takes up to ``batch_max`` messages (whatever arrived; it never
+One thread: while PostgreSQL inserts round n's rows, the store lets it take and parse round n+1
+(app.collector.overlap), then acks round n; rounds are stored and acked in order. A round takes up to ``batch_max`` messages (whatever arrived; it never
 waits for a batch to fill), parses, normalises and admits each inside one guard (anything a message
 makes it raise turns it into a rejection), stores records, statuses, events and rejections in one
 transaction and acks them all. A transient database error (locked, connection gone) leaves the
@@ -21,15 +21,16 @@ import queue
 import ssl
 import threading
 import time
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 from edge_agent.adapters.collector import confirmed
 from edge_agent.adapters.collector.db import CollectorDb, DbError, Rejected
+from edge_agent.adapters.collector.ingest import Idle
 from edge_agent.adapters.collector.subscriber import Inbound, Subscriber
 from edge_agent.adapters.collector.trust import Limits
 from edge_agent.app.collector.admission import Admission, Deliveries
 from edge_agent.app.collector.maintenance import Maintenance
-from edge_agent.app.collector.overlap import Overlap
+from edge_agent.app.collector.overlap import Ahead
 from edge_agent.app.collector.round_stats import RATE_WINDOW_S as RATE_WINDOW_S
 from edge_agent.app.collector.round_stats import Metrics as Metrics
 from edge_agent.app.collector.round_stats import Outcome
@@ -60,6 +61,9 @@ class Item(NamedTuple):
     status: Optional[DeviceStatus]
     event: Optional[Event]
     rejected: Optional[Rejected]
+
+
+Job = Tuple[list[Inbound], list[Item], float]  # a round taken and parsed: its messages, items, time
 
 
 class Collector:
@@ -118,27 +122,25 @@ class Collector:
         # 500 results: 0.1 of 1.7 s of a 10,000-result store; tests/bench/bench_ingest.py)
         gc.freeze()
         self.sub.start()
-        # the writer thread owns the database from here on: it stores and acks round n while this
-        # thread parses round n+1 (app.collector.overlap: no gain measured on loopback, see there)
-        writer: Overlap[tuple[list[Inbound], list[Item], float]] = Overlap(
-            lambda job: self._commit(*job, stop), self._writer_idle
-        )
-        writer.start()
+        # the next round is taken and parsed while the database inserts this one (app.collector.overlap)
+        ahead: Ahead[Job] = Ahead(self._take_now)
         self._stored_at = time.monotonic()
         try:
             while not stop.is_set():
-                writer.check()
-                batch = self._take(0.2)
-                if batch:
-                    writer.put(self._prepare(batch), stop)  # stopped first: not acked, sent again
-                elif not writer.busy() and self._done_leaving(self._stored_at):
+                job = ahead.next()
+                if job is None:
+                    batch = self._take(0.2)
+                    job = self._prepare(batch) if batch else None
+                if job is not None:
+                    self._commit(*job, stop, ahead.idle)  # stopped first: not acked, sent again
+                elif self._done_leaving(self._stored_at):
                     self.left = True
                     break
+                self._periodic()
         finally:
             try:
-                writer.close()
-            finally:
                 self.sub.stop(end_session=self.left)
+            finally:
                 self.db.close()
             m = self.metrics
             log.info(
@@ -149,8 +151,8 @@ class Collector:
                 m.rejected,
             )
 
-    def _writer_idle(self) -> None:
-        """The writer's periodic work between rounds (it owns the database connection)."""
+    def _periodic(self) -> None:
+        """Work between rounds, paced by each part: the online count, per-device metrics, history."""
         self._refresh_online()
         self.maintenance.device_metrics(self.db, self.metrics)
         self.maintenance.history(self.db, time.time())
@@ -168,7 +170,7 @@ class Collector:
 
     def _take(self, wait_s: float) -> list[Inbound]:
         try:
-            first = self.sub.inbox.get(timeout=wait_s)
+            first = self.sub.inbox.get(timeout=wait_s) if wait_s > 0 else self.sub.inbox.get_nowait()
         except queue.Empty:
             return []
         batch = [first]
@@ -178,6 +180,11 @@ class Collector:
             except queue.Empty:
                 break
         return batch
+
+    def _take_now(self) -> Optional[Job]:
+        """The next round, prepared, if anything arrived (never waits: the store is waiting)."""
+        batch = self._take(0.0)
+        return self._prepare(batch) if batch else None
 
     def _guarded(self, m: Inbound, received: float) -> Item:
         """Parse, normalise and admit one message; anything it raises makes it a rejection (acked).
@@ -208,18 +215,23 @@ class Collector:
             return Item(m, [], None, None, Rejected(safe_text(m.topic), why, received))
 
     def _round(self, batch: list[Inbound], stop: threading.Event) -> None:
-        """One round on this thread: parse, then store and ack (what the two threads do in turn)."""
+        """One round: parse, then store and ack (none prepared ahead)."""
         self._commit(*self._prepare(batch), stop)
 
-    def _prepare(self, batch: list[Inbound]) -> tuple[list[Inbound], list[Item], float]:
+    def _prepare(self, batch: list[Inbound]) -> Job:
         received = time.time()
         self.metrics.taken += len(batch)
         return batch, [self._guarded(m, received) for m in batch], received
 
     def _commit(
-        self, batch: list[Inbound], items: list[Item], received: float, stop: threading.Event
+        self,
+        batch: list[Inbound],
+        items: list[Item],
+        received: float,
+        stop: threading.Event,
+        idle: Idle = None,
     ) -> None:
-        done = self._store(items, received, stop)
+        done = self._store(items, received, stop, idle)
         if done is None:
             return  # stopping: not acknowledged, the broker sends them again
         self.sub.ack(batch)  # only now: the rows are committed (or dead-lettered)
@@ -250,14 +262,16 @@ class Collector:
             met.lag_s = max(0.0, received - done.newest)
         self._stored_at = now
 
-    def _store(self, items: list[Item], received: float, stop: threading.Event) -> Optional[Outcome]:
+    def _store(
+        self, items: list[Item], received: float, stop: threading.Event, idle: Idle = None
+    ) -> Optional[Outcome]:
         """The round in one transaction; the driver's transient errors (database locked or gone)
         retry it with backoff, anything else (a bug, data a driver refuses) rolls it back and
         stores its messages one by one. None: stopped before it was stored."""
         failures = 0
         while True:
             try:
-                return self._store_items(items, received)
+                return self._store_items(items, received, idle)
             except self.db.transient() as exc:
                 failures += 1
                 if not self._backoff(failures, len(items), exc, stop):
@@ -326,12 +340,12 @@ class Collector:
         self._reopen()
         return True
 
-    def _store_items(self, items: list[Item], received: float) -> Outcome:
+    def _store_items(self, items: list[Item], received: float, idle: Idle = None) -> Outcome:
         records = [r for it in items for r in it.records]
         statuses = [it.status for it in items if it.status is not None]
         events = [it.event for it in items if it.event is not None]
         rejected = [it.rejected for it in items if it.rejected is not None]
-        inserted = self.db.store(records, received, statuses, events, rejected)
+        inserted = self.db.store(records, received, statuses, events, rejected, idle)
         newest = max((r.time for r in records), default=None)
         return Outcome(
             inserted,

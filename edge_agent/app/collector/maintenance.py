@@ -1,7 +1,7 @@
 """The collector's housekeeping between ingest rounds: the health history thinned and expired,
 the messages past their class's retention age deleted (adapters.collector.purge; on a
 partitioned PostgreSQL ``messages``, partitions made ahead and old ones dropped whole), and the
-per-device metrics refreshed, all on the writer thread (one connection).
+per-device metrics refreshed, all on the loop's thread between rounds (one connection).
 
 Never a long transaction: each step is one batch of at most ``maintenance_batch`` rows in its own
 transaction, and one call stops after ``BUDGET_S`` (ingest goes on; the rest waits for the next

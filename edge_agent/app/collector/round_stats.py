@@ -1,5 +1,5 @@
 """What a collector round did (:class:`Outcome`) and the counters Prometheus reads (:class:`Metrics`):
-written by the writer thread, read by the HTTP thread."""
+written by the loop's thread, read by the HTTP thread."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class Outcome(NamedTuple):
 
 
 class Metrics:
-    """Counters for Prometheus; written by the writer thread, read by the HTTP thread."""
+    """Counters for Prometheus; written by the loop's thread, read by the HTTP thread."""
 
     def __init__(self) -> None:
         self.taken = 0  # MQTT messages taken from the inbox (committed or not)

@@ -52,6 +52,7 @@ def test_a_rolled_back_round_confirms_nothing(url: str, monkeypatch: pytest.Monk
             commit: bool = False,
             tails: object = None,
             cached: object = None,
+            planned: object = None,
         ) -> object:
             real(d, records, islands)  # type: ignore[arg-type] # never its COMMIT
             raise db.errors()[0]("the commit fails after the islands were written")

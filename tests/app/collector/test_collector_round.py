@@ -9,6 +9,7 @@ import logging
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Callable, Optional
 
 import pytest
 from support.collector import Stop
@@ -114,9 +115,9 @@ def test_one_round_stores_rows_in_key_order(tmp_path: Path, monkeypatch: pytest.
     seen: list[list[tuple[str, int, int]]] = []
     real = col.db._insert_records
 
-    def spy(records: list[Record], received: float, staged: bool = False) -> int:
+    def spy(records: list[Record], received: float, staged: bool, idle: Optional[Callable[[], None]]) -> int:
         seen.append([(r.device, r.boot, r.seq) for r in records])
-        return real(records, received, staged)
+        return real(records, received, staged, idle)
 
     monkeypatch.setattr(col.db, "_insert_records", spy)
     batch = [inbound(5, "cam-b"), inbound(2, "cam-a"), inbound(9, "cam-a"), inbound(1, "cam-b")]

@@ -1,6 +1,7 @@
-"""``Collector.run`` in process, its subscriber never connected (messages put in its inbox): the
-rounds parsed on one thread and stored on the writer (app.collector.overlap) are committed and
-acked in the order taken, leaving waits for the writer, and a writer's error ends the run."""
+"""``Collector.run`` in process, its subscriber never connected (messages put in its inbox): rounds,
+the next one parsed while PostgreSQL inserts this one (app.collector.overlap), are committed and
+acked in the order taken, leaving waits until every round is stored, a store's error that is not
+about the data ends the run, and a round prepared ahead when the run stops is not acked."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ def inbound(seq: int, device: str = "cam-1") -> Inbound:
     return Inbound(f"edge/{device}/detections", json.dumps(body).encode(), seq, 1, 1)
 
 
-def make(tmp_path: Path, leave_quiet_s: Optional[float] = None, **cfg: Any) -> tuple[Collector, list[int]]:
-    c = CollectorConfig(db=f"sqlite:///{tmp_path / 'fleet.db'}", **cfg)
+def make(
+    tmp_path: Path, leave_quiet_s: Optional[float] = None, db: str = "", **cfg: Any
+) -> tuple[Collector, list[int]]:
+    c = CollectorConfig(db=db or f"sqlite:///{tmp_path / 'fleet.db'}", **cfg)
     col = Collector(c, None, None, leave_quiet_s)
     acked: list[int] = []
     col.sub.start = lambda: None  # type: ignore[method-assign]
@@ -51,15 +54,19 @@ def wait_for(cond: Any, timeout: float = 20.0) -> None:
         time.sleep(0.02)
 
 
-def test_rounds_are_stored_and_acked_in_the_order_taken(tmp_path: Path) -> None:
-    col, acked = make(tmp_path, batch_max=7)
+def test_rounds_are_stored_and_acked_in_the_order_taken(tmp_path: Path, url: str) -> None:
+    col, acked = make(tmp_path, db=url, batch_max=7)
     stored: list[int] = []
+    ahead: list[int] = []  # messages taken while a round's COPY was in flight
     real = col.db.store
 
     def store(records: Any, *a: Any, **k: Any) -> int:
         stored.extend(r.seq for r in records)
         time.sleep(0.02)  # a round's store takes longer than its parse: rounds queue up
-        return real(records, *a, **k)
+        taken = col.metrics.taken
+        n = real(records, *a, **k)
+        ahead.append(col.metrics.taken - taken)
+        return n
 
     col.db.store = store  # type: ignore[method-assign]
     for s in range(1, 51):
@@ -72,12 +79,14 @@ def test_rounds_are_stored_and_acked_in_the_order_taken(tmp_path: Path) -> None:
     assert errors == []
     assert acked == list(range(1, 51)) and stored == list(range(1, 51))
     assert col.metrics.records == 50 and col.metrics.rounds >= 8
+    # PostgreSQL: each round but the last took the next 7 during its COPY; SQLite: none (serial)
+    assert ahead == ([7] * 6 + [1, 0] if col.db.dialect == "postgresql" else [0] * 8)
     db = Collector(col.cfg, None, None).db
     assert db.message_stats() == (50, 50)
     db.close()
 
 
-def test_leaving_waits_until_the_writer_has_stored_every_round(tmp_path: Path) -> None:
+def test_leaving_waits_until_every_round_is_stored(tmp_path: Path) -> None:
     col, acked = make(tmp_path, leave_quiet_s=0.0)
     col.sub.unsubscribed.set()
     col.sub.unsubscribed_at = 0.0
@@ -98,7 +107,7 @@ def test_leaving_waits_until_the_writer_has_stored_every_round(tmp_path: Path) -
     assert acked == [1, 2] and col.metrics.records == 2
 
 
-def test_a_writer_error_ends_the_run_with_that_error(tmp_path: Path) -> None:
+def test_a_commit_error_ends_the_run_with_that_error(tmp_path: Path) -> None:
     col, acked = make(tmp_path)
 
     def broken(*a: Any) -> None:
@@ -114,24 +123,21 @@ def test_a_writer_error_ends_the_run_with_that_error(tmp_path: Path) -> None:
     assert acked == []
 
 
-def test_a_round_waiting_at_stop_is_not_acked(tmp_path: Path) -> None:
-    col, acked = make(tmp_path, batch_max=1)
-    gate = threading.Event()
-    real = col._commit
-
-    def held(*a: Any) -> None:
-        gate.wait(20)
-        real(*a)
-
-    col._commit = held  # type: ignore[method-assign]
-    for s in (1, 2, 3):
-        col.sub.inbox.put(inbound(s))
+def test_a_round_prepared_ahead_at_stop_is_not_acked(tmp_path: Path) -> None:
+    col, acked = make(tmp_path, batch_max=2)
     stop = threading.Event()
+    real = col.db.store
+
+    def store(records: Any, *a: Any, **k: Any) -> int:
+        a[-1]()  # the hook PostgreSQL's COPY calls (app.collector.overlap): round 2 is taken now
+        stop.set()  # and the collector is stopped before round 2 is stored
+        return real(records, *a, **k)
+
+    col.db.store = store  # type: ignore[method-assign]
+    for s in (1, 2, 3, 4):
+        col.sub.inbox.put(inbound(s))
     t, errors = run_in_thread(col, stop)
-    wait_for(lambda: col.metrics.taken == 3)  # 1 in hand, 2 waiting, 3 parsed and blocked
-    stop.set()
-    threading.Timer(0.3, gate.set).start()
     t.join(20)
     assert errors == []
-    assert acked == [1]  # the round in hand finished; those waiting are redelivered by the broker
-    assert col.metrics.records == 1
+    assert acked == [1, 2]  # the round in hand finished; the one prepared is redelivered by the broker
+    assert col.metrics.taken == 4 and col.metrics.records == 2

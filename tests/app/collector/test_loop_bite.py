@@ -212,13 +212,13 @@ def test_conflicts_are_one_line_per_device(tmp_path: Path, caplog: pytest.LogCap
     col.db.close()
 
 
-def test_the_writers_idle_work_counts_online_devices_and_exports_device_rows(tmp_path: Path) -> None:
+def test_the_periodic_work_counts_online_devices_and_exports_device_rows(tmp_path: Path) -> None:
     col = make(tmp_path, metrics_port=9100)
     col.db.migrate()
     col.sub.ack = lambda msgs: len(msgs)  # type: ignore[method-assign]
     status = {"device_id": "cam-1", "state": "running", "ts": time.time(), "queue": {"pending": 1}}
     col._round([Inbound("edge/cam-1/status", json.dumps(status).encode(), 1, 1, 1)], threading.Event())
-    col._writer_idle()
+    col._periodic()
     assert col.metrics.devices_online == 1
     assert col.metrics.devices_known == 1 and len(col.metrics.device_rows) == 1
     col.db.close()
