@@ -68,7 +68,6 @@ SEEN_SQLITE = (  # PostgreSQL's is one set-based upsert (seen)
 Idle = Optional[Callable[[], None]]  # the store's hook while the server inserts (app.collector.overlap)
 # PostgreSQL's binary timestamptz: microseconds since 2000-01-01 UTC, rounded as to_timestamp() does
 PG_EPOCH = 946_684_800.0
-_Q = struct.Struct("!q")
 
 
 class Reads(NamedTuple):

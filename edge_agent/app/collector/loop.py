@@ -2,13 +2,14 @@
 and only then acknowledge it to the broker.
 
 One thread: while PostgreSQL inserts round n's rows, the store lets it take and parse round n+1
-(app.collector.overlap), then acks round n; rounds are stored and acked in order. A round takes up to ``batch_max`` messages (whatever arrived; it never
-waits for a batch to fill), parses, normalises and admits each inside one guard (anything a message
-makes it raise turns it into a rejection), stores records, statuses, events and rejections in one
-transaction and acks them all. A transient database error (locked, connection gone) leaves the
-round un-acked and retries it with backoff (reconnecting to PostgreSQL). Any other error of a
-round (a bug, data a driver refuses) rolls it back and stores its messages one by one; one that
-fails ``deliveries_max`` times is dead-lettered (kept in ``dead_letters``, acked). Measured before:
+(app.collector.overlap), then acks round n; rounds are stored and acked in order. A round takes
+up to ``batch_max`` messages (whatever arrived; it never waits for a batch to fill), parses,
+normalises and admits each inside one guard (anything a message makes it raise turns it into a
+rejection), stores records, statuses, events and rejections in one transaction and acks them all.
+A transient database error (locked, connection gone) leaves the round un-acked and retries it
+with backoff (reconnecting to PostgreSQL). Any other error of a round (a bug, data a driver
+refuses) rolls it back and stores its messages one by one; one that fails ``deliveries_max`` times
+is dead-lettered (kept in ``dead_letters``, acked). Measured before:
 one 90-byte message with a lone surrogate raised in the driver, outside the per-message guard,
 and crash-looped the collector at every restart (the broker redelivered it each time).
 """
