@@ -249,6 +249,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/core/messages/test_batch_and_parse.py",
             "tests/core/messages/test_fleet_rules.py",
             "tests/core/messages/test_fleet_numbers.py",  # body.py's fast-decoder test, 2026-12-07
+            "tests/core/messages/test_body_bite.py",  # body.safe_text (h-mutx; not re-measured yet)
         ],
     ),
     "core-camera": (
@@ -1188,6 +1189,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
             "tests/adapters/collector/test_confirmed_model.py",  # every round against a model
             "tests/adapters/collector/test_collector_trust.py",
             "tests/adapters/collector/test_confirmed_bite.py",  # publish: retained, QoS 1, counted
+            "tests/adapters/collector/test_copy_stream.py",  # plan() / Early in the COPY (2026-12-07)
         ],
     ),
     # CollectorDb itself (the class around the modules above); not test_collector_db.py's two
@@ -1288,7 +1290,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     # test_known.py: a second cluster per mutant (10-15 s on the loaded machine) for the same paths
     "collector-ingest": (
         ["edge_agent/adapters/collector/ingest.py"],
-        ["tests/adapters/collector/test_ingest_paths.py"],
+        [
+            "tests/adapters/collector/test_ingest_paths.py",
+            "tests/adapters/collector/test_copy_stream.py",  # copy_data, copy_pg's idle (2026-12-07)
+        ],
     ),
     # --- h-mutm ---
     # issue 36: the device page's HTTP server (routes, refusals, the body bound, HEAD, headers) on
