@@ -49,3 +49,22 @@ def test_a_top_level_number_is_checked_too() -> None:
     assert body._big_exponent(b"-1E+400".translate(body._FLAT))
     assert not body._big_exponent(b"e400".translate(body._FLAT))
     assert not body._big_exponent(b'"a1e400"'.translate(body._FLAT))
+
+
+def test_many_short_numbers_take_the_fast_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 digits, but no run of 210: no number can overflow (the run test, not the count alone)."""
+    monkeypatch.setattr(body, "_FINITE", Refusing())
+    sent = json.dumps({"seq": 7, "boot": 2, "pad": [12345] * 60}).encode()
+    assert fleet.parse("edge", TOPIC, sent, NOW).records[0].body == sent.decode()
+
+
+def test_a_number_before_a_hash_is_found_too() -> None:
+    """Every occurrence is looked at, first to last: a real 1e400 before a model hash's e117."""
+    for sent in (
+        b'{"seq": 7, "boot": 2, "x": 1e400, "m": "d6e117"}',
+        b'{"seq": 7, "boot": 2, "m": "d6e117", "x": 1e400}',
+    ):
+        with pytest.raises(fleet.IngestError, match="not storable JSON"):
+            fleet.parse("edge", TOPIC, sent, NOW)
+    assert body._big_exponent(b'[1e400, "d6e117"]'.translate(body._FLAT))
+    assert body._big_exponent(b'["d6e117", "a1e400", 1e400]'.translate(body._FLAT))
