@@ -3,6 +3,7 @@ synthetic calibration images, and calibration images derived from the shared pho
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -41,3 +42,14 @@ def shared_calib(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         for tag, v in variants.items():
             cv2.imwrite(str(d / f"{Path(name).stem}-{tag}.jpg"), v)
     return d
+
+
+@pytest.fixture
+def torch_threads_kept() -> Iterator[None]:
+    """export_check.time_runtimes sets the process's torch thread count: each test that uses this
+    gives back the count it found (the export-check tests, which skip without torch)."""
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)

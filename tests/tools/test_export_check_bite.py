@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import types
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +24,7 @@ torch = pytest.importorskip(
 from edge_agent.tools import export_check as ec  # noqa: E402
 from edge_agent.tools import quantize  # noqa: E402
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _threads_kept() -> Iterator[None]:
-    n = torch.get_num_threads()  # time_runtimes sets the process's thread count
-    yield
-    torch.set_num_threads(n)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_threads_kept")]
 
 
 def _dims(vi: Any) -> list[Any]:

@@ -8,7 +8,6 @@ without torch, which only the [torch] extra installs."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,7 @@ torch = pytest.importorskip(
 
 from edge_agent.tools import export_check as ec  # noqa: E402
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _threads_kept() -> Iterator[None]:
-    n = torch.get_num_threads()  # time_runtimes sets the process's thread count
-    yield
-    torch.set_num_threads(n)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_threads_kept")]
 
 
 class Lin(torch.nn.Module):  # type: ignore[misc]
