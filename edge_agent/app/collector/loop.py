@@ -22,7 +22,7 @@ import queue
 import ssl
 import threading
 import time
-from typing import NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from edge_agent.adapters.collector import confirmed
 from edge_agent.adapters.collector.db import CollectorDb, DbError, Rejected
@@ -64,7 +64,7 @@ class Item(NamedTuple):
     rejected: Optional[Rejected]
 
 
-Job = Tuple[list[Inbound], list[Item], float]  # a round taken and parsed: its messages, items, time
+Job = Tuple[List[Inbound], List[Item], float]  # a round taken and parsed: its messages, items, time
 
 
 class Collector:
